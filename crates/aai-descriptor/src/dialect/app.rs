@@ -1,0 +1,708 @@
+//! Dialects D1 (snake_case, seed `001`) and D2 (camelCase, seed `002`): one file per
+//! platform deployment with `app`, `execution`, `auth` and `tools`.
+//!
+//! The two differ in key spelling, in the name format (pipe string vs BCP-47 object with
+//! `defaultLang`) and in the execution types their seeds list (`ipc|http` vs
+//! `http|stdio|acp|apple-events|dbus|com`). One parser serves both through [`Case`]; it
+//! accepts either name format and the union of execution types in either dialect, so a
+//! file is never rejected for using the other generation's vocabulary.
+//!
+//! `ipc` is the platform default (DESIGN §2): macOS → Apple Events to the app id with
+//! class `AAI ` / id `call`; Linux → D-Bus JSON convention (service = app id, path = id
+//! with `.` → `/`, interface `com.aai.Executor`, session bus); Windows → COM with
+//! progId = app id. D2 `execution.timeout` is milliseconds.
+
+use super::common::{
+    self, DbusName, Unit, app_id, check_dbus_name, check_unique_names, check_url, fold, tool_base,
+};
+use super::platforms::dbus_output;
+use crate::diagnostic::Sink;
+use crate::model::*;
+use crate::name::AppName;
+use crate::read::Obj;
+
+/// Key spelling of a dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Case {
+    Snake,
+    Camel,
+}
+
+impl Case {
+    /// The spelling of the camelCase key `camel` in this dialect.
+    fn k(self, camel: &'static str) -> &'static str {
+        if self == Case::Camel {
+            return camel;
+        }
+        match camel {
+            "schemaVersion" => "schema_version",
+            "defaultLang" => "default_lang",
+            "baseUrl" => "base_url",
+            "defaultHeaders" => "default_headers",
+            "bundleId" => "bundle_id",
+            "eventClass" => "event_class",
+            "eventId" => "event_id",
+            "objectPath" => "object_path",
+            "progId" => "prog_id",
+            "authorizationEndpoint" => "authorization_endpoint",
+            "tokenEndpoint" => "token_endpoint",
+            "clientId" => "client_id",
+            "apiKey" => "api_key",
+            "obtainUrl" => "obtain_url",
+            "appCredential" => "app_credential",
+            "tokenType" => "token_type",
+            "expiresIn" => "expires_in",
+            "loginUrl" => "login_url",
+            "requiredCookies" => "required_cookies",
+            "helpUrl" => "help_url",
+            "screenshotUrl" => "screenshot_url",
+            other => other,
+        }
+    }
+
+    fn dialect(self) -> Dialect {
+        match self {
+            Case::Snake => Dialect::SnakeCase,
+            Case::Camel => Dialect::CamelCase,
+        }
+    }
+}
+
+pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
+    let sink = root.sink();
+    root.ignore("$schema");
+    let schema_version = root.req_text(case.k("schemaVersion"));
+    if let Some(v) = schema_version {
+        if v.split('.').next() != Some("1") {
+            sink.warning(
+                root.at(case.k("schemaVersion")),
+                format!(
+                    "schema version `{v}` is newer than this gateway knows (1.x); loading it as 1.x"
+                ),
+            );
+        }
+    }
+    let version = root.req_text("version");
+    if let Some(v) = version {
+        if semver::Version::parse(v).is_err() {
+            sink.error(
+                root.at("version"),
+                format!("`{v}` is not a semantic version (MAJOR.MINOR.PATCH, e.g. \"1.0.0\")"),
+            );
+        }
+    }
+    let platform_name = root.req_text("platform");
+    let platform = platform_name.and_then(|p| {
+        let parsed = Platform::parse(p);
+        if parsed.is_none() {
+            sink.error(
+                root.at("platform"),
+                format!("`{p}` is not a platform; expected `macos`, `linux`, `windows`, `web`, `android` or `ios`"),
+            );
+        }
+        parsed
+    });
+
+    let mut app = root.req_obj("app");
+    let id = app.as_mut().and_then(|a| app_id(a, "id"));
+    let name = app.as_mut().and_then(|a| name(a, case));
+    let description = app.as_mut().and_then(|a| a.req_str("description"));
+    let aliases = app
+        .as_mut()
+        .and_then(|a| a.opt_str_list("aliases"))
+        .unwrap_or_default();
+    drop(app);
+
+    let Execution {
+        kind,
+        executor,
+        timeout,
+    } = match platform {
+        Some(platform) => execution(root, case, platform, id.as_deref().unwrap_or_default()),
+        None => {
+            root.ignore("execution");
+            Execution::default()
+        }
+    };
+
+    let auth = match root.opt_obj("auth") {
+        Some(mut a) => {
+            let parsed = auth(&mut a, case);
+            if parsed.is_some() && kind.is_some_and(|k| k != ExecutorKind::Http) {
+                sink.warning(
+                    a.pointer().to_owned(),
+                    "`auth` applies to http execution only; it is ignored here",
+                );
+                None
+            } else {
+                parsed
+            }
+        }
+        None => None,
+    };
+
+    let tools_array = root.req_array("tools")?;
+    let mut tools = Vec::new();
+    for (_, mut obj) in tools_array.objects() {
+        match kind {
+            Some(kind) => tools.extend(tool(&mut obj, kind)),
+            None => obj.allow_unknown(),
+        }
+    }
+    check_unique_names(
+        sink,
+        tools_array.pointer(),
+        tools_array
+            .iter()
+            .filter_map(|(i, v, _)| Some((i, v.get("name")?.as_str()?))),
+    );
+
+    Some(App {
+        id: id?,
+        name: name?,
+        description: description?.to_owned(),
+        aliases,
+        version: Some(version?.to_owned()),
+        schema_version: schema_version?.to_owned(),
+        dialect: case.dialect(),
+        bindings: vec![Binding {
+            platform: platform?,
+            executor: executor?,
+            auth,
+            timeout,
+            tools,
+        }],
+    })
+}
+
+/// `app.name`: a pipe string, or a BCP-47 object with `defaultLang`.
+fn name(app: &mut Obj<'_>, case: Case) -> Option<AppName> {
+    let sink = app.sink();
+    let lang_key = case.k("defaultLang");
+    let value = app.req("name")?;
+    if let Some(text) = value.as_str() {
+        if text.trim().is_empty() {
+            sink.error(app.at("name"), "`name` must not be empty");
+            return None;
+        }
+        app.ignore(lang_key);
+        return Some(AppName::from_pipe(text));
+    }
+    let names = app.opt_obj("name")?.string_entries();
+    if names.is_empty() {
+        sink.error(app.at("name"), "`name` has no entries");
+        return None;
+    }
+    let default_lang = match app.opt_text(lang_key) {
+        Some(lang) => lang.to_owned(),
+        None if app.has(lang_key) => return None,
+        None => {
+            sink.error(
+                app.pointer().to_owned(),
+                format!("missing required field `{lang_key}` (needed when `name` is an object of languages)"),
+            );
+            return None;
+        }
+    };
+    if !names.iter().any(|(tag, _)| *tag == default_lang) {
+        sink.error(
+            app.at(lang_key),
+            format!(
+                "`{lang_key}` is `{default_lang}`, but `name` has no `{default_lang}` entry (it has {})",
+                names.iter().map(|(t, _)| format!("`{t}`")).collect::<Vec<_>>().join(", ")
+            ),
+        );
+        return None;
+    }
+    Some(AppName::Tagged {
+        names,
+        default_lang,
+    })
+}
+
+/// What the `execution` section says: the executor kind (known even when its settings are
+/// broken, so tools are still checked), the executor, and the binding timeout.
+#[derive(Debug, Default)]
+struct Execution {
+    kind: Option<ExecutorKind>,
+    executor: Option<Executor>,
+    timeout: Option<std::time::Duration>,
+}
+
+/// The executor kind of an execution type on a platform, with `ipc` resolved.
+fn kind_of(sink: &Sink, at: &str, ty: &str, platform: Platform) -> Option<ExecutorKind> {
+    let needs = |wanted: Platform, kind: ExecutorKind| {
+        if platform == wanted {
+            return Some(kind);
+        }
+        sink.error(
+            at,
+            format!(
+                "execution type `{ty}` needs platform `{}`, but the descriptor's platform is `{}`",
+                wanted.as_str(),
+                platform.as_str()
+            ),
+        );
+        None
+    };
+    match fold(ty).as_str() {
+        "ipc" => match platform {
+            Platform::Macos => Some(ExecutorKind::AppleEvents),
+            Platform::Linux => Some(ExecutorKind::Dbus),
+            Platform::Windows => Some(ExecutorKind::Com),
+            Platform::Web | Platform::Android | Platform::Ios => {
+                sink.error(
+                    at,
+                    format!(
+                        "`ipc` has no meaning on platform `{}`; use `http` for web apps, or a `platforms` descriptor for Android intents and iOS URL schemes",
+                        platform.as_str()
+                    ),
+                );
+                None
+            }
+        },
+        "http" => Some(ExecutorKind::Http),
+        "stdio" => Some(ExecutorKind::Stdio),
+        "acp" => Some(ExecutorKind::Acp),
+        "appleevents" => needs(Platform::Macos, ExecutorKind::AppleEvents),
+        "dbus" => needs(Platform::Linux, ExecutorKind::Dbus),
+        "com" => needs(Platform::Windows, ExecutorKind::Com),
+        _ => {
+            sink.error(
+                at,
+                format!("`{ty}` is not an execution type; expected one of `http`, `stdio`, `acp`, `apple-events`, `dbus`, `com`, `ipc`"),
+            );
+            None
+        }
+    }
+}
+
+/// Reads the execution section. A missing section means `ipc` (desktop platforms).
+fn execution(root: &mut Obj<'_>, case: Case, platform: Platform, id: &str) -> Execution {
+    let sink = root.sink();
+    let Some(mut exec) = root.opt_obj("execution") else {
+        if root.has("execution") {
+            return Execution::default();
+        }
+        if platform == Platform::Web {
+            sink.error(
+                root.pointer().to_owned(),
+                "missing required field `execution` (web apps need `execution.type: http` and a base URL)",
+            );
+            return Execution::default();
+        }
+        let kind = kind_of(sink, root.pointer(), "ipc", platform);
+        return Execution {
+            kind,
+            executor: kind.and_then(|k| ipc(sink, root.pointer(), k, id)),
+            timeout: None,
+        };
+    };
+    let Some(ty) = exec.req_str("type") else {
+        exec.allow_unknown();
+        return Execution::default();
+    };
+    let at_type = exec.at("type");
+    let Some(kind) = kind_of(sink, &at_type, ty, platform) else {
+        exec.allow_unknown();
+        return Execution::default();
+    };
+    let executor = if fold(ty) == "ipc" {
+        ipc(sink, &at_type, kind, id)
+    } else {
+        settings(&mut exec, case, kind, id)
+    };
+    let timeout = common::timeout(&mut exec, "timeout", Unit::Millis);
+    Execution {
+        kind: Some(kind),
+        executor,
+        timeout,
+    }
+}
+
+/// The settings of an explicit (non-`ipc`) execution type.
+fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Option<Executor> {
+    let sink = exec.sink();
+    match kind {
+        ExecutorKind::Http => {
+            let base_url = exec.req_text(case.k("baseUrl"));
+            let ok = base_url.is_some_and(|u| check_url(sink, &exec.at(case.k("baseUrl")), u));
+            let default_headers = exec
+                .opt_str_map(case.k("defaultHeaders"))
+                .unwrap_or_default();
+            ok.then(|| {
+                Executor::Http(Http {
+                    base_url: base_url
+                        .unwrap_or_default()
+                        .trim_end_matches('/')
+                        .to_owned(),
+                    default_headers,
+                })
+            })
+        }
+        ExecutorKind::Stdio => process(exec).map(Executor::Stdio),
+        ExecutorKind::Acp => {
+            let mut start = exec.req_obj("start")?;
+            process(&mut start).map(Executor::Acp)
+        }
+        ExecutorKind::AppleEvents => {
+            let bundle_id = exec.opt_text(case.k("bundleId")).unwrap_or(id).to_owned();
+            let event_class = four_cc(exec, case.k("eventClass"), "AAI ");
+            let event_id = four_cc(exec, case.k("eventId"), "call");
+            Some(Executor::AppleEvents(AppleEvents {
+                bundle_id,
+                event_class: event_class?,
+                event_id: event_id?,
+            }))
+        }
+        ExecutorKind::Dbus => {
+            let service = exec.opt_text("service").unwrap_or(id).to_owned();
+            let object_path = exec
+                .opt_text(case.k("objectPath"))
+                .map(str::to_owned)
+                .unwrap_or_else(|| common::path_from_id(&service));
+            let interface = exec
+                .opt_text("interface")
+                .unwrap_or(JSON_INTERFACE)
+                .to_owned();
+            let bus = match exec.opt_str("bus") {
+                None | Some("session") => Some(Bus::Session),
+                Some("system") => Some(Bus::System),
+                Some(other) => {
+                    sink.error(
+                        exec.at("bus"),
+                        format!("`{other}` is not a bus; expected `session` or `system`"),
+                    );
+                    None
+                }
+            };
+            let ok = check_dbus_name(sink, &exec.at("service"), DbusName::Bus, &service)
+                & check_dbus_name(
+                    sink,
+                    &exec.at(case.k("objectPath")),
+                    DbusName::Path,
+                    &object_path,
+                )
+                & check_dbus_name(sink, &exec.at("interface"), DbusName::Interface, &interface);
+            let bus = bus?;
+            ok.then(|| {
+                Executor::Dbus(Dbus {
+                    bus,
+                    service,
+                    object_path,
+                    interface,
+                })
+            })
+        }
+        ExecutorKind::Com => Some(Executor::Com(Com {
+            prog_id: Some(exec.opt_text(case.k("progId")).unwrap_or(id).to_owned()),
+        })),
+        ExecutorKind::Applescript
+        | ExecutorKind::Jxa
+        | ExecutorKind::Intent
+        | ExecutorKind::UrlScheme => unreachable!("not a D1/D2 execution type"),
+    }
+}
+
+/// The interface of the D-Bus JSON convention.
+pub const JSON_INTERFACE: &str = "com.aai.Executor";
+
+/// `ipc`: the platform's default executor for the app id (DESIGN §2).
+fn ipc(sink: &Sink, at: &str, kind: ExecutorKind, id: &str) -> Option<Executor> {
+    match kind {
+        ExecutorKind::AppleEvents => Some(Executor::AppleEvents(AppleEvents {
+            bundle_id: id.to_owned(),
+            event_class: "AAI ".to_owned(),
+            event_id: "call".to_owned(),
+        })),
+        ExecutorKind::Dbus => check_dbus_name(sink, at, DbusName::Bus, id).then(|| {
+            Executor::Dbus(Dbus {
+                bus: Bus::Session,
+                service: id.to_owned(),
+                object_path: common::path_from_id(id),
+                interface: JSON_INTERFACE.to_owned(),
+            })
+        }),
+        ExecutorKind::Com => Some(Executor::Com(Com {
+            prog_id: Some(id.to_owned()),
+        })),
+        _ => None,
+    }
+}
+
+fn four_cc(exec: &mut Obj<'_>, key: &'static str, default: &str) -> Option<String> {
+    let code = exec.opt_str(key).unwrap_or(default);
+    if code.chars().count() != 4 || !code.is_ascii() {
+        exec.sink().error(
+            exec.at(key),
+            format!("`{code}` is not a four-character code (e.g. `AAI ` or `call`)"),
+        );
+        return None;
+    }
+    Some(code.to_owned())
+}
+
+fn process(obj: &mut Obj<'_>) -> Option<Process> {
+    let command = obj.req_text("command");
+    let args = obj.opt_str_list("args").unwrap_or_default();
+    let env = obj.opt_str_map("env").unwrap_or_default();
+    Some(Process {
+        command: command?.to_owned(),
+        args,
+        env,
+    })
+}
+
+fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
+    let base = tool_base(obj);
+    let call = match kind {
+        ExecutorKind::Http => http_tool(obj, base.as_ref().map(|b| &b.parameters)),
+        ExecutorKind::Dbus if obj.has("method") => {
+            let method = obj.req_text("method")?;
+            let ok = check_dbus_name(obj.sink(), &obj.at("method"), DbusName::Member, method);
+            let output = dbus_output(obj)?;
+            ok.then(|| ToolCall::DbusMethod {
+                method: method.to_owned(),
+                output,
+            })
+        }
+        _ => Some(ToolCall::Envelope),
+    };
+    let base = base?;
+    Some(Tool {
+        name: base.name,
+        description: base.description,
+        parameters: base.parameters,
+        returns: base.returns,
+        timeout: None,
+        call: call?,
+    })
+}
+
+fn http_tool(obj: &mut Obj<'_>, params: Option<&crate::schema::Schema>) -> Option<ToolCall> {
+    let sink = obj.sink();
+    let Some(mut exec) = obj.opt_obj("execution") else {
+        if !obj.has("execution") {
+            sink.error(
+                obj.pointer().to_owned(),
+                "missing required field `execution` (http tools need `execution.path`)",
+            );
+        }
+        return None;
+    };
+    let path = exec.req_str("path")?;
+    if !path.starts_with('/') {
+        sink.error(
+            exec.at("path"),
+            format!("path `{path}` must start with `/`"),
+        );
+        return None;
+    }
+    let mut ok = true;
+    for segment in path_params(path) {
+        if params.is_some_and(|p| !p.has_property(segment)) {
+            sink.error(
+                exec.at("path"),
+                format!("path placeholder `{{{segment}}}` is not a parameter of the tool"),
+            );
+            ok = false;
+        }
+    }
+    let method = match exec.opt_str("method") {
+        None => Some(HttpMethod::Post),
+        Some(m) => {
+            let parsed = HttpMethod::parse(m);
+            if parsed.is_none() {
+                sink.error(
+                    exec.at("method"),
+                    format!("`{m}` is not an HTTP method; expected GET, POST, PUT, PATCH, DELETE or HEAD"),
+                );
+            }
+            parsed
+        }
+    };
+    let headers = exec.opt_str_map("headers").unwrap_or_default();
+    let method = method?;
+    ok.then(|| ToolCall::Http {
+        method,
+        path: path.to_owned(),
+        headers,
+    })
+}
+
+/// The `{name}` segments of an HTTP path.
+pub fn path_params(path: &str) -> impl Iterator<Item = &str> {
+    path.split('{')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
+}
+
+fn auth(a: &mut Obj<'_>, case: Case) -> Option<Auth> {
+    let sink = a.sink();
+    let ty = a.req_str("type")?;
+    let (key, kind) = match fold(ty).as_str() {
+        "oauth2" => ("oauth2", 0),
+        "apikey" => (case.k("apiKey"), 1),
+        "appcredential" => (case.k("appCredential"), 2),
+        "cookie" => ("cookie", 3),
+        _ => {
+            sink.error(
+                a.at("type"),
+                format!("`{ty}` is not an auth type; expected `oauth2`, `apiKey`, `appCredential` or `cookie`"),
+            );
+            a.allow_unknown();
+            return None;
+        }
+    };
+    // The settings live in a sub-object named after the type; tolerate them inline too.
+    let mut inner = a.opt_obj(key);
+    let obj: &mut Obj<'_> = match inner.as_mut() {
+        Some(o) => {
+            if let Some(t) = o.opt_str("type") {
+                if fold(t) != fold(ty) {
+                    sink.error(
+                        o.at("type"),
+                        format!("`{t}` contradicts `auth.type` `{ty}`"),
+                    );
+                }
+            }
+            o
+        }
+        None if a.has(key) => return None,
+        None => a,
+    };
+    match kind {
+        0 => oauth2(obj, case).map(Auth::OAuth2),
+        1 => api_key(obj, case).map(Auth::ApiKey),
+        2 => app_credential(obj, case).map(Auth::AppCredential),
+        _ => cookie(obj, case).map(Auth::Cookie),
+    }
+}
+
+fn endpoint(obj: &mut Obj<'_>, key: &'static str) -> Option<String> {
+    let url = obj.req_text(key)?;
+    check_url(obj.sink(), &obj.at(key), url).then(|| url.to_owned())
+}
+
+fn oauth2(o: &mut Obj<'_>, case: Case) -> Option<OAuth2> {
+    let authorization_endpoint = endpoint(o, case.k("authorizationEndpoint"));
+    let token_endpoint = endpoint(o, case.k("tokenEndpoint"));
+    let scopes = match o.req_array("scopes") {
+        Some(a) => Some(a.strings()),
+        None => None,
+    };
+    if let Some(mut pkce) = o.opt_obj("pkce") {
+        match pkce.req_str("method") {
+            Some("S256") | None => {}
+            Some(other) => pkce.sink().error(
+                pkce.at("method"),
+                format!("PKCE method `{other}` is not supported; only `S256` is"),
+            ),
+        }
+    }
+    let client_id = o.opt_text(case.k("clientId")).map(str::to_owned);
+    Some(OAuth2 {
+        authorization_endpoint: authorization_endpoint?,
+        token_endpoint: token_endpoint?,
+        scopes: scopes?,
+        client_id,
+    })
+}
+
+fn api_key(o: &mut Obj<'_>, case: Case) -> Option<ApiKey> {
+    let location = match o.req_str("location") {
+        Some("header") => Some(KeyLocation::Header),
+        Some("query") => Some(KeyLocation::Query),
+        Some(other) => {
+            o.sink().error(
+                o.at("location"),
+                format!("`{other}` is not a key location; expected `header` or `query`"),
+            );
+            None
+        }
+        None => None,
+    };
+    let name = o.req_text("name");
+    let prefix = o.opt_str("prefix").map(str::to_owned);
+    let obtain_url = o.req_text(case.k("obtainUrl"));
+    let instructions = instructions(o, case);
+    Some(ApiKey {
+        location: location?,
+        name: name?.to_owned(),
+        prefix,
+        obtain_url: obtain_url?.to_owned(),
+        instructions: instructions?,
+    })
+}
+
+fn app_credential(o: &mut Obj<'_>, case: Case) -> Option<AppCredential> {
+    let token_endpoint = endpoint(o, case.k("tokenEndpoint"));
+    let token_type = match o.req_str(case.k("tokenType")).map(fold).as_deref() {
+        Some("tenantaccesstoken") => Some(TokenType::TenantAccessToken),
+        Some("appaccesstoken") => Some(TokenType::AppAccessToken),
+        Some("useraccesstoken") => Some(TokenType::UserAccessToken),
+        Some(_) => {
+            o.sink().error(
+                o.at(case.k("tokenType")),
+                "expected `tenantAccessToken`, `appAccessToken` or `userAccessToken`",
+            );
+            None
+        }
+        None => None,
+    };
+    let expires_in = common::timeout(o, case.k("expiresIn"), Unit::Seconds)
+        .unwrap_or(std::time::Duration::from_secs(7200));
+    let instructions = instructions(o, case);
+    Some(AppCredential {
+        token_endpoint: token_endpoint?,
+        token_type: token_type?,
+        expires_in,
+        instructions: instructions?,
+    })
+}
+
+fn cookie(o: &mut Obj<'_>, case: Case) -> Option<Cookie> {
+    let login_url = o.req_text(case.k("loginUrl"));
+    let required = o.req_array(case.k("requiredCookies")).map(|a| a.strings());
+    if required.as_ref().is_some_and(Vec::is_empty) {
+        o.sink().error(
+            o.at(case.k("requiredCookies")),
+            "list at least one cookie name",
+        );
+    }
+    let domain = o.req_text("domain");
+    let instructions = instructions(o, case);
+    Some(Cookie {
+        login_url: login_url?.to_owned(),
+        required_cookies: required.filter(|r| !r.is_empty())?,
+        domain: domain?.to_owned(),
+        instructions: instructions?,
+    })
+}
+
+/// `instructions`: an object (`short`, `detailed`, `helpUrl`, `screenshotUrl`) or, as the
+/// cookie type writes it, a plain string. `Some(None)` when absent; `None` when broken.
+fn instructions(o: &mut Obj<'_>, case: Case) -> Option<Option<Instructions>> {
+    let Some(value) = o.get("instructions") else {
+        return Some(None);
+    };
+    if let Some(text) = value.as_str() {
+        return Some(Some(Instructions {
+            short: text.to_owned(),
+            detailed: None,
+            help_url: None,
+            screenshot_url: None,
+        }));
+    }
+    let mut i = Obj::new(o.sink(), value, o.at("instructions"))?;
+    let short = i.req_text("short");
+    let detailed = i.opt_str("detailed").map(str::to_owned);
+    let help_url = i.opt_str(case.k("helpUrl")).map(str::to_owned);
+    let screenshot_url = i.opt_str(case.k("screenshotUrl")).map(str::to_owned);
+    Some(Some(Instructions {
+        short: short?.to_owned(),
+        detailed,
+        help_url,
+        screenshot_url,
+    }))
+}

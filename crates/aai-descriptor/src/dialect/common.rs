@@ -1,0 +1,373 @@
+//! Checks and readers shared by all dialects: ids, tool basics, timeouts, URLs,
+//! placeholders, D-Bus names.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::diagnostic::Sink;
+use crate::read::Obj;
+use crate::schema::Schema;
+
+/// The parts every tool has, whatever its executor.
+#[derive(Debug)]
+pub(crate) struct ToolBase {
+    pub name: String,
+    pub description: String,
+    pub parameters: Schema,
+    pub returns: Option<Schema>,
+}
+
+/// Reads and checks an app id.
+pub(crate) fn app_id(obj: &mut Obj<'_>, key: &'static str) -> Option<String> {
+    let id = obj.req_text(key)?;
+    let at = obj.at(key);
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+    {
+        obj.sink().error(
+            at,
+            format!("app id `{id}` contains `{bad}`; use letters, digits, `.`, `-` and `_` (reverse-DNS, e.g. `com.example.app`)"),
+        );
+        return None;
+    }
+    if !id.contains('.') || id.starts_with('.') || id.ends_with('.') || id.contains("..") {
+        obj.sink().warning(
+            at,
+            format!("app id `{id}` is not in reverse-DNS form (e.g. `com.example.app`)"),
+        );
+    }
+    Some(id.to_owned())
+}
+
+/// Reads `name`, `description`, `parameters` and `returns` of a tool.
+pub(crate) fn tool_base(tool: &mut Obj<'_>) -> Option<ToolBase> {
+    let name = tool.req_text("name");
+    if let Some(name) = name {
+        check_tool_name(tool, name);
+    }
+    let description = match tool.opt_str("description") {
+        Some(d) => d.to_owned(),
+        None => {
+            if !tool.has("description") {
+                tool.sink().warning(
+                    tool.pointer().to_owned(),
+                    "tool has no `description`; agents will see only its name",
+                );
+            }
+            String::new()
+        }
+    };
+    let parameters = tool
+        .req("parameters")
+        .and_then(|v| schema(tool.sink(), v, tool.at("parameters"), true));
+    let returns = tool
+        .get("returns")
+        .and_then(|v| schema(tool.sink(), v, tool.at("returns"), false));
+    let returns_ok = returns.is_some() || !tool.has("returns");
+    Some(ToolBase {
+        name: name?.to_owned(),
+        description,
+        parameters: parameters?,
+        returns: if returns_ok { returns } else { return None },
+    })
+}
+
+fn check_tool_name(tool: &Obj<'_>, name: &str) {
+    let at = tool.at("name");
+    if name.chars().any(char::is_control) {
+        tool.sink()
+            .error(at, "tool name must not contain control characters");
+    } else if name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        tool.sink().warning(
+            at,
+            format!("tool name `{name}` should be 1-64 characters of letters, digits, `_`, `-` and `.`; some MCP clients reject other names"),
+        );
+    }
+}
+
+/// Compiles a schema value; `parameters` must describe an object.
+fn schema(sink: &Sink, value: &Value, at: String, parameters: bool) -> Option<Schema> {
+    let Some(map) = value.as_object() else {
+        sink.error(
+            at,
+            format!(
+                "expected a JSON Schema object, found {}",
+                crate::read::type_name(value)
+            ),
+        );
+        return None;
+    };
+    if parameters {
+        if let Some(ty) = map.get("type") {
+            if ty.as_str() != Some("object") {
+                sink.error(
+                    format!("{at}/type"),
+                    format!("tool parameters must be `\"type\": \"object\"`, found {ty}"),
+                );
+                return None;
+            }
+        }
+    }
+    match Schema::compile(value) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            sink.error(at, format!("invalid JSON Schema (draft-07): {e}"));
+            None
+        }
+    }
+}
+
+/// Reports tools that share a name.
+pub(crate) fn check_unique_names<'n>(
+    sink: &Sink,
+    tools_pointer: &str,
+    names: impl IntoIterator<Item = (usize, &'n str)>,
+) {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for (index, name) in names {
+        if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+            sink.error(
+                format!("{tools_pointer}/{index}/name"),
+                format!("duplicate tool name `{name}` (first defined at {tools_pointer}/{first})"),
+            );
+        } else {
+            seen.push((name, index));
+        }
+    }
+}
+
+/// The unit a dialect writes timeouts in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Unit {
+    Seconds,
+    Millis,
+}
+
+/// Reads an optional positive timeout.
+pub(crate) fn timeout(obj: &mut Obj<'_>, key: &'static str, unit: Unit) -> Option<Duration> {
+    let n = obj.opt_non_negative(key)?;
+    if n == 0.0 {
+        obj.sink()
+            .error(obj.at(key), format!("`{key}` must be greater than zero"));
+        return None;
+    }
+    Some(match unit {
+        Unit::Seconds => Duration::from_secs_f64(n),
+        Unit::Millis => Duration::from_secs_f64(n / 1000.0),
+    })
+}
+
+/// Folds an enum-like word so `apple-events`, `apple_events` and `appleEvents` compare equal.
+pub(crate) fn fold(word: &str) -> String {
+    word.chars()
+        .filter(|c| *c != '_' && *c != '-' && *c != ' ')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Checks that `url` is absolute http(s); `https` is required unless the host is loopback.
+pub(crate) fn check_url(sink: &Sink, at: &str, url: &str) -> bool {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) if s.eq_ignore_ascii_case("https") || s.eq_ignore_ascii_case("http") => (s, r),
+        _ => {
+            sink.error(at, format!("`{url}` is not an absolute http(s) URL"));
+            return false;
+        }
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = host_of(authority);
+    if host.is_empty() {
+        sink.error(at, format!("`{url}` has no host"));
+        return false;
+    }
+    if scheme.eq_ignore_ascii_case("http") && !is_loopback(host) {
+        sink.error(
+            at,
+            format!("`{url}` must use https (plain http is allowed only for loopback hosts)"),
+        );
+        return false;
+    }
+    true
+}
+
+/// The host of an URL authority (`user@host:port`), without brackets for IPv6.
+pub(crate) fn host_of(authority: &str) -> &str {
+    let after_user = authority.rsplit('@').next().unwrap_or_default();
+    if let Some(v6) = after_user.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or_default();
+    }
+    after_user.split(':').next().unwrap_or_default()
+}
+
+/// Whether `host` names this machine.
+pub(crate) fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The `${name}` placeholders of a template, in order.
+pub(crate) fn placeholders(template: &str) -> impl Iterator<Item = &str> {
+    template.split("${").skip(1).filter_map(|rest| {
+        let end = rest.find('}')?;
+        Some(&rest[..end])
+    })
+}
+
+/// Warns about `${name}` placeholders that are not parameters.
+pub(crate) fn check_placeholders(sink: &Sink, at: &str, template: &str, params: &Schema) {
+    for name in placeholders(template) {
+        if !params.has_property(name) {
+            sink.warning(
+                at,
+                format!("placeholder `${{{name}}}` is not a parameter; it will be left empty"),
+            );
+        }
+    }
+}
+
+/// Same as [`check_placeholders`] for every string inside a JSON value.
+pub(crate) fn check_value_placeholders(sink: &Sink, at: &str, value: &Value, params: &Schema) {
+    match value {
+        Value::String(s) => check_placeholders(sink, at, s, params),
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                check_value_placeholders(sink, &format!("{at}/{i}"), v, params);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                check_value_placeholders(sink, &crate::diagnostic::join_pointer(at, k), v, params);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// D-Bus name kinds, for syntax checks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum DbusName {
+    Bus,
+    Interface,
+    Member,
+    Path,
+}
+
+/// Checks D-Bus name syntax (per the D-Bus specification).
+pub(crate) fn check_dbus_name(sink: &Sink, at: &str, kind: DbusName, name: &str) -> bool {
+    let element = |e: &str, dash: bool| {
+        !e.is_empty()
+            && !e.starts_with(|c: char| c.is_ascii_digit())
+            && e.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || (dash && c == '-'))
+    };
+    let (ok, what) = match kind {
+        DbusName::Bus => (
+            name.len() <= 255
+                && name.split('.').count() >= 2
+                && name.split('.').all(|e| element(e, true)),
+            "a bus name like `org.example.App`",
+        ),
+        DbusName::Interface => (
+            name.len() <= 255
+                && name.split('.').count() >= 2
+                && name.split('.').all(|e| element(e, false)),
+            "an interface name like `org.example.App`",
+        ),
+        DbusName::Member => (
+            name.len() <= 255 && element(name, false),
+            "a member name like `SendEmail`",
+        ),
+        DbusName::Path => (
+            name == "/"
+                || (name.starts_with('/')
+                    && name[1..].split('/').all(|e| {
+                        !e.is_empty() && e.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    })),
+            "an object path like `/org/example/App`",
+        ),
+    };
+    if !ok {
+        sink.error(at, format!("`{name}` is not {what}"));
+    }
+    ok
+}
+
+/// The object path the JSON convention derives from an app id: `/` + id with `.` → `/`
+/// (and characters not allowed in paths → `_`).
+pub(crate) fn path_from_id(id: &str) -> String {
+    let mut path = String::with_capacity(id.len() + 1);
+    for element in id.split('.').filter(|e| !e.is_empty()) {
+        path.push('/');
+        path.extend(
+            element
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }),
+        );
+    }
+    if path.is_empty() {
+        path.push('/');
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_need_https_except_loopback() {
+        let sink = Sink::new("t");
+        assert!(check_url(&sink, "", "https://api.example.com/v1"));
+        assert!(check_url(&sink, "", "http://127.0.0.1:8080"));
+        assert!(check_url(&sink, "", "http://[::1]:80/x"));
+        assert!(check_url(&sink, "", "http://localhost"));
+        assert!(!check_url(&sink, "", "http://api.example.com"));
+        assert!(!check_url(&sink, "", "ftp://x"));
+        assert!(!check_url(&sink, "", "/relative"));
+        assert!(!check_url(&sink, "", "https://"));
+        assert_eq!(sink.into_vec().len(), 4);
+    }
+
+    #[test]
+    fn dbus_names() {
+        let sink = Sink::new("t");
+        assert!(check_dbus_name(
+            &sink,
+            "",
+            DbusName::Bus,
+            "org.mpris.MediaPlayer2.mpv"
+        ));
+        assert!(check_dbus_name(&sink, "", DbusName::Bus, "com.my-app.x"));
+        assert!(!check_dbus_name(
+            &sink,
+            "",
+            DbusName::Interface,
+            "com.my-app.x"
+        ));
+        assert!(!check_dbus_name(&sink, "", DbusName::Bus, "single"));
+        assert!(check_dbus_name(
+            &sink,
+            "",
+            DbusName::Path,
+            "/org/mpris/MediaPlayer2"
+        ));
+        assert!(!check_dbus_name(&sink, "", DbusName::Path, "/org//x"));
+        assert!(!check_dbus_name(&sink, "", DbusName::Member, "2go"));
+        assert_eq!(path_from_id("com.my-app.Mail"), "/com/my_app/Mail");
+    }
+
+    #[test]
+    fn placeholders_are_found_in_order() {
+        let p: Vec<_> = placeholders("a ${x} b ${y}${z} ${unclosed").collect();
+        assert_eq!(p, ["x", "y", "z"]);
+    }
+}

@@ -1,0 +1,501 @@
+//! Dialect D0, "platforms" (seeds `000`, `003` §2.5 and appendix C): one file, one app,
+//! one `platforms.<os>` section per platform, each with its own automation and tools.
+//!
+//! Timeouts are seconds except Android's milliseconds. Defaults are the seed's: 30 s,
+//! Android 5,000 ms, iOS 10 s.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::common::{
+    self, DbusName, ToolBase, Unit, app_id, check_dbus_name, check_placeholders,
+    check_unique_names, check_value_placeholders, fold, tool_base,
+};
+use crate::model::*;
+use crate::name::AppName;
+use crate::read::Obj;
+
+pub(crate) fn parse(root: &mut Obj<'_>) -> Option<App> {
+    root.ignore("$schema");
+    let schema_version = root.req_str("schema_version");
+    if let Some(v) = schema_version {
+        let ok = v
+            .split_once('.')
+            .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
+        if !ok {
+            root.sink().warning(
+                root.at("schema_version"),
+                format!("`{v}` is not of the form MAJOR.MINOR (e.g. \"1.0\")"),
+            );
+        }
+    }
+    let id = app_id(root, "appId");
+    let name = root.req_text("name").map(AppName::from_pipe);
+    let description = root.opt_str("description").unwrap_or_default().to_owned();
+    let version = root.opt_str("version").map(str::to_owned);
+    let aliases = root.opt_str_list("aliases").unwrap_or_default();
+    let mut platforms = root.req_obj("platforms")?;
+
+    let mut bindings = Vec::new();
+    let mut any = false;
+    for platform in [
+        Platform::Macos,
+        Platform::Windows,
+        Platform::Linux,
+        Platform::Android,
+        Platform::Ios,
+    ] {
+        let Some(mut section) = platforms.opt_obj(platform.as_str()) else {
+            any |= platforms.has(platform.as_str());
+            continue;
+        };
+        any = true;
+        if let Some(b) = binding(&mut section, platform) {
+            bindings.push(b);
+        }
+    }
+    if !any {
+        root.sink().error(
+            platforms.pointer().to_owned(),
+            "no platform defined; expected at least one of `macos`, `windows`, `linux`, `android`, `ios`",
+        );
+    }
+    Some(App {
+        id: id?,
+        name: name?,
+        description,
+        aliases,
+        version,
+        schema_version: schema_version?.to_owned(),
+        dialect: Dialect::Platforms,
+        bindings,
+    })
+}
+
+fn binding(section: &mut Obj<'_>, platform: Platform) -> Option<Binding> {
+    let (expected, default_timeout, unit): (&[&str], Duration, Unit) = match platform {
+        Platform::Macos => (
+            &["applescript", "jxa"],
+            Duration::from_secs(30),
+            Unit::Seconds,
+        ),
+        Platform::Windows => (&["com"], Duration::from_secs(30), Unit::Seconds),
+        Platform::Linux => (&["dbus"], Duration::from_secs(30), Unit::Seconds),
+        Platform::Android => (&["intent"], Duration::from_millis(5000), Unit::Millis),
+        Platform::Ios => (&["url_scheme"], Duration::from_secs(10), Unit::Seconds),
+        Platform::Web => unreachable!("D0 has no web platform"),
+    };
+    let automation = section.req_str("automation")?;
+    let Some(automation) = expected
+        .iter()
+        .copied()
+        .find(|e| fold(e) == fold(automation))
+    else {
+        section.sink().error(
+            section.at("automation"),
+            format!(
+                "`{automation}` is not an automation type for {}; expected {}",
+                platform.as_str(),
+                expected
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        );
+        section.allow_unknown();
+        return None;
+    };
+    // The settings may be broken while the tools are fine (or the reverse): read both,
+    // so one pass reports every problem.
+    let executor = match automation {
+        "applescript" => Some(Executor::Applescript),
+        "jxa" => Some(Executor::Jxa),
+        "com" => Some(Executor::Com(Com {
+            prog_id: section.opt_text("progid").map(str::to_owned),
+        })),
+        "dbus" => dbus(section).map(Executor::Dbus),
+        "intent" => section.req_text("package").map(|p| {
+            Executor::Intent(Intent {
+                package: p.to_owned(),
+            })
+        }),
+        "url_scheme" => section.req_text("scheme").map(|s| {
+            Executor::UrlScheme(UrlScheme {
+                scheme: s.to_owned(),
+            })
+        }),
+        other => unreachable!("{other} is in the expected list"),
+    };
+    let tools_array = section.req_array("tools")?;
+    let mut tools = Vec::new();
+    for (_, mut obj) in tools_array.objects() {
+        if let Some(t) = tool(&mut obj, automation, executor.as_ref(), unit) {
+            tools.push(t);
+        }
+    }
+    check_unique_names(
+        section.sink(),
+        tools_array.pointer(),
+        tools_array
+            .iter()
+            .filter_map(|(i, v, _)| Some((i, v.get("name")?.as_str()?))),
+    );
+    Some(Binding {
+        platform,
+        executor: executor?,
+        auth: None,
+        timeout: Some(default_timeout),
+        tools,
+    })
+}
+
+fn dbus(section: &mut Obj<'_>) -> Option<Dbus> {
+    let sink = section.sink();
+    let service = section.req_text("service")?;
+    let object = section
+        .opt_text("object")
+        .map(str::to_owned)
+        .unwrap_or_else(|| common::path_from_id(service));
+    let interface = section.opt_text("interface").unwrap_or(service).to_owned();
+    let bus = match section.opt_str("bus") {
+        None | Some("session") => Bus::Session,
+        Some("system") => Bus::System,
+        Some(other) => {
+            sink.error(
+                section.at("bus"),
+                format!("`{other}` is not a bus; expected `session` or `system`"),
+            );
+            return None;
+        }
+    };
+    let ok = check_dbus_name(sink, &section.at("service"), DbusName::Bus, service)
+        & check_dbus_name(sink, &section.at("object"), DbusName::Path, &object)
+        & check_dbus_name(
+            sink,
+            &section.at("interface"),
+            DbusName::Interface,
+            &interface,
+        );
+    ok.then(|| Dbus {
+        bus,
+        service: service.to_owned(),
+        object_path: object,
+        interface,
+    })
+}
+
+fn tool(
+    obj: &mut Obj<'_>,
+    automation: &str,
+    executor: Option<&Executor>,
+    unit: Unit,
+) -> Option<Tool> {
+    let base = tool_base(obj);
+    let timeout = common::timeout(obj, "timeout", unit);
+    let call = match (automation, executor) {
+        ("applescript" | "jxa", _) => script(obj, base.as_ref()),
+        ("com", Some(Executor::Com(com))) => com_script(obj, com, base.as_ref()),
+        ("dbus", _) => dbus_method(obj),
+        ("intent", _) => intent(obj, base.as_ref()),
+        ("url_scheme", u) => {
+            let scheme = match u {
+                Some(Executor::UrlScheme(u)) => Some(u.scheme.as_str()),
+                _ => None,
+            };
+            url(obj, scheme, base.as_ref())
+        }
+        _ => unreachable!("D0 automation types only"),
+    };
+    let ToolBase {
+        name,
+        description,
+        parameters,
+        returns,
+    } = base?;
+    Some(Tool {
+        name,
+        description,
+        parameters,
+        returns,
+        timeout,
+        call: call?,
+    })
+}
+
+fn script(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
+    let source = obj.req_text("script")?;
+    if let Some(b) = base {
+        check_placeholders(obj.sink(), &obj.at("script"), source, &b.parameters);
+    }
+    let output = match obj.opt_str("output_parser").map(fold).as_deref() {
+        None | Some("resultastext") => ScriptOutput::Text,
+        Some("resultasrecord") => ScriptOutput::Record,
+        Some(_) => {
+            obj.sink().error(
+                obj.at("output_parser"),
+                "expected `result as text` or `result as record`",
+            );
+            return None;
+        }
+    };
+    Some(ToolCall::Script {
+        source: source.to_owned(),
+        output,
+    })
+}
+
+fn dbus_method(obj: &mut Obj<'_>) -> Option<ToolCall> {
+    let method = obj.req_text("method");
+    let output = dbus_output(obj);
+    let method = method?;
+    let ok = check_dbus_name(obj.sink(), &obj.at("method"), DbusName::Member, method);
+    let output = output?;
+    ok.then(|| ToolCall::DbusMethod {
+        method: method.to_owned(),
+        output,
+    })
+}
+
+/// `output_parser` of a native D-Bus tool: `json` (default) or `string`.
+pub(crate) fn dbus_output(obj: &mut Obj<'_>) -> Option<DbusOutput> {
+    match obj.opt_str("output_parser") {
+        None | Some("json") => Some(DbusOutput::Json),
+        Some("string") => Some(DbusOutput::String),
+        Some(other) => {
+            obj.sink().error(
+                obj.at("output_parser"),
+                format!("`{other}` is not an output parser; expected `json` or `string`"),
+            );
+            None
+        }
+    }
+}
+
+fn com_script(obj: &mut Obj<'_>, com: &Com, base: Option<&ToolBase>) -> Option<ToolCall> {
+    match obj.opt_str("output_parser") {
+        None | Some("last_result") => {}
+        Some(other) => obj.sink().error(
+            obj.at("output_parser"),
+            format!("`{other}` is not an output parser; expected `last_result`"),
+        ),
+    }
+    let steps_array = obj.req_array("script")?;
+    if steps_array.is_empty() {
+        obj.sink().error(
+            steps_array.pointer().to_owned(),
+            "the COM action list is empty",
+        );
+        return None;
+    }
+    let mut vars: Vec<String> = Vec::new();
+    let mut steps = Vec::new();
+    let mut ok = true;
+    for (_, mut step) in steps_array.objects() {
+        match com_step(&mut step, com, &mut vars, base) {
+            Some(s) => steps.push(s),
+            None => ok = false,
+        }
+    }
+    ok.then_some(ToolCall::ComScript { steps })
+}
+
+fn com_step(
+    step: &mut Obj<'_>,
+    com: &Com,
+    vars: &mut Vec<String>,
+    base: Option<&ToolBase>,
+) -> Option<ComStep> {
+    let sink = step.sink();
+    let action = step.req_str("action")?;
+    let object = |step: &mut Obj<'_>, vars: &Vec<String>| -> Option<String> {
+        let name = step.req_text("object")?;
+        if !vars.iter().any(|v| v == name) {
+            sink.error(
+                step.at("object"),
+                format!("object `{name}` is not defined by an earlier step's `var`"),
+            );
+            return None;
+        }
+        Some(name.to_owned())
+    };
+    let templ = |step: &Obj<'_>, key: &str, v: &Value| {
+        if let Some(b) = base {
+            check_value_placeholders(sink, &step.at(key), v, &b.parameters);
+        }
+    };
+    let parsed = match action {
+        "create" => {
+            let var = step.req_text("var");
+            let prog_id = step
+                .opt_text("progid")
+                .or(com.prog_id.as_deref())
+                .map(str::to_owned);
+            if prog_id.is_none() && !step.has("progid") {
+                step.missing("progid");
+            }
+            ComStep::Create {
+                var: var?.to_owned(),
+                prog_id: prog_id?,
+            }
+        }
+        "call" => {
+            let var = step.opt_text("var").map(str::to_owned);
+            let object = object(step, vars);
+            let method = step.req_text("method");
+            let args = match step.opt_array("args") {
+                Some(a) => a.iter().map(|(_, v, _)| v.clone()).collect(),
+                None if step.has("args") => return None,
+                None => Vec::new(),
+            };
+            if let Some(v) = step.get("args") {
+                templ(step, "args", v);
+            }
+            ComStep::Call {
+                var,
+                object: object?,
+                method: method?.to_owned(),
+                args,
+            }
+        }
+        "set" => {
+            let object = object(step, vars);
+            let property = step.req_text("property");
+            let value = step.req("value").cloned();
+            if let Some(v) = &value {
+                templ(step, "value", v);
+            }
+            ComStep::Set {
+                object: object?,
+                property: property?.to_owned(),
+                value: value?,
+            }
+        }
+        "get" => ComStep::Get {
+            var: step.opt_text("var").map(str::to_owned),
+            object: object(step, vars)?,
+            property: step.req_text("property")?.to_owned(),
+        },
+        "return" => {
+            let value = step.get("value").cloned();
+            let var = step.opt_text("var").map(str::to_owned);
+            if let Some(v) = &value {
+                templ(step, "value", v);
+            }
+            if let Some(name) = &var {
+                if !vars.contains(name) {
+                    sink.error(
+                        step.at("var"),
+                        format!("variable `{name}` is not defined by an earlier step"),
+                    );
+                    return None;
+                }
+            }
+            if value.is_none() && var.is_none() {
+                sink.error(
+                    step.pointer().to_owned(),
+                    "a `return` step needs `value` or `var`",
+                );
+                return None;
+            }
+            ComStep::Return { value, var }
+        }
+        other => {
+            sink.error(
+                step.at("action"),
+                format!("`{other}` is not a COM action; expected `create`, `call`, `set`, `get` or `return`"),
+            );
+            return None;
+        }
+    };
+    if let ComStep::Create { var, .. }
+    | ComStep::Call { var: Some(var), .. }
+    | ComStep::Get { var: Some(var), .. } = &parsed
+    {
+        vars.push(var.clone());
+    }
+    Some(parsed)
+}
+
+fn intent(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
+    let action = obj.req_text("action");
+    let extras = match obj.opt_obj("extras") {
+        Some(e) => {
+            let at = e.pointer().to_owned();
+            let extras: Vec<(String, Value)> =
+                e.entries().map(|(k, v)| (k.clone(), v.clone())).collect();
+            if let Some(b) = base {
+                for (k, v) in &extras {
+                    check_value_placeholders(
+                        obj.sink(),
+                        &crate::diagnostic::join_pointer(&at, k),
+                        v,
+                        &b.parameters,
+                    );
+                }
+            }
+            extras
+        }
+        None if obj.has("extras") => return None,
+        None => Vec::new(),
+    };
+    let result = match obj.opt_str("result_type") {
+        None | Some("broadcast") => {
+            obj.ignore("result_uri");
+            IntentResult::Broadcast
+        }
+        Some("content_provider") => IntentResult::ContentProvider {
+            uri: obj.req_text("result_uri")?.to_owned(),
+        },
+        Some(other) => {
+            obj.sink().error(
+                obj.at("result_type"),
+                format!(
+                    "`{other}` is not a result type; expected `content_provider` or `broadcast`"
+                ),
+            );
+            return None;
+        }
+    };
+    Some(ToolCall::Intent {
+        action: action?.to_owned(),
+        extras,
+        result,
+    })
+}
+
+fn url(obj: &mut Obj<'_>, scheme: Option<&str>, base: Option<&ToolBase>) -> Option<ToolCall> {
+    let template = obj.req_text("url_template")?;
+    let at = obj.at("url_template");
+    if let Some(b) = base {
+        check_placeholders(obj.sink(), &at, template, &b.parameters);
+    }
+    if let Some(scheme) = scheme.filter(|s| !template.starts_with(&format!("{s}:"))) {
+        obj.sink().warning(
+            at,
+            format!("URL template does not start with the app's scheme `{scheme}:`"),
+        );
+    }
+    let result = match obj.opt_str("result_type") {
+        None => None,
+        Some("clipboard") => Some(UrlResult::Clipboard),
+        Some("app_group") => Some(UrlResult::AppGroup {
+            group_id: obj.req_text("app_group_id")?.to_owned(),
+        }),
+        Some(other) => {
+            obj.sink().error(
+                obj.at("result_type"),
+                format!("`{other}` is not a result type; expected `app_group` or `clipboard`"),
+            );
+            return None;
+        }
+    };
+    if !matches!(result, Some(UrlResult::AppGroup { .. })) {
+        obj.ignore("app_group_id");
+    }
+    Some(ToolCall::Url {
+        template: template.to_owned(),
+        result,
+    })
+}

@@ -1,0 +1,96 @@
+//! The `aai.json` descriptor: one normalized model for the three generations of the
+//! format, with validation that explains every problem.
+//!
+//! ```
+//! let text = r#"{"schemaVersion":"1.0","version":"1.0.0","platform":"web",
+//!   "app":{"id":"com.example.api","name":{"en":"Example","zh-CN":"示例"},"defaultLang":"en",
+//!          "description":"An API"},
+//!   "execution":{"type":"http","baseUrl":"https://api.example.com/v1"},
+//!   "tools":[{"name":"search","description":"Search","parameters":{"type":"object"},
+//!             "execution":{"path":"/search","method":"GET"}}]}"#;
+//! let parsed = aai_descriptor::parse(text, "aai.json");
+//! let app = parsed.app.expect("valid");
+//! assert_eq!(app.name.resolve(Some("zh-TW")), "示例");
+//! assert!(parsed.diagnostics.is_empty());
+//! ```
+//!
+//! # Layout
+//! * [`model`] — the normalized App → Binding → Tool model every dialect becomes.
+//! * [`name`] — localized names and locale fallback.
+//! * [`schema`] — compiled draft-07 schemas of tool parameters and results.
+//! * [`diagnostic`] — what is wrong, where (file + JSON pointer), how bad.
+//! * [`read`] — a JSON reader that reports as it goes (also reads the gateway config).
+//! * `dialect` — detection and one parser per dialect.
+//!
+//! This crate does no I/O and has no async: it turns text into a model.
+
+pub mod diagnostic;
+mod dialect;
+pub mod model;
+pub mod name;
+pub mod read;
+pub mod schema;
+
+pub use diagnostic::{Diagnostic, Severity, Sink};
+pub use dialect::app::{JSON_INTERFACE, path_params};
+pub use model::*;
+pub use name::{AppName, locale_from_posix};
+pub use schema::Schema;
+
+/// The outcome of parsing one file: the app if the file has no errors, and every
+/// diagnostic (warnings too) in the order found.
+#[derive(Debug)]
+pub struct Parsed {
+    /// The app, unless an error rejected the file.
+    pub app: Option<App>,
+    /// Everything worth telling about the file.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Parses a descriptor in any dialect. `source` names the file in diagnostics.
+pub fn parse(text: &str, source: &str) -> Parsed {
+    let sink = Sink::new(source);
+    let app = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(root) => parse_value(&root, &sink),
+        Err(e) => {
+            sink.error(
+                "",
+                format!(
+                    "invalid JSON at line {} column {}: {}",
+                    e.line(),
+                    e.column(),
+                    strip_position(&e.to_string())
+                ),
+            );
+            None
+        }
+    };
+    let app = app.filter(|_| !sink.has_errors());
+    Parsed {
+        app,
+        diagnostics: sink.into_vec(),
+    }
+}
+
+fn parse_value(root: &serde_json::Value, sink: &Sink) -> Option<App> {
+    let dialect = match dialect::detect(root) {
+        Ok(d) => d,
+        Err(message) => {
+            sink.error("", message);
+            return None;
+        }
+    };
+    let mut obj = read::Obj::new(sink, root, String::new())?;
+    match dialect {
+        Dialect::Platforms => dialect::platforms::parse(&mut obj),
+        Dialect::SnakeCase => dialect::app::parse(&mut obj, dialect::app::Case::Snake),
+        Dialect::CamelCase => dialect::app::parse(&mut obj, dialect::app::Case::Camel),
+    }
+}
+
+/// serde_json appends " at line L column C"; the message states the position already.
+fn strip_position(message: &str) -> &str {
+    message
+        .rfind(" at line ")
+        .map_or(message, |i| &message[..i])
+}
