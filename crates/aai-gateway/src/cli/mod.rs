@@ -1,0 +1,146 @@
+//! The command line (DESIGN §8). Only commands that work are defined.
+
+mod scan;
+mod table;
+mod validate;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+use crate::discovery::{self, Layout, SearchDir, SourceKind};
+use crate::host::{Host, Os};
+
+/// Lets AI agents call applications directly: an MCP gateway for aai.json apps.
+#[derive(Debug, Parser)]
+#[command(name = "aai-gateway", version, about, long_about = None)]
+struct Cli {
+    /// The AAI home directory (descriptors, config, state); default ~/.aai.
+    #[arg(long, global = true, env = "AAI_HOME", value_name = "DIR")]
+    home: Option<PathBuf>,
+
+    /// The config file; default <home>/config.json.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// List discovered apps, their bindings and tools, and every diagnostic.
+    #[arg(long)]
+    scan: bool,
+
+    /// With --scan: print one JSON object instead of a table.
+    #[arg(long, requires = "scan")]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check descriptor files (or directories of them); exit 1 if any has an error.
+    Validate {
+        /// Files or directories to check.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Everything a command needs to know about where it runs.
+#[derive(Debug)]
+pub struct Context {
+    /// `$AAI_HOME`.
+    pub home: PathBuf,
+    /// Loaded settings.
+    pub config: Config,
+    /// Locale for names.
+    pub locale: Option<String>,
+    /// The running host.
+    pub host: Host,
+}
+
+impl Context {
+    /// The search directories in precedence order: user dir, config paths, system paths.
+    pub fn search_dirs(&self) -> Vec<SearchDir> {
+        let mut dirs = vec![SearchDir {
+            kind: SourceKind::User,
+            dir: self.home.clone(),
+            layout: Layout::AppDirs,
+        }];
+        dirs.extend(
+            self.config
+                .scan_paths
+                .iter()
+                .cloned()
+                .map(SearchDir::config),
+        );
+        let root = std::env::var_os("AAI_SYSTEM_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let env = |k: &str| std::env::var(k).ok();
+        dirs.extend(discovery::paths::system_dirs(self.host.os(), &env, &root));
+        dirs
+    }
+}
+
+/// Runs the command line; the binary's `main` is only this.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(message) => {
+            let _ = writeln!(std::io::stderr(), "aai-gateway: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    if let Some(Command::Validate { paths, json }) = cli.command {
+        return Ok(validate::run(&paths, json));
+    }
+    if !cli.scan {
+        return Err("nothing to do; try `aai-gateway --scan` or `aai-gateway --help`".to_owned());
+    }
+    let ctx = context(cli.home, cli.config)?;
+    Ok(scan::run(&ctx, cli.json))
+}
+
+fn context(home: Option<PathBuf>, config: Option<PathBuf>) -> Result<Context, String> {
+    let env = |k: &str| std::env::var(k).ok();
+    let home = match home.filter(|h| !h.as_os_str().is_empty()) {
+        Some(h) => h,
+        None => discovery::paths::default_home(Os::current(), &env)
+            .ok_or("cannot tell the home directory; pass --home or set AAI_HOME")?,
+    };
+    let (file, explicit) = match config {
+        Some(f) => (f, true),
+        None => (home.join("config.json"), false),
+    };
+    let (config, warnings) = Config::load(&file, explicit).map_err(|diagnostics| {
+        let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        format!("bad config:\n{}", lines.join("\n"))
+    })?;
+    crate::logging::init(&config.log_level);
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    let locale = config.locale.clone().or_else(|| {
+        ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .into_iter()
+            .filter_map(|k| std::env::var(k).ok())
+            .find(|v| !v.is_empty())
+            .and_then(|v| aai_descriptor::locale_from_posix(&v))
+    });
+    Ok(Context {
+        home,
+        config,
+        locale,
+        host: Host::current(),
+    })
+}

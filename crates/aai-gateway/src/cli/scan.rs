@@ -1,0 +1,133 @@
+//! `--scan [--json]`: what the gateway would serve, and what is wrong with the rest.
+//!
+//! JSON shape (DESIGN §8): `{"apps":[{"id","name","description","aliases","version",
+//! "source","bindings":[{"platform","type","usable","tools":[names],"source"}]}],
+//! "diagnostics":[{"source","pointer","severity","message"}]}`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::Context;
+use super::table::Table;
+use crate::discovery::{self, Catalog};
+
+pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
+    let catalog = discovery::scan(&ctx.search_dirs());
+    let text = if as_json {
+        let mut s =
+            serde_json::to_string_pretty(&to_json(ctx, &catalog)).expect("JSON values serialize");
+        s.push('\n');
+        s
+    } else {
+        render(ctx, &catalog)
+    };
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    ExitCode::SUCCESS
+}
+
+/// The `--scan --json` object.
+pub(crate) fn to_json(ctx: &Context, catalog: &Catalog) -> serde_json::Value {
+    let apps: Vec<_> = catalog
+        .apps
+        .iter()
+        .map(|loaded| {
+            let app = &loaded.app;
+            let bindings: Vec<_> = app
+                .bindings
+                .iter()
+                .zip(&loaded.binding_sources)
+                .map(|(b, source)| {
+                    json!({
+                        "platform": b.platform,
+                        "type": b.executor.kind().as_str(),
+                        "usable": ctx.host.can_run(b),
+                        "tools": b.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+                        "source": source,
+                    })
+                })
+                .collect();
+            json!({
+                "id": app.id,
+                "name": app.name.resolve(ctx.locale.as_deref()),
+                "description": app.description,
+                "aliases": app.aliases,
+                "version": app.version,
+                "source": loaded.source(),
+                "bindings": bindings,
+            })
+        })
+        .collect();
+    json!({ "apps": apps, "diagnostics": catalog.diagnostics })
+}
+
+fn render(ctx: &Context, catalog: &Catalog) -> String {
+    let mut table = Table::new(&[
+        "APP", "NAME", "PLATFORM", "TYPE", "USABLE", "TOOLS", "SOURCE",
+    ]);
+    let mut usable_apps = 0;
+    for loaded in &catalog.apps {
+        let app = &loaded.app;
+        let mut any_usable = false;
+        for (i, (b, source)) in app.bindings.iter().zip(&loaded.binding_sources).enumerate() {
+            let usable = ctx.host.can_run(b);
+            any_usable |= usable;
+            let (id, name) = if i == 0 {
+                (
+                    app.id.clone(),
+                    app.name.resolve(ctx.locale.as_deref()).to_owned(),
+                )
+            } else {
+                (String::new(), String::new())
+            };
+            table.row(vec![
+                id,
+                name,
+                b.platform.as_str().to_owned(),
+                b.executor.kind().as_str().to_owned(),
+                if usable { "yes" } else { "no" }.to_owned(),
+                tool_list(b.tools.iter().map(|t| t.name.as_str())),
+                source.display().to_string(),
+            ]);
+        }
+        usable_apps += usize::from(any_usable);
+    }
+    let mut out = String::new();
+    if catalog.apps.is_empty() {
+        out.push_str(&format!(
+            "No apps found. Put descriptors in {}/<appId>/aai.json (see README).\n",
+            ctx.home.display()
+        ));
+    } else {
+        out.push_str(&table.render());
+    }
+    let errors = catalog.diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = catalog.diagnostics.len() - errors;
+    out.push_str(&format!(
+        "\n{} apps ({usable_apps} usable here) from {} files; {errors} errors, {warnings} warnings\n",
+        catalog.apps.len(),
+        catalog.files,
+    ));
+    for d in &catalog.diagnostics {
+        out.push_str(&format!("{d}\n"));
+    }
+    out
+}
+
+/// Tool names, cut after about 40 columns with a count of the rest.
+fn tool_list<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let total = names.len();
+    let mut out = String::new();
+    for (shown, name) in names.enumerate() {
+        if !out.is_empty() && out.len() + name.len() > 40 {
+            return format!("{out}, … (+{})", total - shown);
+        }
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(name);
+    }
+    out
+}

@@ -1,0 +1,399 @@
+//! `config.json`: the gateway's settings (DESIGN §8), read once at start.
+//!
+//! Unknown keys are warnings; a value of the wrong type or out of range is an error that
+//! names the key (as a JSON pointer) and the file. A missing default config file means
+//! defaults; a missing file named with `--config` is an error.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aai_descriptor::read::{Obj, type_name};
+use aai_descriptor::{Diagnostic, Sink};
+use serde_json::Value;
+
+/// How apps are shown in `tools/list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// `app_<slug>` per app plus the meta tools, while apps ≤ `maxListedApps`.
+    Progressive,
+    /// Meta tools only.
+    Search,
+    /// Every tool of every app.
+    Flat,
+}
+
+/// How tool failures reach the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorStyle {
+    /// JSON-RPC errors, as the seed shows.
+    JsonRpc,
+    /// A `CallToolResult` with `isError: true`.
+    Result,
+}
+
+/// What happens when a tool needs consent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsentMode {
+    /// Ask the user.
+    Prompt,
+    /// Allow everything (the user's explicit choice).
+    Allow,
+    /// Deny everything that has not been granted.
+    Deny,
+}
+
+/// Where credentials are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialStore {
+    /// The OS store (Keychain, Credential Manager, Secret Service).
+    Keyring,
+    /// A 0600 file under `$AAI_HOME` (explicit opt-in).
+    File,
+}
+
+/// Per-app overrides (`apps.<appId>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppSettings {
+    /// OAuth client id, overriding the descriptor's.
+    pub client_id: Option<String>,
+}
+
+/// The gateway's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file these settings came from (it may not exist).
+    pub file: PathBuf,
+    /// Extra places to look for descriptors.
+    pub scan_paths: Vec<PathBuf>,
+    /// Timeout of a tool call when neither tool nor binding sets one.
+    pub default_timeout: Duration,
+    /// `error` | `warn` | `info` | `debug` | `trace`.
+    pub log_level: String,
+    /// Serve the web UI beside the stdio server.
+    pub enable_web_ui: bool,
+    /// Port of the web UI and HTTP transport.
+    pub http_port: u16,
+    /// Periodic rescan; `None` disables it.
+    pub scan_interval: Option<Duration>,
+    /// AAI Registry base URL.
+    pub registry_url: String,
+    /// Fetch the registry catalog.
+    pub enable_registry: bool,
+    /// How apps are listed.
+    pub exposure: Exposure,
+    /// Above this many apps, `progressive` becomes `search`.
+    pub max_listed_apps: usize,
+    /// How failures are returned.
+    pub errors: ErrorStyle,
+    /// Consent policy.
+    pub consent: ConsentMode,
+    /// Credential storage.
+    pub credentials: CredentialStore,
+    /// Locale for names, overriding `LC_ALL`/`LC_MESSAGES`/`LANG`.
+    pub locale: Option<String>,
+    /// Retries of calls that are safe to retry.
+    pub retries: u32,
+    /// Per-app overrides.
+    pub apps: BTreeMap<String, AppSettings>,
+}
+
+impl Config {
+    /// The defaults, as if `file` did not exist.
+    pub fn defaults(file: PathBuf) -> Config {
+        Config {
+            file,
+            scan_paths: Vec::new(),
+            default_timeout: Duration::from_secs(30),
+            log_level: "info".to_owned(),
+            enable_web_ui: true,
+            http_port: 3000,
+            scan_interval: Some(Duration::from_secs(60)),
+            registry_url: "https://registry.aai-protocol.com".to_owned(),
+            enable_registry: false,
+            exposure: Exposure::Progressive,
+            max_listed_apps: 50,
+            errors: ErrorStyle::JsonRpc,
+            consent: ConsentMode::Prompt,
+            credentials: CredentialStore::Keyring,
+            locale: None,
+            retries: 2,
+            apps: BTreeMap::new(),
+        }
+    }
+
+    /// Loads `file`. `explicit` means the user named it, so it must exist.
+    ///
+    /// Returns the config and its diagnostics; `Err` carries the diagnostics when any
+    /// of them is an error.
+    pub fn load(file: &Path, explicit: bool) -> Result<(Config, Vec<Diagnostic>), Vec<Diagnostic>> {
+        let source = file.display().to_string();
+        let text = match fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                return Ok((Config::defaults(file.to_owned()), Vec::new()));
+            }
+            Err(e) => {
+                let sink = Sink::new(source);
+                sink.error("", format!("cannot read config: {e}"));
+                return Err(sink.into_vec());
+            }
+        };
+        Config::parse(&text, file)
+    }
+
+    /// Parses config text; `file` names it and anchors relative `scanPaths`.
+    pub fn parse(text: &str, file: &Path) -> Result<(Config, Vec<Diagnostic>), Vec<Diagnostic>> {
+        let sink = Sink::new(file.display().to_string());
+        let mut config = Config::defaults(file.to_owned());
+        match serde_json::from_str::<Value>(text) {
+            Ok(root) => {
+                if let Some(mut obj) = Obj::new(&sink, &root, String::new()) {
+                    read(&mut obj, &mut config);
+                }
+            }
+            Err(e) => sink.error(
+                "",
+                format!("invalid JSON at line {} column {}", e.line(), e.column()),
+            ),
+        }
+        let diagnostics = sink.into_vec();
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            Err(diagnostics)
+        } else {
+            Ok((config, diagnostics))
+        }
+    }
+}
+
+fn read(obj: &mut Obj<'_>, c: &mut Config) {
+    let sink = obj.sink();
+    obj.ignore("$schema");
+    let base = c.file.parent().map(Path::to_owned).unwrap_or_default();
+    if let Some(paths) = obj.opt_str_list("scanPaths") {
+        c.scan_paths = paths.iter().map(|p| expand_path(p, &base)).collect();
+    }
+    if let Some(n) = positive(obj, "defaultTimeout") {
+        c.default_timeout = Duration::from_secs_f64(n);
+    }
+    if let Some(level) = obj.opt_str("logLevel") {
+        match level {
+            "error" | "warn" | "info" | "debug" | "trace" => c.log_level = level.to_owned(),
+            _ => sink.error(
+                obj.at("logLevel"),
+                format!("`{level}` is not a log level; expected error, warn, info, debug or trace"),
+            ),
+        }
+    }
+    if let Some(b) = obj.opt_bool("enableWebUI") {
+        c.enable_web_ui = b;
+    }
+    if let Some(port) = integer(obj, "httpPort", 1, u64::from(u16::MAX)) {
+        c.http_port = port as u16;
+    }
+    if let Some(n) = obj.opt_non_negative("scanInterval") {
+        c.scan_interval = (n > 0.0).then(|| Duration::from_secs_f64(n));
+    }
+    if let Some(url) = obj.opt_text("registryUrl") {
+        if url.starts_with("https://") || url.starts_with("http://") {
+            c.registry_url = url.trim_end_matches('/').to_owned();
+        } else {
+            sink.error(
+                obj.at("registryUrl"),
+                format!("`{url}` is not an http(s) URL"),
+            );
+        }
+    }
+    if let Some(b) = obj.opt_bool("enableRegistry") {
+        c.enable_registry = b;
+    }
+    if let Some(e) = choice(
+        obj,
+        "exposure",
+        &[
+            ("progressive", Exposure::Progressive),
+            ("search", Exposure::Search),
+            ("flat", Exposure::Flat),
+        ],
+    ) {
+        c.exposure = e;
+    }
+    if let Some(n) = integer(obj, "maxListedApps", 0, u64::from(u32::MAX)) {
+        c.max_listed_apps = n as usize;
+    }
+    if let Some(e) = choice(
+        obj,
+        "errors",
+        &[
+            ("jsonrpc", ErrorStyle::JsonRpc),
+            ("result", ErrorStyle::Result),
+        ],
+    ) {
+        c.errors = e;
+    }
+    if let Some(n) = integer(obj, "retries", 0, 10) {
+        c.retries = n as u32;
+    }
+    if let Some(mut consent) = obj.opt_obj("consent")
+        && let Some(m) = choice(
+            &mut consent,
+            "mode",
+            &[
+                ("prompt", ConsentMode::Prompt),
+                ("allow", ConsentMode::Allow),
+                ("deny", ConsentMode::Deny),
+            ],
+        )
+    {
+        c.consent = m;
+    }
+    if let Some(mut credentials) = obj.opt_obj("credentials")
+        && let Some(s) = choice(
+            &mut credentials,
+            "store",
+            &[
+                ("keyring", CredentialStore::Keyring),
+                ("file", CredentialStore::File),
+            ],
+        )
+    {
+        c.credentials = s;
+    }
+    if let Some(locale) = obj.opt_text("locale") {
+        c.locale = Some(locale.to_owned());
+    }
+    if let Some(apps) = obj.opt_obj("apps") {
+        let at = apps.pointer().to_owned();
+        for (id, value) in apps.entries() {
+            let pointer = aai_descriptor::diagnostic::join_pointer(&at, id);
+            let Some(mut app) = Obj::new(sink, value, pointer) else {
+                continue;
+            };
+            let settings = AppSettings {
+                client_id: app.opt_text("clientId").map(str::to_owned),
+            };
+            c.apps.insert(id.clone(), settings);
+        }
+    }
+}
+
+fn positive(obj: &mut Obj<'_>, key: &'static str) -> Option<f64> {
+    let n = obj.opt_non_negative(key)?;
+    if n == 0.0 {
+        obj.sink()
+            .error(obj.at(key), format!("`{key}` must be greater than zero"));
+        return None;
+    }
+    Some(n)
+}
+
+fn integer(obj: &mut Obj<'_>, key: &'static str, min: u64, max: u64) -> Option<u64> {
+    let value = obj.get(key)?;
+    match value.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Some(n),
+        Some(_) | None if value.is_number() => {
+            obj.sink().error(
+                obj.at(key),
+                format!("`{key}` must be a whole number from {min} to {max}, found {value}"),
+            );
+            None
+        }
+        _ => {
+            obj.sink().error(
+                obj.at(key),
+                format!("expected an integer, found {}", type_name(value)),
+            );
+            None
+        }
+    }
+}
+
+fn choice<T: Copy>(obj: &mut Obj<'_>, key: &'static str, options: &[(&str, T)]) -> Option<T> {
+    let word = obj.opt_str(key)?;
+    if let Some((_, v)) = options.iter().find(|(name, _)| *name == word) {
+        return Some(*v);
+    }
+    let expected: Vec<String> = options.iter().map(|(n, _)| format!("`{n}`")).collect();
+    obj.sink().error(
+        obj.at(key),
+        format!(
+            "`{word}` is not a valid `{key}`; expected {}",
+            expected.join(", ")
+        ),
+    );
+    None
+}
+
+/// Expands `~` and makes `path` absolute against `base`.
+pub fn expand_path(path: &str, base: &Path) -> PathBuf {
+    let expanded = match path.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with(['/', '\\']) => {
+            match std::env::home_dir() {
+                Some(home) => home.join(rest.trim_start_matches(['/', '\\'])),
+                None => PathBuf::from(path),
+            }
+        }
+        _ => PathBuf::from(path),
+    };
+    if expanded.is_absolute() {
+        expanded
+    } else {
+        base.join(expanded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<(Config, Vec<Diagnostic>), Vec<Diagnostic>> {
+        Config::parse(text, Path::new("/home/u/.aai/config.json"))
+    }
+
+    #[test]
+    fn seed_example_loads() {
+        let (c, d) = parse(
+            r#"{"scanPaths":["~/.aai","extra"],"defaultTimeout":30,"logLevel":"info","enableWebUI":true,"httpPort":3000}"#,
+        )
+        .unwrap();
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(c.scan_paths[1], PathBuf::from("/home/u/.aai/extra"));
+        assert_eq!(c.http_port, 3000);
+    }
+
+    #[test]
+    fn unknown_keys_warn_and_bad_values_name_key_and_file() {
+        let (c, d) = parse(r#"{"exposure":"flat","scanIntervall":5}"#).unwrap();
+        assert_eq!(c.exposure, Exposure::Flat);
+        assert_eq!(
+            d[0].to_string(),
+            "/home/u/.aai/config.json: /scanIntervall: warning: unknown field `scanIntervall` is ignored; did you mean `scanInterval`?"
+        );
+        let errors = parse(
+            r#"{"httpPort":70000,"exposure":"all","consent":{"mode":"yes"},"defaultTimeout":"30"}"#,
+        )
+        .unwrap_err();
+        let lines: Vec<_> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "/home/u/.aai/config.json: /defaultTimeout: error: expected a number, found a string",
+                "/home/u/.aai/config.json: /httpPort: error: `httpPort` must be a whole number from 1 to 65535, found 70000",
+                "/home/u/.aai/config.json: /exposure: error: `all` is not a valid `exposure`; expected `progressive`, `search`, `flat`",
+                "/home/u/.aai/config.json: /consent/mode: error: `yes` is not a valid `mode`; expected `prompt`, `allow`, `deny`",
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_default_file_means_defaults_but_explicit_file_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.json");
+        let (c, d) = Config::load(&file, false).unwrap();
+        assert!(d.is_empty());
+        assert_eq!(c.max_listed_apps, 50);
+        let err = Config::load(&file, true).unwrap_err();
+        assert!(err[0].message.starts_with("cannot read config:"), "{err:?}");
+    }
+}

@@ -1,0 +1,311 @@
+//! Finding and loading descriptors (DESIGN §3).
+//!
+//! Search directories are taken in precedence order — the user dir (`$AAI_HOME`), then
+//! config `scanPaths`, then the OS's system paths. The first directory that provides an
+//! app id wins it: files for the same id *in that directory* merge (one binding per
+//! platform: a snake_case/camelCase file describes one platform), and files for that id
+//! in later directories are reported as shadowed. One bad file never blocks the others.
+//!
+//! Files are read and parsed in parallel; the merge is sequential and deterministic
+//! (directories in precedence order, files sorted by path).
+
+pub mod paths;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use aai_descriptor::{App, Diagnostic, Sink};
+use rayon::prelude::*;
+
+/// What kind of place a search directory is, highest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SourceKind {
+    /// `$AAI_HOME/<appId>/aai.json`.
+    User,
+    /// A config `scanPaths` entry.
+    Config,
+    /// An OS location (`/usr/share/applications/aai`, `/Applications/*.app`, …).
+    System,
+}
+
+impl SourceKind {
+    /// The name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::User => "user",
+            SourceKind::Config => "config",
+            SourceKind::System => "system",
+        }
+    }
+}
+
+/// How descriptor files are laid out below a search directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `<dir>/<name>/aai.json` (the user dir, `/opt`).
+    AppDirs,
+    /// `<dir>/*.json` (`/usr/share/applications/aai`, `%PROGRAMDATA%\aai`).
+    Flat,
+    /// Both of the above (config `scanPaths` directories).
+    Mixed,
+    /// `<dir>/*.app/Contents/Resources/aai.json` (macOS).
+    Bundles,
+    /// The directory is one descriptor file (a `scanPaths` entry naming a file).
+    File,
+}
+
+/// One place to look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchDir {
+    /// Precedence class.
+    pub kind: SourceKind,
+    /// The directory (or file, for [`Layout::File`]).
+    pub dir: PathBuf,
+    /// How files are laid out in it.
+    pub layout: Layout,
+}
+
+impl SearchDir {
+    /// A `scanPaths` entry: a file, or a directory searched in the mixed layout.
+    pub fn config(path: PathBuf) -> SearchDir {
+        let layout = if path.is_file() {
+            Layout::File
+        } else {
+            Layout::Mixed
+        };
+        SearchDir {
+            kind: SourceKind::Config,
+            dir: path,
+            layout,
+        }
+    }
+}
+
+/// An app as loaded, with where each binding came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The merged app.
+    pub app: App,
+    /// The precedence class it was found in.
+    pub kind: SourceKind,
+    /// The file each binding came from (same order as `app.bindings`).
+    pub binding_sources: Vec<PathBuf>,
+}
+
+impl Loaded {
+    /// The file that defined the app (its first binding's file).
+    pub fn source(&self) -> &Path {
+        &self.binding_sources[0]
+    }
+}
+
+/// Everything a scan found.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// Loaded apps, sorted by id.
+    pub apps: Vec<Loaded>,
+    /// Problems, per file in scan order, then precedence notes.
+    pub diagnostics: Vec<Diagnostic>,
+    /// How many descriptor files were read.
+    pub files: usize,
+}
+
+/// Scans `dirs` (in precedence order) and loads every descriptor.
+pub fn scan(dirs: &[SearchDir]) -> Catalog {
+    let mut listing_problems = Vec::new();
+    let mut seen_dirs: Vec<PathBuf> = Vec::new();
+    let mut files: Vec<(usize, PathBuf)> = Vec::new();
+    for (index, dir) in dirs.iter().enumerate() {
+        // The same directory reached twice (a scanPath naming $AAI_HOME, a symlink) is
+        // searched once, at its highest precedence.
+        let canonical = fs::canonicalize(&dir.dir).unwrap_or_else(|_| dir.dir.clone());
+        if seen_dirs.contains(&canonical) {
+            continue;
+        }
+        seen_dirs.push(canonical);
+        for path in list(dir, &mut listing_problems) {
+            files.push((index, path));
+        }
+    }
+
+    let parsed: Vec<(usize, PathBuf, aai_descriptor::Parsed)> = files
+        .into_par_iter()
+        .filter_map(|(index, path)| {
+            let source = path.display().to_string();
+            let parsed = match fs::read(&path) {
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) => aai_descriptor::parse(&text, &source),
+                    Err(_) => failed(&source, "the file is not UTF-8 text".to_owned()),
+                },
+                // Layouts probe `<dir>/<name>/aai.json` without a stat first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                Err(e) => failed(&source, format!("cannot read the file: {e}")),
+            };
+            Some((index, path, parsed))
+        })
+        .collect();
+
+    let mut catalog = Catalog {
+        files: parsed.len(),
+        ..Catalog::default()
+    };
+    catalog.diagnostics.extend(listing_problems);
+    let mut by_id: HashMap<String, (usize, usize)> = HashMap::new(); // id -> (app index, dir index)
+    let mut notes = Vec::new();
+    for (index, path, parsed) in parsed {
+        catalog.diagnostics.extend(parsed.diagnostics);
+        let Some(app) = parsed.app else { continue };
+        let dir = &dirs[index];
+        if dir.layout == Layout::AppDirs && dir.kind == SourceKind::User {
+            check_folder_name(&path, &app.id, &mut notes);
+        }
+        match by_id.get(&app.id) {
+            None => {
+                by_id.insert(app.id.clone(), (catalog.apps.len(), index));
+                let binding_sources = vec![path; app.bindings.len()];
+                catalog.apps.push(Loaded {
+                    app,
+                    kind: dir.kind,
+                    binding_sources,
+                });
+            }
+            Some(&(at, winner_dir)) if winner_dir == index => {
+                merge(&mut catalog.apps[at], app, path, &mut notes);
+            }
+            Some(&(at, winner_dir)) => {
+                let winner = &catalog.apps[at];
+                let sink = Sink::new(path.display().to_string());
+                sink.warning(
+                    "",
+                    format!(
+                        "app `{}` is shadowed by {} ({} location `{}` takes precedence over {} location `{}`)",
+                        app.id,
+                        winner.source().display(),
+                        dirs[winner_dir].kind.as_str(),
+                        dirs[winner_dir].dir.display(),
+                        dir.kind.as_str(),
+                        dir.dir.display(),
+                    ),
+                );
+                notes.extend(sink.into_vec());
+            }
+        }
+    }
+    catalog.diagnostics.extend(notes);
+    catalog.apps.sort_by(|a, b| a.app.id.cmp(&b.app.id));
+    catalog
+}
+
+fn failed(source: &str, message: String) -> aai_descriptor::Parsed {
+    let sink = Sink::new(source);
+    sink.error("", message);
+    aai_descriptor::Parsed {
+        app: None,
+        diagnostics: sink.into_vec(),
+    }
+}
+
+/// Adds `app`'s bindings to `into`; a platform that is already bound is reported.
+fn merge(into: &mut Loaded, app: App, path: PathBuf, notes: &mut Vec<Diagnostic>) {
+    for binding in app.bindings {
+        if let Some(i) = into
+            .app
+            .bindings
+            .iter()
+            .position(|b| b.platform == binding.platform)
+        {
+            let sink = Sink::new(path.display().to_string());
+            sink.warning(
+                "",
+                format!(
+                    "app `{}` already has a `{}` binding from {}; this file's is ignored",
+                    app.id,
+                    binding.platform.as_str(),
+                    into.binding_sources[i].display()
+                ),
+            );
+            notes.extend(sink.into_vec());
+            continue;
+        }
+        into.app.bindings.push(binding);
+        into.binding_sources.push(path.clone());
+    }
+}
+
+/// In the user dir the folder is meant to be named after the app id (seed `000`).
+fn check_folder_name(path: &Path, id: &str, notes: &mut Vec<Diagnostic>) {
+    let folder = path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy());
+    if let Some(folder) = folder.filter(|f| f != id) {
+        let sink = Sink::new(path.display().to_string());
+        sink.warning(
+            "/appId",
+            format!("the folder is `{folder}` but the app id is `{id}`; name the folder after the app id"),
+        );
+        notes.extend(sink.into_vec());
+    }
+}
+
+/// The candidate files of one search directory, sorted. A missing directory is normal;
+/// an unreadable one is reported.
+fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+    if dir.layout == Layout::File {
+        return vec![dir.dir.clone()];
+    }
+    let entries = match fs::read_dir(&dir.dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return vec![dir.dir.clone()];
+        }
+        Err(e) => {
+            let sink = Sink::new(dir.dir.display().to_string());
+            sink.warning("", format!("cannot list the directory: {e}"));
+            problems.extend(sink.into_vec());
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // `file_type` comes from the directory listing (no extra stat) and does not
+        // follow symlinks; a symlink is resolved by reading through it.
+        let Ok(ty) = entry.file_type() else { continue };
+        let is_dir = ty.is_dir() || (ty.is_symlink() && entry.path().is_dir());
+        let path = entry.path();
+        match dir.layout {
+            Layout::AppDirs | Layout::Mixed
+                if is_dir
+                // `$AAI_HOME/web` holds the web cache, which is not a user descriptor.
+                && !(dir.kind == SourceKind::User && name == "web") =>
+            {
+                out.push(path.join("aai.json"));
+            }
+            Layout::Flat | Layout::Mixed if !is_dir && is_descriptor_name(&name) => out.push(path),
+            Layout::Bundles if is_dir && name.ends_with(".app") => {
+                out.push(path.join("Contents/Resources/aai.json"));
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The candidate descriptor files of one directory that exist, sorted (for `validate`).
+pub fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {
+    let mut ignored = Vec::new();
+    list(dir, &mut ignored)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// `*.json`, except the gateway's own `config.json`.
+fn is_descriptor_name(name: &str) -> bool {
+    name.ends_with(".json") && name != "config.json" && !name.starts_with('.')
+}

@@ -1,0 +1,555 @@
+//! The `aai-gateway` binary's discovery commands: `--scan [--json]`, `validate`, config
+//! handling, locale, precedence. Every test runs the built binary with a cleared
+//! environment, a temporary `--home` and an empty fake system root, so nothing on the
+//! machine leaks in.
+//!
+//! Run: `cargo test -p aai-gateway --test cli`
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(rel)
+}
+
+/// A home directory, a fake system root, and the binary.
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let env = Env {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fs::create_dir_all(env.home()).unwrap();
+        fs::create_dir_all(env.root()).unwrap();
+        env
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home/.aai")
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    /// Copies a fixture to `<home>/<folder>/aai.json`.
+    fn install(&self, fixture_rel: &str, folder: &str) {
+        self.put(
+            &self.home().join(folder).join("aai.json"),
+            &fs::read_to_string(fixture(fixture_rel)).unwrap(),
+        );
+    }
+
+    fn put(&self, path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_aai-gateway"));
+        c.env_clear()
+            .env("HOME", self.dir.path().join("home"))
+            .env("AAI_SYSTEM_ROOT", self.root())
+            .arg("--home")
+            .arg(self.home());
+        c
+    }
+
+    fn run(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        let mut c = self.cmd();
+        c.args(args);
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+
+    fn scan(&self, vars: &[(&str, &str)]) -> Value {
+        let out = self.run(&["--scan", "--json"], vars);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+}
+
+fn app<'a>(scan: &'a Value, id: &str) -> &'a Value {
+    scan["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap_or_else(|| panic!("{id} not listed: {scan:#}"))
+}
+
+fn errors_for<'a>(scan: &'a Value, file_part: &str) -> Vec<&'a Value> {
+    scan["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["source"].as_str().unwrap().contains(file_part) && d["severity"] == "error")
+        .collect()
+}
+
+#[test]
+fn scan_lists_all_three_dialects_and_every_broken_file() {
+    let env = Env::new();
+    env.install("valid/d0-mail.json", "com.apple.mail");
+    env.install("valid/d1-notes-linux.json", "org.example.notes");
+    env.install("valid/d1-example-api-web.json", "com.example.api");
+    env.install("valid/d2-yuque-apikey.json", "com.yuque.api");
+    env.install("valid/d2-files-dbus.json", "com.example.files");
+    env.install("valid/d2-example-com.json", "com.example.app");
+    for (i, name) in [
+        "invalid-json.json",
+        "d0-linux-missing-method.json",
+        "d1-bad-version-ipc-web.json",
+        "d2-many-problems.json",
+        "not-a-descriptor.json",
+    ]
+    .iter()
+    .enumerate()
+    {
+        env.install(&format!("broken/{name}"), &format!("broken.{i}"));
+    }
+
+    let scan = env.scan(&[]);
+    let apps = scan["apps"].as_array().unwrap();
+    let ids: Vec<&str> = apps.iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "com.apple.mail",
+            "com.example.api",
+            "com.example.app",
+            "com.example.files",
+            "com.yuque.api",
+            "org.example.notes"
+        ]
+    );
+
+    let mail = app(&scan, "com.apple.mail");
+    assert_eq!(mail["name"], "Mail");
+    assert!(
+        mail["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("com.apple.mail/aai.json")
+    );
+    let bindings: Vec<(String, String, bool)> = mail["bindings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["platform"].as_str().unwrap().to_owned(),
+                b["type"].as_str().unwrap().to_owned(),
+                b["usable"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let linux = cfg!(target_os = "linux");
+    assert_eq!(
+        bindings,
+        [
+            (
+                "macos".into(),
+                "applescript".into(),
+                cfg!(target_os = "macos")
+            ),
+            ("windows".into(), "com".into(), cfg!(windows)),
+            ("linux".into(), "dbus".into(), linux),
+            ("android".into(), "intent".into(), false),
+            ("ios".into(), "url-scheme".into(), false),
+        ]
+    );
+    assert_eq!(
+        mail["bindings"][0]["tools"],
+        serde_json::json!(["send_email", "search_emails"])
+    );
+
+    let notes = app(&scan, "org.example.notes");
+    assert_eq!(
+        notes["bindings"][0]["type"], "dbus",
+        "D1 ipc on linux is the D-Bus JSON convention"
+    );
+    let yuque = app(&scan, "com.yuque.api");
+    assert_eq!(yuque["bindings"][0]["usable"], true);
+    assert_eq!(
+        yuque["bindings"][0]["tools"],
+        serde_json::json!(["getUser", "getDoc"])
+    );
+    assert_eq!(yuque["version"], "1.0.0");
+    assert_eq!(yuque["aliases"][0], "语雀");
+
+    // Every broken file has at least one error naming the file; the pointers are exact.
+    for i in 0..5 {
+        assert!(
+            !errors_for(&scan, &format!("broken.{i}/")).is_empty(),
+            "broken.{i} has no error"
+        );
+    }
+    let d0 = errors_for(&scan, "broken.1/");
+    let pointers: Vec<&str> = d0.iter().map(|d| d["pointer"].as_str().unwrap()).collect();
+    assert!(
+        pointers.contains(&"/platforms/linux/tools/0"),
+        "{pointers:?}"
+    );
+    assert!(d0.iter().any(|d| d["pointer"] == "/platforms/linux/tools/0"
+        && d["message"] == "missing required field `method`"));
+    let invalid = errors_for(&scan, "broken.0/");
+    assert!(
+        invalid[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid JSON at line 5 column 1")
+    );
+}
+
+#[test]
+fn human_scan_is_a_table_with_a_summary_and_diagnostics() {
+    let env = Env::new();
+    env.install("valid/d2-reminders-macos.json", "com.example.reminders");
+    env.install("broken/d2-platform-mismatch.json", "com.example.mismatch");
+    let out = env.run(&["--scan"], &[("LANG", "zh_CN.UTF-8")]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("APP  "), "{text}");
+    assert!(
+        lines[1].starts_with("com.example.reminders  提醒事项  macos     apple-events"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 apps (0 usable here) from 2 files; 1 errors, 1 warnings"),
+        "{text}"
+    );
+    assert!(text.contains("com.example.mismatch/aai.json: /execution/type: error: execution type `apple-events` needs platform `macos`"), "{text}");
+}
+
+#[test]
+fn names_follow_the_locale() {
+    let env = Env::new();
+    env.install("valid/d2-reminders-macos.json", "com.example.reminders");
+    env.install("valid/d1-example-api-web.json", "com.example.api");
+    let name = |vars: &[(&str, &str)]| {
+        let scan = env.scan(vars);
+        (
+            app(&scan, "com.example.reminders")["name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            app(&scan, "com.example.api")["name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        )
+    };
+    assert_eq!(name(&[("LANG", "zh_CN.UTF-8")]).0, "提醒事项");
+    assert_eq!(name(&[("LANG", "zh_TW.UTF-8")]).0, "提醒事項");
+    assert_eq!(name(&[("LANG", "de_DE.UTF-8")]).0, "Erinnerungen");
+    assert_eq!(name(&[("LANG", "ja_JP.UTF-8")]).0, "Reminders");
+    assert_eq!(name(&[]).0, "Reminders");
+    assert_eq!(
+        name(&[("LANG", "de_DE.UTF-8"), ("LC_ALL", "fr_FR.UTF-8")]).0,
+        "Rappels",
+        "LC_ALL wins"
+    );
+    // A pipe-separated name has no tags: the first part, whatever the locale.
+    assert_eq!(name(&[("LANG", "zh_CN.UTF-8")]).1, "Example API");
+    // config.locale overrides the environment.
+    env.put(&env.home().join("config.json"), r#"{"locale": "zh-TW"}"#);
+    assert_eq!(name(&[("LANG", "de_DE.UTF-8")]).0, "提醒事項");
+}
+
+#[test]
+fn precedence_user_over_config_over_system_with_shadow_reports() {
+    let env = Env::new();
+    let descriptor = |platform: &str, tool: &str, base: &str| {
+        format!(
+            r#"{{"schemaVersion":"1.0","version":"1.0.0","platform":"{platform}",
+            "app":{{"id":"com.example.dup","name":{{"en":"Dup {base}"}},"defaultLang":"en","description":"d"}},
+            "execution":{{"type":"http","baseUrl":"https://{base}.example.com"}},
+            "tools":[{{"name":"{tool}","description":"t","parameters":{{"type":"object"}},"execution":{{"path":"/x"}}}}]}}"#
+        )
+    };
+    let extra = env.dir.path().join("extra");
+    env.put(
+        &env.home().join("config.json"),
+        &format!(r#"{{"scanPaths": ["{}"]}}"#, extra.display()),
+    );
+    // System: /usr/share/applications/aai (flat) and /opt/<x>/aai.json.
+    let share = env.root().join("usr/share/applications/aai");
+    env.put(
+        &share.join("dup.json"),
+        &descriptor("web", "from_system", "system"),
+    );
+    env.put(
+        &share.join("only-system.json"),
+        &descriptor("web", "x", "s").replace("com.example.dup", "com.example.system"),
+    );
+    env.put(
+        &env.root().join("opt/thing/aai.json"),
+        &descriptor("web", "x", "o").replace("com.example.dup", "com.example.opt"),
+    );
+    // Config path: two platform files for the same app merge; a second web file is a duplicate.
+    env.put(
+        &extra.join("a-web.json"),
+        &descriptor("web", "from_config", "config"),
+    );
+    env.put(
+        &extra.join("b-linux.json"),
+        &descriptor("linux", "from_config_linux", "config"),
+    );
+    env.put(
+        &extra.join("c-web-again.json"),
+        &descriptor("web", "again", "config2"),
+    );
+    env.put(
+        &extra.join("config.json"),
+        "{ not a descriptor, ignored by name }",
+    );
+
+    let scan = env.scan(&[]);
+    let dup = app(&scan, "com.example.dup");
+    assert_eq!(dup["name"], "Dup config");
+    let tools: Vec<&Value> = dup["bindings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| &b["tools"][0])
+        .collect();
+    assert_eq!(tools, ["from_config", "from_config_linux"]);
+    assert!(
+        dup["bindings"][1]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("extra/b-linux.json")
+    );
+    app(&scan, "com.example.system");
+    app(&scan, "com.example.opt");
+    let warnings: Vec<String> = scan["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}",
+                d["source"].as_str().unwrap(),
+                d["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        warnings.iter().any(
+            |w| w.contains("aai/dup.json app `com.example.dup` is shadowed by")
+                && w.contains("config location")
+                && w.contains("over system location")
+        ),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w
+            .contains("c-web-again.json app `com.example.dup` already has a `web` binding from")),
+        "{warnings:#?}"
+    );
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+
+    // Now the user dir takes the app over.
+    env.put(
+        &env.home().join("com.example.dup/aai.json"),
+        &descriptor("web", "from_user", "user"),
+    );
+    let scan = env.scan(&[]);
+    let dup = app(&scan, "com.example.dup");
+    assert_eq!(dup["bindings"].as_array().unwrap().len(), 1);
+    assert_eq!(dup["bindings"][0]["tools"][0], "from_user");
+    let shadowed = scan["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["message"].as_str().unwrap().contains("is shadowed by"))
+        .count();
+    assert_eq!(
+        shadowed, 4,
+        "the three config files and the system file are shadowed"
+    );
+}
+
+#[test]
+fn validate_exit_status_and_messages() {
+    let env = Env::new();
+    let good = env.run(&["validate", fixture("valid").to_str().unwrap()], &[]);
+    assert_eq!(
+        good.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&good.stdout)
+    );
+    let text = String::from_utf8(good.stdout).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        13,
+        "{text}"
+    );
+
+    let bad = env.run(
+        &[
+            "validate",
+            fixture("valid/d0-mail.json").to_str().unwrap(),
+            fixture("broken/d1-bad-version-ipc-web.json")
+                .to_str()
+                .unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    let text = String::from_utf8(bad.stdout).unwrap();
+    assert!(
+        text.contains(
+            "d1-bad-version-ipc-web.json: /version: error: `1.0` is not a semantic version"
+        ),
+        "{text}"
+    );
+
+    let json = env.run(
+        &[
+            "validate",
+            "--json",
+            fixture("broken").to_str().unwrap(),
+            "/nonexistent/aai.json",
+        ],
+        &[],
+    );
+    assert_eq!(json.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files.len(), 9);
+    assert!(files.iter().all(|f| f["valid"] == false));
+    assert!(
+        files.last().unwrap()["diagnostics"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot read the file")
+    );
+}
+
+#[test]
+fn config_problems_name_the_key_and_the_file() {
+    let env = Env::new();
+    env.install("valid/d2-yuque-apikey.json", "com.yuque.api");
+    let config = env.home().join("config.json");
+    env.put(&config, r#"{"httpPort": "3000", "defaultTimeout": 30}"#);
+    let out = env.run(&["--scan", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "{}: /httpPort: error: expected an integer, found a string",
+            config.display()
+        )),
+        "{err}"
+    );
+
+    // Unknown keys are warnings (stderr); stdout stays pure JSON.
+    env.put(&config, r#"{"scanPath": ["x"], "enableWebUI": false}"#);
+    let out = env.run(&["--scan", "--json"], &[]);
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("unknown field `scanPath` is ignored; did you mean `scanPaths`?"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    app(&v, "com.yuque.api");
+
+    // --config names a file that must exist.
+    let out = env.run(&["--scan", "--config", "/nonexistent/config.json"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("/nonexistent/config.json: error: cannot read config")
+    );
+}
+
+#[test]
+fn unreadable_and_odd_files_do_not_block_the_rest() {
+    let env = Env::new();
+    env.install("valid/d2-yuque-apikey.json", "com.yuque.api");
+    fs::create_dir_all(env.home().join("latin1")).unwrap();
+    fs::write(
+        env.home().join("latin1/aai.json"),
+        b"{\"name\": \"caf\xe9\"}",
+    )
+    .unwrap();
+    fs::create_dir_all(env.home().join("empty-folder")).unwrap();
+    fs::create_dir_all(env.home().join("logs")).unwrap();
+    env.put(&env.home().join("web/com.example.cached/aai.json"), "{}");
+    env.install("valid/d2-feishu-appcredential.json", "wrong-folder");
+    let scan = env.scan(&[]);
+    app(&scan, "com.yuque.api");
+    app(&scan, "com.feishu.api");
+    let messages: Vec<String> = scan["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| format!("{} {}", d["source"], d["message"]))
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("latin1/aai.json") && m.contains("not UTF-8")),
+        "{messages:#?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("the folder is `wrong-folder` but the app id is `com.feishu.api`")),
+        "{messages:#?}"
+    );
+    assert_eq!(
+        messages.len(),
+        2,
+        "web cache, empty folders and logs are not descriptors: {messages:#?}"
+    );
+}
+
+#[test]
+fn version_help_and_no_command() {
+    let env = Env::new();
+    let v = env.run(&["--version"], &[]);
+    assert_eq!(
+        String::from_utf8(v.stdout).unwrap().trim(),
+        format!("aai-gateway {}", env!("CARGO_PKG_VERSION"))
+    );
+    let h = env.run(&["--help"], &[]);
+    let help = String::from_utf8(h.stdout).unwrap();
+    for word in ["--scan", "--json", "--home", "--config", "validate"] {
+        assert!(help.contains(word), "{help}");
+    }
+    let none = env.run(&[], &[]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        none.stdout.is_empty(),
+        "nothing but protocol output may reach stdout"
+    );
+    let json_alone = env.run(&["--json"], &[]);
+    assert_eq!(json_alone.status.code(), Some(2), "--json needs --scan");
+}
