@@ -340,7 +340,17 @@ impl<'a> Arr<'a> {
         self.items
             .iter()
             .enumerate()
-            .map(|(i, v)| (i, v, format!("{}/{i}", self.pointer)))
+            .map(|(i, v)| (i, v, self.at(i)))
+    }
+
+    /// The elements with their indexes (use [`Arr::at`] for a pointer when reporting).
+    pub fn values(&self) -> impl Iterator<Item = (usize, &'a Value)> + 'a {
+        self.items.iter().enumerate()
+    }
+
+    /// The pointer of element `index`.
+    pub fn at(&self, index: usize) -> String {
+        format!("{}/{index}", self.pointer)
     }
 
     /// The elements read as objects; non-objects are reported and skipped.
@@ -353,12 +363,13 @@ impl<'a> Arr<'a> {
     /// The elements read as strings; non-strings are reported and skipped.
     pub fn strings(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.items.len());
-        for (_, v, p) in self.iter() {
+        for (i, v) in self.values() {
             match v.as_str() {
                 Some(s) => out.push(s.to_owned()),
-                None => self
-                    .sink
-                    .error(p, format!("expected a string, found {}", type_name(v))),
+                None => self.sink.error(
+                    self.at(i),
+                    format!("expected a string, found {}", type_name(v)),
+                ),
             }
         }
         out

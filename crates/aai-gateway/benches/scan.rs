@@ -8,9 +8,6 @@ use std::time::{Duration, Instant};
 
 use aai_gateway::discovery::{self, Layout, SearchDir, SourceKind};
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// One descriptor in dialect `i % 3`, with three tools.
 fn descriptor(i: usize) -> (String, String) {
     let id = format!("com.bench.app{i}");

@@ -153,8 +153,8 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
         sink,
         tools_array.pointer(),
         tools_array
-            .iter()
-            .filter_map(|(i, v, _)| Some((i, v.get("name")?.as_str()?))),
+            .values()
+            .filter_map(|(i, v)| Some((i, v.get("name")?.as_str()?))),
     );
 
     Some(App {
@@ -456,7 +456,7 @@ fn process(obj: &mut Obj<'_>) -> Option<Process> {
 fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
     let base = tool_base(obj);
     let call = match kind {
-        ExecutorKind::Http => http_tool(obj, base.as_ref().map(|b| &b.parameters)),
+        ExecutorKind::Http => http_tool(obj, base.as_ref().map(|b| b.params_json)),
         ExecutorKind::Dbus if obj.has("method") => {
             let method = obj.req_text("method")?;
             let ok = check_dbus_name(obj.sink(), &obj.at("method"), DbusName::Member, method);
@@ -479,7 +479,7 @@ fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
     })
 }
 
-fn http_tool(obj: &mut Obj<'_>, params: Option<&crate::schema::Schema>) -> Option<ToolCall> {
+fn http_tool(obj: &mut Obj<'_>, params: Option<&serde_json::Value>) -> Option<ToolCall> {
     let sink = obj.sink();
     let Some(mut exec) = obj.opt_obj("execution") else {
         if !obj.has("execution") {
@@ -500,7 +500,7 @@ fn http_tool(obj: &mut Obj<'_>, params: Option<&crate::schema::Schema>) -> Optio
     }
     let mut ok = true;
     for segment in path_params(path) {
-        if params.is_some_and(|p| !p.has_property(segment)) {
+        if params.is_some_and(|p| !common::has_property(p, segment)) {
             sink.error(
                 exec.at("path"),
                 format!("path placeholder `{{{segment}}}` is not a parameter of the tool"),

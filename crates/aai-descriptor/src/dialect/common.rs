@@ -11,10 +11,12 @@ use crate::schema::Schema;
 
 /// The parts every tool has, whatever its executor.
 #[derive(Debug)]
-pub(crate) struct ToolBase {
+pub(crate) struct ToolBase<'a> {
     pub name: String,
     pub description: String,
     pub parameters: Schema,
+    /// The parameters schema as written, for load-time checks (placeholders, paths).
+    pub params_json: &'a Value,
     pub returns: Option<Schema>,
 }
 
@@ -42,7 +44,7 @@ pub(crate) fn app_id(obj: &mut Obj<'_>, key: &'static str) -> Option<String> {
 }
 
 /// Reads `name`, `description`, `parameters` and `returns` of a tool.
-pub(crate) fn tool_base(tool: &mut Obj<'_>) -> Option<ToolBase> {
+pub(crate) fn tool_base<'a>(tool: &mut Obj<'a>) -> Option<ToolBase<'a>> {
     let name = tool.req_text("name");
     if let Some(name) = name {
         check_tool_name(tool, name);
@@ -59,9 +61,8 @@ pub(crate) fn tool_base(tool: &mut Obj<'_>) -> Option<ToolBase> {
             String::new()
         }
     };
-    let parameters = tool
-        .req("parameters")
-        .and_then(|v| schema(tool.sink(), v, tool.at("parameters"), true));
+    let params_json = tool.req("parameters");
+    let parameters = params_json.and_then(|v| schema(tool.sink(), v, tool.at("parameters"), true));
     let returns = tool
         .get("returns")
         .and_then(|v| schema(tool.sink(), v, tool.at("returns"), false));
@@ -70,6 +71,7 @@ pub(crate) fn tool_base(tool: &mut Obj<'_>) -> Option<ToolBase> {
         name: name?.to_owned(),
         description,
         parameters: parameters?,
+        params_json: params_json?,
         returns: if returns_ok { returns } else { return None },
     })
 }
@@ -221,10 +223,18 @@ pub(crate) fn placeholders(template: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Whether `name` is a top-level property of the schema `params`.
+pub(crate) fn has_property(params: &Value, name: &str) -> bool {
+    params
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|p| p.contains_key(name))
+}
+
 /// Warns about `${name}` placeholders that are not parameters.
-pub(crate) fn check_placeholders(sink: &Sink, at: &str, template: &str, params: &Schema) {
+pub(crate) fn check_placeholders(sink: &Sink, at: &str, template: &str, params: &Value) {
     for name in placeholders(template) {
-        if !params.has_property(name) {
+        if !has_property(params, name) {
             sink.warning(
                 at,
                 format!("placeholder `${{{name}}}` is not a parameter; it will be left empty"),
@@ -234,7 +244,7 @@ pub(crate) fn check_placeholders(sink: &Sink, at: &str, template: &str, params: 
 }
 
 /// Same as [`check_placeholders`] for every string inside a JSON value.
-pub(crate) fn check_value_placeholders(sink: &Sink, at: &str, value: &Value, params: &Schema) {
+pub(crate) fn check_value_placeholders(sink: &Sink, at: &str, value: &Value, params: &Value) {
     match value {
         Value::String(s) => check_placeholders(sink, at, s, params),
         Value::Array(items) => {

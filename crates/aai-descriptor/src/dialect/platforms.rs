@@ -139,8 +139,8 @@ fn binding(section: &mut Obj<'_>, platform: Platform) -> Option<Binding> {
         section.sink(),
         tools_array.pointer(),
         tools_array
-            .iter()
-            .filter_map(|(i, v, _)| Some((i, v.get("name")?.as_str()?))),
+            .values()
+            .filter_map(|(i, v)| Some((i, v.get("name")?.as_str()?))),
     );
     Some(Binding {
         platform,
@@ -213,6 +213,7 @@ fn tool(
         description,
         parameters,
         returns,
+        ..
     } = base?;
     Some(Tool {
         name,
@@ -227,7 +228,7 @@ fn tool(
 fn script(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
     let source = obj.req_text("script")?;
     if let Some(b) = base {
-        check_placeholders(obj.sink(), &obj.at("script"), source, &b.parameters);
+        check_placeholders(obj.sink(), &obj.at("script"), source, b.params_json);
     }
     let output = match obj.opt_str("output_parser").map(fold).as_deref() {
         None | Some("resultastext") => ScriptOutput::Text,
@@ -322,7 +323,7 @@ fn com_step(
     };
     let templ = |step: &Obj<'_>, key: &str, v: &Value| {
         if let Some(b) = base {
-            check_value_placeholders(sink, &step.at(key), v, &b.parameters);
+            check_value_placeholders(sink, &step.at(key), v, b.params_json);
         }
     };
     let parsed = match action {
@@ -345,7 +346,7 @@ fn com_step(
             let object = object(step, vars);
             let method = step.req_text("method");
             let args = match step.opt_array("args") {
-                Some(a) => a.iter().map(|(_, v, _)| v.clone()).collect(),
+                Some(a) => a.values().map(|(_, v)| v.clone()).collect(),
                 None if step.has("args") => return None,
                 None => Vec::new(),
             };
@@ -431,7 +432,7 @@ fn intent(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
                         obj.sink(),
                         &crate::diagnostic::join_pointer(&at, k),
                         v,
-                        &b.parameters,
+                        b.params_json,
                     );
                 }
             }
@@ -469,7 +470,7 @@ fn url(obj: &mut Obj<'_>, scheme: Option<&str>, base: Option<&ToolBase>) -> Opti
     let template = obj.req_text("url_template")?;
     let at = obj.at("url_template");
     if let Some(b) = base {
-        check_placeholders(obj.sink(), &at, template, &b.parameters);
+        check_placeholders(obj.sink(), &at, template, b.params_json);
     }
     if let Some(scheme) = scheme.filter(|s| !template.starts_with(&format!("{s}:"))) {
         obj.sink().warning(

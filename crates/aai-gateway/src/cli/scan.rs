@@ -7,7 +7,10 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde_json::json;
+use std::path::Path;
+
+use aai_descriptor::Platform;
+use serde::Serialize;
 
 use super::Context;
 use super::table::Table;
@@ -15,52 +18,81 @@ use crate::discovery::{self, Catalog};
 
 pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
     let catalog = discovery::scan(&ctx.search_dirs());
-    let text = if as_json {
-        let mut s =
-            serde_json::to_string_pretty(&to_json(ctx, &catalog)).expect("JSON values serialize");
-        s.push('\n');
-        s
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = if as_json {
+        serde_json::to_writer_pretty(&mut out, &ScanJson::new(ctx, &catalog))
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
     } else {
-        render(ctx, &catalog)
+        out.write_all(render(ctx, &catalog).as_bytes())
     };
-    // A closed pipe (`| head`) is not an error worth a panic.
-    let _ = std::io::stdout().write_all(text.as_bytes());
+    let _ = out.flush();
     ExitCode::SUCCESS
 }
 
-/// The `--scan --json` object.
-pub(crate) fn to_json(ctx: &Context, catalog: &Catalog) -> serde_json::Value {
-    let apps: Vec<_> = catalog
-        .apps
-        .iter()
-        .map(|loaded| {
-            let app = &loaded.app;
-            let bindings: Vec<_> = app
-                .bindings
-                .iter()
-                .zip(&loaded.binding_sources)
-                .map(|(b, source)| {
-                    json!({
-                        "platform": b.platform,
-                        "type": b.executor.kind().as_str(),
-                        "usable": ctx.host.can_run(b),
-                        "tools": b.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-                        "source": source,
-                    })
-                })
-                .collect();
-            json!({
-                "id": app.id,
-                "name": app.name.resolve(ctx.locale.as_deref()),
-                "description": app.description,
-                "aliases": app.aliases,
-                "version": app.version,
-                "source": loaded.source(),
-                "bindings": bindings,
+/// The `--scan --json` object, serialized straight from the catalog.
+#[derive(Serialize)]
+pub(crate) struct ScanJson<'a> {
+    apps: Vec<AppJson<'a>>,
+    diagnostics: &'a [aai_descriptor::Diagnostic],
+}
+
+#[derive(Serialize)]
+struct AppJson<'a> {
+    id: &'a str,
+    name: &'a str,
+    description: &'a str,
+    aliases: &'a [String],
+    version: Option<&'a str>,
+    source: &'a Path,
+    bindings: Vec<BindingJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct BindingJson<'a> {
+    platform: Platform,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    usable: bool,
+    tools: Vec<&'a str>,
+    source: &'a Path,
+}
+
+impl<'a> ScanJson<'a> {
+    pub(crate) fn new(ctx: &Context, catalog: &'a Catalog) -> ScanJson<'a> {
+        let apps = catalog
+            .apps
+            .iter()
+            .map(|loaded| {
+                let app = &loaded.app;
+                AppJson {
+                    id: &app.id,
+                    name: app.name.resolve(ctx.locale.as_deref()),
+                    description: &app.description,
+                    aliases: &app.aliases,
+                    version: app.version.as_deref(),
+                    source: loaded.source(),
+                    bindings: app
+                        .bindings
+                        .iter()
+                        .zip(&loaded.binding_sources)
+                        .map(|(b, source)| BindingJson {
+                            platform: b.platform,
+                            kind: b.executor.kind().as_str(),
+                            usable: ctx.host.can_run(b),
+                            tools: b.tools.iter().map(|t| t.name.as_str()).collect(),
+                            source,
+                        })
+                        .collect(),
+                }
             })
-        })
-        .collect();
-    json!({ "apps": apps, "diagnostics": catalog.diagnostics })
+            .collect();
+        ScanJson {
+            apps,
+            diagnostics: &catalog.diagnostics,
+        }
+    }
 }
 
 fn render(ctx: &Context, catalog: &Catalog) -> String {
