@@ -144,6 +144,23 @@ impl Config {
     }
 
     /// Parses config text; `file` names it and anchors relative `scanPaths`.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use aai_gateway::config::{Config, Exposure};
+    ///
+    /// let file = Path::new("/home/u/.aai/config.json");
+    /// let (config, warnings) = Config::parse(r#"{"exposure": "search", "scanPaths": ["apps"]}"#, file).unwrap();
+    /// assert_eq!(config.exposure, Exposure::Search);
+    /// assert_eq!(config.scan_paths, [Path::new("/home/u/.aai/apps")]);
+    /// assert!(warnings.is_empty());
+    ///
+    /// let errors = Config::parse(r#"{"httpPort": 0}"#, file).unwrap_err();
+    /// assert_eq!(
+    ///     errors[0].to_string(),
+    ///     "/home/u/.aai/config.json: /httpPort: error: `httpPort` must be a whole number from 1 to 65535, found 0"
+    /// );
+    /// ```
     pub fn parse(text: &str, file: &Path) -> Result<(Config, Vec<Diagnostic>), Vec<Diagnostic>> {
         let sink = Sink::new(file.display().to_string());
         let mut config = Config::defaults(file.to_owned());
