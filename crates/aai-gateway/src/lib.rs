@@ -5,13 +5,26 @@
 //! * [`cli`] — the command line; `main.rs` only calls [`cli::main`].
 //! * [`config`] — `config.json`.
 //! * [`discovery`] — where descriptors are found, precedence, merging, shadowing.
+//! * [`registry`] — the served apps: usable binding, slugs, lookup; swapped on reload.
+//! * [`pipeline`] — one call: lookup, defaults, validation, timeout, executor.
+//! * [`exec`] — executors (one module each) and the one process spawner.
+//! * [`mcp`] — the MCP server; the only module that knows rmcp.
+//! * [`guide`], [`search`] — what agents read to find and use apps.
+//! * [`error`] — error codes and the seed's error shape.
 //! * [`host`] — facts about this machine; which bindings can run here.
-//! * [`logging`] — stderr logging (never stdout).
+//! * [`logging`] — stderr and file logging (never stdout).
 //!
 //! The descriptor model and its parsers live in the `aai-descriptor` crate (no I/O).
 
 pub mod cli;
 pub mod config;
 pub mod discovery;
+pub mod error;
+pub mod exec;
+pub mod guide;
 pub mod host;
 pub mod logging;
+pub mod mcp;
+pub mod pipeline;
+pub mod registry;
+pub mod search;

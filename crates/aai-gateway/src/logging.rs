@@ -1,15 +1,43 @@
-//! Logging: to stderr only — stdout belongs to command output (and to MCP in stdio mode).
-//! `AAI_LOG` (an `EnvFilter` directive such as `debug` or `aai_gateway=trace`) overrides
-//! the config's `logLevel`.
+//! Logging: stderr and, for the server, `$AAI_HOME/logs/aai-gateway.log` — never stdout,
+//! which belongs to command output and to MCP in stdio mode. `AAI_LOG` (an `EnvFilter`
+//! directive such as `debug` or `aai_gateway=trace`) overrides the config's `logLevel`.
 
-use tracing_subscriber::EnvFilter;
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::sync::Mutex;
 
-/// Installs the global subscriber once; later calls do nothing.
-pub fn init(level: &str) {
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, fmt};
+
+/// Installs the global subscriber once; later calls do nothing. A log directory that
+/// cannot be written is reported on stderr and skipped.
+pub fn init(level: &str, dir: Option<&Path>) {
     let filter = EnvFilter::try_from_env("AAI_LOG").unwrap_or_else(|_| EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let file = dir.and_then(|dir| {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| {
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join("aai-gateway.log"))
+            })
+            .map_err(|e| eprintln!("aai-gateway: not logging to {}: {e}", dir.display()))
+            .ok()
+    });
+    let stderr = fmt::layer()
         .with_writer(std::io::stderr)
-        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false);
+    let file = file.map(|f| {
+        fmt::layer()
+            .with_writer(Mutex::new(f))
+            .with_ansi(false)
+            .with_target(false)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(stderr)
+        .with(file)
         .try_init();
 }

@@ -1,5 +1,6 @@
 //! The command line (DESIGN §8). Only commands that work are defined.
 
+mod call;
 mod scan;
 mod table;
 mod validate;
@@ -26,6 +27,10 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
 
+    /// Serve MCP on stdin/stdout (also what running with no arguments does).
+    #[arg(long, conflicts_with = "scan")]
+    mcp: bool,
+
     /// List discovered apps, their bindings and tools, and every diagnostic.
     #[arg(long)]
     scan: bool,
@@ -49,6 +54,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one tool through the full pipeline and print its result (JSON).
+    Call {
+        /// App id (or name).
+        app: String,
+        /// Tool name.
+        tool: String,
+        /// Arguments as a JSON object; default `{}`.
+        args: Option<String>,
+    },
 }
 
 /// Everything a command needs to know about where it runs.
@@ -65,6 +79,12 @@ pub struct Context {
 }
 
 impl Context {
+    /// The gateway these settings describe (not scanned yet).
+    pub fn into_gateway(self) -> std::sync::Arc<crate::pipeline::Gateway> {
+        let dirs = self.search_dirs();
+        crate::pipeline::Gateway::new(self.config, self.home, self.locale, self.host, dirs)
+    }
+
     /// The search directories in precedence order: user dir, config paths, system paths.
     pub fn search_dirs(&self) -> Vec<SearchDir> {
         let mut dirs = vec![SearchDir {
@@ -101,17 +121,40 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
-    if let Some(Command::Validate { paths, json }) = cli.command {
-        return Ok(validate::run(&paths, json));
+    match cli.command {
+        Some(Command::Validate { paths, json }) => Ok(validate::run(&paths, json)),
+        Some(Command::Call { app, tool, args }) => {
+            let ctx = context(cli.home, cli.config, false)?;
+            Ok(call::run(ctx, &app, &tool, args.as_deref()))
+        }
+        None if cli.scan => {
+            let ctx = context(cli.home, cli.config, false)?;
+            Ok(scan::run(&ctx, cli.json))
+        }
+        None => {
+            let ctx = context(cli.home, cli.config, true)?;
+            serve(ctx)
+        }
     }
-    if !cli.scan {
-        return Err("nothing to do; try `aai-gateway --scan` or `aai-gateway --help`".to_owned());
-    }
-    let ctx = context(cli.home, cli.config)?;
-    Ok(scan::run(&ctx, cli.json))
 }
 
-fn context(home: Option<PathBuf>, config: Option<PathBuf>) -> Result<Context, String> {
+/// The stdio MCP server.
+fn serve(ctx: Context) -> Result<ExitCode, String> {
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
+    let gateway = ctx.into_gateway();
+    runtime
+        .block_on(crate::mcp::serve_stdio(gateway))
+        .map_err(|e| format!("MCP server stopped: {e:#}"))?;
+    // Adapters and blocking scans must not keep the process alive after the session.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn context(
+    home: Option<PathBuf>,
+    config: Option<PathBuf>,
+    log_to_file: bool,
+) -> Result<Context, String> {
     let env = |k: &str| std::env::var(k).ok();
     let home = match home.filter(|h| !h.as_os_str().is_empty()) {
         Some(h) => h,
@@ -126,7 +169,8 @@ fn context(home: Option<PathBuf>, config: Option<PathBuf>) -> Result<Context, St
         let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
         format!("bad config:\n{}", lines.join("\n"))
     })?;
-    crate::logging::init(&config.log_level);
+    let log_dir = log_to_file.then(|| home.join("logs"));
+    crate::logging::init(&config.log_level, log_dir.as_deref());
     for w in &warnings {
         tracing::warn!("{w}");
     }

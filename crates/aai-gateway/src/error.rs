@@ -1,0 +1,244 @@
+//! The gateway's error model (DESIGN §5, seed `003` §2.7): one code per failure kind,
+//! the seed's JSON shape, and one function that builds it.
+//!
+//! `{"code": -32001, "message": "Automation failed", "data": {"type": "AUTOMATION_FAILED",
+//! "detail": "...", "appId": "...", "tool": "...", "retryable": false}}`
+//!
+//! Details never carry argument values or secrets; executors say what failed, not what
+//! was sent.
+
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+
+/// Every failure kind, with its JSON-RPC code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// -32001: the automation ran and failed.
+    AutomationFailed,
+    /// -32002: no such app.
+    AppNotFound,
+    /// -32003: no such tool in the app.
+    ToolNotFound,
+    /// -32004: the OS or app refused.
+    PermissionDenied,
+    /// -32005: arguments do not match the tool's schema.
+    InvalidParams,
+    /// -32006: this host cannot run the app's binding.
+    AutomationNotSupported,
+    /// -32007: the descriptor is broken.
+    AaiJsonInvalid,
+    /// -32008: the call took too long.
+    Timeout,
+    /// -32009: the app is not running and could not be started.
+    AppNotRunning,
+    /// -32010: a script did not parse.
+    ScriptParseError,
+    /// -32011: a credential is needed.
+    AuthRequired,
+    /// -32012: the service refused the credential.
+    AuthDenied,
+    /// -32013: the credential expired and could not be renewed.
+    AuthExpired,
+    /// -32014: the user has not allowed this call.
+    ConsentRequired,
+    /// -32015: the service asks to slow down.
+    RateLimited,
+    /// -32016: the service is down.
+    ServiceUnavailable,
+    /// -32017: the remote resource does not exist.
+    NotFound,
+}
+
+impl Code {
+    /// Every code, in numeric order.
+    pub const ALL: [Code; 17] = [
+        Code::AutomationFailed,
+        Code::AppNotFound,
+        Code::ToolNotFound,
+        Code::PermissionDenied,
+        Code::InvalidParams,
+        Code::AutomationNotSupported,
+        Code::AaiJsonInvalid,
+        Code::Timeout,
+        Code::AppNotRunning,
+        Code::ScriptParseError,
+        Code::AuthRequired,
+        Code::AuthDenied,
+        Code::AuthExpired,
+        Code::ConsentRequired,
+        Code::RateLimited,
+        Code::ServiceUnavailable,
+        Code::NotFound,
+    ];
+
+    /// The JSON-RPC error code.
+    pub fn number(self) -> i32 {
+        -32001 - Code::ALL.iter().position(|c| *c == self).expect("listed") as i32
+    }
+
+    /// `data.type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::AutomationFailed => "AUTOMATION_FAILED",
+            Code::AppNotFound => "APP_NOT_FOUND",
+            Code::ToolNotFound => "TOOL_NOT_FOUND",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::InvalidParams => "INVALID_PARAMS",
+            Code::AutomationNotSupported => "AUTOMATION_NOT_SUPPORTED",
+            Code::AaiJsonInvalid => "AAI_JSON_INVALID",
+            Code::Timeout => "TIMEOUT",
+            Code::AppNotRunning => "APP_NOT_RUNNING",
+            Code::ScriptParseError => "SCRIPT_PARSE_ERROR",
+            Code::AuthRequired => "AUTH_REQUIRED",
+            Code::AuthDenied => "AUTH_DENIED",
+            Code::AuthExpired => "AUTH_EXPIRED",
+            Code::ConsentRequired => "CONSENT_REQUIRED",
+            Code::RateLimited => "RATE_LIMITED",
+            Code::ServiceUnavailable => "SERVICE_UNAVAILABLE",
+            Code::NotFound => "NOT_FOUND",
+        }
+    }
+
+    /// The short `message`.
+    pub fn message(self) -> &'static str {
+        match self {
+            Code::AutomationFailed => "Automation failed",
+            Code::AppNotFound => "App not found",
+            Code::ToolNotFound => "Tool not found",
+            Code::PermissionDenied => "Permission denied",
+            Code::InvalidParams => "Invalid params",
+            Code::AutomationNotSupported => "Automation not supported",
+            Code::AaiJsonInvalid => "aai.json invalid",
+            Code::Timeout => "Timeout",
+            Code::AppNotRunning => "App not running",
+            Code::ScriptParseError => "Script parse error",
+            Code::AuthRequired => "Authentication required",
+            Code::AuthDenied => "Authentication denied",
+            Code::AuthExpired => "Authentication expired",
+            Code::ConsentRequired => "Consent required",
+            Code::RateLimited => "Rate limited",
+            Code::ServiceUnavailable => "Service unavailable",
+            Code::NotFound => "Not found",
+        }
+    }
+
+    /// A code from its number or its `type` name (adapters may send either).
+    pub fn parse(value: &Value) -> Option<Code> {
+        match value {
+            Value::Number(n) => {
+                let n = n.as_i64()?;
+                Code::ALL.into_iter().find(|c| i64::from(c.number()) == n)
+            }
+            Value::String(s) => Code::ALL.into_iter().find(|c| c.name() == s),
+            _ => None,
+        }
+    }
+
+    /// Whether trying again later may succeed.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            Code::Timeout | Code::RateLimited | Code::ServiceUnavailable | Code::AppNotRunning
+        )
+    }
+}
+
+/// A failed call, as the agent will see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayError {
+    /// What kind of failure.
+    pub code: Code,
+    /// What happened, for the agent (no argument values, no secrets).
+    pub detail: String,
+    /// The app, when known.
+    pub app: Option<String>,
+    /// The tool, when known.
+    pub tool: Option<String>,
+    /// Extra fields merged into `data` (e.g. `field` for INVALID_PARAMS).
+    pub extra: Map<String, Value>,
+}
+
+impl GatewayError {
+    /// An error of `code` with `detail`.
+    pub fn new(code: Code, detail: impl Into<String>) -> GatewayError {
+        GatewayError {
+            code,
+            detail: detail.into(),
+            app: None,
+            tool: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Names the app and tool, unless already named.
+    pub fn at(mut self, app: &str, tool: &str) -> GatewayError {
+        self.app.get_or_insert_with(|| app.to_owned());
+        self.tool.get_or_insert_with(|| tool.to_owned());
+        self
+    }
+
+    /// Adds a field to `data`.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> GatewayError {
+        self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The seed's `data` object.
+    pub fn data(&self) -> Value {
+        let mut data = json!({
+            "type": self.code.name(),
+            "detail": self.detail,
+            "retryable": self.code.retryable(),
+        });
+        let map = data.as_object_mut().expect("object literal");
+        if let Some(app) = &self.app {
+            map.insert("appId".into(), app.clone().into());
+        }
+        if let Some(tool) = &self.tool {
+            map.insert("tool".into(), tool.clone().into());
+        }
+        map.extend(self.extra.clone());
+        data
+    }
+
+    /// The whole error object `{code, message, data}`.
+    pub fn to_json(&self) -> Value {
+        json!({ "code": self.code.number(), "message": self.code.message(), "data": self.data() })
+    }
+}
+
+impl fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code.message(), self.code.number(), self.detail)
+    }
+}
+
+impl std::error::Error for GatewayError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_the_seed_table() {
+        assert_eq!(Code::AutomationFailed.number(), -32001);
+        assert_eq!(Code::ScriptParseError.number(), -32010);
+        assert_eq!(Code::AuthRequired.number(), -32011);
+        assert_eq!(Code::NotFound.number(), -32017);
+        assert_eq!(Code::parse(&json!(-32008)), Some(Code::Timeout));
+        assert_eq!(Code::parse(&json!("INVALID_PARAMS")), Some(Code::InvalidParams));
+        assert_eq!(Code::parse(&json!(-1)), None);
+    }
+
+    #[test]
+    fn shape_is_the_seeds() {
+        let e = GatewayError::new(Code::Timeout, "no reply after 2 s").at("com.x", "go");
+        assert_eq!(
+            e.to_json(),
+            json!({"code": -32008, "message": "Timeout", "data": {
+                "type": "TIMEOUT", "detail": "no reply after 2 s", "retryable": true,
+                "appId": "com.x", "tool": "go"}})
+        );
+    }
+}

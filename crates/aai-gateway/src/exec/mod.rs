@@ -1,0 +1,103 @@
+//! Executors: how a tool call reaches an app. One module per executor type, each
+//! implementing [`Execute`]; [`Executors`] owns them and dispatches by binding type.
+//!
+//! Executors never ask for consent and never read the secret store: they get an
+//! already-validated call. They create processes only through [`process`].
+
+pub mod process;
+pub mod stdio;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aai_descriptor::{Executor, Tool};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Code, GatewayError};
+
+/// Progress of a long call, forwarded to the client when it asked for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Work done so far.
+    pub progress: f64,
+    /// Total work, when known.
+    pub total: Option<f64>,
+    /// What is happening.
+    pub message: Option<String>,
+}
+
+/// Where progress goes.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// How one call runs: its deadline, its cancellation, its progress sink.
+#[derive(Clone)]
+pub struct CallContext {
+    /// Give up after this long.
+    pub timeout: Duration,
+    /// Cancelled when the client cancels the request or goes away.
+    pub cancel: CancellationToken,
+    /// Progress sink, when the client sent a progress token.
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("timeout", &self.timeout)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// One validated call.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The app id.
+    pub app: &'a str,
+    /// The binding's executor settings.
+    pub executor: &'a Executor,
+    /// The descriptor's folder (relative commands resolve against it).
+    pub base_dir: &'a Path,
+    /// The tool.
+    pub tool: &'a Tool,
+    /// Validated arguments, defaults applied.
+    pub args: Value,
+    /// Deadline, cancellation, progress.
+    pub ctx: CallContext,
+}
+
+/// An executor type.
+pub trait Execute {
+    /// Runs one call; the result is the tool's JSON result.
+    fn execute(&self, req: Request<'_>) -> impl Future<Output = Result<Value, GatewayError>> + Send;
+}
+
+/// All executors of the gateway.
+#[derive(Debug, Default)]
+pub struct Executors {
+    stdio: stdio::StdioExecutor,
+}
+
+impl Executors {
+    /// Runs `req` with the executor its binding names.
+    pub async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+        match req.executor {
+            Executor::Stdio(_) => self.stdio.execute(req).await,
+            other => Err(GatewayError::new(
+                Code::AutomationNotSupported,
+                format!(
+                    "this gateway build cannot run `{}` bindings yet",
+                    other.kind().as_str()
+                ),
+            )),
+        }
+    }
+
+    /// Stops every process the executors started.
+    pub fn shutdown(&self) {
+        self.stdio.shutdown();
+    }
+}

@@ -1,0 +1,361 @@
+//! The `stdio` executor (DESIGN §6): a local adapter process speaking newline-delimited
+//! JSON envelopes.
+//!
+//! Request: `{"version":"1.0","tool":…,"params":{…},"request_id":"…"}`.
+//! Reply: `{"version":"1.0","request_id":"…","status":"success","result":…}` or
+//! `{…,"status":"error","error":{"code":…,"message":"…"}}` (`code` an AAI number such as
+//! -32005 or a type such as `"INVALID_PARAMS"`; anything else is AUTOMATION_FAILED).
+//! Our extension: `{"request_id":"…","status":"progress","progress":0.5,"total":1,
+//! "message":"…"}` lines are forwarded as MCP progress.
+//!
+//! One adapter process per app serves many requests at once, matched by `request_id`.
+//! It is started on first use and again after it exits (an adapter may serve one request
+//! and exit). A request that could not be written because the adapter had just died is
+//! retried once on a fresh adapter — nothing reached the app. A timed-out call kills its
+//! adapter (its state is unknown; the next call starts a new one); a cancelled call kills
+//! it only when no other call is waiting on it. A line that is not an envelope fails the
+//! calls waiting on that adapter with an excerpt of the line.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aai_descriptor::Executor;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::oneshot;
+
+use super::process::{self, ChildGuard, StderrTail};
+use super::{Execute, Progress, ProgressSink, Request};
+use crate::error::{Code, GatewayError};
+
+/// Longest accepted reply line.
+const MAX_LINE: u64 = 16 * 1024 * 1024;
+
+type Reply = Result<Value, GatewayError>;
+
+struct Pending {
+    reply: oneshot::Sender<Reply>,
+    progress: Option<ProgressSink>,
+}
+
+/// One running adapter.
+struct Adapter {
+    app: String,
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    pending: Mutex<HashMap<String, Pending>>,
+    guard: Mutex<Option<ChildGuard>>,
+    alive: AtomicBool,
+    stderr: StderrTail,
+}
+
+impl Adapter {
+    fn kill(&self) {
+        self.alive.store(false, Ordering::SeqCst);
+        if let Some(mut guard) = self.guard.lock().expect("guard lock").take() {
+            guard.kill();
+        }
+    }
+
+    /// Fails every waiting call with `error`.
+    fn fail_all(&self, error: &GatewayError) {
+        let drained: Vec<Pending> = self
+            .pending
+            .lock()
+            .expect("pending lock")
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in drained {
+            let _ = p.reply.send(Err(error.clone()));
+        }
+    }
+
+    fn stderr_note(&self) -> String {
+        let tail = self.stderr.text();
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; its last stderr lines: {}", excerpt(&tail, 600))
+        }
+    }
+}
+
+/// Runs stdio adapters.
+#[derive(Default)]
+pub struct StdioExecutor {
+    adapters: Mutex<HashMap<String, Arc<Adapter>>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for StdioExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.adapters.lock().map(|a| a.len()).unwrap_or(0);
+        f.debug_struct("StdioExecutor").field("adapters", &n).finish()
+    }
+}
+
+impl Execute for StdioExecutor {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+        let Executor::Stdio(process) = req.executor else {
+            unreachable!("dispatched by executor type");
+        };
+        let id = format!("{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1);
+        let envelope = json!({
+            "version": "1.0",
+            "tool": req.tool.name,
+            "params": req.args,
+            "request_id": id,
+        });
+        let mut line = serde_json::to_vec(&envelope).expect("JSON values serialize");
+        line.push(b'\n');
+
+        let (adapter, rx) = {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let adapter = self.adapter(req.app, process, req.base_dir)?;
+                let (tx, rx) = oneshot::channel();
+                adapter.pending.lock().expect("pending lock").insert(
+                    id.clone(),
+                    Pending {
+                        reply: tx,
+                        progress: req.ctx.progress.clone(),
+                    },
+                );
+                let written = {
+                    let mut stdin = adapter.stdin.lock().await;
+                    match stdin.write_all(&line).await {
+                        Ok(()) => stdin.flush().await,
+                        Err(e) => Err(e),
+                    }
+                };
+                match written {
+                    Ok(()) => break (adapter, rx),
+                    Err(e) => {
+                        adapter.pending.lock().expect("pending lock").remove(&id);
+                        adapter.kill();
+                        self.forget(&adapter);
+                        if attempt == 2 {
+                            return Err(GatewayError::new(
+                                Code::AutomationFailed,
+                                format!("cannot send the request to the adapter: {e}{}", adapter.stderr_note()),
+                            ));
+                        }
+                        tracing::info!(app = %req.app, "adapter was gone before the request was written; starting a new one");
+                    }
+                }
+            }
+        };
+
+        let outcome = tokio::select! {
+            reply = rx => reply.unwrap_or_else(|_| Err(GatewayError::new(
+                Code::AutomationFailed,
+                "the adapter stopped before replying",
+            ))),
+            () = tokio::time::sleep(req.ctx.timeout) => {
+                adapter.pending.lock().expect("pending lock").remove(&id);
+                tracing::warn!(app = %req.app, tool = %req.tool.name, "call timed out; stopping the adapter");
+                adapter.kill();
+                self.forget(&adapter);
+                Err(GatewayError::new(
+                    Code::Timeout,
+                    format!("no reply from the adapter within {:.1} s; the adapter was stopped and will be restarted on the next call", req.ctx.timeout.as_secs_f64()),
+                ))
+            }
+            () = req.ctx.cancel.cancelled() => {
+                let others = {
+                    let mut pending = adapter.pending.lock().expect("pending lock");
+                    pending.remove(&id);
+                    pending.len()
+                };
+                if others == 0 {
+                    tracing::info!(app = %req.app, "call cancelled; stopping the idle adapter");
+                    adapter.kill();
+                    self.forget(&adapter);
+                }
+                Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled"))
+            }
+        };
+        outcome
+    }
+}
+
+impl StdioExecutor {
+    /// The running adapter of `app`, started if needed.
+    fn adapter(
+        &self,
+        app: &str,
+        process: &aai_descriptor::Process,
+        base_dir: &std::path::Path,
+    ) -> Result<Arc<Adapter>, GatewayError> {
+        let mut adapters = self.adapters.lock().expect("adapters lock");
+        if let Some(a) = adapters.get(app).filter(|a| a.alive.load(Ordering::SeqCst)) {
+            return Ok(a.clone());
+        }
+        let spawned = process::spawn(&process::Spec {
+            program: &process.command,
+            args: &process.args,
+            env: &process.env,
+            base_dir,
+            label: app,
+        })?;
+        let adapter = Arc::new(Adapter {
+            app: app.to_owned(),
+            stdin: tokio::sync::Mutex::new(spawned.stdin),
+            pending: Mutex::new(HashMap::new()),
+            guard: Mutex::new(Some(spawned.guard)),
+            alive: AtomicBool::new(true),
+            stderr: spawned.stderr_tail,
+        });
+        tokio::spawn(read_replies(adapter.clone(), spawned.stdout));
+        adapters.insert(app.to_owned(), adapter.clone());
+        Ok(adapter)
+    }
+
+    /// Drops `adapter` from the pool if it is still the pooled one.
+    fn forget(&self, adapter: &Arc<Adapter>) {
+        let mut adapters = self.adapters.lock().expect("adapters lock");
+        if adapters.get(&adapter.app).is_some_and(|a| Arc::ptr_eq(a, adapter)) {
+            adapters.remove(&adapter.app);
+        }
+    }
+
+    /// Stops every adapter.
+    pub fn shutdown(&self) {
+        let adapters: Vec<Arc<Adapter>> = self
+            .adapters
+            .lock()
+            .expect("adapters lock")
+            .drain()
+            .map(|(_, a)| a)
+            .collect();
+        for a in adapters {
+            a.kill();
+        }
+    }
+}
+
+/// Reads reply lines until the adapter closes stdout, then fails what is still waiting.
+async fn read_replies(adapter: Arc<Adapter>, stdout: ChildStdout) {
+    let mut reader = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let read = (&mut reader).take(MAX_LINE + 1).read_until(b'\n', &mut buf).await;
+        match read {
+            Ok(0) => break,
+            Ok(_) if buf.len() as u64 > MAX_LINE => {
+                adapter.fail_all(&GatewayError::new(
+                    Code::AutomationFailed,
+                    format!("the adapter wrote a line longer than {MAX_LINE} bytes; it was stopped"),
+                ));
+                adapter.kill();
+                break;
+            }
+            Ok(_) => handle_line(&adapter, &buf),
+            Err(e) => {
+                tracing::warn!(app = %adapter.app, "reading adapter output failed: {e}");
+                break;
+            }
+        }
+    }
+    adapter.alive.store(false, Ordering::SeqCst);
+    let guard = adapter.guard.lock().expect("guard lock").take();
+    let status = match guard {
+        Some(mut g) => {
+            let status = tokio::time::timeout(std::time::Duration::from_secs(2), g.wait())
+                .await
+                .unwrap_or_else(|_| "still running after closing stdout".to_owned());
+            drop(g);
+            status
+        }
+        None => "stopped by the gateway".to_owned(),
+    };
+    tracing::info!(app = %adapter.app, "adapter exited: {status}");
+    // Give the stderr reader a moment to collect the last lines.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    adapter.fail_all(&GatewayError::new(
+        Code::AutomationFailed,
+        format!("the adapter exited ({status}) before replying{}", adapter.stderr_note()),
+    ));
+}
+
+fn handle_line(adapter: &Adapter, line: &[u8]) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    let envelope: Value = match serde_json::from_str(text) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            tracing::warn!(app = %adapter.app, "adapter wrote a line that is not a JSON envelope");
+            adapter.fail_all(&GatewayError::new(
+                Code::AutomationFailed,
+                format!(
+                    "the adapter wrote a line that is not a JSON envelope: `{}`",
+                    excerpt(text, 200)
+                ),
+            ));
+            return;
+        }
+    };
+    let id = match envelope.get("request_id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            tracing::warn!(app = %adapter.app, "adapter envelope without request_id: {}", excerpt(text, 200));
+            return;
+        }
+    };
+    let status = envelope.get("status").and_then(Value::as_str).unwrap_or("");
+    if status == "progress" {
+        let pending = adapter.pending.lock().expect("pending lock");
+        if let Some(sink) = pending.get(&id).and_then(|p| p.progress.clone()) {
+            drop(pending);
+            sink(Progress {
+                progress: envelope.get("progress").and_then(Value::as_f64).unwrap_or(0.0),
+                total: envelope.get("total").and_then(Value::as_f64),
+                message: envelope.get("message").and_then(Value::as_str).map(str::to_owned),
+            });
+        }
+        return;
+    }
+    let Some(pending) = adapter.pending.lock().expect("pending lock").remove(&id) else {
+        tracing::debug!(app = %adapter.app, request_id = %id, "reply for a call nobody waits for (timed out or cancelled)");
+        return;
+    };
+    let reply = match status {
+        "success" => Ok(envelope.get("result").cloned().unwrap_or(Value::Null)),
+        "error" => Err(adapter_error(envelope.get("error"))),
+        other => Err(GatewayError::new(
+            Code::AutomationFailed,
+            format!("the adapter replied with status `{}`; expected `success` or `error`", excerpt(other, 40)),
+        )),
+    };
+    let _ = pending.reply.send(reply);
+}
+
+fn adapter_error(error: Option<&Value>) -> GatewayError {
+    let message = error
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("the adapter reported an error without a message");
+    let code = error
+        .and_then(|e| e.get("code"))
+        .and_then(Code::parse)
+        .unwrap_or(Code::AutomationFailed);
+    GatewayError::new(code, excerpt(message, 2000))
+}
+
+/// At most `max` characters of `text`, with `…` when cut.
+fn excerpt(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}

@@ -1,0 +1,233 @@
+//! An app's operation guide: markdown an agent reads once before calling tools.
+//!
+//! App info, how it is reached, auth, then each tool with its parameters (nested
+//! objects, arrays, enums, defaults, local `$ref`s) and a ready-to-send `aai_exec` call.
+
+use std::fmt::Write as _;
+
+use aai_descriptor::{Auth, KeyLocation, Tool};
+use serde_json::{Map, Value, json};
+
+use crate::registry::{Entry, Snapshot};
+
+/// The guide of `entry`.
+pub fn render(snapshot: &Snapshot, entry: &Entry) -> String {
+    let app = &entry.app;
+    let binding = entry.binding();
+    let mut out = String::new();
+    let _ = writeln!(out, "# {} (`{}`)\n", snapshot.name(entry), app.id);
+    if !app.description.is_empty() {
+        let _ = writeln!(out, "{}\n", app.description);
+    }
+    let names = app.name.all();
+    if names.len() > 1 {
+        let _ = writeln!(out, "- Names: {}", names.join(" / "));
+    }
+    if !app.aliases.is_empty() {
+        let _ = writeln!(out, "- Aliases: {}", app.aliases.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "- Runs via: {} ({})",
+        binding.executor.kind().as_str(),
+        binding.platform.as_str()
+    );
+    let _ = writeln!(out, "- Auth: {}", auth(binding.auth.as_ref()));
+    let _ = writeln!(
+        out,
+        "\nCall a tool with `aai_exec` and `{{\"app\": \"{}\", \"tool\": <name>, \"args\": {{…}}}}`.\n",
+        app.id
+    );
+    let _ = writeln!(out, "## Tools ({})", binding.tools.len());
+    for tool in &binding.tools {
+        tool_section(&mut out, &app.id, tool);
+    }
+    out
+}
+
+fn auth(auth: Option<&Auth>) -> String {
+    let Some(auth) = auth else {
+        return "none (the operating system's own permissions apply)".to_owned();
+    };
+    let mut text = match auth {
+        Auth::OAuth2(o) => format!("OAuth 2 sign-in (scopes: {})", o.scopes.join(", ")),
+        Auth::ApiKey(k) => format!(
+            "API key in the {} `{}`; get one at {}",
+            match k.location {
+                KeyLocation::Header => "header",
+                KeyLocation::Query => "query parameter",
+            },
+            k.name,
+            k.obtain_url
+        ),
+        Auth::AppCredential(c) => format!(
+            "app id + secret exchanged for a {:?} token",
+            c.token_type
+        ),
+        Auth::Cookie(c) => format!(
+            "browser session cookies ({}) for {}; log in at {}",
+            c.required_cookies.join(", "),
+            c.domain,
+            c.login_url
+        ),
+    };
+    let instructions = match auth {
+        Auth::ApiKey(k) => k.instructions.as_ref(),
+        Auth::AppCredential(c) => c.instructions.as_ref(),
+        Auth::Cookie(c) => c.instructions.as_ref(),
+        Auth::OAuth2(_) => None,
+    };
+    if let Some(i) = instructions {
+        let _ = write!(text, ". {}", i.short);
+    }
+    text.push_str(". The user stores credentials with `aai-gateway auth`; they are never passed as tool arguments.");
+    text
+}
+
+fn tool_section(out: &mut String, app_id: &str, tool: &Tool) {
+    let _ = writeln!(out, "\n### `{}`\n", tool.name);
+    if !tool.description.is_empty() {
+        let _ = writeln!(out, "{}\n", tool.description);
+    }
+    let schema = tool.parameters.json();
+    let props = schema.get("properties").and_then(Value::as_object);
+    if props.is_some_and(|p| !p.is_empty()) {
+        let _ = writeln!(out, "Parameters:");
+        params(out, schema, schema, 0);
+    } else {
+        let _ = writeln!(out, "Parameters: none");
+    }
+    if let Some(returns) = &tool.returns {
+        let _ = writeln!(out, "\nReturns: {}", type_text(returns.json(), returns.json()));
+    }
+    let call = json!({ "app": app_id, "tool": tool.name, "args": example(schema, schema, 0) });
+    let _ = writeln!(out, "\nExample:\n```json\n{call}\n```");
+}
+
+/// Follows a local `$ref` (for display only; depth-limited by the callers).
+fn deref<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) if r == "#" => root,
+        Some(r) => r
+            .strip_prefix('#')
+            .and_then(|p| root.pointer(p))
+            .unwrap_or(schema),
+        None => schema,
+    }
+}
+
+fn params(out: &mut String, root: &Value, schema: &Value, depth: usize) {
+    let schema = deref(root, schema);
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for (name, prop) in props {
+        let prop = deref(root, prop);
+        let mut facts = vec![type_text(root, prop)];
+        if required.contains(&name.as_str()) {
+            facts.push("required".to_owned());
+        }
+        if let Some(d) = prop.get("default") {
+            facts.push(format!("default {d}"));
+        }
+        let mut line = format!("{}- `{name}` ({})", "  ".repeat(depth), facts.join(", "));
+        if let Some(d) = prop.get("description").and_then(Value::as_str) {
+            let _ = write!(line, ": {d}");
+        }
+        let _ = writeln!(out, "{line}");
+        if depth < 4 {
+            params(out, root, prop, depth + 1);
+            if let Some(items) = prop.get("items") {
+                params(out, root, items, depth + 1);
+            }
+        }
+    }
+}
+
+/// `string`, `integer 1–100`, `one of "a", "b"`, `array of string`, …
+fn type_text(root: &Value, schema: &Value) -> String {
+    let schema = deref(root, schema);
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let list: Vec<String> = values.iter().map(Value::to_string).collect();
+        return format!("one of {}", list.join(", "));
+    }
+    let ty = match schema.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ if schema.get("properties").is_some() => "object".to_owned(),
+        _ => "any".to_owned(),
+    };
+    let mut text = ty.clone();
+    if ty == "array" {
+        if let Some(items) = schema.get("items") {
+            text = format!("array of {}", type_text(root, deref(root, items)));
+        }
+    }
+    match (schema.get("minimum"), schema.get("maximum")) {
+        (Some(min), Some(max)) => {
+            let _ = write!(text, " {min}–{max}");
+        }
+        (Some(min), None) => {
+            let _ = write!(text, " ≥ {min}");
+        }
+        (None, Some(max)) => {
+            let _ = write!(text, " ≤ {max}");
+        }
+        (None, None) => {}
+    }
+    if let Some(f) = schema.get("format").and_then(Value::as_str) {
+        let _ = write!(text, ", format {f}");
+    }
+    text
+}
+
+/// Example arguments: every required property (all of them when none is required is
+/// not assumed: an empty object is a valid call then).
+fn example(root: &Value, schema: &Value, depth: usize) -> Value {
+    let schema = deref(root, schema);
+    if let Some(v) = schema.get("default").or_else(|| {
+        schema
+            .get("examples")
+            .and_then(Value::as_array)
+            .and_then(|e| e.first())
+    }) {
+        return v.clone();
+    }
+    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+        return first.clone();
+    }
+    let ty = match schema.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => ts.iter().find_map(Value::as_str).unwrap_or("string"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "string",
+    };
+    match ty {
+        "object" if depth < 4 => {
+            let mut map = Map::new();
+            let props = schema.get("properties").and_then(Value::as_object);
+            let required = schema.get("required").and_then(Value::as_array);
+            for name in required.into_iter().flatten().filter_map(Value::as_str) {
+                let prop = props.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+                map.insert(name.to_owned(), example(root, prop, depth + 1));
+            }
+            Value::Object(map)
+        }
+        "object" => json!({}),
+        "array" => json!([]),
+        "integer" => json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(1)),
+        "number" => json!(schema.get("minimum").and_then(Value::as_f64).unwrap_or(1.0)),
+        "boolean" => json!(true),
+        "null" => Value::Null,
+        _ => json!("…"),
+    }
+}

@@ -1,0 +1,471 @@
+//! The MCP surface (DESIGN §4). The only module that knows rmcp.
+//!
+//! Listed tools use client-safe names: `app_<slug>` (one per app, returns its guide),
+//! `aai_search`, `aai_guide`, `aai_exec`; in `flat` mode every tool as `<slug>__<tool>`.
+//! `tools/call` also accepts the seed spellings `app:<id>`, `aai:exec` and the direct
+//! `<appId>:<tool>` (seed `004`). Resources: `app:<appId>` (the normalized descriptor of
+//! the binding in use) and `app:<appId>/guide` (markdown).
+
+mod names;
+pub mod watch;
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+
+use crate::config::{ErrorStyle, Exposure};
+use crate::error::{Code, GatewayError};
+use crate::exec::{CallContext, Progress, ProgressSink};
+use crate::pipeline::{Gateway, Outcome};
+use crate::registry::{Entry, Snapshot};
+
+const INSTRUCTIONS: &str = "This server lets you use applications on this computer and on the web directly. \
+Find an app with `aai_search` (any language), read its guide with `aai_guide` (or the app's `app_*` tool), \
+then call a tool with `aai_exec` {app, tool, args}.";
+
+/// The MCP server.
+#[derive(Clone)]
+pub struct Server {
+    gateway: Arc<Gateway>,
+    peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server over `gateway`.
+    pub fn new(gateway: Arc<Gateway>) -> Server {
+        Server {
+            gateway,
+            peer: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Tells the client that the tool and resource lists changed (legacy sessions).
+    pub async fn announce_change(&self) {
+        let peer = self.peer.lock().expect("peer lock").clone();
+        let Some(peer) = peer else { return };
+        if self.exposure(&*self.gateway.snapshot().await) != Exposure::Search {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!("tools/list_changed not delivered: {e}");
+            }
+        }
+        if let Err(e) = peer.notify_resource_list_changed().await {
+            tracing::debug!("resources/list_changed not delivered: {e}");
+        }
+    }
+
+    /// The effective exposure: `progressive` lists like `search` above `maxListedApps`.
+    fn exposure(&self, snapshot: &Snapshot) -> Exposure {
+        match self.gateway.config.exposure {
+            Exposure::Progressive if snapshot.entries.len() > self.gateway.config.max_listed_apps => {
+                Exposure::Search
+            }
+            e => e,
+        }
+    }
+
+    fn failure(&self, error: GatewayError) -> Result<CallToolResponse, McpError> {
+        match self.gateway.config.errors {
+            ErrorStyle::JsonRpc => Err(McpError::new(
+                ErrorCode(error.code.number()),
+                error.code.message(),
+                Some(error.data()),
+            )),
+            ErrorStyle::Result => {
+                let body = error.to_json();
+                let mut result = CallToolResult::error(vec![ContentBlock::text(body.to_string())]);
+                result.structured_content = Some(body);
+                Ok(result.into())
+            }
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, GatewayError> {
+        let snapshot = self.gateway.snapshot().await;
+        match name {
+            "aai_search" | "aai:search" => {
+                let query = string_arg(&args, "query")?;
+                let limit = match args.get("limit") {
+                    None | Some(Value::Null) => 10,
+                    Some(v) => v
+                        .as_u64()
+                        .filter(|n| (1..=50).contains(n))
+                        .ok_or_else(|| invalid("limit", "`limit` must be an integer from 1 to 50"))?
+                        as usize,
+                };
+                Ok(search_result(&snapshot, query, limit))
+            }
+            "aai_guide" | "aai:guide" => {
+                let app = string_arg(&args, "app")?;
+                let entry = find(&snapshot, app)?;
+                Ok(text(crate::guide::render(&snapshot, entry)))
+            }
+            "aai_exec" | "aai:exec" => {
+                let app = string_arg(&args, "app")?;
+                let tool = string_arg(&args, "tool")?;
+                let call_args = args.get("args").cloned();
+                self.exec(app, tool, call_args, ctx).await
+            }
+            _ => {
+                if let Some(app) = name.strip_prefix("app_").or_else(|| name.strip_prefix("app:")) {
+                    if let Some(entry) = snapshot.find(app) {
+                        return Ok(text(crate::guide::render(&snapshot, entry)));
+                    }
+                }
+                if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
+                    let (app, tool) = (entry.app.id.clone(), tool.to_owned());
+                    return self.exec(&app, &tool, Some(Value::Object(args)), ctx).await;
+                }
+                if let Some((app, tool)) = name.split_once(':') {
+                    return self.exec(app, tool, Some(Value::Object(args)), ctx).await;
+                }
+                Err(GatewayError::new(
+                    Code::ToolNotFound,
+                    format!("no tool `{name}`; use aai_search, aai_guide and aai_exec"),
+                ))
+            }
+        }
+    }
+
+    async fn exec(
+        &self,
+        app: &str,
+        tool: &str,
+        args: Option<Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, GatewayError> {
+        let progress = progress_sink(ctx);
+        let cancel = ctx.ct.clone();
+        let outcome = self
+            .gateway
+            .call(app, tool, args, |timeout| CallContext {
+                timeout,
+                cancel,
+                progress,
+            })
+            .await?;
+        Ok(outcome_result(outcome))
+    }
+}
+
+/// Forwards executor progress as `notifications/progress`, in order, when the client
+/// sent a progress token.
+fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressSink> {
+    let token = ctx.meta.get_progress_token()?;
+    let peer = ctx.peer.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
+            if let Some(total) = p.total {
+                param = param.with_total(total);
+            }
+            if let Some(message) = p.message {
+                param = param.with_message(message);
+            }
+            if peer.notify_progress(param).await.is_err() {
+                break;
+            }
+        }
+    });
+    Some(Arc::new(move |p| {
+        let _ = tx.send(p);
+    }))
+}
+
+fn outcome_result(outcome: Outcome) -> CallToolResult {
+    let body = match &outcome.value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(body)]);
+    if outcome.structured {
+        result.structured_content = Some(outcome.value);
+    }
+    result
+}
+
+fn text(body: String) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(body)])
+}
+
+fn invalid(field: &str, detail: &str) -> GatewayError {
+    GatewayError::new(Code::InvalidParams, detail).with("field", format!("/{field}"))
+}
+
+fn string_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, GatewayError> {
+    match args.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
+        Some(_) => Err(invalid(key, &format!("`{key}` must be a non-empty string"))),
+        None => Err(invalid(key, &format!("`{key}` is required"))),
+    }
+}
+
+fn find<'a>(snapshot: &'a Snapshot, app: &str) -> Result<&'a Entry, GatewayError> {
+    snapshot.find(app).ok_or_else(|| {
+        GatewayError::new(
+            Code::AppNotFound,
+            format!("no app `{app}`; use aai_search to find apps"),
+        )
+        .with("app", app)
+    })
+}
+
+fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResult {
+    let hits = crate::search::search(snapshot, query, limit);
+    let mut body = if hits.is_empty() {
+        format!("No app matches \"{query}\". There are {} apps; try other words or another language.", snapshot.entries.len())
+    } else {
+        format!("{} app(s) match \"{query}\":\n", hits.len())
+    };
+    let mut results = Vec::new();
+    for (i, hit) in hits.iter().enumerate() {
+        let app = &hit.entry.app;
+        let name = snapshot.name(hit.entry);
+        let tools: Vec<&str> = if hit.tools.is_empty() {
+            hit.entry.binding().tools.iter().map(|t| t.name.as_str()).take(8).collect()
+        } else {
+            hit.tools.clone()
+        };
+        body.push_str(&format!(
+            "{}. {name} (`{}`) — {} Tools: {}\n",
+            i + 1,
+            app.id,
+            app.description,
+            tools.join(", ")
+        ));
+        results.push(json!({
+            "app": app.id, "name": name, "description": app.description,
+            "score": hit.score, "tools": tools,
+        }));
+    }
+    if !hits.is_empty() {
+        body.push_str("\nNext: aai_guide {\"app\": <id>} shows parameters; then aai_exec {\"app\", \"tool\", \"args\"}.");
+    }
+    let mut result = text(body);
+    result.structured_content = Some(json!({ "results": results }));
+    result
+}
+
+fn schema(value: Value) -> Arc<Map<String, Value>> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+fn meta_tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "aai_search",
+            "Find apps and their tools by name (any language), alias or purpose. Returns app ids for aai_guide and aai_exec.",
+            schema(json!({"type":"object","properties":{
+                "query":{"type":"string","description":"What to look for, e.g. \"send email\" or \"提醒事项\""},
+                "limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},
+                "required":["query"]})),
+        ),
+        Tool::new(
+            "aai_guide",
+            "Show an app's guide: its tools, their parameters, and a ready aai_exec example.",
+            schema(json!({"type":"object","properties":{
+                "app":{"type":"string","description":"App id (or name) from aai_search"}},
+                "required":["app"]})),
+        ),
+        Tool::new(
+            "aai_exec",
+            "Run one tool of an app. Read the app's guide first for the tool's arguments.",
+            schema(json!({"type":"object","properties":{
+                "app":{"type":"string","description":"App id"},
+                "tool":{"type":"string","description":"Tool name from the guide"},
+                "args":{"type":"object","description":"The tool's arguments"}},
+                "required":["app","tool"]})),
+        ),
+    ]
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("aai-gateway", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        *self.peer.lock().expect("peer lock") = Some(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let snapshot = self.gateway.snapshot().await;
+        let mut tools = Vec::new();
+        match self.exposure(&snapshot) {
+            Exposure::Progressive => {
+                tools.extend(snapshot.entries.iter().map(|e| names::app_tool(&snapshot, e)));
+            }
+            Exposure::Flat => {
+                for e in &snapshot.entries {
+                    tools.extend(names::flat_tools(e));
+                }
+            }
+            Exposure::Search => {}
+        }
+        tools.extend(meta_tools());
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.clone().unwrap_or_default();
+        match self.dispatch(&request.name, args, &context).await {
+            Ok(result) => Ok(result.into()),
+            Err(e) => self.failure(e),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let snapshot = self.gateway.snapshot().await;
+        let resources = snapshot
+            .entries
+            .iter()
+            .map(|e| {
+                Resource::new(format!("app:{}", e.app.id), snapshot.name(e))
+                    .with_description(e.app.description.clone())
+                    .with_mime_type("application/aai+json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut guide = ResourceTemplate::new("app:{appId}/guide", "guide");
+        guide.description = Some("An app's operation guide (markdown)".to_owned());
+        guide.mime_type = Some("text/markdown".to_owned());
+        Ok(ListResourceTemplatesResult::with_all_items(vec![guide]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let snapshot = self.gateway.snapshot().await;
+        let uri = request.uri.as_str();
+        let not_found = || {
+            McpError::resource_not_found(
+                format!("no resource `{uri}`"),
+                Some(json!({"uri": uri})),
+            )
+        };
+        let key = uri.strip_prefix("app:").ok_or_else(not_found)?;
+        let (key, guide) = match key.strip_suffix("/guide") {
+            Some(k) => (k, true),
+            None => (key, false),
+        };
+        let entry = snapshot.find(key).filter(|e| e.app.id == key).ok_or_else(not_found)?;
+        let contents = if guide {
+            ResourceContents::text(crate::guide::render(&snapshot, entry), uri)
+                .with_mime_type("text/markdown")
+        } else {
+            ResourceContents::text(descriptor_json(entry), uri).with_mime_type("application/json")
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+/// The normalized app with only the binding in use.
+fn descriptor_json(entry: &Entry) -> String {
+    let mut value = serde_json::to_value(&entry.app).expect("the model serializes");
+    if let Some(obj) = value.as_object_mut() {
+        let binding = serde_json::to_value(entry.binding()).expect("the model serializes");
+        obj.insert("bindings".into(), Value::Array(vec![binding]));
+    }
+    serde_json::to_string_pretty(&value).expect("JSON values serialize")
+}
+
+/// Serves MCP on stdin/stdout until the client goes away; loads the catalog in the
+/// background meanwhile, and watches for changes.
+pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
+    let scan = gateway.clone();
+    tokio::task::spawn_blocking(move || scan.rescan());
+    let server = Server::new(gateway.clone());
+    let service = server.clone().serve(rmcp::transport::stdio()).await?;
+    let watcher = watch::start(gateway.clone(), server);
+    let cancel = service.cancellation_token();
+    tokio::select! {
+        reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),
+        signal = terminated() => {
+            tracing::info!("{signal}; shutting down");
+            cancel.cancel();
+        }
+    }
+    drop(watcher);
+    // Adapters run in their own process groups, so a signal to the gateway does not
+    // reach them: stop them explicitly.
+    gateway.shutdown();
+    Ok(())
+}
+
+/// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP; Ctrl-C elsewhere).
+async fn terminated() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}

@@ -1,0 +1,112 @@
+//! Hot reload: a file watcher on the descriptor directories plus a periodic rescan
+//! (`scanInterval`). When what agents see changes, the client gets
+//! `notifications/tools/list_changed` and `notifications/resources/list_changed`.
+//!
+//! The user dir and `scanPaths` are watched recursively; system directories only at
+//! their top level (watching all of `/opt` would be costly) and are otherwise covered by
+//! the periodic rescan. Only `*.json` paths (not `config.json`) trigger a rescan, so log
+//! writes under `$AAI_HOME` do not; bursts of events are coalesced.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher as _};
+use tokio::sync::mpsc;
+
+use super::Server;
+use crate::discovery::SourceKind;
+use crate::pipeline::Gateway;
+
+/// How long to wait for an event burst to settle before rescanning.
+const SETTLE: Duration = Duration::from_millis(150);
+
+/// Stops watching when dropped.
+#[derive(Debug)]
+pub struct Watcher {
+    _fs: Option<notify::RecommendedWatcher>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts watching for `gateway`, announcing changes through `server`.
+pub fn start(gateway: Arc<Gateway>, server: Server) -> Watcher {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let fs = file_watcher(&gateway, tx);
+    let interval = gateway.config.scan_interval;
+    let task = tokio::spawn(async move {
+        let mut ticker = interval.map(|every| {
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        let mut files = true;
+        loop {
+            tokio::select! {
+                event = rx.recv(), if files => {
+                    if event.is_none() {
+                        // No file watcher: only the interval remains.
+                        files = false;
+                        if ticker.is_none() {
+                            return;
+                        }
+                        continue;
+                    }
+                    tokio::time::sleep(SETTLE).await;
+                    while rx.try_recv().is_ok() {}
+                }
+                () = tick(&mut ticker) => {}
+            }
+            let scan = gateway.clone();
+            let changed = tokio::task::spawn_blocking(move || scan.rescan())
+                .await
+                .unwrap_or(false);
+            if changed {
+                tracing::info!("apps changed; notifying the client");
+                server.announce_change().await;
+            }
+        }
+    });
+    Watcher { _fs: fs, task }
+}
+
+async fn tick(ticker: &mut Option<tokio::time::Interval>) {
+    match ticker {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn file_watcher(gateway: &Gateway, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        let relevant = event.paths.iter().any(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.file_name().is_some_and(|n| n != "config.json")
+        });
+        if relevant {
+            let _ = tx.send(());
+        }
+    })
+    .map_err(|e| tracing::warn!("file watching is unavailable ({e}); relying on the periodic rescan"))
+    .ok()?;
+    for dir in gateway.search_dirs() {
+        if !dir.dir.is_dir() {
+            continue;
+        }
+        let mode = match dir.kind {
+            SourceKind::User | SourceKind::Config => RecursiveMode::Recursive,
+            SourceKind::System => RecursiveMode::NonRecursive,
+        };
+        if let Err(e) = watcher.watch(&dir.dir, mode) {
+            tracing::debug!("cannot watch {}: {e}", dir.dir.display());
+        }
+    }
+    Some(watcher)
+}

@@ -1,0 +1,294 @@
+//! One tool call from request to result, the same for MCP and `aai-gateway call`:
+//! find the app and tool, apply schema defaults, validate the arguments (the MCP SDK does
+//! not), pick the timeout (tool, else binding, else `defaultTimeout`), execute.
+//!
+//! The catalog is loaded in the background at start so the MCP handshake never waits for
+//! a scan; calls and lists wait for the first scan to finish.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aai_descriptor::Tool;
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
+
+use crate::config::Config;
+use crate::discovery::{self, SearchDir};
+use crate::error::{Code, GatewayError};
+use crate::exec::{CallContext, Executors, Request};
+use crate::host::Host;
+use crate::registry::{Registry, Snapshot};
+
+/// At most this many schema violations are listed in one INVALID_PARAMS error.
+const MAX_REPORTED_VIOLATIONS: usize = 5;
+
+/// The running gateway: settings, the served apps, the executors.
+#[derive(Debug)]
+pub struct Gateway {
+    /// Settings.
+    pub config: Config,
+    /// `$AAI_HOME`.
+    pub home: PathBuf,
+    /// Locale for names.
+    pub locale: Option<String>,
+    host: Host,
+    search_dirs: Vec<SearchDir>,
+    registry: Registry,
+    loaded: AtomicBool,
+    loaded_notify: Notify,
+    executors: Executors,
+}
+
+/// A successful call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The tool's result.
+    pub value: Value,
+    /// Whether the tool declares a `returns` schema (the result is then also structured).
+    pub structured: bool,
+}
+
+impl Gateway {
+    /// A gateway that has not scanned yet.
+    pub fn new(
+        config: Config,
+        home: PathBuf,
+        locale: Option<String>,
+        host: Host,
+        search_dirs: Vec<SearchDir>,
+    ) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            config,
+            home,
+            locale,
+            host,
+            search_dirs,
+            registry: Registry::default(),
+            loaded: AtomicBool::new(false),
+            loaded_notify: Notify::new(),
+            executors: Executors::default(),
+        })
+    }
+
+    /// The directories scanned, in precedence order.
+    pub fn search_dirs(&self) -> &[SearchDir] {
+        &self.search_dirs
+    }
+
+    /// Scans now (blocking) and installs the result; returns whether what agents see
+    /// changed. The first call also releases everything waiting for the catalog.
+    pub fn rescan(&self) -> bool {
+        let catalog = discovery::scan(&self.search_dirs);
+        for d in catalog.diagnostics.iter().filter(|d| d.is_error()) {
+            tracing::warn!("{d}");
+        }
+        let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
+        tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
+        let changed = self.registry.replace(snapshot);
+        if !self.loaded.swap(true, Ordering::SeqCst) {
+            self.loaded_notify.notify_waiters();
+        }
+        changed
+    }
+
+    /// The served apps, once the first scan has finished.
+    pub async fn snapshot(&self) -> Arc<Snapshot> {
+        loop {
+            let notified = self.loaded_notify.notified();
+            if self.loaded.load(Ordering::SeqCst) {
+                return self.registry.snapshot();
+            }
+            notified.await;
+        }
+    }
+
+    /// Runs one tool call.
+    pub async fn call(
+        &self,
+        app: &str,
+        tool: &str,
+        args: Option<Value>,
+        ctx: impl FnOnce(std::time::Duration) -> CallContext,
+    ) -> Result<Outcome, GatewayError> {
+        let snapshot = self.snapshot().await;
+        let entry = snapshot.find(app).ok_or_else(|| {
+            let hint = crate::search::search(&snapshot, app, 3)
+                .iter()
+                .map(|h| format!("`{}`", h.entry.app.id))
+                .collect::<Vec<_>>();
+            let detail = if hint.is_empty() {
+                format!("no app `{app}`; use aai_search to find apps")
+            } else {
+                format!("no app `{app}`; did you mean {}?", hint.join(", "))
+            };
+            GatewayError::new(Code::AppNotFound, detail).with("app", app)
+        })?;
+        let app_id = entry.app.id.as_str();
+        let binding = entry.binding();
+        let Some(tool) = binding.tool(tool) else {
+            let names: Vec<&str> = binding.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(GatewayError::new(
+                Code::ToolNotFound,
+                format!("`{app_id}` has no tool `{tool}`; its tools are: {}", names.join(", ")),
+            )
+            .at(app_id, tool));
+        };
+        let args = prepare_args(tool, args).map_err(|e| e.at(app_id, &tool.name))?;
+        let timeout = tool
+            .timeout
+            .or(binding.timeout)
+            .unwrap_or(self.config.default_timeout);
+        let base_dir = entry.source.parent().unwrap_or(Path::new("."));
+        let started = std::time::Instant::now();
+        let result = self
+            .executors
+            .execute(Request {
+                app: app_id,
+                executor: &binding.executor,
+                base_dir,
+                tool,
+                args,
+                ctx: ctx(timeout),
+            })
+            .await;
+        let elapsed = started.elapsed();
+        match &result {
+            Ok(_) => tracing::info!(app = app_id, tool = %tool.name, ?elapsed, "call succeeded"),
+            Err(e) => tracing::info!(app = app_id, tool = %tool.name, ?elapsed, code = e.code.name(), "call failed"),
+        }
+        let value = result.map_err(|e| e.at(app_id, &tool.name))?;
+        if let Some(returns) = &tool.returns {
+            if let Ok(v) = returns.validator() {
+                if !v.is_valid(&value) {
+                    tracing::warn!(app = app_id, tool = %tool.name, "result does not match the tool's `returns` schema");
+                }
+            }
+        }
+        Ok(Outcome {
+            structured: tool.returns.is_some() && value.is_object(),
+            value,
+        })
+    }
+
+    /// Stops every process the gateway started.
+    pub fn shutdown(&self) {
+        self.executors.shutdown();
+    }
+}
+
+/// Applies schema defaults and validates; errors name the field, never the value.
+pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayError> {
+    let mut args = match args {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v,
+        Some(other) => {
+            return Err(GatewayError::new(
+                Code::InvalidParams,
+                format!(
+                    "arguments must be a JSON object, not {}",
+                    aai_descriptor::read::type_name(&other)
+                ),
+            ));
+        }
+    };
+    let schema = tool.parameters.json();
+    apply_defaults(schema, schema, &mut args, 0);
+    let validator = tool.parameters.validator().map_err(|e| {
+        GatewayError::new(
+            Code::AaiJsonInvalid,
+            format!("the tool's parameter schema does not compile: {e}"),
+        )
+    })?;
+    let violations: Vec<(String, String)> = validator
+        .iter_errors(&args)
+        .take(MAX_REPORTED_VIOLATIONS)
+        .map(|e| {
+            let mut field = e.instance_path().as_str().to_owned();
+            if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind() {
+                if let Some(p) = property.as_str() {
+                    field = aai_descriptor::diagnostic::join_pointer(&field, p);
+                }
+            }
+            let message = e.masked_with("the value").to_string();
+            (field, message)
+        })
+        .collect();
+    if let Some((field, _)) = violations.first() {
+        let detail = violations
+            .iter()
+            .map(|(f, m)| {
+                if f.is_empty() {
+                    m.clone()
+                } else {
+                    format!("`{f}`: {m}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(GatewayError::new(Code::InvalidParams, detail).with("field", field.clone()));
+    }
+    Ok(args)
+}
+
+/// Fills absent properties that have a `default`, in nested objects too.
+fn apply_defaults(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
+    if depth > 8 {
+        return;
+    }
+    let schema = match schema.get("$ref").and_then(Value::as_str) {
+        Some("#") => root,
+        Some(r) => r.strip_prefix('#').and_then(|p| root.pointer(p)).unwrap_or(schema),
+        None => schema,
+    };
+    let (Some(props), Value::Object(map)) = (schema.get("properties").and_then(Value::as_object), value) else {
+        return;
+    };
+    for (name, prop) in props {
+        match map.get_mut(name) {
+            Some(child) => apply_defaults(root, prop, child, depth + 1),
+            None => {
+                if let Some(default) = prop.get("default") {
+                    map.insert(name.clone(), default.clone());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(schema: Value) -> Tool {
+        let text = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+            "app":{"id":"com.t.t","name":"T","description":"d"},
+            "execution":{"type":"stdio","command":"x"},
+            "tools":[{"name":"t","description":"d","parameters": schema}]});
+        let app = aai_descriptor::parse(&text.to_string(), "t").app.unwrap();
+        app.bindings[0].tools[0].clone()
+    }
+
+    #[test]
+    fn defaults_are_applied_then_arguments_validated() {
+        let t = tool(json!({"type":"object","properties":{
+            "query":{"type":"string"},
+            "limit":{"type":"integer","minimum":1,"default":10},
+            "opts":{"type":"object","properties":{"deep":{"type":"boolean","default":false}}}},
+            "required":["query"]}));
+        assert_eq!(
+            prepare_args(&t, Some(json!({"query":"x","opts":{}}))).unwrap(),
+            json!({"query":"x","limit":10,"opts":{"deep":false}})
+        );
+        let e = prepare_args(&t, Some(json!({"limit":"hunter2-secret"}))).unwrap_err();
+        assert_eq!(e.code, Code::InvalidParams);
+        assert!(!e.detail.contains("hunter2"), "values never appear: {}", e.detail);
+        assert!(e.detail.contains("`/limit`"), "{}", e.detail);
+        assert!(e.detail.contains("`/query`"), "{}", e.detail);
+        assert_eq!(e.data()["field"], "/limit");
+        let e = prepare_args(&t, Some(json!([1]))).unwrap_err();
+        assert_eq!(e.detail, "arguments must be a JSON object, not an array");
+        assert!(prepare_args(&t, None).is_err(), "query is required");
+    }
+}
