@@ -155,8 +155,9 @@ pub struct GatewayError {
     pub app: Option<String>,
     /// The tool, when known.
     pub tool: Option<String>,
-    /// Extra fields merged into `data` (e.g. `field` for INVALID_PARAMS).
-    pub extra: Map<String, Value>,
+    /// Extra fields merged into `data` (e.g. `field` for INVALID_PARAMS); boxed because
+    /// most errors have none and errors travel by value.
+    pub extra: Option<Box<Map<String, Value>>>,
 }
 
 impl GatewayError {
@@ -167,7 +168,7 @@ impl GatewayError {
             detail: detail.into(),
             app: None,
             tool: None,
-            extra: Map::new(),
+            extra: None,
         }
     }
 
@@ -180,7 +181,9 @@ impl GatewayError {
 
     /// Adds a field to `data`.
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> GatewayError {
-        self.extra.insert(key.to_owned(), value.into());
+        self.extra
+            .get_or_insert_with(Default::default)
+            .insert(key.to_owned(), value.into());
         self
     }
 
@@ -198,7 +201,9 @@ impl GatewayError {
         if let Some(tool) = &self.tool {
             map.insert("tool".into(), tool.clone().into());
         }
-        map.extend(self.extra.clone());
+        if let Some(extra) = &self.extra {
+            map.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         data
     }
 
@@ -210,7 +215,13 @@ impl GatewayError {
 
 impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}", self.code.message(), self.code.number(), self.detail)
+        write!(
+            f,
+            "{} ({}): {}",
+            self.code.message(),
+            self.code.number(),
+            self.detail
+        )
     }
 }
 
@@ -227,7 +238,10 @@ mod tests {
         assert_eq!(Code::AuthRequired.number(), -32011);
         assert_eq!(Code::NotFound.number(), -32017);
         assert_eq!(Code::parse(&json!(-32008)), Some(Code::Timeout));
-        assert_eq!(Code::parse(&json!("INVALID_PARAMS")), Some(Code::InvalidParams));
+        assert_eq!(
+            Code::parse(&json!("INVALID_PARAMS")),
+            Some(Code::InvalidParams)
+        );
         assert_eq!(Code::parse(&json!(-1)), None);
     }
 

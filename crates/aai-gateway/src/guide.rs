@@ -60,10 +60,9 @@ fn auth(auth: Option<&Auth>) -> String {
             k.name,
             k.obtain_url
         ),
-        Auth::AppCredential(c) => format!(
-            "app id + secret exchanged for a {:?} token",
-            c.token_type
-        ),
+        Auth::AppCredential(c) => {
+            format!("app id + secret exchanged for a {:?} token", c.token_type)
+        }
         Auth::Cookie(c) => format!(
             "browser session cookies ({}) for {}; log in at {}",
             c.required_cookies.join(", "),
@@ -98,7 +97,11 @@ fn tool_section(out: &mut String, app_id: &str, tool: &Tool) {
         let _ = writeln!(out, "Parameters: none");
     }
     if let Some(returns) = &tool.returns {
-        let _ = writeln!(out, "\nReturns: {}", type_text(returns.json(), returns.json()));
+        let _ = writeln!(
+            out,
+            "\nReturns: {}",
+            type_text(returns.json(), returns.json())
+        );
     }
     let call = json!({ "app": app_id, "tool": tool.name, "args": example(schema, schema, 0) });
     let _ = writeln!(out, "\nExample:\n```json\n{call}\n```");
@@ -107,7 +110,7 @@ fn tool_section(out: &mut String, app_id: &str, tool: &Tool) {
 /// Follows a local `$ref` (for display only; depth-limited by the callers).
 fn deref<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     match schema.get("$ref").and_then(Value::as_str) {
-        Some(r) if r == "#" => root,
+        Some("#") => root,
         Some(r) => r
             .strip_prefix('#')
             .and_then(|p| root.pointer(p))
@@ -167,10 +170,10 @@ fn type_text(root: &Value, schema: &Value) -> String {
         _ => "any".to_owned(),
     };
     let mut text = ty.clone();
-    if ty == "array" {
-        if let Some(items) = schema.get("items") {
-            text = format!("array of {}", type_text(root, deref(root, items)));
-        }
+    if ty == "array"
+        && let Some(items) = schema.get("items")
+    {
+        text = format!("array of {}", type_text(root, deref(root, items)));
     }
     match (schema.get("minimum"), schema.get("maximum")) {
         (Some(min), Some(max)) => {
@@ -202,7 +205,11 @@ fn example(root: &Value, schema: &Value, depth: usize) -> Value {
     }) {
         return v.clone();
     }
-    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
         return first.clone();
     }
     let ty = match schema.get("type") {

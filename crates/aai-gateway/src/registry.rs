@@ -239,22 +239,29 @@ mod tests {
             );
             aai_descriptor::parse(&text, "t").app.unwrap()
         };
-        let mut entries: Vec<Entry> = ["com.a_b", "com.a.b", "com.very.long.identifier.of.an.application.that.goes.on"]
-            .iter()
-            .map(|id| Entry {
-                app: app(id),
-                binding: 0,
-                slug: base_slug(id),
-                source: PathBuf::new(),
-            })
-            .collect();
+        let mut entries: Vec<Entry> = [
+            "com.a_b",
+            "com.a.b",
+            "com.very.long.identifier.of.an.application.that.goes.on",
+        ]
+        .iter()
+        .map(|id| Entry {
+            app: app(id),
+            binding: 0,
+            slug: base_slug(id),
+            source: PathBuf::new(),
+        })
+        .collect();
         assign_slugs(&mut entries);
         let slugs: Vec<&str> = entries.iter().map(|e| e.slug.as_str()).collect();
         assert_ne!(slugs[0], slugs[1]);
         assert!(slugs[0].starts_with("com_a_b_") && slugs[1].starts_with("com_a_b_"));
         for s in &slugs {
             assert!(format!("app_{s}").len() <= MAX_LISTED_NAME, "{s}");
-            assert!(s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+            assert!(
+                s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            );
         }
         assert_eq!(short_hash("com.a.b"), short_hash("com.a.b"));
     }

@@ -24,7 +24,12 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
-        Err(e) => return fail(&GatewayError::new(Code::AutomationFailed, format!("cannot start: {e}"))),
+        Err(e) => {
+            return fail(&GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot start: {e}"),
+            ));
+        }
     };
     let gateway = ctx.into_gateway();
     let outcome = runtime.block_on(async {

@@ -72,7 +72,8 @@ pub struct Request<'a> {
 /// An executor type.
 pub trait Execute {
     /// Runs one call; the result is the tool's JSON result.
-    fn execute(&self, req: Request<'_>) -> impl Future<Output = Result<Value, GatewayError>> + Send;
+    fn execute(&self, req: Request<'_>)
+    -> impl Future<Output = Result<Value, GatewayError>> + Send;
 }
 
 /// All executors of the gateway.

@@ -18,11 +18,36 @@ use crate::error::{Code, GatewayError};
 
 /// Variables a child inherits from the gateway; everything else is dropped.
 const INHERITED: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP",
-    "TMP", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
-    "XDG_STATE_HOME", "XDG_DATA_DIRS", "XDG_CONFIG_DIRS", "DISPLAY", "WAYLAND_DISPLAY",
-    "DBUS_SESSION_BUS_ADDRESS", "SystemRoot", "SYSTEMDRIVE", "WINDIR", "USERPROFILE",
-    "APPDATA", "LOCALAPPDATA", "PROGRAMDATA", "COMSPEC", "PATHEXT",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "XDG_RUNTIME_DIR",
+    "XDG_DATA_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_DATA_DIRS",
+    "XDG_CONFIG_DIRS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "SystemRoot",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "PROGRAMDATA",
+    "COMSPEC",
+    "PATHEXT",
 ];
 
 /// How many stderr lines are kept for error messages.
@@ -103,11 +128,11 @@ impl ChildGuard {
         let _ = self.child.start_kill();
     }
 
-    /// Waits for the child to exit and describes how it ended.
-    pub async fn wait(&mut self) -> String {
+    /// Waits for the child to exit; says how it ended and whether that was a clean exit.
+    pub async fn wait(&mut self) -> (String, bool) {
         match self.child.wait().await {
-            Ok(status) => status.to_string(),
-            Err(e) => format!("unknown status ({e})"),
+            Ok(status) => (status.to_string(), status.success()),
+            Err(e) => (format!("unknown status ({e})"), false),
         }
     }
 }
@@ -125,7 +150,11 @@ pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
     let mut cmd = Command::new(&program);
     cmd.args(spec.args)
         .env_clear()
-        .envs(INHERITED.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+        .envs(
+            INHERITED
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+        )
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(spec.base_dir)
         .stdin(Stdio::piped())

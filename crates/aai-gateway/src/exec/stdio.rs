@@ -10,8 +10,10 @@
 //!
 //! One adapter process per app serves many requests at once, matched by `request_id`.
 //! It is started on first use and again after it exits (an adapter may serve one request
-//! and exit). A request that could not be written because the adapter had just died is
-//! retried once on a fresh adapter — nothing reached the app. A timed-out call kills its
+//! and exit). A request is retried once on a fresh adapter when it cannot have reached the
+//! app: it could not be written, or the adapter exited with status 0 without answering it
+//! (an adapter that exits cleanly has answered everything it read — the one-shot case,
+//! where a request can land in the pipe of an adapter that is already on its way out). A timed-out call kills its
 //! adapter (its state is unknown; the next call starts a new one); a cancelled call kills
 //! it only when no other call is waiting on it. A line that is not an envelope fails the
 //! calls waiting on that adapter with an excerpt of the line.
@@ -33,7 +35,12 @@ use crate::error::{Code, GatewayError};
 /// Longest accepted reply line.
 const MAX_LINE: u64 = 16 * 1024 * 1024;
 
-type Reply = Result<Value, GatewayError>;
+/// What a waiting call gets.
+enum Reply {
+    Done(Result<Value, GatewayError>),
+    /// The adapter exited cleanly without reading the request: safe to send again.
+    NotDelivered,
+}
 
 struct Pending {
     reply: oneshot::Sender<Reply>,
@@ -60,16 +67,18 @@ impl Adapter {
 
     /// Fails every waiting call with `error`.
     fn fail_all(&self, error: &GatewayError) {
-        let drained: Vec<Pending> = self
-            .pending
+        for p in self.drain() {
+            let _ = p.reply.send(Reply::Done(Err(error.clone())));
+        }
+    }
+
+    fn drain(&self) -> Vec<Pending> {
+        self.pending
             .lock()
             .expect("pending lock")
             .drain()
             .map(|(_, p)| p)
-            .collect();
-        for p in drained {
-            let _ = p.reply.send(Err(error.clone()));
-        }
+            .collect()
     }
 
     fn stderr_note(&self) -> String {
@@ -92,7 +101,9 @@ pub struct StdioExecutor {
 impl std::fmt::Debug for StdioExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let n = self.adapters.lock().map(|a| a.len()).unwrap_or(0);
-        f.debug_struct("StdioExecutor").field("adapters", &n).finish()
+        f.debug_struct("StdioExecutor")
+            .field("adapters", &n)
+            .finish()
     }
 }
 
@@ -111,78 +122,100 @@ impl Execute for StdioExecutor {
         let mut line = serde_json::to_vec(&envelope).expect("JSON values serialize");
         line.push(b'\n');
 
-        let (adapter, rx) = {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                let adapter = self.adapter(req.app, process, req.base_dir)?;
-                let (tx, rx) = oneshot::channel();
-                adapter.pending.lock().expect("pending lock").insert(
-                    id.clone(),
-                    Pending {
-                        reply: tx,
-                        progress: req.ctx.progress.clone(),
-                    },
-                );
-                let written = {
-                    let mut stdin = adapter.stdin.lock().await;
-                    match stdin.write_all(&line).await {
-                        Ok(()) => stdin.flush().await,
-                        Err(e) => Err(e),
-                    }
-                };
-                match written {
-                    Ok(()) => break (adapter, rx),
-                    Err(e) => {
-                        adapter.pending.lock().expect("pending lock").remove(&id);
-                        adapter.kill();
-                        self.forget(&adapter);
-                        if attempt == 2 {
-                            return Err(GatewayError::new(
-                                Code::AutomationFailed,
-                                format!("cannot send the request to the adapter: {e}{}", adapter.stderr_note()),
-                            ));
-                        }
-                        tracing::info!(app = %req.app, "adapter was gone before the request was written; starting a new one");
-                    }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let adapter = self.adapter(req.app, process, req.base_dir)?;
+            let (tx, rx) = oneshot::channel();
+            adapter.pending.lock().expect("pending lock").insert(
+                id.clone(),
+                Pending {
+                    reply: tx,
+                    progress: req.ctx.progress.clone(),
+                },
+            );
+            let written = {
+                let mut stdin = adapter.stdin.lock().await;
+                match stdin.write_all(&line).await {
+                    Ok(()) => stdin.flush().await,
+                    Err(e) => Err(e),
                 }
-            }
-        };
-
-        let outcome = tokio::select! {
-            reply = rx => reply.unwrap_or_else(|_| Err(GatewayError::new(
-                Code::AutomationFailed,
-                "the adapter stopped before replying",
-            ))),
-            () = tokio::time::sleep(req.ctx.timeout) => {
+            };
+            if let Err(e) = written {
                 adapter.pending.lock().expect("pending lock").remove(&id);
-                tracing::warn!(app = %req.app, tool = %req.tool.name, "call timed out; stopping the adapter");
                 adapter.kill();
                 self.forget(&adapter);
-                Err(GatewayError::new(
+                if attempt == 2 {
+                    return Err(GatewayError::new(
+                        Code::AutomationFailed,
+                        format!(
+                            "cannot send the request to the adapter: {e}{}",
+                            adapter.stderr_note()
+                        ),
+                    ));
+                }
+                tracing::info!(app = %req.app, "the adapter was gone before the request was written; starting a new one");
+                continue;
+            }
+            match self.wait_reply(&req, &adapter, &id, rx).await {
+                Reply::Done(result) => return result,
+                Reply::NotDelivered if attempt < 2 => {
+                    tracing::info!(app = %req.app, "the adapter exited cleanly without reading the request; sending it to a new one");
+                }
+                Reply::NotDelivered => {
+                    return Err(GatewayError::new(
+                        Code::AutomationFailed,
+                        format!(
+                            "the adapter exited without replying, twice{}",
+                            adapter.stderr_note()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+impl StdioExecutor {
+    /// Waits for the reply to request `id`, the deadline, or cancellation.
+    async fn wait_reply(
+        &self,
+        req: &Request<'_>,
+        adapter: &Arc<Adapter>,
+        id: &str,
+        rx: oneshot::Receiver<Reply>,
+    ) -> Reply {
+        tokio::select! {
+            reply = rx => reply.unwrap_or_else(|_| Reply::Done(Err(GatewayError::new(
+                Code::AutomationFailed,
+                "the adapter stopped before replying",
+            )))),
+            () = tokio::time::sleep(req.ctx.timeout) => {
+                adapter.pending.lock().expect("pending lock").remove(id);
+                tracing::warn!(app = %req.app, tool = %req.tool.name, "call timed out; stopping the adapter");
+                adapter.kill();
+                self.forget(adapter);
+                Reply::Done(Err(GatewayError::new(
                     Code::Timeout,
                     format!("no reply from the adapter within {:.1} s; the adapter was stopped and will be restarted on the next call", req.ctx.timeout.as_secs_f64()),
-                ))
+                )))
             }
             () = req.ctx.cancel.cancelled() => {
                 let others = {
                     let mut pending = adapter.pending.lock().expect("pending lock");
-                    pending.remove(&id);
+                    pending.remove(id);
                     pending.len()
                 };
                 if others == 0 {
                     tracing::info!(app = %req.app, "call cancelled; stopping the idle adapter");
                     adapter.kill();
-                    self.forget(&adapter);
+                    self.forget(adapter);
                 }
-                Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled"))
+                Reply::Done(Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled")))
             }
-        };
-        outcome
+        }
     }
-}
 
-impl StdioExecutor {
     /// The running adapter of `app`, started if needed.
     fn adapter(
         &self,
@@ -217,7 +250,10 @@ impl StdioExecutor {
     /// Drops `adapter` from the pool if it is still the pooled one.
     fn forget(&self, adapter: &Arc<Adapter>) {
         let mut adapters = self.adapters.lock().expect("adapters lock");
-        if adapters.get(&adapter.app).is_some_and(|a| Arc::ptr_eq(a, adapter)) {
+        if adapters
+            .get(&adapter.app)
+            .is_some_and(|a| Arc::ptr_eq(a, adapter))
+        {
             adapters.remove(&adapter.app);
         }
     }
@@ -243,13 +279,18 @@ async fn read_replies(adapter: Arc<Adapter>, stdout: ChildStdout) {
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let read = (&mut reader).take(MAX_LINE + 1).read_until(b'\n', &mut buf).await;
+        let read = (&mut reader)
+            .take(MAX_LINE + 1)
+            .read_until(b'\n', &mut buf)
+            .await;
         match read {
             Ok(0) => break,
             Ok(_) if buf.len() as u64 > MAX_LINE => {
                 adapter.fail_all(&GatewayError::new(
                     Code::AutomationFailed,
-                    format!("the adapter wrote a line longer than {MAX_LINE} bytes; it was stopped"),
+                    format!(
+                        "the adapter wrote a line longer than {MAX_LINE} bytes; it was stopped"
+                    ),
                 ));
                 adapter.kill();
                 break;
@@ -263,22 +304,31 @@ async fn read_replies(adapter: Arc<Adapter>, stdout: ChildStdout) {
     }
     adapter.alive.store(false, Ordering::SeqCst);
     let guard = adapter.guard.lock().expect("guard lock").take();
-    let status = match guard {
+    let (status, clean) = match guard {
         Some(mut g) => {
-            let status = tokio::time::timeout(std::time::Duration::from_secs(2), g.wait())
+            let ended = tokio::time::timeout(std::time::Duration::from_secs(2), g.wait())
                 .await
-                .unwrap_or_else(|_| "still running after closing stdout".to_owned());
+                .unwrap_or_else(|_| ("still running after closing stdout".to_owned(), false));
             drop(g);
-            status
+            ended
         }
-        None => "stopped by the gateway".to_owned(),
+        None => ("stopped by the gateway".to_owned(), false),
     };
     tracing::info!(app = %adapter.app, "adapter exited: {status}");
+    if clean {
+        for p in adapter.drain() {
+            let _ = p.reply.send(Reply::NotDelivered);
+        }
+        return;
+    }
     // Give the stderr reader a moment to collect the last lines.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     adapter.fail_all(&GatewayError::new(
         Code::AutomationFailed,
-        format!("the adapter exited ({status}) before replying{}", adapter.stderr_note()),
+        format!(
+            "the adapter exited ({status}) before replying{}",
+            adapter.stderr_note()
+        ),
     ));
 }
 
@@ -316,9 +366,15 @@ fn handle_line(adapter: &Adapter, line: &[u8]) {
         if let Some(sink) = pending.get(&id).and_then(|p| p.progress.clone()) {
             drop(pending);
             sink(Progress {
-                progress: envelope.get("progress").and_then(Value::as_f64).unwrap_or(0.0),
+                progress: envelope
+                    .get("progress")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0),
                 total: envelope.get("total").and_then(Value::as_f64),
-                message: envelope.get("message").and_then(Value::as_str).map(str::to_owned),
+                message: envelope
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             });
         }
         return;
@@ -327,15 +383,18 @@ fn handle_line(adapter: &Adapter, line: &[u8]) {
         tracing::debug!(app = %adapter.app, request_id = %id, "reply for a call nobody waits for (timed out or cancelled)");
         return;
     };
-    let reply = match status {
+    let result = match status {
         "success" => Ok(envelope.get("result").cloned().unwrap_or(Value::Null)),
         "error" => Err(adapter_error(envelope.get("error"))),
         other => Err(GatewayError::new(
             Code::AutomationFailed,
-            format!("the adapter replied with status `{}`; expected `success` or `error`", excerpt(other, 40)),
+            format!(
+                "the adapter replied with status `{}`; expected `success` or `error`",
+                excerpt(other, 40)
+            ),
         )),
     };
-    let _ = pending.reply.send(reply);
+    let _ = pending.reply.send(Reply::Done(result));
 }
 
 fn adapter_error(error: Option<&Value>) -> GatewayError {

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     Implementation, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
@@ -58,10 +58,10 @@ impl Server {
     pub async fn announce_change(&self) {
         let peer = self.peer.lock().expect("peer lock").clone();
         let Some(peer) = peer else { return };
-        if self.exposure(&*self.gateway.snapshot().await) != Exposure::Search {
-            if let Err(e) = peer.notify_tool_list_changed().await {
-                tracing::debug!("tools/list_changed not delivered: {e}");
-            }
+        if self.exposure(&*self.gateway.snapshot().await) != Exposure::Search
+            && let Err(e) = peer.notify_tool_list_changed().await
+        {
+            tracing::debug!("tools/list_changed not delivered: {e}");
         }
         if let Err(e) = peer.notify_resource_list_changed().await {
             tracing::debug!("resources/list_changed not delivered: {e}");
@@ -71,7 +71,9 @@ impl Server {
     /// The effective exposure: `progressive` lists like `search` above `maxListedApps`.
     fn exposure(&self, snapshot: &Snapshot) -> Exposure {
         match self.gateway.config.exposure {
-            Exposure::Progressive if snapshot.entries.len() > self.gateway.config.max_listed_apps => {
+            Exposure::Progressive
+                if snapshot.entries.len() > self.gateway.config.max_listed_apps =>
+            {
                 Exposure::Search
             }
             e => e,
@@ -106,11 +108,9 @@ impl Server {
                 let query = string_arg(&args, "query")?;
                 let limit = match args.get("limit") {
                     None | Some(Value::Null) => 10,
-                    Some(v) => v
-                        .as_u64()
-                        .filter(|n| (1..=50).contains(n))
-                        .ok_or_else(|| invalid("limit", "`limit` must be an integer from 1 to 50"))?
-                        as usize,
+                    Some(v) => v.as_u64().filter(|n| (1..=50).contains(n)).ok_or_else(|| {
+                        invalid("limit", "`limit` must be an integer from 1 to 50")
+                    })? as usize,
                 };
                 Ok(search_result(&snapshot, query, limit))
             }
@@ -126,10 +126,12 @@ impl Server {
                 self.exec(app, tool, call_args, ctx).await
             }
             _ => {
-                if let Some(app) = name.strip_prefix("app_").or_else(|| name.strip_prefix("app:")) {
-                    if let Some(entry) = snapshot.find(app) {
-                        return Ok(text(crate::guide::render(&snapshot, entry)));
-                    }
+                if let Some(app) = name
+                    .strip_prefix("app_")
+                    .or_else(|| name.strip_prefix("app:"))
+                    && let Some(entry) = snapshot.find(app)
+                {
+                    return Ok(text(crate::guide::render(&snapshot, entry)));
                 }
                 if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
                     let (app, tool) = (entry.app.id.clone(), tool.to_owned());
@@ -233,7 +235,10 @@ fn find<'a>(snapshot: &'a Snapshot, app: &str) -> Result<&'a Entry, GatewayError
 fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResult {
     let hits = crate::search::search(snapshot, query, limit);
     let mut body = if hits.is_empty() {
-        format!("No app matches \"{query}\". There are {} apps; try other words or another language.", snapshot.entries.len())
+        format!(
+            "No app matches \"{query}\". There are {} apps; try other words or another language.",
+            snapshot.entries.len()
+        )
     } else {
         format!("{} app(s) match \"{query}\":\n", hits.len())
     };
@@ -242,7 +247,13 @@ fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResu
         let app = &hit.entry.app;
         let name = snapshot.name(hit.entry);
         let tools: Vec<&str> = if hit.tools.is_empty() {
-            hit.entry.binding().tools.iter().map(|t| t.name.as_str()).take(8).collect()
+            hit.entry
+                .binding()
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .take(8)
+                .collect()
         } else {
             hit.tools.clone()
         };
@@ -312,7 +323,10 @@ impl ServerHandler for Server {
                 .enable_resources_list_changed()
                 .build(),
         )
-        .with_server_info(Implementation::new("aai-gateway", env!("CARGO_PKG_VERSION")))
+        .with_server_info(Implementation::new(
+            "aai-gateway",
+            env!("CARGO_PKG_VERSION"),
+        ))
         .with_instructions(INSTRUCTIONS)
     }
 
@@ -329,7 +343,12 @@ impl ServerHandler for Server {
         let mut tools = Vec::new();
         match self.exposure(&snapshot) {
             Exposure::Progressive => {
-                tools.extend(snapshot.entries.iter().map(|e| names::app_tool(&snapshot, e)));
+                tools.extend(
+                    snapshot
+                        .entries
+                        .iter()
+                        .map(|e| names::app_tool(&snapshot, e)),
+                );
             }
             Exposure::Flat => {
                 for e in &snapshot.entries {
@@ -391,17 +410,17 @@ impl ServerHandler for Server {
         let snapshot = self.gateway.snapshot().await;
         let uri = request.uri.as_str();
         let not_found = || {
-            McpError::resource_not_found(
-                format!("no resource `{uri}`"),
-                Some(json!({"uri": uri})),
-            )
+            McpError::resource_not_found(format!("no resource `{uri}`"), Some(json!({"uri": uri})))
         };
         let key = uri.strip_prefix("app:").ok_or_else(not_found)?;
         let (key, guide) = match key.strip_suffix("/guide") {
             Some(k) => (k, true),
             None => (key, false),
         };
-        let entry = snapshot.find(key).filter(|e| e.app.id == key).ok_or_else(not_found)?;
+        let entry = snapshot
+            .find(key)
+            .filter(|e| e.app.id == key)
+            .ok_or_else(not_found)?;
         let contents = if guide {
             ResourceContents::text(crate::guide::render(&snapshot, entry), uri)
                 .with_mime_type("text/markdown")

@@ -19,7 +19,11 @@ pub(super) fn app_tool(snapshot: &Snapshot, entry: &Entry) -> Tool {
             names.push(n);
         }
     }
-    let mut description = format!("【{}】{}", names.join("|"), app.description.trim_end_matches('.'));
+    let mut description = format!(
+        "【{}】{}",
+        names.join("|"),
+        app.description.trim_end_matches('.')
+    );
     if !app.aliases.is_empty() {
         description.push_str(&format!(". Aliases: {}", app.aliases.join(", ")));
     }
@@ -41,7 +45,13 @@ fn empty_object() -> Arc<Map<String, Value>> {
 pub(super) fn flat_name(entry: &Entry, tool: &str) -> String {
     let safe: String = tool
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let mut name = format!("{}__{safe}", entry.slug);
     if name.len() > MAX_NAME {

@@ -83,7 +83,10 @@ async fn tick(ticker: &mut Option<tokio::time::Interval>) {
     }
 }
 
-fn file_watcher(gateway: &Gateway, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
+fn file_watcher(
+    gateway: &Gateway,
+    tx: mpsc::UnboundedSender<()>,
+) -> Option<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         let relevant = event.paths.iter().any(|p| {
@@ -94,7 +97,9 @@ fn file_watcher(gateway: &Gateway, tx: mpsc::UnboundedSender<()>) -> Option<noti
             let _ = tx.send(());
         }
     })
-    .map_err(|e| tracing::warn!("file watching is unavailable ({e}); relying on the periodic rescan"))
+    .map_err(|e| {
+        tracing::warn!("file watching is unavailable ({e}); relying on the periodic rescan")
+    })
     .ok()?;
     for dir in gateway.search_dirs() {
         if !dir.dir.is_dir() {

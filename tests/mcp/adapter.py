@@ -1,0 +1,72 @@
+"""A stdio adapter for tests: speaks the AAI envelope protocol on stdin/stdout.
+
+Requests are handled in threads, so replies can come back in a different order than
+requests were sent (the gateway must match them by request_id). Behaviour by tool:
+echo, sleep, hang (records its pid and a grandchild's pid, then never replies),
+crash (exits with status 3), garbage (prints a non-JSON line), progress, fail.
+With --oneshot the adapter serves a single request and exits.
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+lock = threading.Lock()
+oneshot = "--oneshot" in sys.argv
+
+
+def send(obj):
+    with lock:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+
+def reply(req, result):
+    send({"version": "1.0", "request_id": req["request_id"], "status": "success", "result": result})
+
+
+def handle(req):
+    tool, p = req["tool"], req.get("params", {})
+    if tool == "echo":
+        time.sleep(p.get("delay", 0))
+        reply(req, {"echo": p, "pid": os.getpid(), "env_secret": os.environ.get("GATEWAY_SECRET")})
+    elif tool == "sleep":
+        time.sleep(p["seconds"])
+        reply(req, "slept")
+    elif tool == "hang":
+        child = subprocess.Popen(["sleep", "300"])
+        with open(p["pidfile"], "w") as f:
+            f.write(f"{os.getpid()} {child.pid}")
+        time.sleep(3600)
+    elif tool == "crash":
+        sys.stderr.write("boom: the adapter crashed on purpose\n")
+        sys.stderr.flush()
+        os._exit(3)
+    elif tool == "garbage":
+        with lock:
+            sys.stdout.write("this is not json at all\n")
+            sys.stdout.flush()
+    elif tool == "progress":
+        for i in range(3):
+            send({"request_id": req["request_id"], "status": "progress", "progress": i + 1, "total": 3, "message": f"step {i + 1}"})
+            time.sleep(0.05)
+        reply(req, "done")
+    elif tool == "fail":
+        send({"version": "1.0", "request_id": req["request_id"], "status": "error",
+              "error": {"code": p.get("code", -32001), "message": p.get("message", "it failed")}})
+    else:
+        send({"version": "1.0", "request_id": req["request_id"], "status": "error",
+              "error": {"code": "TOOL_NOT_FOUND", "message": f"unknown tool {tool}"}})
+
+
+for line in sys.stdin:
+    req = json.loads(line)
+    if oneshot:
+        handle(req)
+        break
+    threading.Thread(target=handle, args=(req,), daemon=True).start()
+if not oneshot:
+    # stdin closed: let running handlers finish briefly, then exit.
+    time.sleep(0.2)

@@ -1,0 +1,201 @@
+"""The stdio executor and the call pipeline under real conditions: concurrency, hung,
+crashing and babbling adapters, one-shot adapters, progress, cancellation, a client that
+goes away mid-call, descriptors appearing while the server runs, and `aai-gateway call`.
+
+Run: python3 -m pytest tests/mcp -q
+"""
+import json
+import os
+import random
+import time
+
+import pytest
+
+anyio = pytest.importorskip("anyio")
+
+MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
+
+pytestmark = pytest.mark.anyio
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (zombies count as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def wait_dead(pid: int, seconds: float = 5.0) -> bool:
+    """Polls without blocking the event loop (the client must keep running meanwhile)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        await anyio.sleep(0.05)
+    return False
+
+
+async def exec_(s, tool, **args):
+    return await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": tool, "args": args})
+
+
+async def test_exec_applies_defaults_and_gives_the_adapter_an_explicit_env(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        r = await exec_(s, "echo", text="hello")
+        assert r.structured_content["echo"] == {"text": "hello", "n": 3}
+        assert r.structured_content["env_secret"] is None, "the gateway's environment is not inherited"
+        assert json.loads(r.content[0].text)["echo"]["text"] == "hello"
+
+
+async def test_200_concurrent_calls_get_their_own_replies(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        results = {}
+
+        async def one(i):
+            r = await exec_(s, "echo", text=f"call-{i}", delay=random.random() * 0.05)
+            results[i] = r.structured_content["echo"]["text"]
+
+        async with anyio.create_task_group() as tg:
+            for i in range(200):
+                tg.start_soon(one, i)
+        assert results == {i: f"call-{i}" for i in range(200)}
+
+
+async def test_hanging_adapter_times_out_and_leaves_no_process_behind(gw, tmp_path):
+    gw.add_app("com.example.echo", timeout_ms=1500)
+    pidfile = tmp_path / "pids"
+    async with gw.session() as s:
+        started = time.monotonic()
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "hang", pidfile=str(pidfile))
+        assert 1.4 < time.monotonic() - started < 10
+        assert e.value.error.code == -32008
+        assert e.value.error.data["type"] == "TIMEOUT" and e.value.error.data["retryable"] is True
+        adapter, grandchild = map(int, pidfile.read_text().split())
+        assert await wait_dead(adapter), "the adapter was stopped"
+        assert await wait_dead(grandchild), "and everything it started"
+        r = await exec_(s, "echo", text="after")
+        assert r.structured_content["echo"]["text"] == "after", "a fresh adapter serves the next call"
+
+
+async def test_crashing_adapter_gives_a_clear_error_and_the_next_call_works(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        first = (await exec_(s, "echo", text="x")).structured_content["pid"]
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "crash")
+        detail = e.value.error.data["detail"]
+        assert e.value.error.code == -32001
+        assert "exited" in detail and "3" in detail, detail
+        assert "boom: the adapter crashed on purpose" in detail
+        r = await exec_(s, "echo", text="again")
+        assert r.structured_content["echo"]["text"] == "again"
+        assert r.structured_content["pid"] != first
+
+
+async def test_malformed_output_is_reported_with_an_excerpt(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "garbage")
+        assert e.value.error.code == -32001
+        assert "not a JSON envelope: `this is not json at all`" in e.value.error.data["detail"]
+
+
+async def test_one_shot_adapters_are_restarted_on_demand(gw):
+    gw.add_app("com.example.echo", args=["--oneshot"])
+    async with gw.session() as s:
+        pids = set()
+        for i in range(4):
+            r = await exec_(s, "echo", text=str(i))
+            assert r.structured_content["echo"]["text"] == str(i)
+            pids.add(r.structured_content["pid"])
+        assert len(pids) == 4
+
+
+async def test_progress_is_forwarded_when_asked_for(gw):
+    gw.add_app("com.example.echo")
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total, message))
+
+    async with gw.session() as s:
+        r = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "progress", "args": {}},
+                              progress_callback=on_progress)
+        assert r.content[0].text == "done"
+    assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+async def test_cancelling_a_call_stops_an_otherwise_idle_adapter(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        pid = (await exec_(s, "echo", text="x")).structured_content["pid"]
+        with anyio.move_on_after(0.5):
+            await exec_(s, "sleep", seconds=60)
+        assert await wait_dead(pid), "the cancelled call's adapter was stopped"
+        r = await exec_(s, "echo", text="next")
+        assert r.structured_content["echo"]["text"] == "next"
+
+
+async def test_session_closed_by_the_sdk_mid_call_stops_the_adapter(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        pid = (await exec_(s, "echo", text="x")).structured_content["pid"]
+        async def slow():
+            await exec_(s, "sleep", seconds=60)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            await anyio.sleep(0.3)
+            tg.cancel_scope.cancel()
+    assert await wait_dead(pid, 10), "the adapter did not outlive its client"
+
+
+async def test_new_descriptor_on_disk_is_announced_and_callable(gw):
+    gw.add_app("com.example.echo")
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
+            changed.set()
+
+    async with gw.session(on_message=on_message) as s:
+        assert [t.name for t in (await s.list_tools()).tools][0] == "app_com_example_echo"
+        gw.add_app("com.example.late", description="Arrived later")
+        with anyio.fail_after(10):
+            await changed.wait()
+        names = [t.name for t in (await s.list_tools()).tools]
+        assert "app_com_example_late" in names
+        r = await s.call_tool("aai_exec", {"app": "com.example.late", "tool": "echo", "args": {"text": "hi"}})
+        assert r.structured_content["echo"]["text"] == "hi"
+        resources = [str(r.uri) for r in (await s.list_resources()).resources]
+        assert "app:com.example.late" in resources
+
+
+async def test_broken_descriptor_does_not_hide_the_others(gw):
+    gw.add_app("com.example.echo")
+    gw.put("com.example.broken", {"schemaVersion": "1.0", "app": {"id": "com.example.broken"}})
+    async with gw.session() as s:
+        names = [t.name for t in (await s.list_tools()).tools]
+        assert names[0] == "app_com_example_echo" and "app_com_example_broken" not in names
+    assert "com.example.broken/aai.json" in (gw.tmp / "stderr.log").read_text()
+
+
+def test_call_command_runs_the_same_pipeline(gw):
+    gw.add_app("com.example.echo")
+    ok = gw.run("call", "com.example.echo", "echo", '{"text": "cli"}')
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["echo"] == {"text": "cli", "n": 3}
+    bad = gw.run("call", "com.example.echo", "echo", '{"n": 0}')
+    assert bad.returncode == 1 and bad.stdout == ""
+    error = json.loads(bad.stderr[bad.stderr.index("{\n"):])
+    assert error["code"] == -32005 and error["data"]["type"] == "INVALID_PARAMS"
+    missing = gw.run("call", "com.example.nope", "echo")
+    assert missing.returncode == 1 and '"APP_NOT_FOUND"' in missing.stderr
+    not_json = gw.run("call", "com.example.echo", "echo", "{text")
+    assert not_json.returncode == 1 and "not JSON" in not_json.stderr

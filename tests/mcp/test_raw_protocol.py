@@ -1,0 +1,110 @@
+"""The server spoken to byte by byte: version negotiation, nothing but JSON-RPC on
+stdout, and a client that vanishes (stdin closed, no cancel) in the middle of a call.
+
+Run: python3 -m pytest tests/mcp -q
+"""
+import json
+import queue
+import subprocess
+import threading
+import time
+
+import pytest
+
+
+class Raw:
+    def __init__(self, gw):
+        self.proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], env=gw.env(),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.lines = queue.Queue()
+        self.raw_lines = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.next_id = 0
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.raw_lines.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, method, params=None, notify=False):
+        msg = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        if not notify:
+            self.next_id += 1
+            msg["id"] = self.next_id
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+        return msg.get("id")
+
+    def reply(self, id, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            assert line is not None, "the server closed stdout"
+            msg = json.loads(line)
+            if msg.get("id") == id:
+                return msg
+        raise TimeoutError(id)
+
+    def initialize(self, version):
+        i = self.send("initialize", {"protocolVersion": version, "capabilities": {},
+                                     "clientInfo": {"name": "raw-test", "version": "1"}})
+        r = self.reply(i)
+        self.send("notifications/initialized", notify=True)
+        return r
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_initialize_negotiates_the_clients_version(gw, version):
+    gw.add_app("com.example.echo")
+    raw = Raw(gw)
+    try:
+        r = raw.initialize(version)
+        assert r["result"]["protocolVersion"] == version
+        listed = raw.reply(raw.send("tools/list"))
+        assert [t["name"] for t in listed["result"]["tools"]][0] == "app_com_example_echo"
+    finally:
+        raw.proc.kill()
+
+
+def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
+    from test_executor import alive
+
+    gw.add_app("com.example.echo")
+    raw = Raw(gw)
+    raw.initialize("2025-11-25")
+    echo = raw.reply(raw.send("tools/call", {"name": "aai_exec", "arguments": {
+        "app": "com.example.echo", "tool": "echo", "args": {"text": "x"}}}))
+    pid = echo["result"]["structuredContent"]["pid"]
+    raw.send("tools/call", {"name": "aai_exec", "arguments": {
+        "app": "com.example.echo", "tool": "sleep", "args": {"seconds": 60}}})
+    time.sleep(0.3)
+    assert alive(pid)
+    raw.proc.stdin.close()  # the client is gone: no cancel, no signal
+    raw.proc.wait(timeout=15)
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid), "the adapter outlived the gateway"
+    for line in raw.raw_lines:
+        assert json.loads(line)["jsonrpc"] == "2.0", f"non-protocol output on stdout: {line!r}"
+
+
+def test_sigterm_stops_adapters_in_their_own_process_groups(gw):
+    from test_executor import alive
+
+    gw.add_app("com.example.echo")
+    raw = Raw(gw)
+    raw.initialize("2025-11-25")
+    echo = raw.reply(raw.send("tools/call", {"name": "aai_exec", "arguments": {
+        "app": "com.example.echo", "tool": "echo", "args": {"text": "x"}}}))
+    pid = echo["result"]["structuredContent"]["pid"]
+    raw.proc.terminate()
+    assert raw.proc.wait(timeout=10) == 0
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
