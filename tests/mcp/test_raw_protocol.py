@@ -70,15 +70,20 @@ def test_initialize_negotiates_the_clients_version(gw, version):
         raw.proc.kill()
 
 
-def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
-    from test_executor import alive
-
+def started_adapter(gw):
+    """A raw session whose app's adapter is running; returns the session and its pid."""
     gw.add_app("com.example.echo")
     raw = Raw(gw)
     raw.initialize("2025-11-25")
     echo = raw.reply(raw.send("tools/call", {"name": "aai_exec", "arguments": {
         "app": "com.example.echo", "tool": "echo", "args": {"text": "x"}}}))
-    pid = echo["result"]["structuredContent"]["pid"]
+    return raw, echo["result"]["structuredContent"]["pid"]
+
+
+def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
+    from test_executor import alive
+
+    raw, pid = started_adapter(gw)
     raw.send("tools/call", {"name": "aai_exec", "arguments": {
         "app": "com.example.echo", "tool": "sleep", "args": {"seconds": 60}}})
     time.sleep(0.3)
@@ -96,12 +101,7 @@ def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
 def test_sigterm_stops_adapters_in_their_own_process_groups(gw):
     from test_executor import alive
 
-    gw.add_app("com.example.echo")
-    raw = Raw(gw)
-    raw.initialize("2025-11-25")
-    echo = raw.reply(raw.send("tools/call", {"name": "aai_exec", "arguments": {
-        "app": "com.example.echo", "tool": "echo", "args": {"text": "x"}}}))
-    pid = echo["result"]["structuredContent"]["pid"]
+    raw, pid = started_adapter(gw)
     raw.proc.terminate()
     assert raw.proc.wait(timeout=10) == 0
     deadline = time.monotonic() + 5

@@ -96,6 +96,19 @@ impl Schema {
     }
 }
 
+/// `schema` with a local `$ref` (`#` or `#/json/pointer`) followed once; anything else
+/// as it is. Load-time checks guarantee local refs resolve.
+pub fn follow_ref<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some("#") => root,
+        Some(r) => r
+            .strip_prefix('#')
+            .and_then(|p| root.pointer(p))
+            .unwrap_or(schema),
+        None => schema,
+    }
+}
+
 /// Walks the schema: every `$ref` must be local and resolve.
 fn check_refs(root: &Value, value: &Value, at: &mut String) -> Result<(), String> {
     match value {

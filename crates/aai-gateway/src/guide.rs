@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use aai_descriptor::schema::follow_ref as deref;
 use aai_descriptor::{Auth, KeyLocation, Tool};
 use serde_json::{Map, Value, json};
 
@@ -105,18 +106,6 @@ fn tool_section(out: &mut String, app_id: &str, tool: &Tool) {
     }
     let call = json!({ "app": app_id, "tool": tool.name, "args": example(schema, schema, 0) });
     let _ = writeln!(out, "\nExample:\n```json\n{call}\n```");
-}
-
-/// Follows a local `$ref` (for display only; depth-limited by the callers).
-fn deref<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema.get("$ref").and_then(Value::as_str) {
-        Some("#") => root,
-        Some(r) => r
-            .strip_prefix('#')
-            .and_then(|p| root.pointer(p))
-            .unwrap_or(schema),
-        None => schema,
-    }
 }
 
 fn params(out: &mut String, root: &Value, schema: &Value, depth: usize) {

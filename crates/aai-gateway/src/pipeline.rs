@@ -240,14 +240,7 @@ fn apply_defaults(root: &Value, schema: &Value, value: &mut Value, depth: usize)
     if depth > 8 {
         return;
     }
-    let schema = match schema.get("$ref").and_then(Value::as_str) {
-        Some("#") => root,
-        Some(r) => r
-            .strip_prefix('#')
-            .and_then(|p| root.pointer(p))
-            .unwrap_or(schema),
-        None => schema,
-    };
+    let schema = aai_descriptor::schema::follow_ref(root, schema);
     let (Some(props), Value::Object(map)) =
         (schema.get("properties").and_then(Value::as_object), value)
     else {

@@ -1,0 +1,326 @@
+//! MCP server benchmarks against the release binary, with a raw JSON-RPC client so the
+//! client's own cost stays out of the figures:
+//!
+//! * start → `initialize` reply, and RSS once the catalog is loaded, at 0/1,000/10,000 apps;
+//! * `tools/list` bytes in each exposure mode at 10/100/1,000 apps;
+//! * `aai_exec` round trip to a warm stdio adapter (median, p99) and throughput with 8
+//!   calls in flight — beside the same adapter called directly, so the difference is the
+//!   gateway's overhead.
+//!
+//! This binary is also the adapter (`--adapter`): a minimal envelope echo server.
+//! Run: `cargo bench -p aai-gateway --bench mcp`.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::{Mutex, oneshot};
+
+const GATEWAY: &str = env!("CARGO_BIN_EXE_aai-gateway");
+
+/// Waiting requests, by id, with where to send the reply line and its length.
+type Pending = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<(Value, usize)>>>>;
+
+/// A call's future.
+type CallFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// One benchmarked call.
+type Call = dyn Fn() -> CallFuture + Send + Sync;
+
+fn boxed(f: impl std::future::Future<Output = ()> + Send + 'static) -> CallFuture {
+    Box::pin(f)
+}
+
+/// A line-oriented JSON-RPC (or envelope) client over a child's stdio.
+struct Client {
+    child: Child,
+    stdin: Mutex<ChildStdin>,
+    pending: Pending,
+    next: AtomicU64,
+}
+
+impl Client {
+    fn spawn(program: &str, args: &[&str], id_key: &'static str) -> Client {
+        let mut child = Command::new(program)
+            .args(args)
+            .env("AAI_SYSTEM_ROOT", "/nonexistent")
+            .env("AAI_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn");
+        let stdout = child.stdout.take().unwrap();
+        let pending: Pending = Arc::default();
+        let p = pending.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let v: Value = serde_json::from_str(&line).expect("JSON line");
+                let id = match &v[id_key] {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    _ => continue,
+                };
+                if let Some(tx) = p.lock().unwrap().remove(&id) {
+                    let _ = tx.send((v, line.len()));
+                }
+            }
+        });
+        Client {
+            stdin: Mutex::new(child.stdin.take().unwrap()),
+            child,
+            pending,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Sends `make(id)` and waits for the line carrying that id.
+    async fn request(&self, make: impl FnOnce(u64) -> Value) -> (Value, usize) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id.to_string(), tx);
+        let mut line = serde_json::to_vec(&make(id)).unwrap();
+        line.push(b'\n');
+        self.stdin.lock().await.write_all(&line).await.unwrap();
+        rx.await.expect("reply")
+    }
+
+    async fn rpc(&self, method: &str, params: Value) -> (Value, usize) {
+        self.request(|id| json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
+            .await
+    }
+
+    async fn notify(&self, method: &str) {
+        let line = format!("{}\n", json!({"jsonrpc":"2.0","method":method}));
+        self.stdin
+            .lock()
+            .await
+            .write_all(line.as_bytes())
+            .await
+            .unwrap();
+    }
+
+    async fn initialize(&self) {
+        self.rpc(
+            "initialize",
+            json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}),
+        )
+        .await;
+        self.notify("notifications/initialized").await;
+    }
+
+    fn rss_kib(&self) -> (u64, u64) {
+        let status =
+            fs::read_to_string(format!("/proc/{}/status", self.child.id().unwrap())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+fn write_apps(home: &Path, n: usize, adapter: &Path) {
+    fs::create_dir_all(home).unwrap();
+    for i in 0..n {
+        let id = format!("com.bench.app{i}");
+        let tools: Vec<Value> = (0..3).map(|t| json!({
+            "name": format!("tool{t}"), "description": format!("Tool {t} of app {i}"),
+            "parameters": {"type":"object","properties":{"text":{"type":"string","description":format!("Text for app {i}")}},"required":["text"]}
+        })).collect();
+        let doc = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+            "app":{"id":id,"name":{"en":format!("App {i}"),"zh-CN":format!("应用{i}")},"defaultLang":"en",
+                   "description":format!("Benchmark app number {i}"),"aliases":["bench"]},
+            "execution":{"type":"stdio","command":adapter,"args":["--adapter"]},
+            "tools":tools});
+        fs::create_dir_all(home.join(&id)).unwrap();
+        fs::write(home.join(&id).join("aai.json"), doc.to_string()).unwrap();
+    }
+}
+
+fn stats(mut us: Vec<f64>) -> (f64, f64) {
+    us.sort_by(f64::total_cmp);
+    (us[us.len() / 2], us[us.len() * 99 / 100])
+}
+
+async fn startup(tmp: &Path, adapter: &Path) {
+    for n in [0, 1_000, 10_000] {
+        let home = tmp.join(format!("start{n}"));
+        write_apps(&home, n, adapter);
+        let mut times = Vec::new();
+        let mut rss = (0, 0);
+        for run in 0..9 {
+            let started = Instant::now();
+            let c = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+            c.initialize().await;
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+            if run == 0 {
+                c.rpc("tools/list", json!({})).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                rss = c.rss_kib();
+            }
+        }
+        let (median, _) = stats(times);
+        println!(
+            "start→initialize {n:>6} apps: median {median:>6.2} ms; after loading: RSS {:.1} MiB (peak {:.1} MiB)",
+            rss.0 as f64 / 1024.0,
+            rss.1 as f64 / 1024.0
+        );
+    }
+}
+
+async fn list_bytes(tmp: &Path, adapter: &Path) {
+    for n in [10, 100, 1_000] {
+        let home = tmp.join(format!("list{n}"));
+        write_apps(&home, n, adapter);
+        let mut sizes = Vec::new();
+        for mode in ["progressive", "search", "flat"] {
+            fs::write(
+                home.join("config.json"),
+                json!({"exposure": mode, "maxListedApps": 100_000}).to_string(),
+            )
+            .unwrap();
+            let c = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+            c.initialize().await;
+            let (_, bytes) = c.rpc("tools/list", json!({})).await;
+            sizes.push(bytes);
+        }
+        println!(
+            "tools/list {n:>5} apps: progressive {:>7} B ({:.0} B/app over search), search {:>5} B, flat {:>8} B",
+            sizes[0],
+            (sizes[0] - sizes[1]) as f64 / n as f64,
+            sizes[1],
+            sizes[2]
+        );
+    }
+}
+
+async fn measure(label: &str, calls: usize, call: Arc<Call>) {
+    for _ in 0..200 {
+        call().await;
+    }
+    let mut us = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        call().await;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (median, p99) = stats(us);
+    let total = calls * 4;
+    let started = Instant::now();
+    let per_task = total / 8;
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let call = call.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    call().await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "{label:<28} median {median:>7.1} µs  p99 {p99:>7.1} µs  {rate:>8.0} calls/s with 8 in flight"
+    );
+}
+
+async fn exec(tmp: &Path, adapter: &Path) {
+    let home = tmp.join("exec");
+    write_apps(&home, 1, adapter);
+    let direct = Arc::new(Client::spawn(
+        adapter.to_str().unwrap(),
+        &["--adapter"],
+        "request_id",
+    ));
+    let d = direct.clone();
+    measure(
+        "adapter directly",
+        5_000,
+        Arc::new(move || {
+            let d = d.clone();
+            boxed(async move {
+                d.request(|id| json!({"version":"1.0","tool":"tool0","params":{"text":"hi"},"request_id":id.to_string()}))
+                    .await;
+            })
+        }),
+    )
+    .await;
+    let gw = Arc::new(Client::spawn(
+        GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+    ));
+    gw.initialize().await;
+    let g = gw.clone();
+    measure(
+        "aai_exec through gateway",
+        5_000,
+        Arc::new(move || {
+            let g = g.clone();
+            boxed(async move {
+                let (reply, _) = g
+                    .rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}}}))
+                    .await;
+                assert!(reply.get("result").is_some(), "{reply}");
+            })
+        }),
+    )
+    .await;
+}
+
+/// The adapter: echoes `params` back for every envelope, as fast as it can.
+fn adapter() {
+    use std::io::{BufRead, Write};
+    let stdin = std::io::stdin();
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let mut lines = stdin.lock().lines();
+    while let Some(Ok(line)) = lines.next() {
+        let req: Value = serde_json::from_str(&line).unwrap();
+        let reply = json!({"version":"1.0","request_id":req["request_id"],"status":"success","result":req["params"]});
+        serde_json::to_writer(&mut out, &reply).unwrap();
+        out.write_all(b"\n").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--adapter") {
+        return adapter();
+    }
+    let full = std::env::args().any(|a| a == "--bench");
+    let adapter = std::env::current_exe().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        if !full {
+            // `cargo test --benches`: a smoke run only.
+            let home = tmp.path().join("smoke");
+            write_apps(&home, 3, &adapter);
+            let c = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+            c.initialize().await;
+            let (r, _) = c.rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}}})).await;
+            assert_eq!(r["result"]["content"][0]["text"], "{\"text\":\"hi\"}");
+            return;
+        }
+        startup(tmp.path(), &adapter).await;
+        list_bytes(tmp.path(), &adapter).await;
+        exec(tmp.path(), &adapter).await;
+    });
+}
