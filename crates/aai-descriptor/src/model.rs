@@ -248,7 +248,7 @@ pub struct Com {
 }
 
 /// Which D-Bus bus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Bus {
     /// The user's session bus (default).
@@ -354,10 +354,24 @@ pub enum ToolCall {
     },
     /// Call the app's own D-Bus method (native convention).
     DbusMethod {
-        /// Method name on the binding's interface.
+        /// Method name.
         method: String,
+        /// Interface, when not the binding's.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        interface: Option<String>,
         /// How the reply is read.
         output: DbusOutput,
+    },
+    /// Read or write one of the app's D-Bus properties (our extension: MPRIS state such
+    /// as `PlaybackStatus` lives in properties). Writing takes the argument `value`.
+    DbusProperty {
+        /// Property name.
+        property: String,
+        /// Interface, when not the binding's.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        interface: Option<String>,
+        /// Write instead of read.
+        write: bool,
     },
     /// Send an Android intent.
     Intent {

@@ -15,7 +15,6 @@
 use super::common::{
     self, DbusName, Unit, app_id, check_dbus_name, check_unique_names, check_url, fold, tool_base,
 };
-use super::platforms::dbus_output;
 use crate::diagnostic::Sink;
 use crate::model::*;
 use crate::name::AppName;
@@ -457,14 +456,8 @@ fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
     let base = tool_base(obj);
     let call = match kind {
         ExecutorKind::Http => http_tool(obj, base.as_ref().map(|b| b.params_json)),
-        ExecutorKind::Dbus if obj.has("method") => {
-            let method = obj.req_text("method")?;
-            let ok = check_dbus_name(obj.sink(), &obj.at("method"), DbusName::Member, method);
-            let output = dbus_output(obj)?;
-            ok.then(|| ToolCall::DbusMethod {
-                method: method.to_owned(),
-                output,
-            })
+        ExecutorKind::Dbus if obj.has("method") || obj.has("property") => {
+            super::platforms::native_dbus(obj).flatten()
         }
         _ => Some(ToolCall::Envelope),
     };

@@ -248,15 +248,62 @@ fn script(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
 }
 
 fn dbus_method(obj: &mut Obj<'_>) -> Option<ToolCall> {
-    let method = obj.req_text("method");
-    let output = dbus_output(obj);
-    let method = method?;
-    let ok = check_dbus_name(obj.sink(), &obj.at("method"), DbusName::Member, method);
-    let output = output?;
-    ok.then(|| ToolCall::DbusMethod {
-        method: method.to_owned(),
-        output,
+    native_dbus(obj).unwrap_or_else(|| {
+        obj.sink().error(
+            obj.pointer().to_owned(),
+            "missing required field `method` (or `property`, to read or write a D-Bus property)",
+        );
+        None
     })
+}
+
+/// A native D-Bus tool: `method` (the seed's convention) or `property` (our extension),
+/// each with an optional `interface`. `None` when the tool has neither.
+pub(crate) fn native_dbus(obj: &mut Obj<'_>) -> Option<Option<ToolCall>> {
+    let sink = obj.sink();
+    let interface = obj.opt_text("interface").map(str::to_owned);
+    if let Some(i) = &interface {
+        if !check_dbus_name(sink, &obj.at("interface"), DbusName::Interface, i) {
+            return Some(None);
+        }
+    }
+    if obj.has("method") {
+        let method = obj.req_text("method");
+        let output = dbus_output(obj);
+        return Some((|| {
+            let method = method?;
+            check_dbus_name(sink, &obj.at("method"), DbusName::Member, method).then_some(())?;
+            Some(ToolCall::DbusMethod {
+                method: method.to_owned(),
+                interface,
+                output: output?,
+            })
+        })());
+    }
+    if obj.has("property") {
+        let property = obj.req_text("property");
+        let write = match obj.opt_str("access") {
+            None | Some("read") => Some(false),
+            Some("write") => Some(true),
+            Some(other) => {
+                sink.error(
+                    obj.at("access"),
+                    format!("`{other}` is not a property access; expected `read` or `write`"),
+                );
+                None
+            }
+        };
+        return Some((|| {
+            let property = property?;
+            check_dbus_name(sink, &obj.at("property"), DbusName::Member, property).then_some(())?;
+            Some(ToolCall::DbusProperty {
+                property: property.to_owned(),
+                interface,
+                write: write?,
+            })
+        })());
+    }
+    None
 }
 
 /// `output_parser` of a native D-Bus tool: `json` (default) or `string`.

@@ -4,6 +4,8 @@
 //! Executors never ask for consent and never read the secret store: they get an
 //! already-validated call. They create processes only through [`process`].
 
+#[cfg(unix)]
+pub mod dbus;
 pub mod process;
 pub mod stdio;
 
@@ -80,6 +82,8 @@ pub trait Execute {
 #[derive(Debug, Default)]
 pub struct Executors {
     stdio: stdio::StdioExecutor,
+    #[cfg(unix)]
+    dbus: dbus::DbusExecutor,
 }
 
 impl Executors {
@@ -87,6 +91,8 @@ impl Executors {
     pub async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
         match req.executor {
             Executor::Stdio(_) => self.stdio.execute(req).await,
+            #[cfg(unix)]
+            Executor::Dbus(_) => self.dbus.execute(req).await,
             other => Err(GatewayError::new(
                 Code::AutomationNotSupported,
                 format!(
