@@ -76,6 +76,7 @@ class Gateway:
     def __init__(self, binary: Path, tmp: Path):
         self.binary = binary
         self.tmp = tmp
+        self.extra_env = {}
         self.home = tmp / "aai"
         self.home.mkdir()
         (tmp / "root").mkdir()
@@ -111,6 +112,7 @@ class Gateway:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.tmp),
                "AAI_SYSTEM_ROOT": str(self.tmp / "root"), "AAI_LOG": "debug",
                "GATEWAY_SECRET": "s3cr3t-should-not-leak"}
+        env.update(self.extra_env)
         env.update(extra)
         return env
 
@@ -147,3 +149,80 @@ def gw(binary, tmp_path) -> Gateway:
 
 def inspector() -> str | None:
     return shutil.which("mcp-inspector")
+
+
+SERVICES = Path(__file__).with_name("dbus_services.py")
+
+
+class Bus:
+    """A private D-Bus session bus with an activation directory."""
+
+    def __init__(self, tmp: Path):
+        self.services_dir = tmp / "services"
+        self.services_dir.mkdir(parents=True)
+        config = tmp / "bus.conf"
+        config.write_text(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:dir={tmp}</listen>
+  <servicedir>{self.services_dir}</servicedir>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>""")
+        out = subprocess.run(["dbus-daemon", f"--config-file={config}", "--fork", "--print-address=1",
+                              "--print-pid=1", "--nopidfile"], capture_output=True, text=True, check=True, timeout=30)
+        self.address, pid = out.stdout.split()[:2]
+        self.pid = int(pid)
+        self.procs = []
+
+    def env(self):
+        return {"DBUS_SESSION_BUS_ADDRESS": self.address}
+
+    def service(self, kind: str, name: str):
+        """Starts a test service and waits until it owns its name."""
+        proc = subprocess.Popen([sys.executable, str(SERVICES), kind, name], stdout=subprocess.PIPE,
+                                env={**os.environ, **self.env()}, text=True)
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", f"service {name} did not start: {line!r}"
+        self.procs.append(proc)
+        return proc
+
+    def activatable(self, kind: str, name: str):
+        (self.services_dir / f"{name}.service").write_text(
+            f"[D-BUS Service]\nName={name}\nExec={sys.executable} {SERVICES} {kind} {name}\n")
+        subprocess.run(["dbus-send", f"--bus={self.address}", "--type=method_call", "--dest=org.freedesktop.DBus",
+                        "/org/freedesktop/DBus", "org.freedesktop.DBus.ReloadConfig"], check=True, timeout=10)
+
+    def call(self, *args):
+        out = subprocess.run(["busctl", f"--address={self.address}", "--json=short", *args],
+                             capture_output=True, text=True, timeout=20)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout) if out.stdout.strip() else None
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+        try:
+            os.kill(self.pid, 15)
+        except ProcessLookupError:
+            pass
+
+
+try:
+    import dbus_fast  # noqa: F401
+    HAVE_DBUS_FAST = True
+except ImportError:
+    HAVE_DBUS_FAST = False
+
+
+@pytest.fixture
+def bus(tmp_path):
+    need_peer(shutil.which("dbus-daemon") is not None, "dbus-daemon (Debian package dbus)")
+    need_peer(HAVE_DBUS_FAST, "PyPI package dbus-fast")
+    b = Bus(tmp_path / "bus")
+    yield b
+    b.stop()

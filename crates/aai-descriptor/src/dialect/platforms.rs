@@ -262,10 +262,10 @@ fn dbus_method(obj: &mut Obj<'_>) -> Option<ToolCall> {
 pub(crate) fn native_dbus(obj: &mut Obj<'_>) -> Option<Option<ToolCall>> {
     let sink = obj.sink();
     let interface = obj.opt_text("interface").map(str::to_owned);
-    if let Some(i) = &interface {
-        if !check_dbus_name(sink, &obj.at("interface"), DbusName::Interface, i) {
-            return Some(None);
-        }
+    if let Some(i) = &interface
+        && !check_dbus_name(sink, &obj.at("interface"), DbusName::Interface, i)
+    {
+        return Some(None);
     }
     if obj.has("method") {
         let method = obj.req_text("method");

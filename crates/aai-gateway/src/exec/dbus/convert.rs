@@ -11,9 +11,7 @@
 //! as objects (keys as strings), structs as arrays, variants unwrapped.
 
 use serde_json::{Map, Number, Value as Json};
-use zbus::zvariant::{
-    Array, Dict, ObjectPath, Signature, Str, StructureBuilder, Value,
-};
+use zbus::zvariant::{Array, Dict, ObjectPath, Signature, Str, StructureBuilder, Value};
 
 /// A human name of a D-Bus type, for messages.
 pub fn describe(sig: &Signature) -> String {
@@ -129,13 +127,19 @@ pub fn to_dbus(json: &Json, sig: &Signature, at: &str) -> Result<Value<'static>,
             }
             Value::Structure(builder.build().map_err(|e| e.to_string())?)
         }
-        _ => return Err(format!("argument `{at}`: D-Bus type `{sig}` is not supported")),
+        _ => {
+            return Err(format!(
+                "argument `{at}`: D-Bus type `{sig}` is not supported"
+            ));
+        }
     })
 }
 
 fn dict_key(key: &str, sig: &Signature, at: &str) -> Result<Value<'static>, String> {
     let as_json = match sig {
-        Signature::Str | Signature::ObjectPath | Signature::Signature => Json::String(key.to_owned()),
+        Signature::Str | Signature::ObjectPath | Signature::Signature => {
+            Json::String(key.to_owned())
+        }
         Signature::Bool => Json::Bool(key == "true"),
         Signature::F64 => key
             .parse::<f64>()
@@ -154,17 +158,24 @@ fn dict_key(key: &str, sig: &Signature, at: &str) -> Result<Value<'static>, Stri
 
 /// A variant's content: `{"$type": sig, "value": v}` when given, else inferred.
 fn variant(json: &Json, at: &str) -> Result<Value<'static>, String> {
-    if let Some(obj) = json.as_object() {
-        if let (Some(Json::String(ty)), Some(value), 2) = (obj.get("$type"), obj.get("value"), obj.len()) {
-            let sig = Signature::try_from(ty.as_str())
-                .map_err(|_| format!("argument `{at}`: `$type` `{ty}` is not a D-Bus signature"))?;
-            return to_dbus(value, &sig, at);
-        }
+    if let Some(obj) = json.as_object()
+        && let (Some(Json::String(ty)), Some(value), 2) =
+            (obj.get("$type"), obj.get("value"), obj.len())
+    {
+        let sig = Signature::try_from(ty.as_str())
+            .map_err(|_| format!("argument `{at}`: `$type` `{ty}` is not a D-Bus signature"))?;
+        return to_dbus(value, &sig, at);
     }
     let inferred = match json {
-        Json::Null => return Err(format!("argument `{at}`: null has no D-Bus type; give `{{\"$type\": …, \"value\": …}}`")),
+        Json::Null => {
+            return Err(format!(
+                "argument `{at}`: null has no D-Bus type; give `{{\"$type\": …, \"value\": …}}`"
+            ));
+        }
         Json::Bool(_) => Signature::Bool,
-        Json::Number(n) if n.is_i64() && n.as_i64().is_some_and(|v| i32::try_from(v).is_ok()) => Signature::I32,
+        Json::Number(n) if n.is_i64() && n.as_i64().is_some_and(|v| i32::try_from(v).is_ok()) => {
+            Signature::I32
+        }
         Json::Number(n) if n.is_i64() => Signature::I64,
         Json::Number(n) if n.is_u64() => Signature::U64,
         Json::Number(_) => Signature::F64,
@@ -246,10 +257,18 @@ mod tests {
     #[test]
     fn every_basic_type_round_trips() {
         for (j, s) in [
-            (json!(255), "y"), (json!(true), "b"), (json!(-32768), "n"), (json!(65535), "q"),
-            (json!(-5), "i"), (json!(4_000_000_000u64), "u"), (json!(-9_000_000_000i64), "x"),
-            (json!(u64::MAX), "t"), (json!(1.5), "d"), (json!("héllo"), "s"),
-            (json!("/org/mpris/MediaPlayer2"), "o"), (json!("a{sv}"), "g"),
+            (json!(255), "y"),
+            (json!(true), "b"),
+            (json!(-32768), "n"),
+            (json!(65535), "q"),
+            (json!(-5), "i"),
+            (json!(4_000_000_000u64), "u"),
+            (json!(-9_000_000_000i64), "x"),
+            (json!(u64::MAX), "t"),
+            (json!(1.5), "d"),
+            (json!("héllo"), "s"),
+            (json!("/org/mpris/MediaPlayer2"), "o"),
+            (json!("a{sv}"), "g"),
         ] {
             assert_eq!(round(j.clone(), s), j, "{s}");
         }
@@ -261,26 +280,63 @@ mod tests {
         assert_eq!(round(json!([]), "as"), json!([]));
         assert_eq!(round(json!({"k": "v"}), "a{ss}"), json!({"k": "v"}));
         assert_eq!(round(json!({"1": 2}), "a{ui}"), json!({"1": 2}));
-        assert_eq!(round(json!([1, "two", [true]]), "(isab)"), json!([1, "two", [true]]));
+        assert_eq!(
+            round(json!([1, "two", [true]]), "(isab)"),
+            json!([1, "two", [true]])
+        );
         assert_eq!(round(json!([[1, 2], [3]]), "aai"), json!([[1, 2], [3]]));
         assert_eq!(round(json!("hi"), "ay"), json!([104, 105]));
         let hints = to_dbus(&json!({"urgency": {"$type": "y", "value": 2}, "category": "im", "n": 7, "list": ["a"], "nested": {"x": 1.5}}), &sig("a{sv}"), "hints").unwrap();
         let Value::Dict(d) = &hints else { panic!() };
-        let kinds: Vec<String> = d.iter().map(|(_, v)| match v { Value::Value(inner) => inner.value_signature().to_string(), other => other.value_signature().to_string() }).collect();
-        assert_eq!(kinds, ["s", "as", "i", "a{sv}", "y"], "category, list, n, nested, urgency");
-        assert_eq!(to_json(&hints), json!({"urgency": 2, "category": "im", "n": 7, "list": ["a"], "nested": {"x": 1.5}}));
+        let kinds: Vec<String> = d
+            .iter()
+            .map(|(_, v)| match v {
+                Value::Value(inner) => inner.value_signature().to_string(),
+                other => other.value_signature().to_string(),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["s", "as", "i", "a{sv}", "y"],
+            "category, list, n, nested, urgency"
+        );
+        assert_eq!(
+            to_json(&hints),
+            json!({"urgency": 2, "category": "im", "n": 7, "list": ["a"], "nested": {"x": 1.5}})
+        );
     }
 
     #[test]
     fn errors_name_the_argument_and_the_type_never_the_value() {
         let e = |j: Json, s: &str| to_dbus(&j, &sig(s), "volume").unwrap_err();
-        assert_eq!(e(json!("loud"), "d"), "argument `volume` must be a D-Bus `d` (number), but a JSON string was given");
-        assert_eq!(e(json!(256), "y"), "argument `volume` is out of range for D-Bus `y` (byte) (0 to 255)");
-        assert_eq!(e(json!(-1), "u"), "argument `volume` is out of range for D-Bus `u` (unsigned 32-bit integer) (0 to 4294967295)");
-        assert_eq!(e(json!(["x", 1]), "as"), "argument `volume[1]` must be a D-Bus `s` (string), but a JSON number was given");
-        assert_eq!(e(json!({"a": "x"}), "a{si}"), "argument `volume.a` must be a D-Bus `i` (32-bit integer), but a JSON string was given");
-        assert_eq!(e(json!([1]), "(ii)"), "argument `volume` must be a JSON array of 2 items for D-Bus struct `(ii)`");
-        assert_eq!(e(json!("not a path"), "o"), "argument `volume` must be a D-Bus object path such as `/org/example/Item`");
+        assert_eq!(
+            e(json!("loud"), "d"),
+            "argument `volume` must be a D-Bus `d` (number), but a JSON string was given"
+        );
+        assert_eq!(
+            e(json!(256), "y"),
+            "argument `volume` is out of range for D-Bus `y` (byte) (0 to 255)"
+        );
+        assert_eq!(
+            e(json!(-1), "u"),
+            "argument `volume` is out of range for D-Bus `u` (unsigned 32-bit integer) (0 to 4294967295)"
+        );
+        assert_eq!(
+            e(json!(["x", 1]), "as"),
+            "argument `volume[1]` must be a D-Bus `s` (string), but a JSON number was given"
+        );
+        assert_eq!(
+            e(json!({"a": "x"}), "a{si}"),
+            "argument `volume.a` must be a D-Bus `i` (32-bit integer), but a JSON string was given"
+        );
+        assert_eq!(
+            e(json!([1]), "(ii)"),
+            "argument `volume` must be a JSON array of 2 items for D-Bus struct `(ii)`"
+        );
+        assert_eq!(
+            e(json!("not a path"), "o"),
+            "argument `volume` must be a D-Bus object path such as `/org/example/Item`"
+        );
         assert!(e(json!(null), "v").contains("null has no D-Bus type"));
         assert!(e(json!({"$type": "zz", "value": 1}), "v").contains("is not a D-Bus signature"));
     }

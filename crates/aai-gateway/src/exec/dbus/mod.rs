@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use aai_descriptor::{Bus, Dbus, DbusOutput, Executor, ToolCall};
 use serde_json::{Value as Json, json};
 use tokio::sync::OnceCell;
-use zbus::zvariant::{Signature, Structure, Value};
+use zbus::zvariant::{Signature, Structure};
 use zbus::{Connection, Message};
 
 use super::{Execute, Request};
@@ -114,8 +114,13 @@ impl DbusExecutor {
             } => {
                 let interface = interface.as_deref().unwrap_or(&target.interface);
                 let info = self.object(conn, target, &owner).await?;
-                let Some((sig, writable)) = info.properties.get(&(interface.to_owned(), property.clone())) else {
-                    return Err(missing_member(&info, target, interface, "property", property));
+                let Some((sig, writable)) = info
+                    .properties
+                    .get(&(interface.to_owned(), property.clone()))
+                else {
+                    return Err(missing_member(
+                        &info, target, interface, "property", property,
+                    ));
                 };
                 let props = "org.freedesktop.DBus.Properties";
                 if *write {
@@ -130,11 +135,13 @@ impl DbusExecutor {
                             .with("field", "/value")
                     })?;
                     let converted = convert::to_dbus(value, sig, "value").map_err(invalid)?;
-                    let body = (interface, property.as_str(), Value::Value(Box::new(converted)));
+                    // A `Value` in a tuple body is already sent as a variant (`v`).
+                    let body = (interface, property.as_str(), converted);
                     call(conn, target, props, "Set", &body).await?;
                     Ok(Json::Null)
                 } else {
-                    let reply = call(conn, target, props, "Get", &(interface, property.as_str())).await?;
+                    let reply =
+                        call(conn, target, props, "Get", &(interface, property.as_str())).await?;
                     reply_json(&reply)
                 }
             }
@@ -145,13 +152,23 @@ impl DbusExecutor {
                     "params": req.args,
                     "request_id": format!("{:x}", rand_id()),
                 });
-                let reply = call(conn, target, &target.interface, "Execute", &(envelope.to_string(),)).await?;
+                let reply = call(
+                    conn,
+                    target,
+                    &target.interface,
+                    "Execute",
+                    &(envelope.to_string(),),
+                )
+                .await?;
                 let text = match reply_json(&reply)? {
                     Json::String(s) => s,
                     other => {
                         return Err(GatewayError::new(
                             Code::AutomationFailed,
-                            format!("`Execute` returned `{}` instead of a JSON string", reply_signature(&reply, &other)),
+                            format!(
+                                "`Execute` returned `{}` instead of a JSON string",
+                                reply_signature(&reply, &other)
+                            ),
                         ));
                     }
                 };
@@ -187,18 +204,35 @@ impl DbusExecutor {
         target: &Dbus,
         owner: &str,
     ) -> Result<std::sync::Arc<ObjectInfo>, GatewayError> {
-        let key = (target.bus, target.service.clone(), target.object_path.clone());
-        if let Some(info) = self.objects.lock().expect("cache lock").get(&key) {
-            if info.owner == owner {
-                return Ok(info.clone());
-            }
+        let key = (
+            target.bus,
+            target.service.clone(),
+            target.object_path.clone(),
+        );
+        if let Some(info) = self.objects.lock().expect("cache lock").get(&key)
+            && info.owner == owner
+        {
+            return Ok(info.clone());
         }
-        let reply = call(conn, target, "org.freedesktop.DBus.Introspectable", "Introspect", &()).await?;
+        let reply = call(
+            conn,
+            target,
+            "org.freedesktop.DBus.Introspectable",
+            "Introspect",
+            &(),
+        )
+        .await?;
         let xml: String = reply.body().deserialize().map_err(|e| {
-            GatewayError::new(Code::AutomationFailed, format!("introspection reply is not a string: {e}"))
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("introspection reply is not a string: {e}"),
+            )
         })?;
         let node = zbus_xml::Node::from_reader(xml.as_bytes()).map_err(|e| {
-            GatewayError::new(Code::AutomationFailed, format!("cannot read the introspection XML: {e}"))
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot read the introspection XML: {e}"),
+            )
         })?;
         let mut info = ObjectInfo {
             owner: owner.to_owned(),
@@ -224,7 +258,10 @@ impl DbusExecutor {
             }
         }
         let info = std::sync::Arc::new(info);
-        self.objects.lock().expect("cache lock").insert(key, info.clone());
+        self.objects
+            .lock()
+            .expect("cache lock")
+            .insert(key, info.clone());
         Ok(info)
     }
 }
@@ -241,17 +278,29 @@ async fn ensure_running(conn: &Connection, target: &Dbus) -> Result<String, Gate
         let service = target.service.clone();
         let conn = conn.clone();
         async move {
-            conn.call_method(Some(DBUS), DBUS_PATH, Some(DBUS), "GetNameOwner", &(service.as_str(),))
-                .await
-                .ok()
-                .and_then(|m| m.body().deserialize::<String>().ok())
+            conn.call_method(
+                Some(DBUS),
+                DBUS_PATH,
+                Some(DBUS),
+                "GetNameOwner",
+                &(service.as_str(),),
+            )
+            .await
+            .ok()
+            .and_then(|m| m.body().deserialize::<String>().ok())
         }
     };
     if let Some(o) = owner(conn).await {
         return Ok(o);
     }
     let activatable: Vec<String> = conn
-        .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), "ListActivatableNames", &())
+        .call_method(
+            Some(DBUS),
+            DBUS_PATH,
+            Some(DBUS),
+            "ListActivatableNames",
+            &(),
+        )
         .await
         .ok()
         .and_then(|m| m.body().deserialize().ok())
@@ -259,12 +308,22 @@ async fn ensure_running(conn: &Connection, target: &Dbus) -> Result<String, Gate
     if activatable.iter().any(|n| n == &target.service) {
         tracing::info!(service = %target.service, "starting the app through D-Bus activation");
         let started = conn
-            .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), "StartServiceByName", &(target.service.as_str(), 0u32))
+            .call_method(
+                Some(DBUS),
+                DBUS_PATH,
+                Some(DBUS),
+                "StartServiceByName",
+                &(target.service.as_str(), 0u32),
+            )
             .await;
         if let Err(e) = started {
             return Err(GatewayError::new(
                 Code::AppNotRunning,
-                format!("`{}` could not be started: {}", target.service, dbus_error_text(&e)),
+                format!(
+                    "`{}` could not be started: {}",
+                    target.service,
+                    dbus_error_text(&e)
+                ),
             ));
         }
         if let Some(o) = owner(conn).await {
@@ -317,22 +376,31 @@ fn dbus_error_text(e: &zbus::Error) -> String {
 
 fn dbus_error(e: &zbus::Error, interface: &str, method: &str) -> GatewayError {
     let code = match e {
+        // The bus says NoReply both for a timeout and for an app that quit mid-call.
+        zbus::Error::MethodError(name, Some(detail), _)
+            if name.as_str() == "org.freedesktop.DBus.Error.NoReply"
+                && detail.contains("disconnected") =>
+        {
+            Code::AutomationFailed
+        }
         zbus::Error::MethodError(name, _, _) => match name.as_str() {
             "org.freedesktop.DBus.Error.InvalidArgs" => Code::InvalidParams,
             "org.freedesktop.DBus.Error.AccessDenied" | "org.freedesktop.DBus.Error.AuthFailed" => {
                 Code::PermissionDenied
             }
-            "org.freedesktop.DBus.Error.NoReply" | "org.freedesktop.DBus.Error.Timeout" | "org.freedesktop.DBus.Error.TimedOut" => {
-                Code::Timeout
-            }
-            "org.freedesktop.DBus.Error.ServiceUnknown" | "org.freedesktop.DBus.Error.NameHasNoOwner" => {
-                Code::AppNotRunning
-            }
+            "org.freedesktop.DBus.Error.NoReply"
+            | "org.freedesktop.DBus.Error.Timeout"
+            | "org.freedesktop.DBus.Error.TimedOut" => Code::Timeout,
+            "org.freedesktop.DBus.Error.ServiceUnknown"
+            | "org.freedesktop.DBus.Error.NameHasNoOwner" => Code::AppNotRunning,
             _ => Code::AutomationFailed,
         },
         _ => Code::AutomationFailed,
     };
-    let mut err = GatewayError::new(code, format!("{interface}.{method} failed: {}", dbus_error_text(e)));
+    let mut err = GatewayError::new(
+        code,
+        format!("{interface}.{method} failed: {}", dbus_error_text(e)),
+    );
     if let zbus::Error::MethodError(name, _, _) = e {
         err = err.with("dbusError", name.as_str());
     }
@@ -343,11 +411,25 @@ fn invalid(detail: String) -> GatewayError {
     GatewayError::new(Code::InvalidParams, detail)
 }
 
-fn missing_member(info: &ObjectInfo, target: &Dbus, interface: &str, kind: &str, name: &str) -> GatewayError {
+fn missing_member(
+    info: &ObjectInfo,
+    target: &Dbus,
+    interface: &str,
+    kind: &str,
+    name: &str,
+) -> GatewayError {
     let mut available: Vec<String> = if kind == "method" {
-        info.methods.keys().filter(|(i, _)| i == interface).map(|(_, m)| m.clone()).collect()
+        info.methods
+            .keys()
+            .filter(|(i, _)| i == interface)
+            .map(|(_, m)| m.clone())
+            .collect()
     } else {
-        info.properties.keys().filter(|(i, _)| i == interface).map(|(_, p)| p.clone()).collect()
+        info.properties
+            .keys()
+            .filter(|(i, _)| i == interface)
+            .map(|(_, p)| p.clone())
+            .collect()
     };
     available.sort();
     GatewayError::new(
@@ -366,7 +448,10 @@ fn missing_member(info: &ObjectInfo, target: &Dbus, interface: &str, kind: &str,
 }
 
 fn fold(name: &str) -> String {
-    name.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// Fills the method's in-args from the JSON arguments: by name when every in-arg is named
@@ -404,7 +489,10 @@ fn arguments(
                 .enumerate()
                 .map(|(i, (name, _))| {
                     let key = order.get(i).copied();
-                    let label = key.map(str::to_owned).or(name.clone()).unwrap_or_else(|| format!("#{i}"));
+                    let label = key
+                        .map(str::to_owned)
+                        .or(name.clone())
+                        .unwrap_or_else(|| format!("#{i}"));
                     (label, key.and_then(|k| args.get(k)))
                 })
                 .collect()
@@ -415,11 +503,15 @@ fn arguments(
         let Some(value) = value else {
             return Err(GatewayError::new(
                 Code::InvalidParams,
-                format!("missing argument `{label}` (D-Bus {})", convert::describe(sig)),
+                format!(
+                    "missing argument `{label}` (D-Bus {})",
+                    convert::describe(sig)
+                ),
             )
             .with("field", format!("/{label}")));
         };
-        let v = convert::to_dbus(value, sig, label).map_err(|e| invalid(e).with("field", format!("/{label}")))?;
+        let v = convert::to_dbus(value, sig, label)
+            .map_err(|e| invalid(e).with("field", format!("/{label}")))?;
         builder = builder.append_field(v);
     }
     builder
@@ -435,7 +527,10 @@ fn reply_json(reply: &Message) -> Result<Json, GatewayError> {
         return Ok(Json::Null);
     }
     let structure: Structure = body.deserialize().map_err(|e| {
-        GatewayError::new(Code::AutomationFailed, format!("cannot read the reply: {e}"))
+        GatewayError::new(
+            Code::AutomationFailed,
+            format!("cannot read the reply: {e}"),
+        )
     })?;
     let mut fields: Vec<Json> = structure.fields().iter().map(convert::to_json).collect();
     Ok(match fields.len() {
@@ -462,7 +557,10 @@ fn envelope_result(text: &str) -> Result<Json, GatewayError> {
         Some("success") => Ok(envelope.get("result").cloned().unwrap_or(Json::Null)),
         Some("error") => {
             let error = envelope.get("error");
-            let code = error.and_then(|e| e.get("code")).and_then(Code::parse).unwrap_or(Code::AutomationFailed);
+            let code = error
+                .and_then(|e| e.get("code"))
+                .and_then(Code::parse)
+                .unwrap_or(Code::AutomationFailed);
             let message = error
                 .and_then(|e| e.get("message"))
                 .and_then(Json::as_str)

@@ -1,0 +1,190 @@
+"""The D-Bus executor against a private dbus-daemon: the JSON convention, native methods
+of many signatures (every conversion both ways and its errors), properties, activation,
+dead and missing apps — all through the MCP Python SDK.
+
+Run: python3 -m pytest tests/mcp -q -k dbus
+"""
+import pytest
+
+MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
+
+pytestmark = pytest.mark.anyio
+
+
+def typed_descriptor(service="com.example.Typed", app_id="com.example.typed"):
+    params = lambda *names, **types: {  # noqa: E731
+        "type": "object", "properties": {n: types.get(n, {}) for n in names}, "required": list(names)}
+    basics = ["byte", "flag", "small", "usmall", "num", "unum", "big", "ubig", "real", "text", "path", "sig"]
+    tools = [
+        {"name": "basics", "description": "Every basic type", "method": "Basics", "parameters": params(*basics)},
+        {"name": "containers", "description": "Containers", "method": "Containers",
+         "parameters": params("names", "hints", "pairs", "record", "grid")},
+        {"name": "describe", "description": "A variant, matched by position", "method": "Describe",
+         "parameters": params("anything")},
+        {"name": "ping", "description": "No arguments", "method": "Ping", "parameters": {"type": "object"}},
+        {"name": "json_text", "description": "A JSON string reply", "method": "JsonText",
+         "parameters": {"type": "object"}},
+        {"name": "raw_text", "description": "The same, as text", "method": "JsonText", "output_parser": "string",
+         "parameters": {"type": "object"}},
+        {"name": "boom", "description": "Fails", "method": "Boom", "parameters": {"type": "object"}},
+        {"name": "sleep", "description": "Sleeps", "method": "Sleep", "timeout": 1,
+         "parameters": params("seconds")},
+        {"name": "missing", "description": "Not there", "method": "Missing", "parameters": {"type": "object"}},
+        {"name": "volume", "description": "Read the volume", "property": "Volume", "parameters": {"type": "object"}},
+        {"name": "set_volume", "description": "Set the volume", "property": "Volume", "access": "write",
+         "parameters": params("value")},
+        {"name": "status", "description": "Playback status", "property": "Status", "parameters": {"type": "object"}},
+        {"name": "set_status", "description": "Read-only", "property": "Status", "access": "write",
+         "parameters": params("value")},
+    ]
+    return {"schema_version": "1.0", "appId": app_id, "name": "Typed", "description": "A typed D-Bus service",
+            "platforms": {"linux": {"automation": "dbus", "service": service, "object": "/com/example/Typed",
+                                    "interface": "com.example.Typed", "tools": tools}}}
+
+
+def json_descriptor(app_id="com.example.jsonsvc"):
+    return {"schema_version": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": app_id, "name": "JSON service", "description": "The JSON convention"},
+            "execution": {"type": "ipc"},
+            "tools": [{"name": n, "description": n, "parameters": {"type": "object"}}
+                      for n in ["greet", "fail", "slow", "die", "garbage"]]}
+
+
+@pytest.fixture
+def dgw(gw, bus):
+    gw.extra_env = bus.env()
+    gw.bus = bus
+    return gw
+
+
+async def call(s, app, tool, **args):
+    return await s.call_tool("aai_exec", {"app": app, "tool": tool, "args": args})
+
+
+async def test_json_convention(dgw):
+    dgw.bus.service("json", "com.example.jsonsvc")
+    dgw.put("com.example.jsonsvc", json_descriptor())
+    dgw.config(defaultTimeout=1.5)
+    async with dgw.session() as s:
+        r = await call(s, "com.example.jsonsvc", "greet", name="world")
+        assert r.content[0].text == '{"greeting":"hello world","version":"1.0"}'
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.jsonsvc", "fail")
+        assert e.value.error.code == -32005 and e.value.error.data["detail"] == "name is not allowed"
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.jsonsvc", "garbage")
+        assert "not a JSON envelope: `this is not an envelope`" in e.value.error.data["detail"]
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.jsonsvc", "slow", seconds=5)
+        assert e.value.error.code == -32008
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.jsonsvc", "die")
+        assert e.value.error.code == -32001, e.value.error
+        assert "without replying" in e.value.error.data["detail"]
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.jsonsvc", "greet", name="again")
+        assert e.value.error.code == -32009 and "no program owns `com.example.jsonsvc`" in e.value.error.data["detail"]
+
+
+async def test_every_basic_type_both_ways(dgw):
+    dgw.bus.service("typed", "com.example.Typed")
+    dgw.put("com.example.typed", typed_descriptor())
+    values = {"byte": 255, "flag": True, "small": -32768, "usmall": 65535, "num": -7, "unum": 4000000000,
+              "big": -9000000000, "ubig": 18446744073709551615, "real": 2.5, "text": "héllo 世界",
+              "path": "/org/example/Item", "sig": "a{sv}"}
+    async with dgw.session() as s:
+        r = await call(s, "com.example.typed", "basics", **values)
+        assert r.structured_content is None
+        import json
+        assert json.loads(r.content[0].text) == list(values.values())
+
+
+async def test_containers_variants_and_positional_arguments(dgw):
+    import json
+    dgw.bus.service("typed", "com.example.Typed")
+    dgw.put("com.example.typed", typed_descriptor())
+    async with dgw.session() as s:
+        r = await call(s, "com.example.typed", "containers", names=["a", "b"],
+                       hints={"urgency": {"$type": "y", "value": 2}, "label": "x", "n": 3, "tags": ["t"]},
+                       pairs={"k": "v"}, record=[1, "two", True], grid=[[1, 2], [3]])
+        assert json.loads(r.content[0].text) == [["a", "b"], {"label": "x", "n": 3, "tags": ["t"], "urgency": 2},
+                                                {"k": "v"}, [1, "two", True], [[1, 2], [3]]]
+        for value, expected in [(True, 'b:true'), (7, 'i:7'), (1.5, 'd:1.5'), ("s", 's:"s"'),
+                                (["x"], 'as:["x"]'), ({"k": 1}, 'a{sv}:{"k": 1}'),
+                                ({"$type": "t", "value": 5}, "t:5")]:
+            r = await call(s, "com.example.typed", "describe", anything=value)
+            assert r.content[0].text == expected, value
+        assert (await call(s, "com.example.typed", "ping")).content[0].text == "pong"
+        assert (await call(s, "com.example.typed", "json_text")).content[0].text == '{"answer":42}'
+        assert (await call(s, "com.example.typed", "raw_text")).content[0].text == '{"answer": 42}'
+
+
+async def test_conversion_errors_name_the_argument_and_type(dgw):
+    dgw.bus.service("typed", "com.example.Typed")
+    dgw.put("com.example.typed", typed_descriptor())
+    ok = {"byte": 1, "flag": True, "small": 1, "usmall": 1, "num": 1, "unum": 1, "big": 1, "ubig": 1,
+          "real": 1.0, "text": "t", "path": "/p", "sig": "s"}
+    async with dgw.session() as s:
+        for bad, message in [
+            ({"byte": 256}, "argument `byte` is out of range for D-Bus `y` (byte) (0 to 255)"),
+            ({"unum": -1}, "argument `unum` is out of range for D-Bus `u`"),
+            ({"flag": "yes"}, "argument `flag` must be a D-Bus `b` (boolean), but a JSON string was given"),
+            ({"path": "no-slash"}, "argument `path` must be a D-Bus object path"),
+            ({"sig": "zz"}, "argument `sig` must be a D-Bus type signature"),
+        ]:
+            with pytest.raises(MCPError) as e:
+                await call(s, "com.example.typed", "basics", **{**ok, **bad})
+            assert e.value.error.code == -32005
+            assert message in e.value.error.data["detail"], e.value.error.data
+            assert e.value.error.data["field"] == "/" + next(iter(bad))
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.typed", "containers", names=["a", 1], hints={}, pairs={}, record=[1, "x", True], grid=[])
+        assert "argument `names[1]` must be a D-Bus `s` (string), but a JSON number was given" in e.value.error.data["detail"]
+
+
+async def test_dbus_errors_timeouts_and_missing_members(dgw):
+    dgw.bus.service("typed", "com.example.Typed")
+    dgw.put("com.example.typed", typed_descriptor())
+    async with dgw.session() as s:
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.typed", "boom")
+        assert e.value.error.code == -32001
+        assert e.value.error.data["dbusError"] == "com.example.Error.Boom"
+        assert "com.example.Error.Boom: it broke on purpose" in e.value.error.data["detail"]
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.typed", "sleep", seconds=5)
+        assert e.value.error.code == -32008
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.typed", "missing")
+        assert "has no method `Missing`" in e.value.error.data["detail"]
+        assert "it has: Basics, Boom, Containers" in e.value.error.data["detail"]
+
+
+async def test_properties_read_and_write(dgw):
+    dgw.bus.service("typed", "com.example.Typed")
+    dgw.put("com.example.typed", typed_descriptor())
+    async with dgw.session() as s:
+        assert (await call(s, "com.example.typed", "volume")).content[0].text == "0.5"
+        await call(s, "com.example.typed", "set_volume", value=0.75)
+        assert (await call(s, "com.example.typed", "volume")).content[0].text == "0.75"
+        assert dgw.bus.call("get-property", "com.example.Typed", "/com/example/Typed",
+                            "com.example.Typed", "Volume")["data"] == 0.75
+        assert (await call(s, "com.example.typed", "status")).content[0].text == "Playing"
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.typed", "set_status", value="Paused")
+        assert e.value.error.code == -32004 and "read-only" in e.value.error.data["detail"]
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.typed", "set_volume", value="loud")
+        assert e.value.error.code == -32005
+
+
+async def test_activation_and_not_running(dgw):
+    dgw.bus.activatable("typed", "com.example.Activated")
+    dgw.put("com.example.activated", typed_descriptor("com.example.Activated", "com.example.activated"))
+    dgw.put("com.example.absent", typed_descriptor("com.example.Absent", "com.example.absent"))
+    async with dgw.session() as s:
+        assert (await call(s, "com.example.activated", "ping")).content[0].text == "pong"
+        with pytest.raises(MCPError) as e:
+            await call(s, "com.example.absent", "ping")
+        assert e.value.error.code == -32009
+        assert e.value.error.data["retryable"] is True
