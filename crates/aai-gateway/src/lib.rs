@@ -5,6 +5,7 @@
 //! * [`cli`] — the command line; `main.rs` only calls [`cli::main`].
 //! * [`config`] — `config.json`.
 //! * [`discovery`] — where descriptors are found, precedence, merging, shadowing.
+//! * [`builtin`] — descriptors compiled in (notifications, MPRIS players), active when present.
 //! * [`registry`] — the served apps: usable binding, slugs, lookup; swapped on reload.
 //! * [`pipeline`] — one call: lookup, defaults, validation, timeout, executor.
 //! * [`exec`] — executors (one module each) and the one process spawner.
@@ -16,6 +17,7 @@
 //!
 //! The descriptor model and its parsers live in the `aai-descriptor` crate (no I/O).
 
+pub mod builtin;
 pub mod cli;
 pub mod config;
 pub mod discovery;

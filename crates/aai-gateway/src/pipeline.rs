@@ -79,7 +79,11 @@ impl Gateway {
     /// Scans now (blocking) and installs the result; returns whether what agents see
     /// changed. The first call also releases everything waiting for the catalog.
     pub fn rescan(&self) -> bool {
-        let catalog = discovery::scan(&self.search_dirs);
+        let mut catalog = discovery::scan(&self.search_dirs);
+        crate::builtin::add_to(
+            &mut catalog,
+            crate::builtin::apps(&crate::builtin::session_bus_names()),
+        );
         for d in catalog.diagnostics.iter().filter(|d| d.is_error()) {
             tracing::warn!("{d}");
         }

@@ -89,8 +89,8 @@ impl Snapshot {
         }
     }
 
-    /// Finds an app by id, slug, `app_<slug>`, `app:<id>`, or a name (any language,
-    /// any case) when exactly one app has it.
+    /// Finds an app by id, slug, `app_<slug>`, `app:<id>`, or a name or alias (any
+    /// language, any case) when exactly one app has it.
     pub fn find(&self, key: &str) -> Option<&Entry> {
         let key = key.trim();
         let bare = key
@@ -100,12 +100,16 @@ impl Snapshot {
         if let Some(&i) = self.by_key.get(key).or_else(|| self.by_key.get(bare)) {
             return Some(&self.entries[i]);
         }
-        let mut named = self.entries.iter().filter(|e| {
+        let unique = |matches: &dyn Fn(&Entry) -> bool| {
+            let mut found = self.entries.iter().filter(|e| matches(e));
+            let first = found.next()?;
+            found.next().is_none().then_some(first)
+        };
+        unique(&|e| {
             e.app.id.eq_ignore_ascii_case(key)
                 || e.app.name.all().iter().any(|n| n.eq_ignore_ascii_case(key))
-        });
-        let first = named.next()?;
-        named.next().is_none().then_some(first)
+        })
+        .or_else(|| unique(&|e| e.app.aliases.iter().any(|a| a.eq_ignore_ascii_case(key))))
     }
 
     /// The localized name of an entry.

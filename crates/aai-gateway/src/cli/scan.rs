@@ -17,7 +17,11 @@ use super::table::Table;
 use crate::discovery::{self, Catalog};
 
 pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
-    let catalog = discovery::scan(&ctx.search_dirs());
+    let mut catalog = discovery::scan(&ctx.search_dirs());
+    crate::builtin::add_to(
+        &mut catalog,
+        crate::builtin::apps(&crate::builtin::session_bus_names()),
+    );
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // A closed pipe (`| head`) is not an error worth reporting.
     let _ = if as_json {

@@ -27,6 +27,8 @@ pub enum SourceKind {
     Config,
     /// An OS location (`/usr/share/applications/aai`, `/Applications/*.app`, …).
     System,
+    /// Compiled into the binary (see `builtin`).
+    BuiltIn,
 }
 
 impl SourceKind {
@@ -36,6 +38,7 @@ impl SourceKind {
             SourceKind::User => "user",
             SourceKind::Config => "config",
             SourceKind::System => "system",
+            SourceKind::BuiltIn => "built-in",
         }
     }
 }

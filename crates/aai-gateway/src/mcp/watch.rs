@@ -107,7 +107,7 @@ fn file_watcher(
         }
         let mode = match dir.kind {
             SourceKind::User | SourceKind::Config => RecursiveMode::Recursive,
-            SourceKind::System => RecursiveMode::NonRecursive,
+            SourceKind::System | SourceKind::BuiltIn => RecursiveMode::NonRecursive,
         };
         if let Err(e) = watcher.watch(&dir.dir, mode) {
             tracing::debug!("cannot watch {}: {e}", dir.dir.display());

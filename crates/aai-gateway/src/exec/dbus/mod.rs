@@ -266,6 +266,28 @@ impl DbusExecutor {
     }
 }
 
+/// The session bus's owned well-known names and activatable names (for built-in apps
+/// and `--discover`); empty when there is no session bus.
+pub async fn session_names() -> Vec<String> {
+    let Ok(conn) = Connection::session().await else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = Vec::new();
+    for method in ["ListNames", "ListActivatableNames"] {
+        if let Ok(reply) = conn
+            .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), method, &())
+            .await
+        {
+            if let Ok(list) = reply.body().deserialize::<Vec<String>>() {
+                names.extend(list.into_iter().filter(|n| !n.starts_with(':')));
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 fn rand_id() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
