@@ -277,10 +277,9 @@ pub async fn session_names() -> Vec<String> {
         if let Ok(reply) = conn
             .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), method, &())
             .await
+            && let Ok(list) = reply.body().deserialize::<Vec<String>>()
         {
-            if let Ok(list) = reply.body().deserialize::<Vec<String>>() {
-                names.extend(list.into_iter().filter(|n| !n.starts_with(':')));
-            }
+            names.extend(list.into_iter().filter(|n| !n.starts_with(':')));
         }
     }
     names.sort();
