@@ -188,3 +188,48 @@ async def test_activation_and_not_running(dgw):
             await call(s, "com.example.absent", "ping")
         assert e.value.error.code == -32009
         assert e.value.error.data["retryable"] is True
+
+
+def test_discover_generates_descriptors_that_load_and_work(dgw):
+    import json
+    dgw.bus.service("typed", "com.example.Typed")
+    dgw.bus.service("json", "com.example.jsonsvc")
+    dgw.bus.activatable("typed", "com.example.Sleeper")
+    preview = dgw.run("--discover")
+    assert preview.returncode == 0, preview.stderr
+    assert "com.example.Typed" in preview.stdout and "new" in preview.stdout
+    assert "Not running (start them and run --discover again): com.example.Sleeper" in preview.stdout
+    assert "Nothing written; run again with --yes" in preview.stdout
+    assert "introspecting com.example.Typed" in preview.stderr
+    assert not (dgw.home / "com.example.Typed").exists()
+    assert "org.freedesktop.DBus" not in preview.stdout, "bus plumbing is skipped"
+
+    done = dgw.run("--discover", "--yes", "--json")
+    report = json.loads(done.stdout)
+    written = sorted(report["written"])
+    assert [p.split("/")[-2] for p in written] == ["com.example.Typed", "com.example.jsonsvc"]
+    check = dgw.run("validate", *written)
+    assert check.returncode == 0 and "warning" not in check.stdout and "error" not in check.stdout, check.stdout
+
+    doc = json.loads((dgw.home / "com.example.Typed" / "aai.json").read_text())
+    linux = doc["platforms"]["linux"]
+    assert linux["object"] == "/com/example/Typed" and linux["interface"] == "com.example.Typed"
+    tools = {t["name"]: t for t in linux["tools"]}
+    assert tools["basics"]["parameters"]["properties"]["byte"]["maximum"] == 255
+    assert tools["set_volume"]["access"] == "write"
+    ping = dgw.run("call", "com.example.Typed", "ping")
+    assert ping.returncode == 0 and json.loads(ping.stdout) == "pong", ping.stderr
+    echo = dgw.run("call", "com.example.Typed", "containers", json.dumps(
+        {"names": ["x"], "hints": {}, "pairs": {}, "record": [1, "a", False], "grid": []}))
+    assert json.loads(echo.stdout)[0] == ["x"], echo.stderr
+
+    again = json.loads(dgw.run("--discover", "--yes", "--json").stdout)
+    assert {a["service"]: a["plan"] for a in again["apps"]}["com.example.Typed"] == "unchanged"
+    edited = dgw.home / "com.example.Typed" / "aai.json"
+    edited.write_text(edited.read_text().replace("D-Bus service com.example.Typed", "My typed service"))
+    kept = json.loads(dgw.run("--discover", "--yes", "--json").stdout)
+    assert {a["service"]: a["plan"] for a in kept["apps"]}["com.example.Typed"] == "edited"
+    assert "My typed service" in edited.read_text()
+    forced = json.loads(dgw.run("--discover", "--yes", "--force", "--json").stdout)
+    assert any(p.endswith("com.example.Typed/aai.json") for p in forced["written"])
+    assert "My typed service" not in edited.read_text()

@@ -4,6 +4,7 @@
 //! # Layout
 //! * [`cli`] — the command line; `main.rs` only calls [`cli::main`].
 //! * [`config`] — `config.json`.
+//! * `discover` — `--discover`: descriptors generated from D-Bus introspection (Unix).
 //! * [`discovery`] — where descriptors are found, precedence, merging, shadowing.
 //! * [`builtin`] — descriptors compiled in (notifications, MPRIS players), active when present.
 //! * [`registry`] — the served apps: usable binding, slugs, lookup; swapped on reload.
@@ -20,6 +21,8 @@
 pub mod builtin;
 pub mod cli;
 pub mod config;
+#[cfg(unix)]
+pub mod discover;
 pub mod discovery;
 pub mod error;
 pub mod exec;

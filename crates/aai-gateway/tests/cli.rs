@@ -211,7 +211,7 @@ fn scan_lists_all_three_dialects_and_every_broken_file() {
         "{pointers:?}"
     );
     assert!(d0.iter().any(|d| d["pointer"] == "/platforms/linux/tools/0"
-        && d["message"] == "missing required field `method`"));
+        && d["message"] == "missing required field `method` (or `property`, to read or write a D-Bus property)"));
     let invalid = errors_for(&scan, "broken.0/");
     assert!(
         invalid[0]["message"]

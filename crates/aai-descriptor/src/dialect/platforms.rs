@@ -249,6 +249,8 @@ fn script(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
 
 fn dbus_method(obj: &mut Obj<'_>) -> Option<ToolCall> {
     native_dbus(obj).unwrap_or_else(|| {
+        // Still check the rest of the tool, so one pass reports everything.
+        dbus_output(obj);
         obj.sink().error(
             obj.pointer().to_owned(),
             "missing required field `method` (or `property`, to read or write a D-Bus property)",

@@ -1,6 +1,8 @@
 //! The command line (DESIGN §8). Only commands that work are defined.
 
 mod call;
+#[cfg(unix)]
+mod discover;
 mod scan;
 mod table;
 mod validate;
@@ -35,8 +37,25 @@ struct Cli {
     #[arg(long)]
     scan: bool,
 
-    /// With --scan: print one JSON object instead of a table.
-    #[arg(long, requires = "scan")]
+    /// Find automatable apps on this system (Linux: the D-Bus session bus) and write
+    /// descriptors for them into the home directory.
+    #[arg(long, conflicts_with_all = ["scan", "mcp"])]
+    discover: bool,
+
+    /// With --discover: write without asking.
+    #[arg(long, requires = "discover")]
+    yes: bool,
+
+    /// With --discover: also overwrite descriptors you edited.
+    #[arg(long, requires = "discover")]
+    force: bool,
+
+    /// With --discover: include the desktop's own plumbing services.
+    #[arg(long, requires = "discover")]
+    all: bool,
+
+    /// With --scan or --discover: print one JSON object instead of a table.
+    #[arg(long)]
     json: bool,
 
     #[command(subcommand)]
@@ -126,6 +145,24 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Some(Command::Call { app, tool, args }) => {
             let ctx = context(cli.home, cli.config, false)?;
             Ok(call::run(ctx, &app, &tool, args.as_deref()))
+        }
+        None if cli.json && !cli.scan && !cli.discover => {
+            Err("--json goes with --scan or --discover".to_owned())
+        }
+        #[cfg(unix)]
+        None if cli.discover => {
+            let ctx = context(cli.home, cli.config, false)?;
+            let opts = discover::Options {
+                yes: cli.yes,
+                force: cli.force,
+                all: cli.all,
+                json: cli.json,
+            };
+            Ok(discover::run(&ctx, opts))
+        }
+        #[cfg(not(unix))]
+        None if cli.discover => {
+            Err("--discover inspects D-Bus and is available on Linux only".to_owned())
         }
         None if cli.scan => {
             let ctx = context(cli.home, cli.config, false)?;

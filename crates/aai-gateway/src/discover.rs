@@ -1,0 +1,308 @@
+//! `--discover`: find automatable apps on this system and write descriptors for them.
+//!
+//! On Linux: every well-known name on the session bus (the bus's own plumbing — portals,
+//! accessibility, dconf, GVfs… — unless `--all`) is introspected (object tree from `/`,
+//! standard interfaces left out) and turned into a platforms-form descriptor: the object
+//! with the most members is the binding's object, its first interface the binding's
+//! interface; every method becomes a tool (snake_case name, JSON Schema from the D-Bus
+//! signature, arguments matched by name), every property a read tool (and a `set_` tool
+//! when writable), each with its own `interface`. Names that are only activatable are
+//! listed but never started.
+//!
+//! Files go to `$AAI_HOME/<appId>/aai.json`. Beside each we keep `.generated` with a hash
+//! of what we wrote; a file whose content no longer matches (the user edited it) or that
+//! we did not write is never overwritten unless `--force`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+/// Bus names that are desktop plumbing, not apps.
+const PLUMBING: &[&str] = &[
+    "org.freedesktop.DBus",
+    "org.freedesktop.portal.",
+    "org.freedesktop.impl.portal.",
+    "org.a11y.",
+    "org.gtk.vfs.",
+    "org.gtk.Settings",
+    "ca.desrt.dconf",
+    "org.freedesktop.systemd1",
+    "org.freedesktop.secrets",
+    "org.freedesktop.Tracker",
+    "org.gnome.keyring",
+    "org.freedesktop.FileManager1",
+    "org.freedesktop.ScreenSaver",
+];
+
+/// Whether `name` is plumbing.
+pub fn is_plumbing(name: &str) -> bool {
+    PLUMBING.iter().any(|p| {
+        if p.ends_with('.') {
+            name.starts_with(p)
+        } else {
+            name == *p || name.starts_with(&format!("{p}."))
+        }
+    })
+}
+
+/// What to do with one discovered app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// No descriptor yet: write it.
+    New,
+    /// We wrote it before and nobody edited it: rewrite if different.
+    Update,
+    /// Unchanged since we wrote it.
+    Unchanged,
+    /// The user wrote or edited it: skip unless `--force`.
+    Edited,
+    /// Nothing to describe (no interfaces of its own).
+    Empty,
+}
+
+impl Plan {
+    /// The word shown in summaries.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Plan::New => "new",
+            Plan::Update => "update",
+            Plan::Unchanged => "unchanged",
+            Plan::Edited => "edited by you (kept; --force to overwrite)",
+            Plan::Empty => "nothing to describe",
+        }
+    }
+}
+
+/// JSON Schema for a D-Bus signature.
+pub fn schema_for(sig: &str) -> Value {
+    let Ok(s) = zbus::zvariant::Signature::try_from(sig) else {
+        return json!({});
+    };
+    schema_of(&s)
+}
+
+fn schema_of(sig: &zbus::zvariant::Signature) -> Value {
+    use zbus::zvariant::Signature as S;
+    let int = |min: i128, max: i128| json!({"type": "integer", "minimum": min as f64, "maximum": max as f64});
+    match sig {
+        S::U8 => json!({"type": "integer", "minimum": 0, "maximum": 255}),
+        S::Bool => json!({"type": "boolean"}),
+        S::I16 => json!({"type": "integer", "minimum": i16::MIN, "maximum": i16::MAX}),
+        S::U16 => json!({"type": "integer", "minimum": 0, "maximum": u16::MAX}),
+        S::I32 => json!({"type": "integer", "minimum": i32::MIN, "maximum": i32::MAX}),
+        S::U32 => json!({"type": "integer", "minimum": 0, "maximum": u32::MAX}),
+        S::I64 => int(i64::MIN.into(), i64::MAX.into()),
+        S::U64 => json!({"type": "integer", "minimum": 0}),
+        S::F64 => json!({"type": "number"}),
+        S::Str => json!({"type": "string"}),
+        S::ObjectPath => json!({"type": "string", "pattern": "^/"}),
+        S::Signature => json!({"type": "string"}),
+        S::Variant => json!({}),
+        S::Array(child) => json!({"type": "array", "items": schema_of(child)}),
+        S::Dict { value, .. } => {
+            json!({"type": "object", "additionalProperties": schema_of(value)})
+        }
+        S::Structure(fields) => {
+            let items: Vec<Value> = fields.iter().map(schema_of).collect();
+            json!({"type": "array", "items": items, "minItems": items.len(), "maxItems": items.len()})
+        }
+        _ => json!({}),
+    }
+}
+
+/// `GetServerInformation` → `get_server_information`.
+pub fn snake(name: &str) -> String {
+    let mut out = String::new();
+    let chars: Vec<char> = name.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        if c.is_uppercase() {
+            let prev_lower =
+                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if i > 0 && (prev_lower || (next_lower && chars[i - 1].is_uppercase())) {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(*c);
+        }
+    }
+    out
+}
+
+/// The descriptor for `service` described by `objects`; `None` when nothing to describe.
+pub fn descriptor(
+    service: &str,
+    objects: &[crate::exec::dbus::ObjectDescription],
+) -> Option<Value> {
+    let primary = objects.iter().max_by_key(|o| {
+        o.interfaces
+            .iter()
+            .map(|i| i.methods.len() + i.properties.len())
+            .sum::<usize>()
+    })?;
+    let main_iface = primary.interfaces.first()?.name.clone();
+    let mut tools: Vec<Value> = Vec::new();
+    let mut used: Vec<String> = Vec::new();
+    for iface in &primary.interfaces {
+        let short = iface
+            .name
+            .rsplit('.')
+            .next()
+            .unwrap_or(&iface.name)
+            .to_lowercase();
+        let mut unique = |base: String| {
+            let name = if used.contains(&base) {
+                format!("{short}_{base}")
+            } else {
+                base
+            };
+            used.push(name.clone());
+            name
+        };
+        for (method, args) in &iface.methods {
+            let mut props = Map::new();
+            let mut required = Vec::new();
+            for (i, (arg, sig)) in args.iter().enumerate() {
+                let key = arg.clone().unwrap_or_else(|| format!("arg{i}"));
+                let mut s = schema_for(sig);
+                if let Some(obj) = s.as_object_mut() {
+                    obj.insert("description".into(), json!(format!("D-Bus `{sig}`")));
+                }
+                props.insert(key.clone(), s);
+                required.push(key);
+            }
+            let mut tool = json!({
+                "name": unique(snake(method)),
+                "description": format!("Call {}.{method}", iface.name),
+                "method": method,
+                "parameters": {"type": "object", "properties": props, "required": required},
+            });
+            if iface.name != main_iface {
+                tool["interface"] = json!(iface.name);
+            }
+            tools.push(tool);
+        }
+        for (prop, sig, writable) in &iface.properties {
+            let mut read = json!({
+                "name": unique(snake(prop)),
+                "description": format!("Read the {prop} property (D-Bus `{sig}`)"),
+                "property": prop,
+                "parameters": {"type": "object", "properties": {}},
+            });
+            if iface.name != main_iface {
+                read["interface"] = json!(iface.name);
+            }
+            tools.push(read);
+            if *writable {
+                let mut write = json!({
+                    "name": unique(format!("set_{}", snake(prop))),
+                    "description": format!("Set the {prop} property"),
+                    "property": prop,
+                    "access": "write",
+                    "parameters": {"type": "object", "properties": {"value": schema_for(sig)}, "required": ["value"]},
+                });
+                if iface.name != main_iface {
+                    write["interface"] = json!(iface.name);
+                }
+                tools.push(write);
+            }
+        }
+    }
+    if tools.is_empty() {
+        return None;
+    }
+    let short = service.rsplit('.').next().unwrap_or(service);
+    Some(json!({
+        "schema_version": "1.0",
+        "appId": service,
+        "name": short,
+        "description": format!("D-Bus service {service} (generated by aai-gateway --discover; edit freely)"),
+        "version": "1.0",
+        "platforms": {"linux": {
+            "automation": "dbus",
+            "service": service,
+            "object": primary.path,
+            "interface": main_iface,
+            "tools": tools,
+        }},
+    }))
+}
+
+/// A stable 64-bit FNV-1a hash of `text` (recorded in `.generated`).
+pub fn fingerprint(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// What writing `text` to `dir/aai.json` would do.
+pub fn plan(dir: &Path, text: &str) -> Plan {
+    let file = dir.join("aai.json");
+    let Ok(current) = std::fs::read_to_string(&file) else {
+        return Plan::New;
+    };
+    let recorded = std::fs::read_to_string(dir.join(".generated")).unwrap_or_default();
+    if recorded.trim() != fingerprint(&current) {
+        return Plan::Edited;
+    }
+    if current == text {
+        Plan::Unchanged
+    } else {
+        Plan::Update
+    }
+}
+
+/// Writes `text` and its fingerprint.
+pub fn write(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join("aai.json");
+    let tmp = dir.join(".aai.json.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &file)?;
+    std::fs::write(dir.join(".generated"), format!("{}\n", fingerprint(text)))?;
+    Ok(file)
+}
+
+/// A one-line summary of a descriptor: objects, tools.
+pub fn summary(doc: &Value) -> String {
+    let linux = &doc["platforms"]["linux"];
+    let tools = linux["tools"].as_array().map_or(0, Vec::len);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{} tools on {} ({})",
+        tools,
+        linux["object"].as_str().unwrap_or(""),
+        linux["interface"].as_str().unwrap_or("")
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_schemas() {
+        assert_eq!(snake("GetServerInformation"), "get_server_information");
+        assert_eq!(snake("PlayPause"), "play_pause");
+        assert_eq!(snake("GetURLForID"), "get_url_for_id");
+        assert_eq!(snake("ping"), "ping");
+        assert_eq!(
+            schema_for("a{sv}"),
+            json!({"type": "object", "additionalProperties": {}})
+        );
+        assert_eq!(schema_for("(is)")["items"][1], json!({"type": "string"}));
+        assert_eq!(schema_for("y")["maximum"], 255);
+        assert!(is_plumbing("org.freedesktop.DBus"));
+        assert!(is_plumbing("org.a11y.Bus"));
+        assert!(is_plumbing("org.freedesktop.portal.Desktop"));
+        assert!(!is_plumbing("org.freedesktop.Notifications"));
+        assert!(!is_plumbing("org.freedesktop.DBusX"));
+    }
+}
