@@ -48,8 +48,18 @@ struct Client {
 
 impl Client {
     fn spawn(program: &str, args: &[&str], id_key: &'static str) -> Client {
+        Client::spawn_with(program, args, id_key, &[])
+    }
+
+    fn spawn_with(
+        program: &str,
+        args: &[&str],
+        id_key: &'static str,
+        envs: &[(&str, &str)],
+    ) -> Client {
         let mut child = Command::new(program)
             .args(args)
+            .envs(envs.iter().copied())
             .env("AAI_SYSTEM_ROOT", "/nonexistent")
             .env("AAI_LOG", "warn")
             .stdin(Stdio::piped())
@@ -285,6 +295,137 @@ async fn exec(tmp: &Path, adapter: &Path) {
     .await;
 }
 
+/// `aai_exec` of a trivial D-Bus method (`Ping() → s` of the tests' typed service on a
+/// private bus) beside a direct zbus call and `gdbus call` for the same method.
+async fn dbus(tmp: &Path) {
+    let daemon = std::process::Command::new("dbus-daemon")
+        .args([
+            "--session",
+            "--fork",
+            "--print-address=1",
+            "--print-pid=1",
+            "--nopidfile",
+        ])
+        .output();
+    let Ok(daemon) = daemon else {
+        println!("D-Bus: dbus-daemon not installed; skipped");
+        return;
+    };
+    let out = String::from_utf8_lossy(&daemon.stdout).to_string();
+    let mut words = out.split_whitespace();
+    let (address, pid) = (
+        words.next().unwrap().to_owned(),
+        words.next().unwrap().to_owned(),
+    );
+    let services = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/dbus_services.py");
+    let mut service = std::process::Command::new("python3")
+        .args([services.to_str().unwrap(), "typed", "com.example.Typed"])
+        .env("DBUS_SESSION_BUS_ADDRESS", &address)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(service.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(
+        ready.trim(),
+        "ready",
+        "the test service needs PyPI dbus-fast"
+    );
+
+    let home = tmp.join("dbus");
+    fs::create_dir_all(home.join("com.example.typed")).unwrap();
+    fs::write(
+        home.join("com.example.typed/aai.json"),
+        json!({"schema_version":"1.0","appId":"com.example.typed","name":"Typed","platforms":{"linux":{
+            "automation":"dbus","service":"com.example.Typed","object":"/com/example/Typed","interface":"com.example.Typed",
+            "tools":[{"name":"ping","description":"Ping","method":"Ping","parameters":{"type":"object"}}]}}})
+        .to_string(),
+    )
+    .unwrap();
+
+    let conn = Arc::new(
+        zbus::connection::Builder::address(address.as_str())
+            .unwrap()
+            .build()
+            .await
+            .unwrap(),
+    );
+    let c = conn.clone();
+    measure(
+        "D-Bus Ping via zbus directly",
+        2_000,
+        Arc::new(move || {
+            let c = c.clone();
+            boxed(async move {
+                c.call_method(
+                    Some("com.example.Typed"),
+                    "/com/example/Typed",
+                    Some("com.example.Typed"),
+                    "Ping",
+                    &(),
+                )
+                .await
+                .unwrap();
+            })
+        }),
+    )
+    .await;
+    let gw = Arc::new(Client::spawn_with(
+        GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+        &[("DBUS_SESSION_BUS_ADDRESS", &address)],
+    ));
+    gw.initialize().await;
+    let g = gw.clone();
+    measure(
+        "D-Bus Ping via aai_exec",
+        2_000,
+        Arc::new(move || {
+            let g = g.clone();
+            boxed(async move {
+                let (reply, _) = g
+                    .rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"com.example.typed","tool":"ping"}}))
+                    .await;
+                assert_eq!(reply["result"]["content"][0]["text"], "pong", "{reply}");
+            })
+        }),
+    )
+    .await;
+    let mut us = Vec::new();
+    for _ in 0..40 {
+        let t = Instant::now();
+        let status = std::process::Command::new("gdbus")
+            .args([
+                "call",
+                "--address",
+                &address,
+                "--dest",
+                "com.example.Typed",
+                "--object-path",
+                "/com/example/Typed",
+                "--method",
+                "com.example.Typed.Ping",
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .expect("gdbus");
+        assert!(status.success());
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (median, p99) = stats(us);
+    println!(
+        "{:<28} median {median:>7.1} µs  p99 {p99:>7.1} µs  (one process per call)",
+        "D-Bus Ping via gdbus call"
+    );
+    let _ = service.kill();
+    let _ = std::process::Command::new("kill").arg(&pid).status();
+}
+
 /// The adapter: echoes `params` back for every envelope, as fast as it can.
 fn adapter() {
     use std::io::{BufRead, Write};
@@ -319,8 +460,18 @@ fn main() {
             assert_eq!(r["result"]["content"][0]["text"], "{\"text\":\"hi\"}");
             return;
         }
-        startup(tmp.path(), &adapter).await;
-        list_bytes(tmp.path(), &adapter).await;
-        exec(tmp.path(), &adapter).await;
+        let only = std::env::var("AAI_BENCH_ONLY").unwrap_or_default();
+        if only.is_empty() || only == "startup" {
+            startup(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "list" {
+            list_bytes(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "exec" {
+            exec(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "dbus" {
+            dbus(tmp.path()).await;
+        }
     });
 }
