@@ -423,6 +423,7 @@ async fn dbus(tmp: &Path) {
         "D-Bus Ping via gdbus call"
     );
     let _ = service.kill();
+    let _ = service.wait();
     let _ = std::process::Command::new("kill").arg(&pid).status();
 }
 
