@@ -146,3 +146,35 @@ def test_scan_lists_built_ins_when_present(gw, desktop):
     assert notif and notif[0]["source"] == "builtin:notifications"
     assert notif[0]["bindings"][0]["usable"] is True
     assert notif[0]["bindings"][0]["tools"] == ["notify", "close", "capabilities", "server_info"]
+
+
+async def test_a_player_started_later_is_announced_and_removed_when_it_quits(gw, desktop, tmp_path):
+    import anyio
+
+    track = tmp_path / "tone.wav"
+    tone(track, seconds=5)
+    changes = []
+
+    async def on_message(message):
+        if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
+            changes.append(time.monotonic())
+
+    async with gw.session(on_message=on_message) as s:
+        names = [t.name for t in (await s.list_tools()).tools]
+        assert "app_org_mpris_MediaPlayer2_mpv" not in names
+        player = desktop.start(["mpv", "--no-config", "--script=/usr/lib/mpv-mpris/mpris.so", "--idle=yes",
+                                "--pause", "--ao=null", "--vo=null", "--no-terminal", str(track)],
+                               "org.mpris.MediaPlayer2.mpv")
+        with anyio.fail_after(10):
+            while not changes:
+                await anyio.sleep(0.05)
+        names = [t.name for t in (await s.list_tools()).tools]
+        assert "app_org_mpris_MediaPlayer2_mpv" in names
+        assert await call(s, "org.mpris.MediaPlayer2.mpv", "status") == "Paused"
+        player.kill()
+        player.wait()
+        with anyio.fail_after(10):
+            while len(changes) < 2:
+                await anyio.sleep(0.05)
+        names = [t.name for t in (await s.list_tools()).tools]
+        assert "app_org_mpris_MediaPlayer2_mpv" not in names

@@ -51,6 +51,11 @@ fn parse(text: &str, source: &str) -> (App, PathBuf) {
     (app, PathBuf::from(source))
 }
 
+/// Whether a bus name decides which built-in apps are active.
+pub fn watches(name: &str) -> bool {
+    name == "org.freedesktop.Notifications" || name.starts_with(MPRIS_PREFIX)
+}
+
 /// Adds built-in apps whose ids no descriptor on disk took.
 pub fn add_to(catalog: &mut Catalog, apps: Vec<(App, PathBuf)>) {
     for (app, source) in apps {

@@ -5,7 +5,9 @@
 //! The user dir and `scanPaths` are watched recursively; system directories only at
 //! their top level (watching all of `/opt` would be costly) and are otherwise covered by
 //! the periodic rescan. Only `*.json` paths (not `config.json`) trigger a rescan, so log
-//! writes under `$AAI_HOME` do not; bursts of events are coalesced.
+//! writes under `$AAI_HOME` do not; bursts of events are coalesced. On Unix the session
+//! bus is watched too: a media player or notification daemon appearing or leaving
+//! changes the built-in apps at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,17 +27,31 @@ const SETTLE: Duration = Duration::from_millis(150);
 pub struct Watcher {
     _fs: Option<notify::RecommendedWatcher>,
     task: tokio::task::JoinHandle<()>,
+    #[cfg(unix)]
+    bus_task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.task.abort();
+        #[cfg(unix)]
+        self.bus_task.abort();
     }
 }
 
 /// Starts watching for `gateway`, announcing changes through `server`.
 pub fn start(gateway: Arc<Gateway>, server: Server) -> Watcher {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    #[cfg(unix)]
+    let bus_task = {
+        let tx = tx.clone();
+        tokio::spawn(crate::exec::dbus::watch_names(
+            crate::builtin::watches,
+            move || {
+                let _ = tx.send(());
+            },
+        ))
+    };
     let fs = file_watcher(&gateway, tx);
     let interval = gateway.config.scan_interval;
     let task = tokio::spawn(async move {
@@ -71,7 +87,12 @@ pub fn start(gateway: Arc<Gateway>, server: Server) -> Watcher {
             }
         }
     });
-    Watcher { _fs: fs, task }
+    Watcher {
+        _fs: fs,
+        task,
+        #[cfg(unix)]
+        bus_task,
+    }
 }
 
 async fn tick(ticker: &mut Option<tokio::time::Interval>) {

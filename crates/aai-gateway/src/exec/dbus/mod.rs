@@ -386,6 +386,33 @@ pub async fn describe_service(
     Ok(out)
 }
 
+/// Calls `changed` whenever a name for which `watched` is true gets or loses its owner on
+/// the session bus (a media player starting, a notification daemon stopping). Returns when
+/// the bus goes away; returns at once when there is no session bus.
+pub async fn watch_names(watched: fn(&str) -> bool, changed: impl Fn()) {
+    use futures_util::StreamExt;
+    let Ok(conn) = Connection::session().await else {
+        return;
+    };
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .sender(DBUS)
+        .and_then(|b| b.interface(DBUS))
+        .and_then(|b| b.member("NameOwnerChanged"))
+        .map(|b| b.build());
+    let Ok(rule) = rule else { return };
+    let Ok(mut stream) = zbus::MessageStream::for_match_rule(rule, &conn, None).await else {
+        return;
+    };
+    while let Some(Ok(msg)) = stream.next().await {
+        if let Ok((name, _, _)) = msg.body().deserialize::<(String, String, String)>()
+            && watched(&name)
+        {
+            changed();
+        }
+    }
+}
+
 /// The session bus's owned well-known names (not activatable ones).
 pub async fn owned_names() -> Result<Vec<String>, String> {
     let conn = Connection::session().await.map_err(|e| e.to_string())?;
