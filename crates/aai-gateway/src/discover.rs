@@ -230,14 +230,9 @@ pub fn descriptor(
     }))
 }
 
-/// A stable 64-bit FNV-1a hash of `text` (recorded in `.generated`).
+/// The fingerprint recorded in `.generated`.
 pub fn fingerprint(text: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", crate::hash::stable(text))
 }
 
 /// What writing `text` to `dir/aai.json` would do.

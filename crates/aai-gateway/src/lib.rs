@@ -13,6 +13,7 @@
 //! * [`mcp`] — the MCP server; the only module that knows rmcp.
 //! * [`guide`], [`search`] — what agents read to find and use apps.
 //! * [`error`] — error codes and the seed's error shape.
+//! * [`hash`] — the stable hash behind slug suffixes and `--discover` fingerprints.
 //! * [`host`] — facts about this machine; which bindings can run here.
 //! * [`logging`] — stderr and file logging (never stdout).
 //!
@@ -27,6 +28,7 @@ pub mod discovery;
 pub mod error;
 pub mod exec;
 pub mod guide;
+pub mod hash;
 pub mod host;
 pub mod logging;
 pub mod mcp;

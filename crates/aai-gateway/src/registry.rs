@@ -173,14 +173,9 @@ fn base_slug(id: &str) -> String {
         .collect()
 }
 
-/// A short stable hash of an id (FNV-1a), for disambiguating slugs.
+/// A short stable hash of an id, for disambiguating slugs.
 fn short_hash(id: &str) -> String {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in id.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    format!("{:06x}", h & 0x00ff_ffff)
+    format!("{:06x}", crate::hash::stable(id) & 0x00ff_ffff)
 }
 
 fn assign_slugs(entries: &mut [Entry]) {
