@@ -111,6 +111,8 @@ class Gateway:
     def env(self, **extra):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.tmp),
                "AAI_SYSTEM_ROOT": str(self.tmp / "root"), "AAI_LOG": "debug",
+               # No session bus unless a test brings its own (see `bus`).
+               "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus",
                "GATEWAY_SECRET": "s3cr3t-should-not-leak"}
         env.update(self.extra_env)
         env.update(extra)

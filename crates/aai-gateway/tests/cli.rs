@@ -58,6 +58,8 @@ impl Env {
         c.env_clear()
             .env("HOME", self.dir.path().join("home"))
             .env("AAI_SYSTEM_ROOT", self.root())
+            // No session bus: built-in apps would otherwise follow the machine's desktop.
+            .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
             .arg("--home")
             .arg(self.home());
         c
