@@ -4,8 +4,8 @@
 //!
 //! The user dir and `scanPaths` are watched recursively; system directories only at
 //! their top level (watching all of `/opt` would be costly) and are otherwise covered by
-//! the periodic rescan. Only `*.json` paths (not `config.json`) trigger a rescan, so log
-//! writes under `$AAI_HOME` do not; bursts of events are coalesced. On Unix the session
+//! the periodic rescan. Only `*.json` paths (not `config.json`) and new folders trigger a
+//! rescan, so log writes under `$AAI_HOME` do not; bursts of events are coalesced. On Unix the session
 //! bus is watched too: a media player or notification daemon appearing or leaving
 //! changes the built-in apps at once.
 
@@ -110,9 +110,12 @@ fn file_watcher(
 ) -> Option<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
+        // A new folder counts too: its `aai.json` may be written before the recursive
+        // watch on the folder exists, and then no event names the file.
         let relevant = event.paths.iter().any(|p| {
-            p.extension().is_some_and(|e| e == "json")
-                && p.file_name().is_some_and(|n| n != "config.json")
+            (p.extension().is_some_and(|e| e == "json")
+                && p.file_name().is_some_and(|n| n != "config.json"))
+                || (event.kind.is_create() && p.is_dir())
         });
         if relevant {
             let _ = tx.send(());
