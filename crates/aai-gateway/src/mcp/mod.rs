@@ -444,11 +444,12 @@ fn descriptor_json(entry: &Entry) -> String {
 /// Serves MCP on stdin/stdout until the client goes away; loads the catalog in the
 /// background meanwhile, and watches for changes.
 pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
+    let server = Server::new(gateway.clone());
+    // Watch first, then scan, then talk: no change on disk can fall between the three.
+    let watcher = watch::start(gateway.clone(), server.clone());
     let scan = gateway.clone();
     tokio::task::spawn_blocking(move || scan.rescan());
-    let server = Server::new(gateway.clone());
-    let service = server.clone().serve(rmcp::transport::stdio()).await?;
-    let watcher = watch::start(gateway.clone(), server);
+    let service = server.serve(rmcp::transport::stdio()).await?;
     let cancel = service.cancellation_token();
     tokio::select! {
         reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),
