@@ -107,13 +107,14 @@ impl Gateway {
         }
     }
 
-    /// Runs one tool call.
+    /// Runs one tool call; `cancel` stops it, `progress` receives its progress.
     pub async fn call(
         &self,
         app: &str,
         tool: &str,
         args: Option<Value>,
-        ctx: impl FnOnce(std::time::Duration) -> CallContext,
+        cancel: tokio_util::sync::CancellationToken,
+        progress: Option<crate::exec::ProgressSink>,
     ) -> Result<Outcome, GatewayError> {
         let snapshot = self.snapshot().await;
         let entry = snapshot.find(app).ok_or_else(|| {
@@ -156,7 +157,12 @@ impl Gateway {
                 base_dir,
                 tool,
                 args,
-                ctx: ctx(timeout),
+                ctx: CallContext {
+                    timeout,
+                    cancel,
+                    progress,
+                    retries: self.config.retries,
+                },
             })
             .await;
         let elapsed = started.elapsed();

@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use crate::error::{Code, GatewayError};
-use crate::exec::CallContext;
 
 pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> ExitCode {
     let args = match args.map(serde_json::from_str::<serde_json::Value>) {
@@ -44,13 +43,7 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
                 on_signal.cancel();
             }
         });
-        gateway
-            .call(app, tool, args, |timeout| CallContext {
-                timeout,
-                cancel,
-                progress: None,
-            })
-            .await
+        gateway.call(app, tool, args, cancel, None).await
     });
     gateway.shutdown();
     match outcome {

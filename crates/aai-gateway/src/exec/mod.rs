@@ -6,6 +6,7 @@
 
 #[cfg(unix)]
 pub mod dbus;
+pub mod http;
 pub mod process;
 pub mod stdio;
 
@@ -43,6 +44,8 @@ pub struct CallContext {
     pub cancel: CancellationToken,
     /// Progress sink, when the client sent a progress token.
     pub progress: Option<ProgressSink>,
+    /// How often a call that is safe to retry may be retried (config `retries`).
+    pub retries: u32,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -82,6 +85,7 @@ pub trait Execute {
 #[derive(Debug, Default)]
 pub struct Executors {
     stdio: stdio::StdioExecutor,
+    http: http::HttpExecutor,
     #[cfg(unix)]
     dbus: dbus::DbusExecutor,
 }
@@ -91,6 +95,7 @@ impl Executors {
     pub async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
         match req.executor {
             Executor::Stdio(_) => self.stdio.execute(req).await,
+            Executor::Http(_) => self.http.execute(req).await,
             #[cfg(unix)]
             Executor::Dbus(_) => self.dbus.execute(req).await,
             other => Err(GatewayError::new(

@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::{ErrorStyle, Exposure};
 use crate::error::{Code, GatewayError};
-use crate::exec::{CallContext, Progress, ProgressSink};
+use crate::exec::{Progress, ProgressSink};
 use crate::pipeline::{Gateway, Outcome};
 use crate::registry::{Entry, Snapshot};
 
@@ -157,14 +157,7 @@ impl Server {
     ) -> Result<CallToolResult, GatewayError> {
         let progress = progress_sink(ctx);
         let cancel = ctx.ct.clone();
-        let outcome = self
-            .gateway
-            .call(app, tool, args, |timeout| CallContext {
-                timeout,
-                cancel,
-                progress,
-            })
-            .await?;
+        let outcome = self.gateway.call(app, tool, args, cancel, progress).await?;
         Ok(outcome_result(outcome))
     }
 }

@@ -1,0 +1,452 @@
+//! The `http` executor (DESIGN §6) on reqwest, one client (connection pool) per gateway.
+//!
+//! URL: `baseUrl` + the tool's `path`, each `{name}` filled with the argument of that name,
+//! percent-encoded as one path segment and removed from the arguments. The rest go to the
+//! query string for GET, DELETE and HEAD (arrays as repeated keys, objects as JSON text,
+//! nulls left out) and to a JSON body otherwise. Headers: `defaultHeaders`, then auth
+//! (when credentials land), then the tool's `headers`.
+//!
+//! Only the origin of `baseUrl` is ever contacted: a redirect elsewhere is refused. Plain
+//! http is allowed only for loopback (checked at load). Responses over 10 MiB are refused.
+//! JSON responses become JSON results, anything else text.
+//!
+//! Status → error: 400 INVALID_PARAMS, 401 AUTH_REQUIRED, 403 AUTH_DENIED, 404 NOT_FOUND,
+//! 429 RATE_LIMITED, 5xx SERVICE_UNAVAILABLE, other 4xx AUTOMATION_FAILED; the detail
+//! quotes the start of the response body. 429 and 503 with a `Retry-After` the deadline
+//! allows, and connections refused before anything was sent, are retried (config
+//! `retries`); nothing that may have reached the app otherwise is.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use aai_descriptor::{Executor, HttpMethod, ToolCall};
+use reqwest::{Client, Method, StatusCode, Url};
+use serde_json::{Map, Value};
+
+use super::{Execute, Request};
+use crate::error::{Code, GatewayError};
+
+/// Largest response body accepted.
+const MAX_BODY: usize = 10 * 1024 * 1024;
+/// Longest `Retry-After` worth waiting for.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Makes HTTP requests for web apps.
+#[derive(Debug, Default)]
+pub struct HttpExecutor {
+    client: OnceLock<Result<Client, String>>,
+}
+
+impl Execute for HttpExecutor {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+        let Executor::Http(http) = req.executor else {
+            unreachable!("dispatched by executor type");
+        };
+        let ToolCall::Http {
+            method,
+            path,
+            headers,
+        } = &req.tool.call
+        else {
+            return Err(GatewayError::new(
+                Code::AaiJsonInvalid,
+                "this http tool has no `execution.path`",
+            ));
+        };
+        let client = self.client()?;
+        let mut args = match &req.args {
+            Value::Object(m) => m.clone(),
+            _ => Map::new(),
+        };
+        let url = build_url(&http.base_url, path, &mut args, *method)?;
+        let header_map = header_map(http.default_headers.iter().chain(headers))?;
+        let deadline = Instant::now() + req.ctx.timeout;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut builder = client
+                .request(reqwest_method(*method), url.clone())
+                .headers(header_map.clone());
+            if !matches!(
+                method,
+                HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
+            ) {
+                builder = builder
+                    .header("content-type", "application/json")
+                    .body(Value::Object(args.clone()).to_string());
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let sent = tokio::select! {
+                r = builder.timeout(remaining).send() => r,
+                () = req.ctx.cancel.cancelled() => {
+                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled"));
+                }
+            };
+            let response = match sent {
+                Ok(r) => r,
+                Err(e) if e.is_timeout() => return Err(timeout(req.ctx.timeout)),
+                Err(e)
+                    if e.is_connect()
+                        && attempt <= req.ctx.retries + 1
+                        && remaining > Duration::from_millis(200) =>
+                {
+                    tracing::info!(
+                        app = req.app,
+                        "connection failed before sending; retrying: {e}"
+                    );
+                    tokio::time::sleep(backoff(attempt)).await;
+                    continue;
+                }
+                Err(e) => return Err(transport_error(&e)),
+            };
+            let status = response.status();
+            let retry_after = retry_after(&response);
+            if matches!(
+                status,
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+            ) && attempt <= req.ctx.retries
+                && let Some(wait) = retry_after.filter(|w| Instant::now() + *w < deadline)
+            {
+                tracing::info!(app = req.app, %status, ?wait, "honouring Retry-After");
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            let is_json = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|t| t.contains("json"));
+            let body = tokio::select! {
+                b = read_body(response) => b?,
+                () = tokio::time::sleep(deadline.saturating_duration_since(Instant::now())) => {
+                    return Err(timeout(req.ctx.timeout));
+                }
+                () = req.ctx.cancel.cancelled() => {
+                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled"));
+                }
+            };
+            let text = String::from_utf8_lossy(&body);
+            if status.is_success() {
+                if *method == HttpMethod::Head || body.is_empty() {
+                    return Ok(Value::Null);
+                }
+                return Ok(if is_json {
+                    serde_json::from_slice(&body)
+                        .unwrap_or_else(|_| Value::String(text.into_owned()))
+                } else {
+                    Value::String(text.into_owned())
+                });
+            }
+            return Err(status_error(status, &text, retry_after));
+        }
+    }
+}
+
+impl HttpExecutor {
+    fn client(&self) -> Result<&Client, GatewayError> {
+        self.client
+            .get_or_init(|| {
+                // reqwest is built without a default TLS provider; use rustls' ring.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                Client::builder()
+                    .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                        let target = attempt.url().origin();
+                        let cross = attempt
+                            .previous()
+                            .first()
+                            .is_some_and(|f| f.origin() != target);
+                        if cross {
+                            let to = target.ascii_serialization();
+                            attempt.error(format!("redirect to another origin ({to}) refused"))
+                        } else if attempt.previous().len() > 5 {
+                            attempt.error("too many redirects")
+                        } else {
+                            attempt.follow()
+                        }
+                    }))
+                    .connect_timeout(Duration::from_secs(10))
+                    .pool_idle_timeout(Duration::from_secs(90))
+                    .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| {
+                GatewayError::new(
+                    Code::AutomationFailed,
+                    format!("cannot start the HTTP client: {e}"),
+                )
+            })
+    }
+}
+
+/// Headers in order, a later one replacing an earlier one of the same name.
+fn header_map<'a>(
+    pairs: impl Iterator<Item = &'a (String, String)>,
+) -> Result<reqwest::header::HeaderMap, GatewayError> {
+    use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+    let mut map = HeaderMap::new();
+    for (k, v) in pairs {
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+            GatewayError::new(
+                Code::AaiJsonInvalid,
+                format!("`{k}` is not a valid header name"),
+            )
+        })?;
+        let value = HeaderValue::from_str(v).map_err(|_| {
+            GatewayError::new(
+                Code::AaiJsonInvalid,
+                format!("the value of header `{k}` is not valid"),
+            )
+        })?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+fn reqwest_method(m: HttpMethod) -> Method {
+    match m {
+        HttpMethod::Get => Method::GET,
+        HttpMethod::Post => Method::POST,
+        HttpMethod::Put => Method::PUT,
+        HttpMethod::Patch => Method::PATCH,
+        HttpMethod::Delete => Method::DELETE,
+        HttpMethod::Head => Method::HEAD,
+    }
+}
+
+/// `base` + `path` with `{name}` segments filled (and removed from `args`); the remaining
+/// arguments in the query string for GET, DELETE and HEAD.
+pub fn build_url(
+    base: &str,
+    path: &str,
+    args: &mut Map<String, Value>,
+    method: HttpMethod,
+) -> Result<Url, GatewayError> {
+    let mut filled = String::with_capacity(base.len() + path.len());
+    filled.push_str(base.trim_end_matches('/'));
+    let mut rest = path;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        filled.push_str(&rest[..open]);
+        let name = &rest[open + 1..open + close];
+        let value = args.shift_remove(name).ok_or_else(|| {
+            GatewayError::new(
+                Code::InvalidParams,
+                format!("missing argument `{name}` (it is part of the URL path)"),
+            )
+            .with("field", format!("/{name}"))
+        })?;
+        let text = scalar_text(&value).ok_or_else(|| {
+            GatewayError::new(
+                Code::InvalidParams,
+                format!(
+                    "argument `{name}` must be a string or a number (it is part of the URL path)"
+                ),
+            )
+            .with("field", format!("/{name}"))
+        })?;
+        if text.is_empty() {
+            return Err(GatewayError::new(
+                Code::InvalidParams,
+                format!("argument `{name}` must not be empty (it is part of the URL path)"),
+            )
+            .with("field", format!("/{name}")));
+        }
+        filled.push_str(&encode(&text));
+        rest = &rest[open + close + 1..];
+    }
+    filled.push_str(rest);
+    if matches!(
+        method,
+        HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
+    ) {
+        let mut query = String::new();
+        for (k, v) in args.iter() {
+            let values: Vec<String> = match v {
+                Value::Null => continue,
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| scalar_text(i).unwrap_or_else(|| i.to_string()))
+                    .collect(),
+                other => vec![scalar_text(other).unwrap_or_else(|| other.to_string())],
+            };
+            for value in values {
+                query.push(if query.is_empty() { '?' } else { '&' });
+                query.push_str(&encode(k));
+                query.push('=');
+                query.push_str(&encode(&value));
+            }
+        }
+        if !query.is_empty() {
+            if filled.contains('?') {
+                query.replace_range(0..1, "&");
+            }
+            filled.push_str(&query);
+        }
+        args.clear();
+    }
+    Url::parse(&filled).map_err(|e| {
+        GatewayError::new(
+            Code::AaiJsonInvalid,
+            format!("the tool's URL `{filled}` is invalid: {e}"),
+        )
+    })
+}
+
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Percent-encodes everything but the unreserved characters (RFC 3986).
+pub fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(100 * 2u64.pow(attempt.min(5)))
+}
+
+fn timeout(limit: Duration) -> GatewayError {
+    GatewayError::new(
+        Code::Timeout,
+        format!("no response within {:.1} s", limit.as_secs_f64()),
+    )
+}
+
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let secs: u64 = response
+        .headers()
+        .get("retry-after")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs)).filter(|d| *d <= MAX_RETRY_AFTER)
+}
+
+async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
+    if response
+        .content_length()
+        .is_some_and(|n| n as usize > MAX_BODY)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn too_large() -> GatewayError {
+    GatewayError::new(
+        Code::AutomationFailed,
+        format!("the response is larger than {} MiB", MAX_BODY / 1024 / 1024),
+    )
+}
+
+fn transport_error(e: &reqwest::Error) -> GatewayError {
+    use std::error::Error as _;
+    let mut detail = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    let code = if e.is_connect() {
+        Code::ServiceUnavailable
+    } else {
+        Code::AutomationFailed
+    };
+    GatewayError::new(code, detail)
+}
+
+fn status_error(status: StatusCode, body: &str, retry_after: Option<Duration>) -> GatewayError {
+    let code = match status.as_u16() {
+        400 | 422 => Code::InvalidParams,
+        401 => Code::AuthRequired,
+        403 => Code::AuthDenied,
+        404 => Code::NotFound,
+        429 => Code::RateLimited,
+        500..=599 => Code::ServiceUnavailable,
+        _ => Code::AutomationFailed,
+    };
+    let excerpt: String = body.trim().chars().take(300).collect();
+    let mut detail = format!("HTTP {status}");
+    if !excerpt.is_empty() {
+        detail.push_str(&format!(": {excerpt}"));
+    }
+    let mut err = GatewayError::new(code, detail).with("httpStatus", status.as_u16());
+    if let Some(wait) = retry_after {
+        err = err.with("retryAfterSecs", wait.as_secs());
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn url(path: &str, args: Value, method: HttpMethod) -> (String, Value) {
+        let mut map = args.as_object().unwrap().clone();
+        let u = build_url("http://127.0.0.1:8080/api/", path, &mut map, method).unwrap();
+        (u.to_string(), Value::Object(map))
+    }
+
+    #[test]
+    fn path_segments_are_encoded_and_taken_from_the_arguments() {
+        let (u, rest) = url(
+            "/repos/{ns}/docs/{slug}",
+            json!({"ns": "a b/c?d", "slug": 7, "x": 1}),
+            HttpMethod::Post,
+        );
+        assert_eq!(u, "http://127.0.0.1:8080/api/repos/a%20b%2Fc%3Fd/docs/7");
+        assert_eq!(rest, json!({"x": 1}));
+    }
+
+    #[test]
+    fn get_and_delete_put_the_rest_in_the_query() {
+        let (u, rest) = url(
+            "/items/{id}",
+            json!({"id": "é", "tag": ["a", "b&c"], "n": 2, "skip": null, "f": {"k": 1}}),
+            HttpMethod::Delete,
+        );
+        assert_eq!(
+            u,
+            "http://127.0.0.1:8080/api/items/%C3%A9?tag=a&tag=b%26c&n=2&f=%7B%22k%22%3A1%7D"
+        );
+        assert_eq!(rest, json!({}));
+    }
+
+    #[test]
+    fn path_arguments_must_be_present_and_scalar() {
+        let mut args = json!({"id": {"no": 1}}).as_object().unwrap().clone();
+        let e = build_url("http://x.test", "/i/{id}", &mut args, HttpMethod::Get).unwrap_err();
+        assert_eq!(e.code, Code::InvalidParams);
+        let mut args = Map::new();
+        let e = build_url("http://x.test", "/i/{id}", &mut args, HttpMethod::Get).unwrap_err();
+        assert!(e.detail.contains("missing argument `id`"));
+    }
+}
