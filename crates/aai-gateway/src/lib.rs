@@ -4,8 +4,10 @@
 //! # Layout
 //! * [`cli`] — the command line; `main.rs` only calls [`cli::main`].
 //! * [`config`] — `config.json`.
+//! * [`credentials`] — the credential store (OS keyring, or an opt-in 0600 file).
 //! * `discover` — `--discover`: descriptors generated from D-Bus introspection (Unix).
 //! * [`discovery`] — where descriptors are found, precedence, merging, shadowing.
+//! * [`auth`] — stored credentials → what a web request carries; AUTH_REQUIRED guidance.
 //! * [`builtin`] — descriptors compiled in (notifications, MPRIS players), active when present.
 //! * [`registry`] — the served apps: usable binding, slugs, lookup; swapped on reload.
 //! * [`pipeline`] — one call: lookup, defaults, validation, timeout, executor.
@@ -19,9 +21,11 @@
 //!
 //! The descriptor model and its parsers live in the `aai-descriptor` crate (no I/O).
 
+pub mod auth;
 pub mod builtin;
 pub mod cli;
 pub mod config;
+pub mod credentials;
 #[cfg(unix)]
 pub mod discover;
 pub mod discovery;

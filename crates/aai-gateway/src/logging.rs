@@ -10,10 +10,36 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, fmt};
 
+/// Libraries whose debug output carries message payloads — MCP results, HTTP bodies and
+/// headers, D-Bus messages (secrets travel in them): capped at `info` unless a directive
+/// names them.
+const PAYLOAD_LOGGERS: &[&str] = &[
+    "rmcp",
+    "reqwest",
+    "hyper",
+    "hyper_util",
+    "h2",
+    "rustls",
+    "zbus",
+    "secret_service",
+];
+
+/// The filter for `directives`, with the payload loggers capped.
+fn filter(directives: &str) -> EnvFilter {
+    let mut full = directives.to_owned();
+    for name in PAYLOAD_LOGGERS {
+        if !directives.contains(name) {
+            full.push_str(&format!(",{name}=info"));
+        }
+    }
+    EnvFilter::new(full)
+}
+
 /// Installs the global subscriber once; later calls do nothing. A log directory that
 /// cannot be written is reported on stderr and skipped.
 pub fn init(level: &str, dir: Option<&Path>) {
-    let filter = EnvFilter::try_from_env("AAI_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    let directives = std::env::var("AAI_LOG").unwrap_or_else(|_| level.to_owned());
+    let filter = filter(&directives);
     let file = dir.and_then(|dir| {
         std::fs::create_dir_all(dir)
             .and_then(|()| {

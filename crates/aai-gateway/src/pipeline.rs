@@ -38,6 +38,7 @@ pub struct Gateway {
     loaded: AtomicBool,
     loaded_notify: Notify,
     executors: Executors,
+    auth: crate::auth::Authenticator,
 }
 
 /// A successful call.
@@ -58,7 +59,10 @@ impl Gateway {
         host: Host,
         search_dirs: Vec<SearchDir>,
     ) -> Arc<Gateway> {
+        let store = crate::credentials::Store::new(config.credentials, &home);
+        let auth = crate::auth::Authenticator::new(store, locale.clone());
         Arc::new(Gateway {
+            auth,
             config,
             home,
             locale,
@@ -149,22 +153,54 @@ impl Gateway {
             .unwrap_or(self.config.default_timeout);
         let base_dir = entry.source.parent().unwrap_or(Path::new("."));
         let started = std::time::Instant::now();
-        let result = self
-            .executors
-            .execute(Request {
-                app: app_id,
-                executor: &binding.executor,
-                base_dir,
-                tool,
-                args,
-                ctx: CallContext {
-                    timeout,
-                    cancel,
-                    progress,
-                    retries: self.config.retries,
+        let web_auth = match (&binding.executor, &binding.auth) {
+            (aai_descriptor::Executor::Http(h), Some(a)) => Some((a, h.base_url.as_str())),
+            _ => None,
+        };
+        let mut attempt = 0;
+        let result = loop {
+            attempt += 1;
+            let material = match web_auth {
+                Some((a, base)) => match self.auth.material(app_id, a, base).await {
+                    Ok(m) => Some(m),
+                    Err(e) => break Err(e),
                 },
-            })
-            .await;
+                None => None,
+            };
+            let result = self
+                .executors
+                .execute(Request {
+                    app: app_id,
+                    executor: &binding.executor,
+                    base_dir,
+                    tool,
+                    args: args.clone(),
+                    auth: material,
+                    ctx: CallContext {
+                        timeout,
+                        cancel: cancel.clone(),
+                        progress: progress.clone(),
+                        retries: self.config.retries,
+                    },
+                })
+                .await;
+            match (&result, web_auth) {
+                // A 401 with a stored credential: an exchanged token may have expired
+                // (fetch a fresh one, once); a static one was rejected.
+                (Err(e), Some((a, _))) if e.code == Code::AuthRequired => {
+                    if matches!(a, aai_descriptor::Auth::AppCredential(_)) && attempt == 1 {
+                        self.auth.forget_token(app_id);
+                        continue;
+                    }
+                    break Err(self.auth.required(
+                        app_id,
+                        a,
+                        &format!("the service rejected the stored credential ({})", e.detail),
+                    ));
+                }
+                _ => break result,
+            }
+        };
         let elapsed = started.elapsed();
         match &result {
             Ok(_) => tracing::info!(app = app_id, tool = %tool.name, ?elapsed, "call succeeded"),

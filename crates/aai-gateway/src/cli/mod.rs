@@ -1,5 +1,6 @@
 //! The command line (DESIGN §8). Only commands that work are defined.
 
+mod auth;
 mod call;
 #[cfg(unix)]
 mod discover;
@@ -73,6 +74,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show, store or remove the credentials of web apps (values are never shown).
+    Auth {
+        #[command(subcommand)]
+        action: AuthCommand,
+    },
     /// Run one tool through the full pipeline and print its result (JSON).
     Call {
         /// App id (or name).
@@ -81,6 +87,28 @@ enum Command {
         tool: String,
         /// Arguments as a JSON object; default `{}`.
         args: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuthCommand {
+    /// Which apps need credentials and whether one is stored.
+    Status {
+        /// Only this app.
+        app: Option<String>,
+    },
+    /// Store the credential of an app (asked for without echo, or read with --stdin).
+    Set {
+        /// App id.
+        app: String,
+        /// Read the value from standard input.
+        #[arg(long)]
+        stdin: bool,
+    },
+    /// Remove the stored credential of an app.
+    Logout {
+        /// App id.
+        app: String,
     },
 }
 
@@ -142,6 +170,15 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Some(Command::Validate { paths, json }) => Ok(validate::run(&paths, json)),
+        Some(Command::Auth { action }) => {
+            let ctx = context(cli.home, cli.config, false)?;
+            let action = match action {
+                AuthCommand::Status { app } => auth::Action::Status(app),
+                AuthCommand::Set { app, stdin } => auth::Action::Set { app, stdin },
+                AuthCommand::Logout { app } => auth::Action::Logout(app),
+            };
+            Ok(auth::run(&ctx, action))
+        }
         Some(Command::Call { app, tool, args }) => {
             let ctx = context(cli.home, cli.config, false)?;
             Ok(call::run(ctx, &app, &tool, args.as_deref()))

@@ -4,7 +4,7 @@
 //! percent-encoded as one path segment and removed from the arguments. The rest go to the
 //! query string for GET, DELETE and HEAD (arrays as repeated keys, objects as JSON text,
 //! nulls left out) and to a JSON body otherwise. Headers: `defaultHeaders`, then auth
-//! (when credentials land), then the tool's `headers`.
+//! (resolved by the pipeline, see `auth`), then the tool's `headers`.
 //!
 //! Only the origin of `baseUrl` is ever contacted: a redirect elsewhere is refused. Plain
 //! http is allowed only for loopback (checked at load). Responses over 10 MiB are refused.
@@ -58,8 +58,25 @@ impl Execute for HttpExecutor {
             Value::Object(m) => m.clone(),
             _ => Map::new(),
         };
-        let url = build_url(&http.base_url, path, &mut args, *method)?;
-        let header_map = header_map(http.default_headers.iter().chain(headers))?;
+        let mut url = build_url(&http.base_url, path, &mut args, *method)?;
+        let auth = req.auth.clone().unwrap_or_default();
+        if !auth.query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in &auth.query {
+                pairs.append_pair(k, v.expose());
+            }
+        }
+        let auth_headers: Vec<(String, String)> = auth
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.expose().to_owned()))
+            .collect();
+        let header_map = header_map(
+            http.default_headers
+                .iter()
+                .chain(&auth_headers)
+                .chain(headers),
+        )?;
         let deadline = Instant::now() + req.ctx.timeout;
         let mut attempt = 0;
         loop {

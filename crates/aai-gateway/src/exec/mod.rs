@@ -70,6 +70,8 @@ pub struct Request<'a> {
     pub tool: &'a Tool,
     /// Validated arguments, defaults applied.
     pub args: Value,
+    /// What authentication adds to the request (web bindings).
+    pub auth: Option<crate::auth::Material>,
     /// Deadline, cancellation, progress.
     pub ctx: CallContext,
 }

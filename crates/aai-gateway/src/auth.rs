@@ -1,0 +1,295 @@
+//! Turns a binding's `auth` and the stored credential into what a request carries.
+//!
+//! * `apiKey`: the key in the header `name` (as `prefix key` when there is a prefix) or in
+//!   the query parameter `name`;
+//! * `cookie`: the stored `Cookie` value, once every `requiredCookies` name is in it, and
+//!   only when the base URL's host is within the cookie `domain`;
+//! * `appCredential`: app id + secret exchanged at `tokenEndpoint` (`{"app_id",
+//!   "app_secret"}`), the token (any of the usual camelCase or snake_case token fields) kept
+//!   in memory until a minute before it expires (`expire`/`expires_in`, else the
+//!   descriptor's `expiresIn`) and sent as `Authorization: Bearer …`; a 401 drops it and the
+//!   call is tried once more with a fresh one;
+//! * `oauth2`: not built yet (AUTOMATION_NOT_SUPPORTED).
+//!
+//! Without a stored credential the call fails with AUTH_REQUIRED, whose `data` carries the
+//! descriptor's instructions, where to get the credential, the command that stores it and
+//! the user's locale — so the agent can tell the user what to do. Secrets never enter
+//! errors or logs.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aai_descriptor::{Auth, Instructions, KeyLocation};
+use serde_json::{Value, json};
+
+use crate::credentials::{Credential, Secret, Store};
+use crate::error::{Code, GatewayError};
+
+/// What one request must carry.
+#[derive(Debug, Clone, Default)]
+pub struct Material {
+    /// Headers to set (after the default headers, before the tool's).
+    pub headers: Vec<(String, Secret)>,
+    /// Query parameters to add.
+    pub query: Vec<(String, Secret)>,
+}
+
+/// Credentials for calls, with a cache of exchanged tokens.
+#[derive(Debug)]
+pub struct Authenticator {
+    store: Store,
+    locale: Option<String>,
+    tokens: Mutex<HashMap<String, (Secret, Instant)>>,
+    client: OnceLock<reqwest::Client>,
+}
+
+impl Authenticator {
+    /// Credentials from `store`; messages mention `locale`.
+    pub fn new(store: Store, locale: Option<String>) -> Authenticator {
+        Authenticator {
+            store,
+            locale,
+            tokens: Mutex::new(HashMap::new()),
+            client: OnceLock::new(),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Drops a cached token (after a 401).
+    pub fn forget_token(&self, app: &str) {
+        self.tokens.lock().expect("token lock").remove(app);
+    }
+
+    /// What a request of `app` with `auth` must carry; `base_url` is checked for cookies.
+    pub async fn material(
+        &self,
+        app: &str,
+        auth: &Auth,
+        base_url: &str,
+    ) -> Result<Material, GatewayError> {
+        let stored = self.store.get(app).await?;
+        let required = |why: &str| self.required(app, auth, why);
+        match auth {
+            Auth::ApiKey(k) => {
+                let Some(Credential::ApiKey(key)) = stored else {
+                    return Err(required("no API key is stored for this app"));
+                };
+                let value = match k.prefix.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+                    Some(prefix) => Secret::new(format!("{prefix} {}", key.expose())),
+                    None => key,
+                };
+                Ok(match k.location {
+                    KeyLocation::Header => Material {
+                        headers: vec![(k.name.clone(), value)],
+                        query: Vec::new(),
+                    },
+                    KeyLocation::Query => Material {
+                        headers: Vec::new(),
+                        query: vec![(k.name.clone(), value)],
+                    },
+                })
+            }
+            Auth::Cookie(c) => {
+                let Some(Credential::Cookie(cookies)) = stored else {
+                    return Err(required("no cookies are stored for this app"));
+                };
+                let host = url_host(base_url);
+                let domain = c.domain.trim_start_matches('.');
+                if !(host == domain || host.ends_with(&format!(".{domain}"))) {
+                    return Err(GatewayError::new(
+                        Code::AaiJsonInvalid,
+                        format!(
+                            "the cookie domain `{}` does not cover `{host}`; cookies are only sent to their domain",
+                            c.domain
+                        ),
+                    ));
+                }
+                let names: Vec<&str> = cookies
+                    .expose()
+                    .split(';')
+                    .filter_map(|p| p.split_once('=').map(|(n, _)| n.trim()))
+                    .collect();
+                let missing: Vec<&str> = c
+                    .required_cookies
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|r| !names.contains(r))
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(required(&format!(
+                        "the stored cookies lack {}",
+                        missing.join(", ")
+                    )));
+                }
+                Ok(Material {
+                    headers: vec![("Cookie".to_owned(), cookies)],
+                    query: Vec::new(),
+                })
+            }
+            Auth::AppCredential(a) => {
+                if let Some((token, until)) = self.tokens.lock().expect("token lock").get(app)
+                    && Instant::now() < *until
+                {
+                    return Ok(bearer(token));
+                }
+                let Some(Credential::AppCredential { app_id, app_secret }) = stored else {
+                    return Err(required("no app id and secret are stored for this app"));
+                };
+                let (token, lifetime) = self
+                    .exchange(app, &a.token_endpoint, &app_id, &app_secret)
+                    .await?;
+                let lifetime = lifetime.unwrap_or(a.expires_in);
+                let until = Instant::now()
+                    + lifetime
+                        .saturating_sub(Duration::from_secs(60))
+                        .max(Duration::from_secs(1));
+                self.tokens
+                    .lock()
+                    .expect("token lock")
+                    .insert(app.to_owned(), (token.clone(), until));
+                Ok(bearer(&token))
+            }
+            Auth::OAuth2(_) => Err(GatewayError::new(
+                Code::AutomationNotSupported,
+                "OAuth 2 sign-in is not available in this build yet",
+            )),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        app: &str,
+        endpoint: &str,
+        app_id: &str,
+        secret: &Secret,
+    ) -> Result<(Secret, Option<Duration>), GatewayError> {
+        let client = self.client.get_or_init(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("a plain client builds")
+        });
+        let body = json!({"app_id": app_id, "app_secret": secret.expose()}).to_string();
+        let response = client
+            .post(endpoint)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                GatewayError::new(
+                    Code::ServiceUnavailable,
+                    format!("the token endpoint is unreachable: {e}"),
+                )
+            })?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let field = |names: &[&str]| names.iter().find_map(|n| value.get(*n));
+        let token = field(&[
+            "tenant_access_token",
+            "tenantAccessToken",
+            "app_access_token",
+            "appAccessToken",
+            "user_access_token",
+            "userAccessToken",
+            "access_token",
+            "accessToken",
+            "token",
+        ])
+        .and_then(Value::as_str);
+        let provider_code = value
+            .get("code")
+            .and_then(Value::as_i64)
+            .filter(|c| *c != 0);
+        match (status.is_success(), token, provider_code) {
+            (true, Some(token), None) => {
+                let lifetime = field(&["expire", "expires_in", "expiresIn"])
+                    .and_then(Value::as_u64)
+                    .map(Duration::from_secs);
+                tracing::info!(app, "obtained an app access token");
+                Ok((Secret::new(token), lifetime))
+            }
+            _ => {
+                let message = field(&["msg", "message", "error_description", "error"])
+                    .and_then(Value::as_str)
+                    .unwrap_or("no token in the response");
+                Err(GatewayError::new(
+                    Code::AuthDenied,
+                    format!(
+                        "the token endpoint refused the stored app credential (HTTP {status}): {message}"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// AUTH_REQUIRED with everything the agent needs to explain the fix.
+    pub fn required(&self, app: &str, auth: &Auth, why: &str) -> GatewayError {
+        let (kind, instructions, obtain): (&str, Option<&Instructions>, Option<&str>) = match auth {
+            Auth::ApiKey(k) => (
+                "apiKey",
+                k.instructions.as_ref(),
+                Some(k.obtain_url.as_str()),
+            ),
+            Auth::Cookie(c) => (
+                "cookie",
+                c.instructions.as_ref(),
+                Some(c.login_url.as_str()),
+            ),
+            Auth::AppCredential(a) => ("appCredential", a.instructions.as_ref(), None),
+            Auth::OAuth2(_) => ("oauth2", None, None),
+        };
+        let mut err = GatewayError::new(
+            Code::AuthRequired,
+            format!("{why}; the user can store it with `aai-gateway auth set {app}`"),
+        )
+        .with("authType", kind)
+        .with("command", format!("aai-gateway auth set {app}"));
+        if let Some(url) = obtain {
+            err = err.with("obtainUrl", url);
+        }
+        if let Some(i) = instructions {
+            let mut obj = serde_json::Map::new();
+            obj.insert("short".into(), i.short.clone().into());
+            if let Some(d) = &i.detailed {
+                obj.insert("detailed".into(), d.clone().into());
+            }
+            if let Some(h) = &i.help_url {
+                obj.insert("helpUrl".into(), h.clone().into());
+            }
+            err = err.with("instructions", Value::Object(obj));
+        }
+        if let Some(locale) = &self.locale {
+            err = err.with("locale", locale.clone());
+        }
+        err
+    }
+}
+
+fn bearer(token: &Secret) -> Material {
+    Material {
+        headers: vec![(
+            "Authorization".to_owned(),
+            Secret::new(format!("Bearer {}", token.expose())),
+        )],
+        query: Vec::new(),
+    }
+}
+
+fn url_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    host.split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}

@@ -1,0 +1,164 @@
+//! `auth status [app]`, `auth set <app> [--stdin]`, `auth logout <app>`: the user's side
+//! of credentials. Values are never printed; `set` reads a terminal without echo, or
+//! standard input with `--stdin` (a bare string for `apiKey` and `cookie`, a JSON object
+//! `{"appId", "appSecret"}` for `appCredential`).
+
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+use aai_descriptor::Auth;
+
+use super::Context;
+use super::table::Table;
+use crate::credentials::{Credential, Store};
+use crate::discovery;
+
+/// What to do.
+#[derive(Debug)]
+pub(super) enum Action {
+    Status(Option<String>),
+    Set { app: String, stdin: bool },
+    Logout(String),
+}
+
+fn auth_kind(auth: &Auth) -> &'static str {
+    match auth {
+        Auth::OAuth2(_) => "oauth2",
+        Auth::ApiKey(_) => "apiKey",
+        Auth::AppCredential(_) => "appCredential",
+        Auth::Cookie(_) => "cookie",
+    }
+}
+
+pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
+    let catalog = discovery::scan(&ctx.search_dirs());
+    let apps: Vec<(String, Auth)> = catalog
+        .apps
+        .iter()
+        .filter_map(|l| {
+            let auth = l.app.bindings.iter().find_map(|b| b.auth.clone())?;
+            Some((l.app.id.clone(), auth))
+        })
+        .collect();
+    let find = |id: &str| {
+        apps.iter()
+            .find(|(a, _)| a == id)
+            .map(|(_, auth)| auth.clone())
+    };
+    let store = Store::new(ctx.config.credentials, &ctx.home);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("cannot start: {e}")),
+    };
+    match action {
+        Action::Status(only) => {
+            let mut table = Table::new(&["APP", "AUTH", "STORED"]);
+            for (id, auth) in apps
+                .iter()
+                .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
+            {
+                let stored = match runtime.block_on(store.get(id)) {
+                    Ok(Some(c)) if c.kind() == auth_kind(auth) => "yes".to_owned(),
+                    Ok(Some(c)) => format!(
+                        "a {} credential (the app needs {})",
+                        c.kind(),
+                        auth_kind(auth)
+                    ),
+                    Ok(None) => "no".to_owned(),
+                    Err(e) => return fail(&e.detail),
+                };
+                table.row(vec![id.clone(), auth_kind(auth).to_owned(), stored]);
+            }
+            if let Some(o) = only.filter(|o| find(o).is_none()) {
+                return fail(&format!("no app `{o}` that needs credentials"));
+            }
+            let _ = write!(std::io::stdout(), "{}", table.render());
+            ExitCode::SUCCESS
+        }
+        Action::Set { app, stdin } => {
+            let Some(auth) = find(&app) else {
+                return fail(&format!(
+                    "no app `{app}` that needs credentials; see `aai-gateway auth status`"
+                ));
+            };
+            let kind = auth_kind(&auth);
+            if kind == "oauth2" {
+                return fail("this app signs in with OAuth 2, which this build cannot do yet");
+            }
+            let input = if stdin {
+                let mut text = String::new();
+                if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+                    return fail(&format!("cannot read standard input: {e}"));
+                }
+                text
+            } else if std::io::stdin().is_terminal() {
+                let prompt = match kind {
+                    "appCredential" => "App credential as JSON {\"appId\": …, \"appSecret\": …}: ",
+                    "cookie" => "Cookie header value (name=value; name2=value2): ",
+                    _ => "API key: ",
+                };
+                match read_hidden(prompt) {
+                    Ok(t) => t,
+                    Err(e) => return fail(&format!("cannot read the terminal: {e}")),
+                }
+            } else {
+                return fail(
+                    "standard input is not a terminal; pass --stdin to read the value from it",
+                );
+            };
+            let credential = match Credential::parse(kind, &input) {
+                Ok(c) => c,
+                Err(e) => return fail(&format!("not stored: {e}")),
+            };
+            if let Err(e) = runtime.block_on(store.set(&app, credential)) {
+                return fail(&e.detail);
+            }
+            let _ = writeln!(std::io::stdout(), "stored the {kind} credential of {app}");
+            ExitCode::SUCCESS
+        }
+        Action::Logout(app) => match runtime.block_on(store.delete(&app)) {
+            Ok(true) => {
+                let _ = writeln!(std::io::stdout(), "removed the credential of {app}");
+                ExitCode::SUCCESS
+            }
+            Ok(false) => {
+                let _ = writeln!(std::io::stdout(), "no credential was stored for {app}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.detail),
+        },
+    }
+}
+
+/// Reads a line from the terminal with echo off.
+fn read_hidden(prompt: &str) -> std::io::Result<String> {
+    eprint!("{prompt}");
+    let _ = std::io::stderr().flush();
+    #[cfg(unix)]
+    {
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        let stdin = std::io::stdin();
+        let saved = tcgetattr(&stdin).map_err(std::io::Error::from)?;
+        let mut quiet = saved.clone();
+        quiet.local_flags.remove(LocalFlags::ECHO);
+        tcsetattr(&stdin, SetArg::TCSANOW, &quiet).map_err(std::io::Error::from)?;
+        let mut line = String::new();
+        let read = stdin.read_line(&mut line);
+        let _ = tcsetattr(&stdin, SetArg::TCSANOW, &saved);
+        eprintln!();
+        read.map(|_| line)
+    }
+    #[cfg(not(unix))]
+    {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "aai-gateway: {message}");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,345 @@
+//! Where credentials live: the OS store through the `keyring` crate (Keychain, Credential
+//! Manager, Secret Service), or — only when the user opts in with `credentials.store:
+//! "file"` — a 0600 JSON file under `$AAI_HOME` (a warning is logged).
+//!
+//! One entry per app: service `aai-gateway`, account = the app id, value = a small JSON
+//! object (`{"type": "apiKey", "value": …}`, …). Values are wrapped in [`Secret`], whose
+//! `Debug` never shows them; nothing here logs a value. The keyring API is synchronous and
+//! may talk to a daemon: it is called on a blocking thread with a deadline, so a locked or
+//! absent Secret Service gives a clear error, never a hang.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::config::CredentialStore;
+use crate::error::{Code, GatewayError};
+
+const SERVICE: &str = "aai-gateway";
+const DEADLINE: Duration = Duration::from_secs(5);
+
+/// A secret string; its `Debug` is redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A stored credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// An API key (or bearer token).
+    ApiKey(Secret),
+    /// A `Cookie` header value (`a=1; b=2`).
+    Cookie(Secret),
+    /// App id and secret, exchanged for a token.
+    AppCredential {
+        /// The app id at the provider.
+        app_id: String,
+        /// The app secret.
+        app_secret: Secret,
+    },
+}
+
+impl Credential {
+    /// The auth type this credential serves, as named in descriptors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Credential::ApiKey(_) => "apiKey",
+            Credential::Cookie(_) => "cookie",
+            Credential::AppCredential { .. } => "appCredential",
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            Credential::ApiKey(s) => json!({"type": "apiKey", "value": s.expose()}),
+            Credential::Cookie(s) => json!({"type": "cookie", "value": s.expose()}),
+            Credential::AppCredential { app_id, app_secret } => {
+                json!({"type": "appCredential", "appId": app_id, "appSecret": app_secret.expose()})
+            }
+        }
+    }
+
+    fn from_json(value: &Value) -> Option<Credential> {
+        let text = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
+        Some(match value.get("type")?.as_str()? {
+            "apiKey" => Credential::ApiKey(Secret(text("value")?)),
+            "cookie" => Credential::Cookie(Secret(text("value")?)),
+            "appCredential" => Credential::AppCredential {
+                app_id: text("appId")?,
+                app_secret: Secret(text("appSecret")?),
+            },
+            _ => return None,
+        })
+    }
+
+    /// Reads what `auth set` was given for an auth type: a bare string for `apiKey` and
+    /// `cookie`, a JSON object `{"appId", "appSecret"}` (or snake_case) for `appCredential`.
+    pub fn parse(kind: &str, input: &str) -> Result<Credential, String> {
+        let input = input.trim_end_matches(['\r', '\n']);
+        match kind {
+            "apiKey" | "cookie" => {
+                if input.trim().is_empty() {
+                    return Err("the value is empty".to_owned());
+                }
+                let s = Secret::new(input.trim());
+                Ok(if kind == "apiKey" {
+                    Credential::ApiKey(s)
+                } else {
+                    Credential::Cookie(s)
+                })
+            }
+            "appCredential" => {
+                let v: Value = serde_json::from_str(input).map_err(|_| {
+                    "expected a JSON object {\"appId\": …, \"appSecret\": …}".to_owned()
+                })?;
+                let get = |a: &str, b: &str| {
+                    v.get(a)
+                        .or_else(|| v.get(b))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                };
+                match (get("appId", "app_id"), get("appSecret", "app_secret")) {
+                    (Some(app_id), Some(secret)) if !app_id.is_empty() && !secret.is_empty() => {
+                        Ok(Credential::AppCredential {
+                            app_id,
+                            app_secret: Secret(secret),
+                        })
+                    }
+                    _ => Err(
+                        "expected a JSON object with non-empty \"appId\" and \"appSecret\""
+                            .to_owned(),
+                    ),
+                }
+            }
+            other => Err(format!("`{other}` credentials cannot be set this way")),
+        }
+    }
+}
+
+/// The configured credential store.
+#[derive(Debug, Clone)]
+pub enum Store {
+    /// The OS store.
+    Keyring,
+    /// A 0600 JSON file.
+    File(PathBuf),
+}
+
+impl Store {
+    /// The store `config` asks for.
+    pub fn new(kind: CredentialStore, home: &std::path::Path) -> Store {
+        match kind {
+            CredentialStore::Keyring => Store::Keyring,
+            CredentialStore::File => {
+                tracing::warn!(
+                    "credentials are kept in a plain file ({}), as configured",
+                    home.join("credentials.json").display()
+                );
+                Store::File(home.join("credentials.json"))
+            }
+        }
+    }
+
+    /// The credential of `app`, if one is stored.
+    pub async fn get(&self, app: &str) -> Result<Option<Credential>, GatewayError> {
+        let (store, app) = (self.clone(), app.to_owned());
+        blocking(move || store.get_now(&app)).await
+    }
+
+    /// Stores the credential of `app`.
+    pub async fn set(&self, app: &str, credential: Credential) -> Result<(), GatewayError> {
+        let (store, app) = (self.clone(), app.to_owned());
+        blocking(move || store.set_now(&app, &credential)).await
+    }
+
+    /// Forgets the credential of `app`; whether there was one.
+    pub async fn delete(&self, app: &str) -> Result<bool, GatewayError> {
+        let (store, app) = (self.clone(), app.to_owned());
+        blocking(move || store.delete_now(&app)).await
+    }
+
+    fn get_now(&self, app: &str) -> Result<Option<Credential>, GatewayError> {
+        let text = match self {
+            Store::Keyring => match entry(app)?.get_password() {
+                Ok(t) => t,
+                Err(keyring::Error::NoEntry) => return Ok(None),
+                Err(e) => return Err(store_error(&e)),
+            },
+            Store::File(path) => match read_file(path)?.get(app) {
+                Some(v) => v.to_string(),
+                None => return Ok(None),
+            },
+        };
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Ok(Credential::from_json(&value))
+    }
+
+    fn set_now(&self, app: &str, credential: &Credential) -> Result<(), GatewayError> {
+        match self {
+            Store::Keyring => entry(app)?
+                .set_password(&credential.to_json().to_string())
+                .map_err(|e| store_error(&e)),
+            Store::File(path) => {
+                let mut all = read_file(path)?;
+                all.insert(app.to_owned(), credential.to_json());
+                write_file(path, &all)
+            }
+        }
+    }
+
+    fn delete_now(&self, app: &str) -> Result<bool, GatewayError> {
+        match self {
+            Store::Keyring => match entry(app)?.delete_credential() {
+                Ok(()) => Ok(true),
+                Err(keyring::Error::NoEntry) => Ok(false),
+                Err(e) => Err(store_error(&e)),
+            },
+            Store::File(path) => {
+                let mut all = read_file(path)?;
+                let had = all.remove(app).is_some();
+                write_file(path, &all)?;
+                Ok(had)
+            }
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, GatewayError> + Send + 'static,
+) -> Result<T, GatewayError> {
+    match tokio::time::timeout(DEADLINE, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(GatewayError::new(
+            Code::AutomationFailed,
+            format!("the credential store failed: {e}"),
+        )),
+        Err(_) => Err(GatewayError::new(
+            Code::ServiceUnavailable,
+            "the credential store did not answer within 5 s (is the keyring locked, or its daemon stuck?)",
+        )),
+    }
+}
+
+fn entry(app: &str) -> Result<keyring::Entry, GatewayError> {
+    keyring::Entry::new(SERVICE, app).map_err(|e| store_error(&e))
+}
+
+fn store_error(e: &keyring::Error) -> GatewayError {
+    GatewayError::new(
+        Code::ServiceUnavailable,
+        format!(
+            "the OS credential store is not usable: {e}. On Linux a Secret Service (GNOME Keyring, KWallet) must run and be unlocked; or set \"credentials\": {{\"store\": \"file\"}} in config.json"
+        ),
+    )
+}
+
+fn read_file(path: &std::path::Path) -> Result<serde_json::Map<String, Value>, GatewayError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(serde_json::from_str(&text).unwrap_or_default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(serde_json::Map::new()),
+        Err(e) => Err(GatewayError::new(
+            Code::AutomationFailed,
+            format!("cannot read {}: {e}", path.display()),
+        )),
+    }
+}
+
+fn write_file(
+    path: &std::path::Path,
+    all: &serde_json::Map<String, Value>,
+) -> Result<(), GatewayError> {
+    let fail = |e: std::io::Error| {
+        GatewayError::new(
+            Code::AutomationFailed,
+            format!("cannot write {}: {e}", path.display()),
+        )
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&tmp).map_err(fail)?;
+        std::io::Write::write_all(&mut file, Value::Object(all.clone()).to_string().as_bytes())
+            .map_err(fail)?;
+    }
+    std::fs::rename(&tmp, path).map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let c = Credential::AppCredential {
+            app_id: "cli_a1".into(),
+            app_secret: Secret::new("hunter2"),
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+        assert!(!format!("{:?}", Credential::ApiKey(Secret::new("k3y"))).contains("k3y"));
+    }
+
+    #[test]
+    fn set_input_is_parsed_per_type() {
+        assert_eq!(
+            Credential::parse("apiKey", "abc\n").unwrap(),
+            Credential::ApiKey(Secret::new("abc"))
+        );
+        assert!(Credential::parse("apiKey", " \n").is_err());
+        let c =
+            Credential::parse("appCredential", r#"{"app_id": "a", "app_secret": "s"}"#).unwrap();
+        assert_eq!(c.kind(), "appCredential");
+        assert!(Credential::parse("appCredential", "not json").is_err());
+        assert!(Credential::parse("oauth2", "x").is_err());
+    }
+
+    #[tokio::test]
+    async fn the_file_store_round_trips_with_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::File(dir.path().join("credentials.json"));
+        assert_eq!(store.get("com.a").await.unwrap(), None);
+        store
+            .set("com.a", Credential::Cookie(Secret::new("s=1")))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("com.a").await.unwrap(),
+            Some(Credential::Cookie(Secret::new("s=1")))
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join("credentials.json"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(store.delete("com.a").await.unwrap());
+        assert!(!store.delete("com.a").await.unwrap());
+    }
+}
