@@ -14,6 +14,7 @@
 //! * [`exec`] — executors (one module each) and the one process spawner.
 //! * [`mcp`] — the MCP server; the only module that knows rmcp.
 //! * [`guide`], [`search`] — what agents read to find and use apps.
+//! * [`web`] — web app descriptors: `web_discover`, the registry catalog, the cache.
 //! * [`error`] — error codes and the seed's error shape.
 //! * [`hash`] — the stable hash behind slug suffixes and `--discover` fingerprints.
 //! * [`host`] — facts about this machine; which bindings can run here.
@@ -39,3 +40,4 @@ pub mod mcp;
 pub mod pipeline;
 pub mod registry;
 pub mod search;
+pub mod web;

@@ -39,6 +39,7 @@ pub struct Gateway {
     loaded_notify: Notify,
     executors: Executors,
     auth: crate::auth::Authenticator,
+    web: crate::web::Fetcher,
 }
 
 /// A successful call.
@@ -62,6 +63,7 @@ impl Gateway {
         let store = crate::credentials::Store::new(config.credentials, &home);
         let auth = crate::auth::Authenticator::new(store, locale.clone());
         Arc::new(Gateway {
+            web: crate::web::Fetcher::new(&home),
             auth,
             config,
             home,
@@ -219,6 +221,37 @@ impl Gateway {
             structured: tool.returns.is_some() && value.is_object(),
             value,
         })
+    }
+
+    /// Fetches and caches a web app's descriptor (`web_discover`); returns the app id and
+    /// whether the cached copy was used because the site is unreachable. Rescans, so the
+    /// app is callable right away.
+    pub async fn discover_web(
+        self: &Arc<Self>,
+        input: &str,
+    ) -> Result<(String, bool), GatewayError> {
+        let url = crate::web::well_known(input)?;
+        let fetched = self.web.fetch(&url, None).await?;
+        let me = self.clone();
+        let _ = tokio::task::spawn_blocking(move || me.rescan()).await;
+        Ok((fetched.app_id, fetched.stale))
+    }
+
+    /// Fetches the registry catalog into the web cache (when enabled), then rescans.
+    pub async fn refresh_registry(self: &Arc<Self>) -> Result<bool, GatewayError> {
+        let (ok, problems) = self.web.registry(&self.config.registry_url).await?;
+        for p in &problems {
+            tracing::warn!("registry entry skipped: {p}");
+        }
+        tracing::info!(
+            apps = ok.len(),
+            skipped = problems.len(),
+            "registry catalog fetched"
+        );
+        let me = self.clone();
+        Ok(tokio::task::spawn_blocking(move || me.rescan())
+            .await
+            .unwrap_or(false))
     }
 
     /// Stops every process the gateway started.

@@ -151,6 +151,11 @@ impl Context {
             .unwrap_or_else(|| PathBuf::from("/"));
         let env = |k: &str| std::env::var(k).ok();
         dirs.extend(discovery::paths::system_dirs(self.host.os(), &env, &root));
+        dirs.push(SearchDir {
+            kind: SourceKind::WebCache,
+            dir: crate::web::cache_dir(&self.home),
+            layout: Layout::AppDirs,
+        });
         dirs
     }
 }

@@ -27,6 +27,8 @@ pub enum SourceKind {
     Config,
     /// An OS location (`/usr/share/applications/aai`, `/Applications/*.app`, …).
     System,
+    /// `$AAI_HOME/web/<appId>/aai.json`: descriptors fetched from the web (see `web`).
+    WebCache,
     /// Compiled into the binary (see `builtin`).
     BuiltIn,
 }
@@ -38,6 +40,7 @@ impl SourceKind {
             SourceKind::User => "user",
             SourceKind::Config => "config",
             SourceKind::System => "system",
+            SourceKind::WebCache => "web cache",
             SourceKind::BuiltIn => "built-in",
         }
     }

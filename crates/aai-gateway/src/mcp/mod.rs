@@ -28,9 +28,12 @@ use crate::exec::{Progress, ProgressSink};
 use crate::pipeline::{Gateway, Outcome};
 use crate::registry::{Entry, Snapshot};
 
+/// How often the registry catalog is fetched again.
+const REGISTRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+
 const INSTRUCTIONS: &str = "This server lets you use applications on this computer and on the web directly. \
 Find an app with `aai_search` (any language), read its guide with `aai_guide` (or the app's `app_*` tool), \
-then call a tool with `aai_exec` {app, tool, args}.";
+then call a tool with `aai_exec` {app, tool, args}. `web_discover` adds a web app by its domain.";
 
 /// The MCP server.
 #[derive(Clone)]
@@ -118,6 +121,18 @@ impl Server {
                 let app = string_arg(&args, "app")?;
                 let entry = find(&snapshot, app)?;
                 Ok(text(crate::guide::render(&snapshot, entry)))
+            }
+            "web_discover" | "web:discover" => {
+                let url = string_arg(&args, "url")?;
+                let (app_id, stale) = self.gateway.discover_web(url).await?;
+                self.announce_change().await;
+                let snapshot = self.gateway.snapshot().await;
+                let entry = find(&snapshot, &app_id)?;
+                let mut guide = crate::guide::render(&snapshot, entry);
+                if stale {
+                    guide.insert_str(0, "> The site could not be reached; this is the cached copy of its descriptor.\n\n");
+                }
+                Ok(text(guide))
             }
             "aai_exec" | "aai:exec" => {
                 let app = string_arg(&args, "app")?;
@@ -295,6 +310,13 @@ fn meta_tools() -> Vec<Tool> {
                 "required":["app"]})),
         ),
         Tool::new(
+            "web_discover",
+            "Find a web app by its URL or domain (reads https://<domain>/.well-known/aai.json) and show its guide; the app is then callable with aai_exec.",
+            schema(json!({"type":"object","properties":{
+                "url":{"type":"string","description":"A URL or domain, e.g. \"yuque.com\""}},
+                "required":["url"]})),
+        ),
+        Tool::new(
             "aai_exec",
             "Run one tool of an app. Read the app's guide first for the tool's arguments.",
             schema(json!({"type":"object","properties":{
@@ -442,6 +464,22 @@ pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
     let watcher = watch::start(gateway.clone(), server.clone());
     let scan = gateway.clone();
     tokio::task::spawn_blocking(move || scan.rescan());
+    let registry = gateway.config.enable_registry.then(|| {
+        let (gateway, server) = (gateway.clone(), server.clone());
+        tokio::spawn(async move {
+            loop {
+                match gateway.refresh_registry().await {
+                    Ok(true) => server.announce_change().await,
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(
+                        "the registry could not be read; using the cache: {}",
+                        e.detail
+                    ),
+                }
+                tokio::time::sleep(REGISTRY_INTERVAL).await;
+            }
+        })
+    });
     let service = server.serve(rmcp::transport::stdio()).await?;
     let cancel = service.cancellation_token();
     tokio::select! {
@@ -452,6 +490,9 @@ pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
         }
     }
     drop(watcher);
+    if let Some(task) = registry {
+        task.abort();
+    }
     // Adapters run in their own process groups, so a signal to the gateway does not
     // reach them: stop them explicitly.
     gateway.shutdown();

@@ -131,7 +131,9 @@ fn file_watcher(
         }
         let mode = match dir.kind {
             SourceKind::User | SourceKind::Config => RecursiveMode::Recursive,
-            SourceKind::System | SourceKind::BuiltIn => RecursiveMode::NonRecursive,
+            SourceKind::System | SourceKind::WebCache | SourceKind::BuiltIn => {
+                RecursiveMode::NonRecursive
+            }
         };
         if let Err(e) = watcher.watch(&dir.dir, mode) {
             tracing::debug!("cannot watch {}: {e}", dir.dir.display());

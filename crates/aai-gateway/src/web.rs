@@ -1,0 +1,385 @@
+//! Web app descriptors: `web_discover` (a site's `/.well-known/aai.json`) and the AAI
+//! Registry catalog (`GET <registryUrl>/api/v1/apps` → `{apps: [{appId, name,
+//! descriptor_url}]}`), both validated and cached under `$AAI_HOME/web/<appId>/`:
+//! `aai.json` as fetched, and `meta.json` with `sourceUrl`, `fetchedAt` (Unix seconds),
+//! `ttlSecs` (24 h) and the `etag`. A fresh cache entry is used without fetching; a stale
+//! one is revalidated (`If-None-Match`), and used as it is when the site is unreachable.
+//! Fetches time out after 10 s and stop at 1 MiB; only https (or loopback http) URLs are
+//! fetched. The cache is a discovery source below the system paths.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::error::{Code, GatewayError};
+
+/// How long a fetched descriptor is fresh.
+pub const TTL: Duration = Duration::from_secs(24 * 3600);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_DESCRIPTOR: usize = 1024 * 1024;
+
+/// The `.well-known` URL for what the user typed: a URL, or a bare domain.
+pub fn well_known(input: &str) -> Result<reqwest::Url, GatewayError> {
+    let input = input.trim();
+    let with_scheme = if input.contains("://") {
+        input.to_owned()
+    } else {
+        format!("https://{input}")
+    };
+    let url = reqwest::Url::parse(&with_scheme).map_err(|_| {
+        GatewayError::new(
+            Code::InvalidParams,
+            format!("`{input}` is not a URL or domain"),
+        )
+        .with("field", "/url")
+    })?;
+    check_fetchable(&url)?;
+    let mut base = url.clone();
+    base.set_path("/.well-known/aai.json");
+    base.set_query(None);
+    base.set_fragment(None);
+    Ok(base)
+}
+
+fn check_fetchable(url: &reqwest::Url) -> Result<(), GatewayError> {
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        _ => Err(GatewayError::new(
+            Code::InvalidParams,
+            format!("`{url}` must use https (plain http only for this machine)"),
+        )
+        .with("field", "/url")),
+    }
+}
+
+/// The cache directory of the web apps.
+pub fn cache_dir(home: &Path) -> PathBuf {
+    home.join("web")
+}
+
+/// What a fetch produced.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The app id the descriptor declares.
+    pub app_id: String,
+    /// Where it was cached.
+    pub file: PathBuf,
+    /// Served from the cache because the site could not be reached.
+    pub stale: bool,
+}
+
+/// A small HTTP client for descriptors.
+#[derive(Debug)]
+pub struct Fetcher {
+    client: reqwest::Client,
+    home: PathBuf,
+}
+
+impl Fetcher {
+    /// A fetcher caching under `home/web`.
+    pub fn new(home: &Path) -> Fetcher {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Fetcher {
+            client: reqwest::Client::builder()
+                .timeout(FETCH_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::limited(3))
+                .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .expect("a plain client builds"),
+            home: home.to_owned(),
+        }
+    }
+
+    /// Fetches, validates and caches the descriptor at `url`. `known_id` is the app id a
+    /// catalog promised (checked), or `None` for `web_discover`.
+    pub async fn fetch(
+        &self,
+        url: &reqwest::Url,
+        known_id: Option<&str>,
+    ) -> Result<Fetched, GatewayError> {
+        check_fetchable(url)?;
+        let cached = known_id
+            .and_then(|id| self.cached(id))
+            .or_else(|| self.cached_by_source(url));
+        if let Some((id, meta)) = &cached
+            && age(meta) < TTL
+        {
+            return Ok(Fetched {
+                file: self.file(id),
+                app_id: id.clone(),
+                stale: false,
+            });
+        }
+        let mut request = self.client.get(url.clone());
+        if let Some(etag) = cached
+            .as_ref()
+            .and_then(|(_, m)| m.get("etag"))
+            .and_then(Value::as_str)
+        {
+            request = request.header("if-none-match", etag);
+        }
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return match cached {
+                    Some((id, _)) => {
+                        tracing::warn!(%url, "cannot fetch the descriptor ({e}); using the cached copy");
+                        Ok(Fetched {
+                            file: self.file(&id),
+                            app_id: id,
+                            stale: true,
+                        })
+                    }
+                    None => Err(GatewayError::new(
+                        Code::ServiceUnavailable,
+                        format!("cannot fetch {url}: {e}"),
+                    )),
+                };
+            }
+        };
+        if response.status() == reqwest::StatusCode::NOT_MODIFIED
+            && let Some((id, mut meta)) = cached
+        {
+            meta["fetchedAt"] = json!(now());
+            self.write_meta(&id, &meta)?;
+            return Ok(Fetched {
+                file: self.file(&id),
+                app_id: id,
+                stale: false,
+            });
+        }
+        if !response.status().is_success() {
+            let code = if response.status() == reqwest::StatusCode::NOT_FOUND {
+                Code::NotFound
+            } else {
+                Code::ServiceUnavailable
+            };
+            return Err(GatewayError::new(
+                code,
+                format!("{url} answered HTTP {}", response.status()),
+            ));
+        }
+        let etag = response
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = read_capped(response).await?;
+        let text = String::from_utf8(body).map_err(|_| {
+            GatewayError::new(Code::AaiJsonInvalid, format!("{url} is not UTF-8 text"))
+        })?;
+        let parsed = aai_descriptor::parse(&text, url.as_str());
+        let Some(app) = parsed.app else {
+            let lines: Vec<String> = parsed
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .map(ToString::to_string)
+                .collect();
+            return Err(GatewayError::new(
+                Code::AaiJsonInvalid,
+                format!("the descriptor at {url} is invalid: {}", lines.join("; ")),
+            )
+            .with(
+                "diagnostics",
+                serde_json::to_value(&parsed.diagnostics).unwrap_or_default(),
+            ));
+        };
+        if let Some(id) = known_id.filter(|id| *id != app.id) {
+            return Err(GatewayError::new(
+                Code::AaiJsonInvalid,
+                format!("the catalog lists `{id}` but {url} describes `{}`", app.id),
+            ));
+        }
+        let dir = cache_dir(&self.home).join(&app.id);
+        let fail = |e: std::io::Error| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot cache the descriptor: {e}"),
+            )
+        };
+        std::fs::create_dir_all(&dir).map_err(fail)?;
+        let tmp = dir.join(".aai.json.tmp");
+        std::fs::write(&tmp, &text).map_err(fail)?;
+        std::fs::rename(&tmp, dir.join("aai.json")).map_err(fail)?;
+        let meta = json!({"sourceUrl": url.as_str(), "fetchedAt": now(), "ttlSecs": TTL.as_secs(), "etag": etag});
+        self.write_meta(&app.id, &meta)?;
+        tracing::info!(app = %app.id, %url, "cached a web app descriptor");
+        Ok(Fetched {
+            file: dir.join("aai.json"),
+            app_id: app.id,
+            stale: false,
+        })
+    }
+
+    /// Fetches the registry catalog and every descriptor in it (8 at a time). One bad
+    /// entry does not stop the others; returns the ids cached and the problems.
+    pub async fn registry(
+        &self,
+        registry_url: &str,
+    ) -> Result<(Vec<String>, Vec<String>), GatewayError> {
+        let url = reqwest::Url::parse(&format!(
+            "{}/api/v1/apps",
+            registry_url.trim_end_matches('/')
+        ))
+        .map_err(|e| {
+            GatewayError::new(Code::AaiJsonInvalid, format!("registryUrl is invalid: {e}"))
+        })?;
+        check_fetchable(&url)?;
+        let catalog: Value = match self.client.get(url.clone()).send().await {
+            Ok(r) if r.status().is_success() => serde_json::from_slice(&read_capped(r).await?)
+                .map_err(|e| {
+                    GatewayError::new(
+                        Code::AaiJsonInvalid,
+                        format!("the registry catalog is not JSON: {e}"),
+                    )
+                })?,
+            Ok(r) => {
+                return Err(GatewayError::new(
+                    Code::ServiceUnavailable,
+                    format!("{url} answered HTTP {}", r.status()),
+                ));
+            }
+            Err(e) => {
+                return Err(GatewayError::new(
+                    Code::ServiceUnavailable,
+                    format!("cannot reach the registry: {e}"),
+                ));
+            }
+        };
+        let entries: Vec<(String, String)> = catalog
+            .get("apps")
+            .and_then(Value::as_array)
+            .map(|apps| {
+                apps.iter()
+                    .filter_map(|a| {
+                        let id = a.get("appId")?.as_str()?;
+                        let url = a
+                            .get("descriptor_url")
+                            .or_else(|| a.get("descriptorUrl"))?
+                            .as_str()?;
+                        Some((id.to_owned(), url.to_owned()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut ok = Vec::new();
+        let mut problems = Vec::new();
+        for chunk in entries.chunks(8) {
+            let results = futures_util::future::join_all(chunk.iter().map(|(id, u)| async move {
+                let url = reqwest::Url::parse(u)
+                    .map_err(|e| GatewayError::new(Code::AaiJsonInvalid, format!("{u}: {e}")))?;
+                self.fetch(&url, Some(id)).await
+            }))
+            .await;
+            for ((id, _), r) in chunk.iter().zip(results) {
+                match r {
+                    Ok(f) => ok.push(f.app_id),
+                    Err(e) => problems.push(format!("{id}: {}", e.detail)),
+                }
+            }
+        }
+        Ok((ok, problems))
+    }
+
+    fn file(&self, id: &str) -> PathBuf {
+        cache_dir(&self.home).join(id).join("aai.json")
+    }
+
+    fn cached(&self, id: &str) -> Option<(String, Value)> {
+        let meta =
+            std::fs::read_to_string(cache_dir(&self.home).join(id).join("meta.json")).ok()?;
+        self.file(id).exists().then(|| {
+            (
+                id.to_owned(),
+                serde_json::from_str(&meta).unwrap_or(Value::Null),
+            )
+        })
+    }
+
+    fn cached_by_source(&self, url: &reqwest::Url) -> Option<(String, Value)> {
+        let entries = std::fs::read_dir(cache_dir(&self.home)).ok()?;
+        entries.flatten().find_map(|e| {
+            let id = e.file_name().to_string_lossy().into_owned();
+            let (id, meta) = self.cached(&id)?;
+            (meta.get("sourceUrl").and_then(Value::as_str) == Some(url.as_str()))
+                .then_some((id, meta))
+        })
+    }
+
+    fn write_meta(&self, id: &str, meta: &Value) -> Result<(), GatewayError> {
+        std::fs::write(
+            cache_dir(&self.home).join(id).join("meta.json"),
+            format!("{meta:#}\n"),
+        )
+        .map_err(|e| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot cache the descriptor: {e}"),
+            )
+        })
+    }
+}
+
+fn age(meta: &Value) -> Duration {
+    let fetched = meta.get("fetchedAt").and_then(Value::as_u64).unwrap_or(0);
+    Duration::from_secs(now().saturating_sub(fetched))
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        GatewayError::new(
+            Code::ServiceUnavailable,
+            format!("reading the response failed: {e}"),
+        )
+    })? {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_DESCRIPTOR {
+            return Err(GatewayError::new(
+                Code::AaiJsonInvalid,
+                "the descriptor is larger than 1 MiB",
+            ));
+        }
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains_become_well_known_urls() {
+        assert_eq!(
+            well_known("example.com").unwrap().as_str(),
+            "https://example.com/.well-known/aai.json"
+        );
+        assert_eq!(
+            well_known("https://api.example.com/v1/x?y=1#z")
+                .unwrap()
+                .as_str(),
+            "https://api.example.com/.well-known/aai.json"
+        );
+        assert_eq!(
+            well_known("http://127.0.0.1:8080").unwrap().as_str(),
+            "http://127.0.0.1:8080/.well-known/aai.json"
+        );
+        assert!(well_known("http://example.com").is_err());
+        assert!(well_known("ftp://example.com").is_err());
+    }
+}
