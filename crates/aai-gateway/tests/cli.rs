@@ -503,11 +503,22 @@ fn unreadable_and_odd_files_do_not_block_the_rest() {
     .unwrap();
     fs::create_dir_all(env.home().join("empty-folder")).unwrap();
     fs::create_dir_all(env.home().join("logs")).unwrap();
-    env.put(&env.home().join("web/com.example.cached/aai.json"), "{}");
+    env.put(
+        &env.home().join("web/com.xiaohongshu.web/aai.json"),
+        &fs::read_to_string(fixture("valid/d2-xiaohongshu-cookie.json")).unwrap(),
+    );
     env.install("valid/d2-feishu-appcredential.json", "wrong-folder");
     let scan = env.scan(&[]);
     app(&scan, "com.yuque.api");
     app(&scan, "com.feishu.api");
+    let cached = app(&scan, "com.xiaohongshu.web");
+    assert!(
+        cached["source"]
+            .as_str()
+            .unwrap()
+            .contains("/.aai/web/com.xiaohongshu.web/"),
+        "the web cache is its own source"
+    );
     let messages: Vec<String> = scan["diagnostics"]
         .as_array()
         .unwrap()
