@@ -427,6 +427,108 @@ async fn dbus(tmp: &Path) {
     let _ = std::process::Command::new("kill").arg(&pid).status();
 }
 
+/// A minimal keep-alive HTTP/1.1 server answering every request with `{"ok":true}`.
+async fn tiny_http_server() -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            socket.set_nodelay(true).unwrap();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut pending = Vec::new();
+                loop {
+                    let Ok(n) = socket.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        let body = b"{\"ok\":true}";
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            body.len()
+                        );
+                        if socket.write_all(head.as_bytes()).await.is_err()
+                            || socket.write_all(body).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `aai_exec` of a GET against a local keep-alive server, beside the same GET made
+/// directly with reqwest.
+async fn http(tmp: &Path) {
+    let port = tiny_http_server().await;
+    let base = format!("http://127.0.0.1:{port}");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let url = format!("{base}/items?q=hi");
+    measure(
+        "HTTP GET directly (reqwest)",
+        5_000,
+        Arc::new(move || {
+            let (client, url) = (client.clone(), url.clone());
+            boxed(async move {
+                client
+                    .get(&url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap();
+            })
+        }),
+    )
+    .await;
+    let home = tmp.join("http");
+    fs::create_dir_all(home.join("com.example.web")).unwrap();
+    fs::write(
+        home.join("com.example.web/aai.json"),
+        json!({"schemaVersion":"1.0","version":"1.0.0","platform":"web",
+            "app":{"id":"com.example.web","name":"Web","description":"bench"},
+            "execution":{"type":"http","baseUrl":base},
+            "tools":[{"name":"get","description":"get","execution":{"path":"/items","method":"GET"},
+                      "parameters":{"type":"object","properties":{"q":{"type":"string"}}}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let gw = Arc::new(Client::spawn(
+        GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+    ));
+    gw.initialize().await;
+    measure(
+        "HTTP GET via aai_exec",
+        5_000,
+        Arc::new(move || {
+            let g = gw.clone();
+            boxed(async move {
+                let (reply, _) = g
+                    .rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"com.example.web","tool":"get","args":{"q":"hi"}}}))
+                    .await;
+                assert_eq!(reply["result"]["content"][0]["text"], "{\"ok\":true}", "{reply}");
+            })
+        }),
+    )
+    .await;
+}
+
 /// The adapter: echoes `params` back for every envelope, as fast as it can.
 fn adapter() {
     use std::io::{BufRead, Write};
@@ -470,6 +572,9 @@ fn main() {
         }
         if only.is_empty() || only == "exec" {
             exec(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "http" {
+            http(tmp.path()).await;
         }
         if only.is_empty() || only == "dbus" {
             dbus(tmp.path()).await;
