@@ -9,7 +9,8 @@
 //!   in memory until a minute before it expires (`expire`/`expires_in`, else the
 //!   descriptor's `expiresIn`) and sent as `Authorization: Bearer …`; a 401 drops it and the
 //!   call is tried once more with a fresh one;
-//! * `oauth2`: not built yet (AUTOMATION_NOT_SUPPORTED).
+//! * `oauth2`: the tokens from `auth login` (see `oauth`), refreshed a minute before the
+//!   access token expires and once after a 401, a rotated refresh token stored at once.
 //!
 //! Without a stored credential the call fails with AUTH_REQUIRED, whose `data` carries the
 //! descriptor's instructions, where to get the credential, the command that stores it and
@@ -40,16 +41,25 @@ pub struct Material {
 pub struct Authenticator {
     store: Store,
     locale: Option<String>,
+    client_ids: std::collections::BTreeMap<String, String>,
+    refreshing: tokio::sync::Mutex<()>,
     tokens: Mutex<HashMap<String, (Secret, Instant)>>,
     client: OnceLock<reqwest::Client>,
 }
 
 impl Authenticator {
-    /// Credentials from `store`; messages mention `locale`.
-    pub fn new(store: Store, locale: Option<String>) -> Authenticator {
+    /// Credentials from `store`; messages mention `locale`; `client_ids` are the config's
+    /// OAuth client ids by app.
+    pub fn new(
+        store: Store,
+        locale: Option<String>,
+        client_ids: std::collections::BTreeMap<String, String>,
+    ) -> Authenticator {
         Authenticator {
             store,
             locale,
+            client_ids,
+            refreshing: tokio::sync::Mutex::new(()),
             tokens: Mutex::new(HashMap::new()),
             client: OnceLock::new(),
         }
@@ -60,9 +70,69 @@ impl Authenticator {
         &self.store
     }
 
-    /// Drops a cached token (after a 401).
-    pub fn forget_token(&self, app: &str) {
-        self.tokens.lock().expect("token lock").remove(app);
+    /// After a 401: makes the next attempt use fresh tokens. Returns whether trying again
+    /// can help (exchanged and OAuth tokens can be renewed; static keys cannot).
+    pub async fn after_unauthorized(&self, app: &str, auth: &Auth) -> Result<bool, GatewayError> {
+        match auth {
+            Auth::AppCredential(_) => {
+                self.tokens.lock().expect("token lock").remove(app);
+                Ok(true)
+            }
+            Auth::OAuth2(o) => {
+                let Some(Credential::OAuth(tokens)) = self.store.get(app).await? else {
+                    return Ok(false);
+                };
+                self.refresh_oauth(app, o, &tokens).await.map(|_| true)
+            }
+            Auth::ApiKey(_) | Auth::Cookie(_) => Ok(false),
+        }
+    }
+
+    /// The OAuth client id of `app`: config `apps.<id>.clientId`, else the descriptor's.
+    pub fn client_id(&self, app: &str, oauth: &aai_descriptor::OAuth2) -> Option<String> {
+        self.client_ids
+            .get(app)
+            .cloned()
+            .or_else(|| oauth.client_id.clone())
+    }
+
+    /// Replaces `seen` with fresh tokens, one refresh at a time: a refresh token is
+    /// single-use when the provider rotates them, so two concurrent refreshes would fail.
+    async fn refresh_oauth(
+        &self,
+        app: &str,
+        oauth: &aai_descriptor::OAuth2,
+        seen: &crate::oauth::Tokens,
+    ) -> Result<crate::oauth::Tokens, GatewayError> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        // Another call refreshed while this one waited: its tokens are the newer ones.
+        if let Some(Credential::OAuth(current)) = self.store.get(app).await?
+            && current != *seen
+        {
+            return Ok(current);
+        }
+        let client_id = self.client_id(app, oauth).unwrap_or_default();
+        let fresh = crate::oauth::refresh(oauth, &client_id, seen)
+            .await
+            .map_err(|e| {
+                if e.code == Code::AuthExpired {
+                    GatewayError::new(
+                        Code::AuthExpired,
+                        format!(
+                            "{}; sign in again with `aai-gateway auth login {app}`",
+                            e.detail
+                        ),
+                    )
+                    .with("command", format!("aai-gateway auth login {app}"))
+                } else {
+                    e
+                }
+            })?;
+        self.store
+            .set(app, Credential::OAuth(fresh.clone()))
+            .await?;
+        tracing::info!(app, "refreshed the OAuth access token");
+        Ok(fresh)
     }
 
     /// What a request of `app` with `auth` must carry; `base_url` is checked for cookies.
@@ -154,10 +224,17 @@ impl Authenticator {
                     .insert(app.to_owned(), (token.clone(), until));
                 Ok(bearer(&token))
             }
-            Auth::OAuth2(_) => Err(GatewayError::new(
-                Code::AutomationNotSupported,
-                "OAuth 2 sign-in is not available in this build yet",
-            )),
+            Auth::OAuth2(o) => {
+                let Some(Credential::OAuth(tokens)) = stored else {
+                    return Err(required("nobody has signed in to this app yet"));
+                };
+                let tokens = if tokens.expiring() {
+                    self.refresh_oauth(app, o, &tokens).await?
+                } else {
+                    tokens
+                };
+                Ok(bearer(&tokens.access_token))
+            }
         }
     }
 
@@ -247,12 +324,17 @@ impl Authenticator {
             Auth::AppCredential(a) => ("appCredential", a.instructions.as_ref(), None),
             Auth::OAuth2(_) => ("oauth2", None, None),
         };
+        let command = if kind == "oauth2" {
+            format!("aai-gateway auth login {app}")
+        } else {
+            format!("aai-gateway auth set {app}")
+        };
         let mut err = GatewayError::new(
             Code::AuthRequired,
-            format!("{why}; the user can store it with `aai-gateway auth set {app}`"),
+            format!("{why}; the user can fix it with `{command}`"),
         )
         .with("authType", kind)
-        .with("command", format!("aai-gateway auth set {app}"));
+        .with("command", command);
         if let Some(url) = obtain {
             err = err.with("obtainUrl", url);
         }

@@ -56,6 +56,8 @@ pub enum Credential {
         /// The app secret.
         app_secret: Secret,
     },
+    /// OAuth 2 tokens from `auth login`.
+    OAuth(crate::oauth::Tokens),
 }
 
 impl Credential {
@@ -65,6 +67,7 @@ impl Credential {
             Credential::ApiKey(_) => "apiKey",
             Credential::Cookie(_) => "cookie",
             Credential::AppCredential { .. } => "appCredential",
+            Credential::OAuth(_) => "oauth2",
         }
     }
 
@@ -75,6 +78,13 @@ impl Credential {
             Credential::AppCredential { app_id, app_secret } => {
                 json!({"type": "appCredential", "appId": app_id, "appSecret": app_secret.expose()})
             }
+            Credential::OAuth(t) => json!({
+                "type": "oauth2",
+                "accessToken": t.access_token.expose(),
+                "refreshToken": t.refresh_token.as_ref().map(Secret::expose),
+                "expiresAt": t.expires_at,
+                "refreshAt": t.refresh_at,
+            }),
         }
     }
 
@@ -87,6 +97,12 @@ impl Credential {
                 app_id: text("appId")?,
                 app_secret: Secret(text("appSecret")?),
             },
+            "oauth2" => Credential::OAuth(crate::oauth::Tokens {
+                access_token: Secret(text("accessToken")?),
+                refresh_token: text("refreshToken").map(Secret),
+                expires_at: value.get("expiresAt").and_then(Value::as_u64).unwrap_or(0),
+                refresh_at: value.get("refreshAt").and_then(Value::as_u64).unwrap_or(0),
+            }),
             _ => return None,
         })
     }

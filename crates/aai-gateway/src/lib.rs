@@ -7,6 +7,7 @@
 //! * [`credentials`] — the credential store (OS keyring, or an opt-in 0600 file).
 //! * `discover` — `--discover`: descriptors generated from D-Bus introspection (Unix).
 //! * [`discovery`] — where descriptors are found, precedence, merging, shadowing.
+//! * [`oauth`] — OAuth 2 sign-in (PKCE, loopback redirect) and token refresh.
 //! * [`auth`] — stored credentials → what a web request carries; AUTH_REQUIRED guidance.
 //! * [`builtin`] — descriptors compiled in (notifications, MPRIS players), active when present.
 //! * [`registry`] — the served apps: usable binding, slugs, lookup; swapped on reload.
@@ -37,6 +38,7 @@ pub mod hash;
 pub mod host;
 pub mod logging;
 pub mod mcp;
+pub mod oauth;
 pub mod pipeline;
 pub mod registry;
 pub mod search;

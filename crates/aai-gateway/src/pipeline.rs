@@ -61,7 +61,12 @@ impl Gateway {
         search_dirs: Vec<SearchDir>,
     ) -> Arc<Gateway> {
         let store = crate::credentials::Store::new(config.credentials, &home);
-        let auth = crate::auth::Authenticator::new(store, locale.clone());
+        let client_ids = config
+            .apps
+            .iter()
+            .filter_map(|(id, a)| Some((id.clone(), a.client_id.clone()?)))
+            .collect();
+        let auth = crate::auth::Authenticator::new(store, locale.clone(), client_ids);
         Arc::new(Gateway {
             web: crate::web::Fetcher::new(&home),
             auth,
@@ -187,11 +192,10 @@ impl Gateway {
                 })
                 .await;
             match (&result, web_auth) {
-                // A 401 with a stored credential: an exchanged token may have expired
-                // (fetch a fresh one, once); a static one was rejected.
+                // A 401 with a stored credential: an exchanged or OAuth token may have
+                // expired (renew it, once); a static one was rejected.
                 (Err(e), Some((a, _))) if e.code == Code::AuthRequired => {
-                    if matches!(a, aai_descriptor::Auth::AppCredential(_)) && attempt == 1 {
-                        self.auth.forget_token(app_id);
+                    if attempt == 1 && self.auth.after_unauthorized(app_id, a).await? {
                         continue;
                     }
                     break Err(self.auth.required(
@@ -252,6 +256,11 @@ impl Gateway {
         Ok(tokio::task::spawn_blocking(move || me.rescan())
             .await
             .unwrap_or(false))
+    }
+
+    /// The credentials side (for `auth login`).
+    pub fn authenticator(&self) -> &crate::auth::Authenticator {
+        &self.auth
     }
 
     /// Stops every process the gateway started.

@@ -29,7 +29,7 @@ const provider = new Provider(issuer, {
     Interaction: 3600,
   },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
-  features: { devInteractions: { enabled: false }, userinfo: { enabled: true } },
+  features: { devInteractions: { enabled: false }, userinfo: { enabled: true }, revocation: { enabled: true } },
   findAccount: async (ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
 });

@@ -17,6 +17,7 @@ use crate::discovery;
 #[derive(Debug)]
 pub(super) enum Action {
     Status(Option<String>),
+    Login(String),
     Set { app: String, stdin: bool },
     Logout(String),
 }
@@ -86,7 +87,9 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             };
             let kind = auth_kind(&auth);
             if kind == "oauth2" {
-                return fail("this app signs in with OAuth 2, which this build cannot do yet");
+                return fail(&format!(
+                    "this app signs in with OAuth 2: run `aai-gateway auth login {app}`"
+                ));
             }
             let input = if stdin {
                 let mut text = String::new();
@@ -119,6 +122,34 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             let _ = writeln!(std::io::stdout(), "stored the {kind} credential of {app}");
             ExitCode::SUCCESS
         }
+        Action::Login(app) => {
+            let Some(Auth::OAuth2(oauth)) = find(&app) else {
+                return fail(&format!(
+                    "`{app}` does not sign in with OAuth 2; see `aai-gateway auth status`"
+                ));
+            };
+            let client_id = ctx
+                .config
+                .apps
+                .get(&app)
+                .and_then(|a| a.client_id.clone())
+                .or_else(|| oauth.client_id.clone());
+            let Some(client_id) = client_id else {
+                return fail(&format!(
+                    "no OAuth client id for `{app}`: register the gateway with the provider and set \"apps\": {{\"{app}\": {{\"clientId\": \"…\"}}}} in config.json"
+                ));
+            };
+            let signed_in = runtime.block_on(crate::oauth::login(&oauth, &client_id, open_browser));
+            let tokens = match signed_in {
+                Ok(t) => t,
+                Err(e) => return fail(&e.detail),
+            };
+            if let Err(e) = runtime.block_on(store.set(&app, Credential::OAuth(tokens))) {
+                return fail(&e.detail);
+            }
+            let _ = writeln!(std::io::stdout(), "signed in to {app}");
+            ExitCode::SUCCESS
+        }
         Action::Logout(app) => match runtime.block_on(store.delete(&app)) {
             Ok(true) => {
                 let _ = writeln!(std::io::stdout(), "removed the credential of {app}");
@@ -130,6 +161,30 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             }
             Err(e) => fail(&e.detail),
         },
+    }
+}
+
+/// Opens `url` with `$BROWSER`, else the desktop's opener; always prints it too.
+fn open_browser(url: &str) {
+    eprintln!("aai-gateway: sign in at {url}");
+    let opener = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| {
+            if cfg!(target_os = "macos") {
+                "open".to_owned()
+            } else if cfg!(windows) {
+                "cmd /c start".to_owned()
+            } else {
+                "xdg-open".to_owned()
+            }
+        });
+    // `$BROWSER` may list several commands separated by `:`; the first that starts wins.
+    let started = opener
+        .split(':')
+        .any(|command| crate::exec::process::launch(command, url).is_ok());
+    if !started {
+        eprintln!("aai-gateway: could not open a browser; open the address above yourself");
     }
 }
 

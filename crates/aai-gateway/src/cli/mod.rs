@@ -105,6 +105,11 @@ enum AuthCommand {
         #[arg(long)]
         stdin: bool,
     },
+    /// Sign in to an OAuth 2 app in the browser and store its tokens.
+    Login {
+        /// App id.
+        app: String,
+    },
     /// Remove the stored credential of an app.
     Logout {
         /// App id.
@@ -181,6 +186,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 AuthCommand::Status { app } => auth::Action::Status(app),
                 AuthCommand::Set { app, stdin } => auth::Action::Set { app, stdin },
                 AuthCommand::Logout { app } => auth::Action::Logout(app),
+                AuthCommand::Login { app } => auth::Action::Login(app),
             };
             Ok(auth::run(&ctx, action))
         }

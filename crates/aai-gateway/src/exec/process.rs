@@ -198,6 +198,41 @@ pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
     })
 }
 
+/// Starts a program the gateway does not own — a web browser for a sign-in — detached:
+/// no pipes, no process group of ours, not killed when the gateway is done with it.
+/// `command` is split on white space; `%s` in it is replaced by `arg`, else `arg` is
+/// appended (the `$BROWSER` convention).
+pub fn launch(command: &str, arg: &str) -> Result<(), GatewayError> {
+    let mut words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+    if words.is_empty() {
+        return Err(GatewayError::new(
+            Code::AutomationFailed,
+            "no command to start",
+        ));
+    }
+    if words.iter().any(|w| w.contains("%s")) {
+        for w in &mut words {
+            *w = w.replace("%s", arg);
+        }
+    } else {
+        words.push(arg.to_owned());
+    }
+    let program = resolve(&words[0], Path::new("."))?;
+    std::process::Command::new(&program)
+        .args(&words[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(drop)
+        .map_err(|e| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot start `{}`: {e}", program.display()),
+            )
+        })
+}
+
 /// A bare name is looked up on `PATH`; a relative path is relative to `base_dir`.
 fn resolve(program: &str, base_dir: &Path) -> Result<PathBuf, GatewayError> {
     let path = Path::new(program);

@@ -1,0 +1,312 @@
+//! OAuth 2 for web apps: authorization code + PKCE (S256) + `state`, with the native-app
+//! loopback redirect of RFC 8252 (`http://127.0.0.1:<ephemeral port>/callback`).
+//!
+//! `aai-gateway auth login <app>` opens the authorization URL with `$BROWSER` when set (a
+//! command; `%s` stands for the URL, else it is appended), else `xdg-open` / `open` /
+//! `start`, waits (5 minutes at most) for the redirect, checks `state`, exchanges the code
+//! with the verifier, and stores the tokens in the credential store. Calls use the access
+//! token and refresh it a minute before it expires (halfway for short-lived tokens) and
+//! once after a 401; a rotated refresh
+//! token replaces the old one. The client id comes from config `apps.<id>.clientId`, else
+//! the descriptor's `oauth2.clientId` (public clients; no client secret).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aai_descriptor::OAuth2;
+use base64::Engine as _;
+use serde_json::Value;
+use sha2::Digest as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::credentials::{Credential, Secret};
+use crate::error::{Code, GatewayError};
+
+/// How long `auth login` waits for the browser to come back.
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Tokens as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tokens {
+    /// Bearer token.
+    pub access_token: Secret,
+    /// Refresh token, when the provider gave one.
+    pub refresh_token: Option<Secret>,
+    /// Unix time the access token expires (0: unknown).
+    pub expires_at: u64,
+    /// Unix time to refresh it: a minute before expiry, or halfway for tokens shorter
+    /// than two minutes (0: never ahead of time).
+    pub refresh_at: u64,
+}
+
+impl Tokens {
+    /// Whether it is time to refresh the access token.
+    pub fn expiring(&self) -> bool {
+        self.refresh_at != 0 && now() >= self.refresh_at
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn random_token(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).expect("the OS has randomness");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buf)
+}
+
+/// The PKCE S256 challenge of `verifier`.
+pub fn challenge(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()))
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a plain client builds")
+}
+
+/// Runs the browser sign-in and returns the tokens. `open` shows the URL to the user.
+pub async fn login(
+    oauth: &OAuth2,
+    client_id: &str,
+    open: impl FnOnce(&str),
+) -> Result<Tokens, GatewayError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot listen for the sign-in redirect: {e}"),
+            )
+        })?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let state = random_token(32);
+    let verifier = random_token(64);
+    let mut url = reqwest::Url::parse(&oauth.authorization_endpoint).map_err(|e| {
+        GatewayError::new(
+            Code::AaiJsonInvalid,
+            format!("authorizationEndpoint is invalid: {e}"),
+        )
+    })?;
+    url.query_pairs_mut()
+        .append_pair("response_type", "code")
+        .append_pair("client_id", client_id)
+        .append_pair("redirect_uri", &redirect_uri)
+        .append_pair("scope", &oauth.scopes.join(" "))
+        .append_pair("state", &state)
+        .append_pair("code_challenge", &challenge(&verifier))
+        .append_pair("code_challenge_method", "S256");
+    open(url.as_str());
+    let code = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_code(&listener, &state))
+        .await
+        .map_err(|_| {
+            GatewayError::new(
+                Code::Timeout,
+                "nobody completed the sign-in within 5 minutes",
+            )
+        })??;
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", redirect_uri.as_str()),
+        ("client_id", client_id),
+        ("code_verifier", verifier.as_str()),
+    ];
+    token_request(&oauth.token_endpoint, &form, None).await
+}
+
+/// Exchanges the refresh token for new tokens (keeping the old refresh token when the
+/// provider does not rotate it).
+pub async fn refresh(
+    oauth: &OAuth2,
+    client_id: &str,
+    tokens: &Tokens,
+) -> Result<Tokens, GatewayError> {
+    let Some(refresh_token) = &tokens.refresh_token else {
+        return Err(GatewayError::new(
+            Code::AuthExpired,
+            "the access token expired and there is no refresh token",
+        ));
+    };
+    let form = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh_token.expose()),
+        ("client_id", client_id),
+    ];
+    token_request(&oauth.token_endpoint, &form, Some(refresh_token))
+        .await
+        .map_err(|mut e| {
+            if e.code == Code::AuthDenied {
+                e.code = Code::AuthExpired;
+            }
+            e
+        })
+}
+
+async fn token_request(
+    endpoint: &str,
+    form: &[(&str, &str)],
+    old_refresh: Option<&Secret>,
+) -> Result<Tokens, GatewayError> {
+    let body: String = form
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                crate::exec::http::encode(k),
+                crate::exec::http::encode(v)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    let response = client()
+        .post(endpoint)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| {
+            GatewayError::new(
+                Code::ServiceUnavailable,
+                format!("the token endpoint is unreachable: {e}"),
+            )
+        })?;
+    let status = response.status();
+    let value: Value =
+        serde_json::from_str(&response.text().await.unwrap_or_default()).unwrap_or(Value::Null);
+    let text = |k: &str| value.get(k).and_then(Value::as_str);
+    match text("access_token") {
+        Some(access) if status.is_success() => {
+            let lifetime = value.get("expires_in").and_then(Value::as_u64);
+            let issued = now();
+            Ok(Tokens {
+                access_token: Secret::new(access),
+                refresh_token: text("refresh_token")
+                    .map(Secret::new)
+                    .or_else(|| old_refresh.cloned()),
+                expires_at: lifetime.map_or(0, |l| issued + l),
+                refresh_at: lifetime.map_or(0, |l| issued + l - (l / 2).min(60)),
+            })
+        }
+        _ => {
+            let why = [text("error"), text("error_description")]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(": ");
+            Err(GatewayError::new(
+                Code::AuthDenied,
+                format!(
+                    "the token endpoint refused (HTTP {status}){}",
+                    if why.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {why}")
+                    }
+                ),
+            ))
+        }
+    }
+}
+
+/// Accepts connections until one brings `/callback` with our `state`; answers each.
+async fn wait_for_code(
+    listener: &tokio::net::TcpListener,
+    state: &str,
+) -> Result<String, GatewayError> {
+    loop {
+        let (mut socket, _) = listener.accept().await.map_err(|e| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("the sign-in redirect failed: {e}"),
+            )
+        })?;
+        let mut buf = vec![0u8; 16 * 1024];
+        let n = socket.read(&mut buf).await.unwrap_or(0);
+        let request = String::from_utf8_lossy(&buf[..n]);
+        let target = request.split_whitespace().nth(1).unwrap_or("");
+        let Some(query) = target.strip_prefix("/callback?") else {
+            let _ = socket
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        };
+        let params: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let (page, result) = if get("state").as_deref() != Some(state) {
+            (
+                "The sign-in answer did not match this request; try again.",
+                Err(GatewayError::new(
+                    Code::AuthDenied,
+                    "the sign-in redirect carried the wrong `state`",
+                )),
+            )
+        } else if let Some(error) = get("error") {
+            let detail = get("error_description")
+                .map(|d| format!("{error}: {d}"))
+                .unwrap_or(error);
+            (
+                "The sign-in was not completed. You can close this tab.",
+                Err(GatewayError::new(
+                    Code::AuthDenied,
+                    format!("the provider refused: {detail}"),
+                )),
+            )
+        } else if let Some(code) = get("code") {
+            (
+                "Signed in. You can close this tab and go back to your agent.",
+                Ok(code),
+            )
+        } else {
+            (
+                "The sign-in answer carried no code.",
+                Err(GatewayError::new(
+                    Code::AuthDenied,
+                    "the sign-in redirect carried no code",
+                )),
+            )
+        };
+        let html =
+            format!("<!doctype html><meta charset=utf-8><title>aai-gateway</title><p>{page}</p>");
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            html.len()
+        );
+        let _ = socket.write_all(head.as_bytes()).await;
+        let _ = socket.write_all(html.as_bytes()).await;
+        return result;
+    }
+}
+
+impl From<Tokens> for Credential {
+    fn from(t: Tokens) -> Credential {
+        Credential::OAuth(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn s256_matches_rfc_7636() {
+        // RFC 7636, appendix B.
+        assert_eq!(
+            super::challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+        let a = super::random_token(64);
+        assert!(a.len() >= 43 && a.len() <= 128 && a != super::random_token(64));
+    }
+}
