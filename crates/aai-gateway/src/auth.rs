@@ -18,7 +18,7 @@
 //! errors or logs.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aai_descriptor::{Auth, Instructions, KeyLocation};
@@ -44,7 +44,6 @@ pub struct Authenticator {
     client_ids: std::collections::BTreeMap<String, String>,
     refreshing: tokio::sync::Mutex<()>,
     tokens: Mutex<HashMap<String, (Secret, Instant)>>,
-    client: OnceLock<reqwest::Client>,
 }
 
 impl Authenticator {
@@ -61,7 +60,6 @@ impl Authenticator {
             client_ids,
             refreshing: tokio::sync::Mutex::new(()),
             tokens: Mutex::new(HashMap::new()),
-            client: OnceLock::new(),
         }
     }
 
@@ -245,30 +243,9 @@ impl Authenticator {
         app_id: &str,
         secret: &Secret,
     ) -> Result<(Secret, Option<Duration>), GatewayError> {
-        let client = self.client.get_or_init(|| {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            reqwest::Client::builder()
-                .timeout(Duration::from_secs(20))
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .expect("a plain client builds")
-        });
         let body = json!({"app_id": app_id, "app_secret": secret.expose()}).to_string();
-        let response = client
-            .post(endpoint)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| {
-                GatewayError::new(
-                    Code::ServiceUnavailable,
-                    format!("the token endpoint is unreachable: {e}"),
-                )
-            })?;
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let (status, value) =
+            crate::oauth::post_token_endpoint(endpoint, "application/json", body).await?;
         let field = |names: &[&str]| names.iter().find_map(|n| value.get(*n));
         let token = field(&[
             "tenant_access_token",

@@ -63,13 +63,39 @@ pub fn challenge(verifier: &str) -> String {
         .encode(sha2::Sha256::digest(verifier.as_bytes()))
 }
 
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("a plain client builds")
+/// POSTs `body` to a token endpoint (OAuth or app-credential exchange) and returns the
+/// status and the JSON answer (`null` when it is not JSON). No redirects are followed.
+pub(crate) async fn post_token_endpoint(
+    endpoint: &str,
+    content_type: &str,
+    body: String,
+) -> Result<(reqwest::StatusCode, Value), GatewayError> {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    let client = CLIENT.get_or_init(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("a plain client builds")
+    });
+    let response = client
+        .post(endpoint)
+        .header("content-type", content_type)
+        .header("accept", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| {
+            GatewayError::new(
+                Code::ServiceUnavailable,
+                format!("the token endpoint is unreachable: {e}"),
+            )
+        })?;
+    let status = response.status();
+    let value =
+        serde_json::from_str(&response.text().await.unwrap_or_default()).unwrap_or(Value::Null);
+    Ok((status, value))
 }
 
 /// Runs the browser sign-in and returns the tokens. `open` shows the URL to the user.
@@ -167,22 +193,8 @@ async fn token_request(
         })
         .collect::<Vec<_>>()
         .join("&");
-    let response = client()
-        .post(endpoint)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("accept", "application/json")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| {
-            GatewayError::new(
-                Code::ServiceUnavailable,
-                format!("the token endpoint is unreachable: {e}"),
-            )
-        })?;
-    let status = response.status();
-    let value: Value =
-        serde_json::from_str(&response.text().await.unwrap_or_default()).unwrap_or(Value::Null);
+    let (status, value) =
+        post_token_endpoint(endpoint, "application/x-www-form-urlencoded", body).await?;
     let text = |k: &str| value.get(k).and_then(Value::as_str);
     match text("access_token") {
         Some(access) if status.is_success() => {
