@@ -201,7 +201,7 @@ async def test_sign_in_call_refresh_rotate_and_recover(ogw, oidc):
             assert secret not in text or path.name == "browser.log" and secret == code, f"token leaked into {path}"
 
 
-def test_login_needs_a_client_id_and_a_state_match(ogw, oidc):
+def test_login_needs_a_client_id_and_the_matching_state(ogw, oidc):
     oauth_app(ogw, oidc, client_id=None)
     p, _ = login(ogw)
     assert p.returncode == 1 and "no OAuth client id for `com.example.oidc`" in p.stderr
@@ -211,6 +211,12 @@ def test_login_needs_a_client_id_and_a_state_match(ogw, oidc):
     proc = subprocess.Popen([str(ogw.binary), "--home", str(ogw.home), "auth", "login", "com.example.oidc"],
                             env=ogw.env(BROWSER="true"), stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
-    proc.kill()
-    proc.wait()
     assert "client_id=unknown-client" in line, line
+    # A redirect that does not carry our `state` (a forged or stale answer) ends the login.
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(line.split("sign in at ")[1].split()[0]).query)
+    callback = query["redirect_uri"][0]
+    page = urllib.request.urlopen(f"{callback}?code=stolen&state=forged", timeout=10).read().decode()
+    assert "did not match" in page
+    assert proc.wait(timeout=10) == 1
+    assert "the sign-in redirect carried the wrong `state`" in proc.stderr.read()
+    assert ogw.run("auth", "status", "com.example.oidc").stdout.split()[-1] == "no", "nothing was stored"
