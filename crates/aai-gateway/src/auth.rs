@@ -140,6 +140,13 @@ impl Authenticator {
         auth: &Auth,
         base_url: &str,
     ) -> Result<Material, GatewayError> {
+        // An exchanged token still good needs no trip to the credential store.
+        if matches!(auth, Auth::AppCredential(_))
+            && let Some((token, until)) = self.tokens.lock().expect("token lock").get(app)
+            && Instant::now() < *until
+        {
+            return Ok(bearer(token));
+        }
         let stored = self.store.get(app).await?;
         let required = |why: &str| self.required(app, auth, why);
         match auth {
@@ -200,11 +207,6 @@ impl Authenticator {
                 })
             }
             Auth::AppCredential(a) => {
-                if let Some((token, until)) = self.tokens.lock().expect("token lock").get(app)
-                    && Instant::now() < *until
-                {
-                    return Ok(bearer(token));
-                }
                 let Some(Credential::AppCredential { app_id, app_secret }) = stored else {
                     return Err(required("no app id and secret are stored for this app"));
                 };
@@ -344,11 +346,8 @@ fn bearer(token: &Secret) -> Material {
 }
 
 fn url_host(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = authority.rsplit('@').next().unwrap_or_default();
-    host.split(':')
-        .next()
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
         .unwrap_or_default()
-        .to_ascii_lowercase()
 }

@@ -182,17 +182,9 @@ async fn token_request(
     form: &[(&str, &str)],
     old_refresh: Option<&Secret>,
 ) -> Result<Tokens, GatewayError> {
-    let body: String = form
-        .iter()
-        .map(|(k, v)| {
-            format!(
-                "{}={}",
-                crate::exec::http::encode(k),
-                crate::exec::http::encode(v)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("&");
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
     let (status, value) =
         post_token_endpoint(endpoint, "application/x-www-form-urlencoded", body).await?;
     let text = |k: &str| value.get(k).and_then(Value::as_str);

@@ -38,7 +38,7 @@ pub struct HttpExecutor {
 }
 
 impl Execute for HttpExecutor {
-    async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+    async fn execute(&self, mut req: Request<'_>) -> Result<Value, GatewayError> {
         let Executor::Http(http) = req.executor else {
             unreachable!("dispatched by executor type");
         };
@@ -54,12 +54,12 @@ impl Execute for HttpExecutor {
             ));
         };
         let client = self.client()?;
-        let mut args = match &req.args {
-            Value::Object(m) => m.clone(),
+        let mut args = match std::mem::take(&mut req.args) {
+            Value::Object(m) => m,
             _ => Map::new(),
         };
         let mut url = build_url(&http.base_url, path, &mut args, *method)?;
-        let auth = req.auth.clone().unwrap_or_default();
+        let auth = req.auth.take().unwrap_or_default();
         if !auth.query.is_empty() {
             let mut pairs = url.query_pairs_mut();
             for (k, v) in &auth.query {
@@ -77,6 +77,11 @@ impl Execute for HttpExecutor {
                 .chain(&auth_headers)
                 .chain(headers),
         )?;
+        let body = (!matches!(
+            method,
+            HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
+        ))
+        .then(|| Value::Object(args).to_string());
         let deadline = Instant::now() + req.ctx.timeout;
         let mut attempt = 0;
         loop {
@@ -84,13 +89,10 @@ impl Execute for HttpExecutor {
             let mut builder = client
                 .request(reqwest_method(*method), url.clone())
                 .headers(header_map.clone());
-            if !matches!(
-                method,
-                HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
-            ) {
+            if let Some(body) = &body {
                 builder = builder
                     .header("content-type", "application/json")
-                    .body(Value::Object(args.clone()).to_string());
+                    .body(body.clone());
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             let sent = tokio::select! {
