@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aai_gateway::discovery::{self, Layout, SearchDir, SourceKind};
+use aai_gateway::catalog::{self, Layout, SearchDir, SourceKind};
 
 /// One descriptor in dialect `i % 3`, with three tools.
 fn descriptor(i: usize) -> (String, String) {
@@ -64,7 +64,7 @@ fn bench(n: usize, runs: usize) {
         layout: Layout::AppDirs,
     }];
     // Warm the page cache and check the result once.
-    let catalog = discovery::scan(&dirs);
+    let catalog = catalog::scan(&dirs);
     assert_eq!(catalog.apps.len(), n);
     assert!(
         catalog.diagnostics.is_empty(),
@@ -74,7 +74,7 @@ fn bench(n: usize, runs: usize) {
     let mut times: Vec<Duration> = (0..runs)
         .map(|_| {
             let start = Instant::now();
-            let catalog = discovery::scan(&dirs);
+            let catalog = catalog::scan(&dirs);
             let elapsed = start.elapsed();
             assert_eq!(catalog.apps.len(), n);
             elapsed

@@ -24,22 +24,15 @@
 //! The descriptor model and its parsers live in the `aai-descriptor` crate (no I/O).
 
 pub mod auth;
-pub mod builtin;
+pub mod catalog;
 pub mod cli;
 pub mod config;
-pub mod credentials;
-#[cfg(unix)]
-pub mod discover;
-pub mod discovery;
 pub mod error;
 pub mod exec;
-pub mod guide;
+pub mod gateway;
 pub mod hash;
 pub mod host;
 pub mod logging;
 pub mod mcp;
-pub mod oauth;
 pub mod pipeline;
 pub mod registry;
-pub mod search;
-pub mod web;

@@ -1,46 +1,19 @@
-//! One tool call from request to result, the same for MCP and `aai-gateway call`:
+//! One tool call from request to result, the same for every front door (MCP, `call`):
 //! find the app and tool, apply schema defaults, validate the arguments (the MCP SDK does
-//! not), pick the timeout (tool, else binding, else `defaultTimeout`), execute.
-//!
-//! The catalog is loaded in the background at start so the MCP handshake never waits for
-//! a scan; calls and lists wait for the first scan to finish.
+//! not), pick the timeout (tool, else binding, else `defaultTimeout`), resolve
+//! credentials, execute. Calls wait for the first scan to finish.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 
 use aai_descriptor::Tool;
 use serde_json::{Map, Value};
-use tokio::sync::Notify;
 
-use crate::config::Config;
-use crate::discovery::{self, SearchDir};
 use crate::error::{Code, GatewayError};
-use crate::exec::{CallContext, Executors, Request};
-use crate::host::Host;
-use crate::registry::{Registry, Snapshot};
+use crate::exec::{CallContext, Request};
+use crate::gateway::Gateway;
 
 /// At most this many schema violations are listed in one INVALID_PARAMS error.
 const MAX_REPORTED_VIOLATIONS: usize = 5;
-
-/// The running gateway: settings, the served apps, the executors.
-#[derive(Debug)]
-pub struct Gateway {
-    /// Settings.
-    pub config: Config,
-    /// `$AAI_HOME`.
-    pub home: PathBuf,
-    /// Locale for names.
-    pub locale: Option<String>,
-    host: Host,
-    search_dirs: Vec<SearchDir>,
-    registry: Registry,
-    loaded: AtomicBool,
-    loaded_notify: Notify,
-    executors: Executors,
-    auth: crate::auth::Authenticator,
-    web: crate::web::Fetcher,
-}
 
 /// A successful call.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,72 +25,6 @@ pub struct Outcome {
 }
 
 impl Gateway {
-    /// A gateway that has not scanned yet.
-    pub fn new(
-        config: Config,
-        home: PathBuf,
-        locale: Option<String>,
-        host: Host,
-        search_dirs: Vec<SearchDir>,
-    ) -> Arc<Gateway> {
-        let store = crate::credentials::Store::new(config.credentials, &home);
-        let client_ids = config
-            .apps
-            .iter()
-            .filter_map(|(id, a)| Some((id.clone(), a.client_id.clone()?)))
-            .collect();
-        let auth = crate::auth::Authenticator::new(store, locale.clone(), client_ids);
-        Arc::new(Gateway {
-            web: crate::web::Fetcher::new(&home),
-            auth,
-            config,
-            home,
-            locale,
-            host,
-            search_dirs,
-            registry: Registry::default(),
-            loaded: AtomicBool::new(false),
-            loaded_notify: Notify::new(),
-            executors: Executors::default(),
-        })
-    }
-
-    /// The directories scanned, in precedence order.
-    pub fn search_dirs(&self) -> &[SearchDir] {
-        &self.search_dirs
-    }
-
-    /// Scans now (blocking) and installs the result; returns whether what agents see
-    /// changed. The first call also releases everything waiting for the catalog.
-    pub fn rescan(&self) -> bool {
-        let mut catalog = discovery::scan(&self.search_dirs);
-        crate::builtin::add_to(
-            &mut catalog,
-            crate::builtin::apps(&crate::builtin::session_bus_names()),
-        );
-        for d in catalog.diagnostics.iter().filter(|d| d.is_error()) {
-            tracing::warn!("{d}");
-        }
-        let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
-        tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
-        let changed = self.registry.replace(snapshot);
-        if !self.loaded.swap(true, Ordering::SeqCst) {
-            self.loaded_notify.notify_waiters();
-        }
-        changed
-    }
-
-    /// The served apps, once the first scan has finished.
-    pub async fn snapshot(&self) -> Arc<Snapshot> {
-        loop {
-            let notified = self.loaded_notify.notified();
-            if self.loaded.load(Ordering::SeqCst) {
-                return self.registry.snapshot();
-            }
-            notified.await;
-        }
-    }
-
     /// Runs one tool call; `cancel` stops it, `progress` receives its progress.
     pub async fn call(
         &self,
@@ -129,7 +36,7 @@ impl Gateway {
     ) -> Result<Outcome, GatewayError> {
         let snapshot = self.snapshot().await;
         let entry = snapshot.find(app).ok_or_else(|| {
-            let hint = crate::search::search(&snapshot, app, 3)
+            let hint = crate::registry::search::search(&snapshot, app, 3)
                 .iter()
                 .map(|h| format!("`{}`", h.entry.app.id))
                 .collect::<Vec<_>>();
@@ -225,47 +132,6 @@ impl Gateway {
             structured: tool.returns.is_some() && value.is_object(),
             value,
         })
-    }
-
-    /// Fetches and caches a web app's descriptor (`web_discover`); returns the app id and
-    /// whether the cached copy was used because the site is unreachable. Rescans, so the
-    /// app is callable right away.
-    pub async fn discover_web(
-        self: &Arc<Self>,
-        input: &str,
-    ) -> Result<(String, bool), GatewayError> {
-        let url = crate::web::well_known(input)?;
-        let fetched = self.web.fetch(&url, None).await?;
-        let me = self.clone();
-        let _ = tokio::task::spawn_blocking(move || me.rescan()).await;
-        Ok((fetched.app_id, fetched.stale))
-    }
-
-    /// Fetches the registry catalog into the web cache (when enabled), then rescans.
-    pub async fn refresh_registry(self: &Arc<Self>) -> Result<bool, GatewayError> {
-        let (ok, problems) = self.web.registry(&self.config.registry_url).await?;
-        for p in &problems {
-            tracing::warn!("registry entry skipped: {p}");
-        }
-        tracing::info!(
-            apps = ok.len(),
-            skipped = problems.len(),
-            "registry catalog fetched"
-        );
-        let me = self.clone();
-        Ok(tokio::task::spawn_blocking(move || me.rescan())
-            .await
-            .unwrap_or(false))
-    }
-
-    /// The credentials side (for `auth login`).
-    pub fn authenticator(&self) -> &crate::auth::Authenticator {
-        &self.auth
-    }
-
-    /// Stops every process the gateway started.
-    pub fn shutdown(&self) {
-        self.executors.shutdown();
     }
 }
 

@@ -10,8 +10,8 @@ use aai_descriptor::Auth;
 
 use super::Context;
 use super::table::Table;
-use crate::credentials::{Credential, Store};
-use crate::discovery;
+use crate::auth::store::{Credential, Store};
+use crate::catalog;
 
 /// What to do.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ fn auth_kind(auth: &Auth) -> &'static str {
 }
 
 pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
-    let catalog = discovery::scan(&ctx.search_dirs());
+    let catalog = catalog::scan(&ctx.search_dirs());
     let apps: Vec<(String, Auth)> = catalog
         .apps
         .iter()
@@ -139,7 +139,8 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                     "no OAuth client id for `{app}`: register the gateway with the provider and set \"apps\": {{\"{app}\": {{\"clientId\": \"…\"}}}} in config.json"
                 ));
             };
-            let signed_in = runtime.block_on(crate::oauth::login(&oauth, &client_id, open_browser));
+            let signed_in =
+                runtime.block_on(crate::auth::oauth::login(&oauth, &client_id, open_browser));
             let tokens = match signed_in {
                 Ok(t) => t,
                 Err(e) => return fail(&e.detail),

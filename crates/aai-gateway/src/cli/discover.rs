@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::Context;
 use super::table::Table;
-use crate::discover::{self, Plan};
+use crate::catalog::generate::{self, Plan};
 
 /// Options of `--discover`.
 #[derive(Debug, Clone, Copy)]
@@ -34,17 +34,17 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start: {e}")),
     };
-    let names = match runtime.block_on(crate::exec::dbus::owned_names()) {
+    let names = match runtime.block_on(crate::catalog::bus::owned_names()) {
         Ok(n) => n,
         Err(e) => return fail(&format!("cannot reach the D-Bus session bus: {e}")),
     };
-    let activatable: Vec<String> = crate::builtin::session_bus_names()
+    let activatable: Vec<String> = crate::catalog::builtin::session_bus_names()
         .into_iter()
-        .filter(|n| !names.contains(n) && (opts.all || !discover::is_plumbing(n)))
+        .filter(|n| !names.contains(n) && (opts.all || !generate::is_plumbing(n)))
         .collect();
     let candidates: Vec<&String> = names
         .iter()
-        .filter(|n| opts.all || !discover::is_plumbing(n))
+        .filter(|n| opts.all || !generate::is_plumbing(n))
         .collect();
     let mut found = Vec::new();
     for (i, service) in candidates.iter().enumerate() {
@@ -54,19 +54,19 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
             candidates.len()
         );
         let objects = runtime
-            .block_on(crate::exec::dbus::describe_service(service, 200))
+            .block_on(crate::catalog::bus::describe_service(service, 200))
             .unwrap_or_default();
-        let doc = discover::descriptor(service, &objects);
+        let doc = generate::descriptor(service, &objects);
         let text = doc
             .as_ref()
             .map(|d| format!("{}\n", serde_json::to_string_pretty(d).expect("JSON")));
         let plan = match &text {
-            Some(t) => discover::plan(&ctx.home.join(service.as_str()), t),
+            Some(t) => generate::plan(&ctx.home.join(service.as_str()), t),
             None => Plan::Empty,
         };
         found.push(Found {
             service: (*service).clone(),
-            summary: doc.as_ref().map(discover::summary).unwrap_or_default(),
+            summary: doc.as_ref().map(generate::summary).unwrap_or_default(),
             text,
             plan,
         });
@@ -106,7 +106,7 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
     if confirmed {
         for f in &writable {
             let text = f.text.as_deref().expect("planned files have text");
-            match discover::write(&ctx.home.join(&f.service), text) {
+            match generate::write(&ctx.home.join(&f.service), text) {
                 Ok(path) => written.push(path),
                 Err(e) => {
                     return fail(&format!(

@@ -2,7 +2,7 @@
 
 mod auth;
 mod call;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 mod discover;
 mod scan;
 mod table;
@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::catalog::{self, SearchDir};
 use crate::config::Config;
-use crate::discovery::{self, Layout, SearchDir, SourceKind};
 use crate::host::{Host, Os};
 
 /// Lets AI agents call applications directly: an MCP gateway for aai.json apps.
@@ -132,36 +132,14 @@ pub struct Context {
 
 impl Context {
     /// The gateway these settings describe (not scanned yet).
-    pub fn into_gateway(self) -> std::sync::Arc<crate::pipeline::Gateway> {
-        let dirs = self.search_dirs();
-        crate::pipeline::Gateway::new(self.config, self.home, self.locale, self.host, dirs)
+    pub fn into_gateway(self) -> std::sync::Arc<crate::gateway::Gateway> {
+        crate::gateway::Gateway::new(self.config, self.home, self.locale, self.host)
     }
 
-    /// The search directories in precedence order: user dir, config paths, system paths.
+    /// The search directories in precedence order: user dir, config paths, system paths,
+    /// web cache.
     pub fn search_dirs(&self) -> Vec<SearchDir> {
-        let mut dirs = vec![SearchDir {
-            kind: SourceKind::User,
-            dir: self.home.clone(),
-            layout: Layout::AppDirs,
-        }];
-        dirs.extend(
-            self.config
-                .scan_paths
-                .iter()
-                .cloned()
-                .map(SearchDir::config),
-        );
-        let root = std::env::var_os("AAI_SYSTEM_ROOT")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        let env = |k: &str| std::env::var(k).ok();
-        dirs.extend(discovery::paths::system_dirs(self.host.os(), &env, &root));
-        dirs.push(SearchDir {
-            kind: SourceKind::WebCache,
-            dir: crate::web::cache_dir(&self.home),
-            layout: Layout::AppDirs,
-        });
-        dirs
+        catalog::paths::search_dirs(&self.home, &self.config.scan_paths, self.host.os())
     }
 }
 
@@ -197,7 +175,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         None if cli.json && !cli.scan && !cli.discover => {
             Err("--json goes with --scan or --discover".to_owned())
         }
-        #[cfg(unix)]
+        #[cfg(target_os = "linux")]
         None if cli.discover => {
             let ctx = context(cli.home, cli.config, false)?;
             let opts = discover::Options {
@@ -208,7 +186,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             };
             Ok(discover::run(&ctx, opts))
         }
-        #[cfg(not(unix))]
+        #[cfg(not(target_os = "linux"))]
         None if cli.discover => {
             Err("--discover inspects D-Bus and is available on Linux only".to_owned())
         }
@@ -228,7 +206,7 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
     let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let gateway = ctx.into_gateway();
     runtime
-        .block_on(crate::mcp::serve_stdio(gateway))
+        .block_on(crate::mcp::stdio::serve(gateway))
         .map_err(|e| format!("MCP server stopped: {e:#}"))?;
     // Adapters and blocking scans must not keep the process alive after the session.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
@@ -243,7 +221,7 @@ fn context(
     let env = |k: &str| std::env::var(k).ok();
     let home = match home.filter(|h| !h.as_os_str().is_empty()) {
         Some(h) => h,
-        None => discovery::paths::default_home(Os::current(), &env)
+        None => catalog::paths::default_home(Os::current(), &env)
             .ok_or("cannot tell the home directory; pass --home or set AAI_HOME")?,
     };
     let (file, explicit) = match config {

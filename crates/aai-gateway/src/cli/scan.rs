@@ -14,14 +14,10 @@ use serde::Serialize;
 
 use super::Context;
 use super::table::Table;
-use crate::discovery::{self, Catalog};
+use crate::catalog::{self, Catalog};
 
 pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
-    let mut catalog = discovery::scan(&ctx.search_dirs());
-    crate::builtin::add_to(
-        &mut catalog,
-        crate::builtin::apps(&crate::builtin::session_bus_names()),
-    );
+    let catalog = catalog::load(&ctx.search_dirs());
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // A closed pipe (`| head`) is not an error worth reporting.
     let _ = if as_json {

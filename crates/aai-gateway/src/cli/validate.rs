@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use aai_descriptor::{Diagnostic, Sink};
 use serde_json::json;
 
-use crate::discovery::{self, SearchDir, SourceKind};
+use crate::catalog::{self, SearchDir, SourceKind};
 
 struct Checked {
     path: PathBuf,
@@ -25,9 +25,9 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
             let dir = SearchDir {
                 kind: SourceKind::Config,
                 dir: path.clone(),
-                layout: discovery::Layout::Mixed,
+                layout: catalog::Layout::Mixed,
             };
-            let files = discovery::scan_files(&dir);
+            let files = catalog::scan_files(&dir);
             if files.is_empty() {
                 checked.push(missing(path, "no descriptor files in this directory"));
             }

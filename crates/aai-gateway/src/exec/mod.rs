@@ -4,7 +4,7 @@
 //! Executors never ask for consent and never read the secret store: they get an
 //! already-validated call. They create processes only through [`process`].
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod dbus;
 pub mod http;
 pub mod process;
@@ -88,7 +88,7 @@ pub trait Execute {
 pub struct Executors {
     stdio: stdio::StdioExecutor,
     http: http::HttpExecutor,
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     dbus: dbus::DbusExecutor,
 }
 
@@ -98,7 +98,7 @@ impl Executors {
         match req.executor {
             Executor::Stdio(_) => self.stdio.execute(req).await,
             Executor::Http(_) => self.http.execute(req).await,
-            #[cfg(unix)]
+            #[cfg(target_os = "linux")]
             Executor::Dbus(_) => self.dbus.execute(req).await,
             other => Err(GatewayError::new(
                 Code::AutomationNotSupported,

@@ -7,39 +7,40 @@
 //! the binding in use) and `app:<appId>/guide` (markdown).
 
 mod names;
-pub mod watch;
+pub mod stdio;
+mod tools;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     Implementation, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ServerCapabilities, ServerConfig, Tool,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::config::{ErrorStyle, Exposure};
 use crate::error::{Code, GatewayError};
 use crate::exec::{Progress, ProgressSink};
-use crate::pipeline::{Gateway, Outcome};
+use crate::gateway::Gateway;
+use crate::pipeline::Outcome;
 use crate::registry::{Entry, Snapshot};
-
-/// How often the registry catalog is fetched again.
-const REGISTRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+use tools::Meta;
 
 const INSTRUCTIONS: &str = "This server lets you use applications on this computer and on the web directly. \
 Find an app with `aai_search` (any language), read its guide with `aai_guide` (or the app's `app_*` tool), \
 then call a tool with `aai_exec` {app, tool, args}. `web_discover` adds a web app by its domain.";
 
-/// The MCP server.
+/// The MCP handler, independent of the transport: one per session, all sharing one
+/// [`Gateway`]. It keeps no peer; each session's peer hears of changes through its own
+/// subscription (see [`Server::on_initialized`]).
 #[derive(Clone)]
 pub struct Server {
     gateway: Arc<Gateway>,
-    peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -51,24 +52,43 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// A server over `gateway`.
     pub fn new(gateway: Arc<Gateway>) -> Server {
-        Server {
-            gateway,
-            peer: Arc::new(Mutex::new(None)),
-        }
+        Server { gateway }
     }
 
-    /// Tells the client that the tool and resource lists changed (legacy sessions).
-    pub async fn announce_change(&self) {
-        let peer = self.peer.lock().expect("peer lock").clone();
-        let Some(peer) = peer else { return };
+    /// Tells `peer` that the tool and resource lists changed (legacy sessions); false
+    /// when the peer is gone.
+    async fn announce_change(&self, peer: &Peer<RoleServer>) -> bool {
         if self.exposure(&*self.gateway.snapshot().await) != Exposure::Search
             && let Err(e) = peer.notify_tool_list_changed().await
         {
             tracing::debug!("tools/list_changed not delivered: {e}");
+            return false;
         }
         if let Err(e) = peer.notify_resource_list_changed().await {
             tracing::debug!("resources/list_changed not delivered: {e}");
+            return false;
         }
+        true
+    }
+
+    /// Forwards the gateway's changes to `peer` until it goes away or the gateway stops.
+    fn follow_changes(&self, peer: Peer<RoleServer>) {
+        let mut changes = self.gateway.subscribe();
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    change = changes.recv() => match change {
+                        Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                    () = me.gateway.stopping() => return,
+                }
+                if peer.is_transport_closed() || !me.announce_change(&peer).await {
+                    return;
+                }
+            }
+        });
     }
 
     /// The effective exposure: `progressive` lists like `search` above `maxListedApps`.
@@ -106,8 +126,8 @@ impl Server {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, GatewayError> {
         let snapshot = self.gateway.snapshot().await;
-        match name {
-            "aai_search" | "aai:search" => {
+        match tools::lookup(name) {
+            Some(Meta::Search) => {
                 let query = string_arg(&args, "query")?;
                 let limit = match args.get("limit") {
                     None | Some(Value::Null) => 10,
@@ -117,36 +137,35 @@ impl Server {
                 };
                 Ok(search_result(&snapshot, query, limit))
             }
-            "aai_guide" | "aai:guide" => {
+            Some(Meta::Guide) => {
                 let app = string_arg(&args, "app")?;
                 let entry = find(&snapshot, app)?;
-                Ok(text(crate::guide::render(&snapshot, entry)))
+                Ok(text(crate::registry::guide::render(&snapshot, entry)))
             }
-            "web_discover" | "web:discover" => {
+            Some(Meta::WebDiscover) => {
                 let url = string_arg(&args, "url")?;
                 let (app_id, stale) = self.gateway.discover_web(url).await?;
-                self.announce_change().await;
                 let snapshot = self.gateway.snapshot().await;
                 let entry = find(&snapshot, &app_id)?;
-                let mut guide = crate::guide::render(&snapshot, entry);
+                let mut guide = crate::registry::guide::render(&snapshot, entry);
                 if stale {
                     guide.insert_str(0, "> The site could not be reached; this is the cached copy of its descriptor.\n\n");
                 }
                 Ok(text(guide))
             }
-            "aai_exec" | "aai:exec" => {
+            Some(Meta::Exec) => {
                 let app = string_arg(&args, "app")?;
                 let tool = string_arg(&args, "tool")?;
                 let call_args = args.get("args").cloned();
                 self.exec(app, tool, call_args, ctx).await
             }
-            _ => {
+            None => {
                 if let Some(app) = name
                     .strip_prefix("app_")
                     .or_else(|| name.strip_prefix("app:"))
                     && let Some(entry) = snapshot.find(app)
                 {
-                    return Ok(text(crate::guide::render(&snapshot, entry)));
+                    return Ok(text(crate::registry::guide::render(&snapshot, entry)));
                 }
                 if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
                     let (app, tool) = (entry.app.id.clone(), tool.to_owned());
@@ -241,7 +260,7 @@ fn find<'a>(snapshot: &'a Snapshot, app: &str) -> Result<&'a Entry, GatewayError
 }
 
 fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResult {
-    let hits = crate::search::search(snapshot, query, limit);
+    let hits = crate::registry::search::search(snapshot, query, limit);
     let mut body = if hits.is_empty() {
         format!(
             "No app matches \"{query}\". There are {} apps; try other words or another language.",
@@ -285,49 +304,6 @@ fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResu
     result
 }
 
-fn schema(value: Value) -> Arc<Map<String, Value>> {
-    match value {
-        Value::Object(map) => Arc::new(map),
-        _ => Arc::new(Map::new()),
-    }
-}
-
-fn meta_tools() -> Vec<Tool> {
-    vec![
-        Tool::new(
-            "aai_search",
-            "Find apps and their tools by name (any language), alias or purpose. Returns app ids for aai_guide and aai_exec.",
-            schema(json!({"type":"object","properties":{
-                "query":{"type":"string","description":"What to look for, e.g. \"send email\" or \"提醒事项\""},
-                "limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},
-                "required":["query"]})),
-        ),
-        Tool::new(
-            "aai_guide",
-            "Show an app's guide: its tools, their parameters, and a ready aai_exec example.",
-            schema(json!({"type":"object","properties":{
-                "app":{"type":"string","description":"App id (or name) from aai_search"}},
-                "required":["app"]})),
-        ),
-        Tool::new(
-            "web_discover",
-            "Find a web app by its URL or domain (reads https://<domain>/.well-known/aai.json) and show its guide; the app is then callable with aai_exec.",
-            schema(json!({"type":"object","properties":{
-                "url":{"type":"string","description":"A URL or domain, e.g. \"yuque.com\""}},
-                "required":["url"]})),
-        ),
-        Tool::new(
-            "aai_exec",
-            "Run one tool of an app. Read the app's guide first for the tool's arguments.",
-            schema(json!({"type":"object","properties":{
-                "app":{"type":"string","description":"App id"},
-                "tool":{"type":"string","description":"Tool name from the guide"},
-                "args":{"type":"object","description":"The tool's arguments"}},
-                "required":["app","tool"]})),
-        ),
-    ]
-}
-
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         InitializeResult::new(
@@ -346,7 +322,7 @@ impl ServerHandler for Server {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        *self.peer.lock().expect("peer lock") = Some(context.peer);
+        self.follow_changes(context.peer);
     }
 
     async fn list_tools(
@@ -372,7 +348,7 @@ impl ServerHandler for Server {
             }
             Exposure::Search => {}
         }
-        tools.extend(meta_tools());
+        tools.extend(tools::listed().iter().cloned());
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -437,7 +413,7 @@ impl ServerHandler for Server {
             .filter(|e| e.app.id == key)
             .ok_or_else(not_found)?;
         let contents = if guide {
-            ResourceContents::text(crate::guide::render(&snapshot, entry), uri)
+            ResourceContents::text(crate::registry::guide::render(&snapshot, entry), uri)
                 .with_mime_type("text/markdown")
         } else {
             ResourceContents::text(descriptor_json(entry), uri).with_mime_type("application/json")
@@ -454,72 +430,4 @@ fn descriptor_json(entry: &Entry) -> String {
         obj.insert("bindings".into(), Value::Array(vec![binding]));
     }
     serde_json::to_string_pretty(&value).expect("JSON values serialize")
-}
-
-/// Serves MCP on stdin/stdout until the client goes away; loads the catalog in the
-/// background meanwhile, and watches for changes.
-pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
-    let server = Server::new(gateway.clone());
-    // Watch first, then scan, then talk: no change on disk can fall between the three.
-    let watcher = watch::start(gateway.clone(), server.clone());
-    let scan = gateway.clone();
-    tokio::task::spawn_blocking(move || scan.rescan());
-    let registry = gateway.config.enable_registry.then(|| {
-        let (gateway, server) = (gateway.clone(), server.clone());
-        tokio::spawn(async move {
-            loop {
-                match gateway.refresh_registry().await {
-                    Ok(true) => server.announce_change().await,
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(
-                        "the registry could not be read; using the cache: {}",
-                        e.detail
-                    ),
-                }
-                tokio::time::sleep(REGISTRY_INTERVAL).await;
-            }
-        })
-    });
-    let service = server.serve(rmcp::transport::stdio()).await?;
-    let cancel = service.cancellation_token();
-    tokio::select! {
-        reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),
-        signal = terminated() => {
-            tracing::info!("{signal}; shutting down");
-            cancel.cancel();
-        }
-    }
-    drop(watcher);
-    if let Some(task) = registry {
-        task.abort();
-    }
-    // Adapters run in their own process groups, so a signal to the gateway does not
-    // reach them: stop them explicitly.
-    gateway.shutdown();
-    Ok(())
-}
-
-/// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP; Ctrl-C elsewhere).
-async fn terminated() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-            _ = hup.recv() => "SIGHUP",
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C"
-    }
 }

@@ -43,17 +43,7 @@ fn empty_object() -> Arc<Map<String, Value>> {
 
 /// The flat name of a tool: `<slug>__<tool>` with unsafe characters as `_`, cut to 64.
 pub(super) fn flat_name(entry: &Entry, tool: &str) -> String {
-    let safe: String = tool
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let mut name = format!("{}__{safe}", entry.slug);
+    let mut name = format!("{}__{}", entry.slug, crate::registry::slug::sanitize(tool));
     if name.len() > MAX_NAME {
         name.truncate(MAX_NAME);
     }

@@ -17,6 +17,10 @@
 //! the user's locale — so the agent can tell the user what to do. Secrets never enter
 //! errors or logs.
 
+pub mod oauth;
+pub mod secret;
+pub mod store;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -24,8 +28,9 @@ use std::time::{Duration, Instant};
 use aai_descriptor::{Auth, Instructions, KeyLocation};
 use serde_json::{Value, json};
 
-use crate::credentials::{Credential, Secret, Store};
 use crate::error::{Code, GatewayError};
+pub use secret::Secret;
+use store::{Credential, Store};
 
 /// What one request must carry.
 #[derive(Debug, Clone, Default)]
@@ -100,8 +105,8 @@ impl Authenticator {
         &self,
         app: &str,
         oauth: &aai_descriptor::OAuth2,
-        seen: &crate::oauth::Tokens,
-    ) -> Result<crate::oauth::Tokens, GatewayError> {
+        seen: &crate::auth::oauth::Tokens,
+    ) -> Result<crate::auth::oauth::Tokens, GatewayError> {
         let _one_at_a_time = self.refreshing.lock().await;
         // Another call refreshed while this one waited: its tokens are the newer ones.
         if let Some(Credential::OAuth(current)) = self.store.get(app).await?
@@ -110,7 +115,7 @@ impl Authenticator {
             return Ok(current);
         }
         let client_id = self.client_id(app, oauth).unwrap_or_default();
-        let fresh = crate::oauth::refresh(oauth, &client_id, seen)
+        let fresh = crate::auth::oauth::refresh(oauth, &client_id, seen)
             .await
             .map_err(|e| {
                 if e.code == Code::AuthExpired {
@@ -247,7 +252,7 @@ impl Authenticator {
     ) -> Result<(Secret, Option<Duration>), GatewayError> {
         let body = json!({"app_id": app_id, "app_secret": secret.expose()}).to_string();
         let (status, value) =
-            crate::oauth::post_token_endpoint(endpoint, "application/json", body).await?;
+            crate::auth::oauth::post_token_endpoint(endpoint, "application/json", body).await?;
         let field = |names: &[&str]| names.iter().find_map(|n| value.get(*n));
         let token = field(&[
             "tenant_access_token",

@@ -9,7 +9,14 @@
 //! Files are read and parsed in parallel; the merge is sequential and deterministic
 //! (directories in precedence order, files sorted by path).
 
+pub mod builtin;
+#[cfg(target_os = "linux")]
+pub mod bus;
+#[cfg(target_os = "linux")]
+pub mod generate;
 pub mod paths;
+pub mod watch;
+pub mod web;
 
 use std::collections::HashMap;
 use std::fs;
@@ -115,6 +122,15 @@ pub struct Catalog {
     pub diagnostics: Vec<Diagnostic>,
     /// How many descriptor files were read.
     pub files: usize,
+}
+
+/// Everything the gateway serves from: the descriptors in `dirs` (in precedence order),
+/// then the built-in apps whose service is present. The one loader behind the server,
+/// `--scan`, `call` and `auth`. Blocks (file I/O, a bus query); safe from any context.
+pub fn load(dirs: &[SearchDir]) -> Catalog {
+    let mut catalog = scan(dirs);
+    builtin::add_to(&mut catalog, builtin::apps(&builtin::session_bus_names()));
+    catalog
 }
 
 /// Scans `dirs` (in precedence order) and loads every descriptor.

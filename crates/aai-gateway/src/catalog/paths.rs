@@ -9,6 +9,29 @@ use std::path::{Component, Path, PathBuf};
 use super::{Layout, SearchDir, SourceKind};
 use crate::host::Os;
 
+/// The search directories in precedence order: the user dir (`home`), config
+/// `scanPaths`, this OS's system paths (re-rooted at `$AAI_SYSTEM_ROOT` when set, for
+/// tests), then the web cache.
+pub fn search_dirs(home: &Path, scan_paths: &[PathBuf], os: Os) -> Vec<SearchDir> {
+    let mut dirs = vec![SearchDir {
+        kind: SourceKind::User,
+        dir: home.to_owned(),
+        layout: Layout::AppDirs,
+    }];
+    dirs.extend(scan_paths.iter().cloned().map(SearchDir::config));
+    let root = std::env::var_os("AAI_SYSTEM_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let env = |k: &str| std::env::var(k).ok();
+    dirs.extend(system_dirs(os, &env, &root));
+    dirs.push(SearchDir {
+        kind: SourceKind::WebCache,
+        dir: super::web::cache_dir(home),
+        layout: Layout::AppDirs,
+    });
+    dirs
+}
+
 /// The system search directories of `os`, in precedence order (per-user before
 /// system-wide). `env` looks up environment variables; every path is put under `root`.
 pub fn system_dirs(os: Os, env: &dyn Fn(&str) -> Option<String>, root: &Path) -> Vec<SearchDir> {

@@ -134,7 +134,7 @@ pub fn snake(name: &str) -> String {
 /// The descriptor for `service` described by `objects`; `None` when nothing to describe.
 pub fn descriptor(
     service: &str,
-    objects: &[crate::exec::dbus::ObjectDescription],
+    objects: &[crate::catalog::bus::ObjectDescription],
 ) -> Option<Value> {
     let primary = objects.iter().max_by_key(|o| {
         o.interfaces

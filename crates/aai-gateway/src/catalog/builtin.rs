@@ -12,10 +12,10 @@ use std::path::PathBuf;
 
 use aai_descriptor::App;
 
-use crate::discovery::{Catalog, Loaded, SourceKind};
+use crate::catalog::{Catalog, Loaded, SourceKind};
 
-const NOTIFICATIONS: &str = include_str!("../builtin/notifications.json");
-const MPRIS: &str = include_str!("../builtin/mpris.json");
+const NOTIFICATIONS: &str = include_str!("../../builtin/notifications.json");
+const MPRIS: &str = include_str!("../../builtin/mpris.json");
 const MPRIS_PREFIX: &str = "org.mpris.MediaPlayer2.";
 
 /// The built-in apps that apply, given the session bus's owned and activatable names.
@@ -73,28 +73,28 @@ pub fn add_to(catalog: &mut Catalog, apps: Vec<(App, PathBuf)>) {
 }
 
 /// The session bus's owned and activatable names; empty when there is no session bus.
-/// Blocks (at most about two seconds); call from a blocking context.
+/// Blocks (at most about two seconds). It runs the query on a thread and runtime of its
+/// own, so it is safe from any context, a runtime worker included.
 pub fn session_bus_names() -> Vec<String> {
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     {
-        let query = async {
-            tokio::time::timeout(
-                std::time::Duration::from_secs(2),
-                crate::exec::dbus::session_names(),
-            )
-            .await
-            .unwrap_or_default()
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => handle.block_on(query),
-            Err(_) => tokio::runtime::Builder::new_current_thread()
+        let query = || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map(|rt| rt.block_on(query))
-                .unwrap_or_default(),
-        }
+                .ok()?;
+            runtime.block_on(async {
+                tokio::time::timeout(
+                    std::time::Duration::from_secs(2),
+                    crate::catalog::bus::session_names(),
+                )
+                .await
+                .ok()
+            })
+        };
+        std::thread::scope(|s| s.spawn(query).join().ok().flatten()).unwrap_or_default()
     }
-    #[cfg(not(unix))]
+    #[cfg(not(target_os = "linux"))]
     {
         Vec::new()
     }

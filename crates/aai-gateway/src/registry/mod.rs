@@ -9,6 +9,10 @@
 //! rules. Slugs that would collide, or make `app_<slug>` longer than 48 characters, get a
 //! stable 6-hex-digit hash of the id.
 
+pub mod guide;
+pub mod search;
+pub mod slug;
+
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
@@ -16,11 +20,8 @@ use std::sync::{Arc, RwLock};
 
 use aai_descriptor::{App, Binding, Diagnostic, Platform};
 
-use crate::discovery::Catalog;
+use crate::catalog::Catalog;
 use crate::host::{Host, Os};
-
-/// Longest listed `app_<slug>` name.
-pub const MAX_LISTED_NAME: usize = 48;
 
 /// One served app.
 #[derive(Debug)]
@@ -65,7 +66,7 @@ impl Snapshot {
                 let binding = choose_binding(&loaded.app, host)?;
                 let source = loaded.binding_sources[binding].clone();
                 Some(Entry {
-                    slug: base_slug(&loaded.app.id),
+                    slug: slug::sanitize(&loaded.app.id),
                     app: loaded.app,
                     binding,
                     source,
@@ -73,7 +74,7 @@ impl Snapshot {
             })
             .collect();
         entries.sort_by(|a, b| a.app.id.cmp(&b.app.id));
-        assign_slugs(&mut entries);
+        slug::assign(&mut entries);
         let mut by_key = HashMap::with_capacity(entries.len() * 2);
         for (i, e) in entries.iter().enumerate() {
             by_key.insert(e.app.id.clone(), i);
@@ -161,41 +162,6 @@ fn choose_binding(app: &App, host: &Host) -> Option<usize> {
         .or_else(|| indexes.clone().find(runnable))
 }
 
-fn base_slug(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// A short stable hash of an id, for disambiguating slugs.
-fn short_hash(id: &str) -> String {
-    format!("{:06x}", crate::hash::stable(id) & 0x00ff_ffff)
-}
-
-fn assign_slugs(entries: &mut [Entry]) {
-    let max_slug = MAX_LISTED_NAME - "app_".len();
-    let mut count: HashMap<String, usize> = HashMap::new();
-    for e in entries.iter() {
-        *count.entry(e.slug.clone()).or_default() += 1;
-    }
-    for e in entries.iter_mut() {
-        let collides = count[&e.slug] > 1;
-        if collides || e.slug.len() > max_slug {
-            let hash = short_hash(&e.app.id);
-            let keep = max_slug - hash.len() - 1;
-            let mut cut = e.slug.clone();
-            cut.truncate(keep);
-            e.slug = format!("{cut}_{hash}");
-        }
-    }
-}
-
 /// The current snapshot, replaceable at any time.
 #[derive(Debug, Default)]
 pub struct Registry {
@@ -221,47 +187,5 @@ impl Registry {
         let changed = current.fingerprint() != snapshot.fingerprint();
         *current = Arc::new(snapshot);
         changed
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slugs_are_client_safe_short_and_unique() {
-        assert_eq!(base_slug("com.apple.mail"), "com_apple_mail");
-        assert_eq!(base_slug("org.ex-ample.a b"), "org_ex-ample_a_b");
-        let app = |id: &str| {
-            let text = format!(
-                r#"{{"schemaVersion":"1.0","version":"1.0.0","platform":"web","app":{{"id":"{id}","name":"N","description":"d"}},"execution":{{"type":"http","baseUrl":"https://x.example"}},"tools":[]}}"#
-            );
-            aai_descriptor::parse(&text, "t").app.unwrap()
-        };
-        let mut entries: Vec<Entry> = [
-            "com.a_b",
-            "com.a.b",
-            "com.very.long.identifier.of.an.application.that.goes.on",
-        ]
-        .iter()
-        .map(|id| Entry {
-            app: app(id),
-            binding: 0,
-            slug: base_slug(id),
-            source: PathBuf::new(),
-        })
-        .collect();
-        assign_slugs(&mut entries);
-        let slugs: Vec<&str> = entries.iter().map(|e| e.slug.as_str()).collect();
-        assert_ne!(slugs[0], slugs[1]);
-        assert!(slugs[0].starts_with("com_a_b_") && slugs[1].starts_with("com_a_b_"));
-        for s in &slugs {
-            assert!(format!("app_{s}").len() <= MAX_LISTED_NAME, "{s}");
-            assert!(
-                s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            );
-        }
-        assert_eq!(short_hash("com.a.b"), short_hash("com.a.b"));
     }
 }

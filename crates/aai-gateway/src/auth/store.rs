@@ -8,39 +8,17 @@
 //! may talk to a daemon: it is called on a blocking thread with a deadline, so a locked or
 //! absent Secret Service gives a clear error, never a hang.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub use super::Secret;
 use crate::config::CredentialStore;
 use crate::error::{Code, GatewayError};
 
 const SERVICE: &str = "aai-gateway";
 const DEADLINE: Duration = Duration::from_secs(5);
-
-/// A secret string; its `Debug` is redacted.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value.
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The value, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
 
 /// A stored credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +35,7 @@ pub enum Credential {
         app_secret: Secret,
     },
     /// OAuth 2 tokens from `auth login`.
-    OAuth(crate::oauth::Tokens),
+    OAuth(crate::auth::oauth::Tokens),
 }
 
 impl Credential {
@@ -91,15 +69,15 @@ impl Credential {
     fn from_json(value: &Value) -> Option<Credential> {
         let text = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
         Some(match value.get("type")?.as_str()? {
-            "apiKey" => Credential::ApiKey(Secret(text("value")?)),
-            "cookie" => Credential::Cookie(Secret(text("value")?)),
+            "apiKey" => Credential::ApiKey(Secret::new(text("value")?)),
+            "cookie" => Credential::Cookie(Secret::new(text("value")?)),
             "appCredential" => Credential::AppCredential {
                 app_id: text("appId")?,
-                app_secret: Secret(text("appSecret")?),
+                app_secret: Secret::new(text("appSecret")?),
             },
-            "oauth2" => Credential::OAuth(crate::oauth::Tokens {
-                access_token: Secret(text("accessToken")?),
-                refresh_token: text("refreshToken").map(Secret),
+            "oauth2" => Credential::OAuth(crate::auth::oauth::Tokens {
+                access_token: Secret::new(text("accessToken")?),
+                refresh_token: text("refreshToken").map(Secret::new),
                 expires_at: value.get("expiresAt").and_then(Value::as_u64).unwrap_or(0),
                 refresh_at: value.get("refreshAt").and_then(Value::as_u64).unwrap_or(0),
             }),
@@ -137,7 +115,7 @@ impl Credential {
                     (Some(app_id), Some(secret)) if !app_id.is_empty() && !secret.is_empty() => {
                         Ok(Credential::AppCredential {
                             app_id,
-                            app_secret: Secret(secret),
+                            app_secret: Secret::new(secret),
                         })
                     }
                     _ => Err(

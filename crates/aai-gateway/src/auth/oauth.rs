@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::credentials::{Credential, Secret};
+use crate::auth::store::{Credential, Secret};
 use crate::error::{Code, GatewayError};
 
 /// How long `auth login` waits for the browser to come back.

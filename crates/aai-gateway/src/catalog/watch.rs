@@ -1,6 +1,7 @@
 //! Hot reload: a file watcher on the descriptor directories plus a periodic rescan
-//! (`scanInterval`). When what agents see changes, the client gets
-//! `notifications/tools/list_changed` and `notifications/resources/list_changed`.
+//! (`scanInterval`). Each rescan goes through [`Gateway::rescan`], which tells every
+//! front door when what agents see changed (MCP sessions then get
+//! `notifications/tools/list_changed` and `notifications/resources/list_changed`).
 //!
 //! The user dir and `scanPaths` are watched recursively; system directories only at
 //! their top level (watching all of `/opt` would be costly) and are otherwise covered by
@@ -15,9 +16,8 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 
-use super::Server;
-use crate::discovery::SourceKind;
-use crate::pipeline::Gateway;
+use super::SourceKind;
+use crate::gateway::Gateway;
 
 /// How long to wait for an event burst to settle before rescanning.
 const SETTLE: Duration = Duration::from_millis(150);
@@ -27,26 +27,26 @@ const SETTLE: Duration = Duration::from_millis(150);
 pub struct Watcher {
     _fs: Option<notify::RecommendedWatcher>,
     task: tokio::task::JoinHandle<()>,
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     bus_task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.task.abort();
-        #[cfg(unix)]
+        #[cfg(target_os = "linux")]
         self.bus_task.abort();
     }
 }
 
-/// Starts watching for `gateway`, announcing changes through `server`.
-pub fn start(gateway: Arc<Gateway>, server: Server) -> Watcher {
+/// Starts watching for `gateway`.
+pub fn start(gateway: Arc<Gateway>) -> Watcher {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     let bus_task = {
         let tx = tx.clone();
-        tokio::spawn(crate::exec::dbus::watch_names(
-            crate::builtin::watches,
+        tokio::spawn(super::bus::watch_names(
+            super::builtin::watches,
             move || {
                 let _ = tx.send(());
             },
@@ -77,20 +77,13 @@ pub fn start(gateway: Arc<Gateway>, server: Server) -> Watcher {
                 }
                 () = tick(&mut ticker) => {}
             }
-            let scan = gateway.clone();
-            let changed = tokio::task::spawn_blocking(move || scan.rescan())
-                .await
-                .unwrap_or(false);
-            if changed {
-                tracing::info!("apps changed; notifying the client");
-                server.announce_change().await;
-            }
+            gateway.rescan_async().await;
         }
     });
     Watcher {
         _fs: fs,
         task,
-        #[cfg(unix)]
+        #[cfg(target_os = "linux")]
         bus_task,
     }
 }

@@ -1,0 +1,169 @@
+//! The session bus as a discovery source (Linux): which well-known names exist (for the
+//! built-in apps and `--discover`), their owners coming and going (hot reload), and the
+//! introspection walk that `--discover` turns into descriptors. Nothing here calls an
+//! app's methods; that is the D-Bus executor's job.
+
+use zbus::Connection;
+
+const DBUS: &str = "org.freedesktop.DBus";
+const DBUS_PATH: &str = "/org/freedesktop/DBus";
+
+/// The session bus's owned well-known names and activatable names (for built-in apps
+/// and `--discover`); empty when there is no session bus.
+pub async fn session_names() -> Vec<String> {
+    let Ok(conn) = Connection::session().await else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = Vec::new();
+    for method in ["ListNames", "ListActivatableNames"] {
+        if let Ok(reply) = conn
+            .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), method, &())
+            .await
+            && let Ok(list) = reply.body().deserialize::<Vec<String>>()
+        {
+            names.extend(list.into_iter().filter(|n| !n.starts_with(':')));
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A method's in-args: optional name and signature text.
+pub type MethodArgs = Vec<(Option<String>, String)>;
+
+/// One introspected object: its path and its interfaces (standard ones left out).
+#[derive(Debug, Clone)]
+pub struct ObjectDescription {
+    /// Object path.
+    pub path: String,
+    /// Its interfaces.
+    pub interfaces: Vec<InterfaceDescription>,
+}
+
+/// One interface of an introspected object.
+#[derive(Debug, Clone)]
+pub struct InterfaceDescription {
+    /// Interface name.
+    pub name: String,
+    /// Methods with their in-args.
+    pub methods: Vec<(String, MethodArgs)>,
+    /// Properties: name, signature, writable.
+    pub properties: Vec<(String, String, bool)>,
+}
+
+/// Interfaces every object has; not worth describing.
+const STANDARD: &[&str] = &[
+    "org.freedesktop.DBus.Properties",
+    "org.freedesktop.DBus.Introspectable",
+    "org.freedesktop.DBus.Peer",
+    "org.freedesktop.DBus.ObjectManager",
+];
+
+/// Walks the object tree of `service` on the session bus (at most `max_objects`), without
+/// starting anything: the name must already have an owner.
+pub async fn describe_service(
+    service: &str,
+    max_objects: usize,
+) -> Result<Vec<ObjectDescription>, String> {
+    let conn = Connection::session().await.map_err(|e| e.to_string())?;
+    let mut todo = vec!["/".to_owned()];
+    let mut out = Vec::new();
+    while let Some(path) = todo.pop() {
+        if out.len() >= max_objects {
+            break;
+        }
+        let reply = conn
+            .call_method(
+                Some(service),
+                path.as_str(),
+                Some("org.freedesktop.DBus.Introspectable"),
+                "Introspect",
+                &(),
+            )
+            .await;
+        let Ok(reply) = reply else { continue };
+        let Ok(xml) = reply.body().deserialize::<String>() else {
+            continue;
+        };
+        let Ok(node) = zbus_xml::Node::from_reader(xml.as_bytes()) else {
+            continue;
+        };
+        for child in node.nodes().iter().rev() {
+            if let Some(name) = child.name() {
+                let base = path.trim_end_matches('/');
+                todo.push(format!("{base}/{name}"));
+            }
+        }
+        let interfaces: Vec<InterfaceDescription> = node
+            .interfaces()
+            .iter()
+            .filter(|i| !STANDARD.contains(&i.name().as_str()))
+            .map(|i| InterfaceDescription {
+                name: i.name().to_string(),
+                methods: i
+                    .methods()
+                    .iter()
+                    .map(|m| {
+                        let args = m
+                            .args()
+                            .iter()
+                            .filter(|a| !matches!(a.direction(), Some(zbus_xml::ArgDirection::Out)))
+                            .map(|a| (a.name().map(str::to_owned), a.ty().to_string()))
+                            .collect();
+                        (m.name().to_string(), args)
+                    })
+                    .collect(),
+                properties: i
+                    .properties()
+                    .iter()
+                    .map(|p| (p.name().to_string(), p.ty().to_string(), p.access().write()))
+                    .collect(),
+            })
+            .collect();
+        if !interfaces.is_empty() {
+            out.push(ObjectDescription { path, interfaces });
+        }
+    }
+    Ok(out)
+}
+
+/// Calls `changed` whenever a name for which `watched` is true gets or loses its owner on
+/// the session bus (a media player starting, a notification daemon stopping). Returns when
+/// the bus goes away; returns at once when there is no session bus.
+pub async fn watch_names(watched: fn(&str) -> bool, changed: impl Fn()) {
+    use futures_util::StreamExt;
+    let Ok(conn) = Connection::session().await else {
+        return;
+    };
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .sender(DBUS)
+        .and_then(|b| b.interface(DBUS))
+        .and_then(|b| b.member("NameOwnerChanged"))
+        .map(|b| b.build());
+    let Ok(rule) = rule else { return };
+    let Ok(mut stream) = zbus::MessageStream::for_match_rule(rule, &conn, None).await else {
+        return;
+    };
+    while let Some(Ok(msg)) = stream.next().await {
+        if let Ok((name, _, _)) = msg.body().deserialize::<(String, String, String)>()
+            && watched(&name)
+        {
+            changed();
+        }
+    }
+}
+
+/// The session bus's owned well-known names (not activatable ones).
+pub async fn owned_names() -> Result<Vec<String>, String> {
+    let conn = Connection::session().await.map_err(|e| e.to_string())?;
+    let reply = conn
+        .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), "ListNames", &())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut names: Vec<String> = reply.body().deserialize().map_err(|e| e.to_string())?;
+    names.retain(|n| !n.starts_with(':'));
+    names.sort();
+    Ok(names)
+}

@@ -1,0 +1,256 @@
+//! The running gateway: its settings, the served snapshot and its lifecycle.
+//!
+//! [`Gateway`] owns the first scan, every rescan, the snapshot agents see, one change
+//! broadcast that every front door (each MCP session, later the web UI) subscribes to, and
+//! one shutdown token. [`Gateway::start`] starts what runs in the background — the first
+//! scan, the watcher, the registry catalog refresh, the signal handler — so a transport
+//! only has to serve until [`Gateway::stopping`] resolves and then call
+//! [`Running::stop`]. One call's path lives in `pipeline`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Authenticator;
+use crate::catalog::{self, SearchDir, watch};
+use crate::config::Config;
+use crate::error::GatewayError;
+use crate::exec::Executors;
+use crate::host::Host;
+use crate::registry::{Registry, Snapshot};
+
+/// How often the registry catalog is fetched again.
+const REGISTRY_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+
+/// The running gateway: settings, the served apps, the executors.
+#[derive(Debug)]
+pub struct Gateway {
+    /// Settings.
+    pub config: Config,
+    /// `$AAI_HOME`.
+    pub home: PathBuf,
+    /// Locale for names.
+    pub locale: Option<String>,
+    pub(crate) host: Host,
+    search_dirs: Vec<SearchDir>,
+    registry: Registry,
+    loaded: AtomicBool,
+    loaded_notify: Notify,
+    changes: broadcast::Sender<()>,
+    shutdown: CancellationToken,
+    pub(crate) executors: Executors,
+    pub(crate) auth: Authenticator,
+    pub(crate) web: catalog::web::Fetcher,
+}
+
+impl Gateway {
+    /// A gateway that has not scanned yet, serving the descriptors of `home`, the
+    /// config's `scanPaths` and this OS's system paths.
+    pub fn new(config: Config, home: PathBuf, locale: Option<String>, host: Host) -> Arc<Gateway> {
+        let search_dirs = catalog::paths::search_dirs(&home, &config.scan_paths, host.os());
+        let store = crate::auth::store::Store::new(config.credentials, &home);
+        let client_ids = config
+            .apps
+            .iter()
+            .filter_map(|(id, a)| Some((id.clone(), a.client_id.clone()?)))
+            .collect();
+        let auth = Authenticator::new(store, locale.clone(), client_ids);
+        Arc::new(Gateway {
+            web: catalog::web::Fetcher::new(&home),
+            auth,
+            config,
+            home,
+            locale,
+            host,
+            search_dirs,
+            registry: Registry::default(),
+            loaded: AtomicBool::new(false),
+            loaded_notify: Notify::new(),
+            changes: broadcast::channel(16).0,
+            shutdown: CancellationToken::new(),
+            executors: Executors::default(),
+        })
+    }
+
+    /// The directories scanned, in precedence order.
+    pub fn search_dirs(&self) -> &[SearchDir] {
+        &self.search_dirs
+    }
+
+    /// Scans now (blocking) and installs the result. When what agents see changed, every
+    /// subscriber hears of it; returns whether it changed. The first call also releases
+    /// everything waiting for the catalog.
+    pub fn rescan(&self) -> bool {
+        let catalog = catalog::load(&self.search_dirs);
+        for d in catalog.diagnostics.iter().filter(|d| d.is_error()) {
+            tracing::warn!("{d}");
+        }
+        let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
+        tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
+        let changed = self.registry.replace(snapshot);
+        let first = !self.loaded.swap(true, Ordering::SeqCst);
+        if first {
+            self.loaded_notify.notify_waiters();
+        } else if changed {
+            tracing::info!("apps changed; notifying clients");
+            // Nobody listening is fine: there may be no session yet.
+            let _ = self.changes.send(());
+        }
+        changed
+    }
+
+    /// Rescans on a blocking thread.
+    pub async fn rescan_async(self: &Arc<Self>) -> bool {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.rescan())
+            .await
+            .unwrap_or(false)
+    }
+
+    /// The served apps, once the first scan has finished.
+    pub async fn snapshot(&self) -> Arc<Snapshot> {
+        loop {
+            let notified = self.loaded_notify.notified();
+            if self.loaded.load(Ordering::SeqCst) {
+                return self.registry.snapshot();
+            }
+            notified.await;
+        }
+    }
+
+    /// Hears of every change in what agents see (after the first scan).
+    pub fn subscribe(&self) -> broadcast::Receiver<()> {
+        self.changes.subscribe()
+    }
+
+    /// Resolves when the gateway is asked to stop (a signal, or [`Gateway::stop`]).
+    pub async fn stopping(&self) {
+        self.shutdown.cancelled().await;
+    }
+
+    /// Asks everything to stop.
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Starts the background work of a server: the watcher (first, so no change on disk
+    /// can fall between it and the scan), the first scan, the registry catalog refresh
+    /// (when enabled), and the signal handler. Stop it with [`Running::stop`].
+    pub fn start(self: &Arc<Self>) -> Running {
+        let watcher = watch::start(self.clone());
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.rescan());
+        let mut tasks = Vec::new();
+        if self.config.enable_registry {
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    if let Err(e) = me.refresh_registry().await {
+                        tracing::warn!(
+                            "the registry could not be read; using the cache: {}",
+                            e.detail
+                        );
+                    }
+                    tokio::time::sleep(REGISTRY_INTERVAL).await;
+                }
+            }));
+        }
+        let me = self.clone();
+        tasks.push(tokio::spawn(async move {
+            let signal = terminated().await;
+            tracing::info!("{signal}; shutting down");
+            me.stop();
+        }));
+        Running {
+            gateway: self.clone(),
+            _watcher: watcher,
+            tasks,
+        }
+    }
+
+    /// Fetches and caches a web app's descriptor (`web_discover`); returns the app id and
+    /// whether the cached copy was used because the site is unreachable. Rescans, so the
+    /// app is callable right away.
+    pub async fn discover_web(
+        self: &Arc<Self>,
+        input: &str,
+    ) -> Result<(String, bool), GatewayError> {
+        let url = catalog::web::well_known(input)?;
+        let fetched = self.web.fetch(&url, None).await?;
+        self.rescan_async().await;
+        Ok((fetched.app_id, fetched.stale))
+    }
+
+    /// Fetches the registry catalog into the web cache (when enabled), then rescans.
+    pub async fn refresh_registry(self: &Arc<Self>) -> Result<bool, GatewayError> {
+        let (ok, problems) = self.web.registry(&self.config.registry_url).await?;
+        for p in &problems {
+            tracing::warn!("registry entry skipped: {p}");
+        }
+        tracing::info!(
+            apps = ok.len(),
+            skipped = problems.len(),
+            "registry catalog fetched"
+        );
+        Ok(self.rescan_async().await)
+    }
+
+    /// The credentials side (for `auth login`).
+    pub fn authenticator(&self) -> &Authenticator {
+        &self.auth
+    }
+
+    /// Stops every process the gateway started.
+    pub fn shutdown(&self) {
+        self.executors.shutdown();
+    }
+}
+
+/// The background work of a running server; [`Running::stop`] ends it.
+#[derive(Debug)]
+pub struct Running {
+    gateway: Arc<Gateway>,
+    _watcher: watch::Watcher,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops the background work and every process the executors started. Adapters run in
+    /// their own process groups, so a signal to the gateway does not reach them.
+    pub fn stop(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.gateway.stop();
+        self.gateway.shutdown();
+    }
+}
+
+/// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP; Ctrl-C elsewhere).
+async fn terminated() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}

@@ -1,0 +1,121 @@
+//! The meta tools: one table that both `tools/list` and `tools/call` read, so a name and
+//! its seed spelling can never drift apart.
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::Tool;
+use serde_json::{Map, Value, json};
+
+/// What a meta tool does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Meta {
+    /// `aai_search {query, limit?}`.
+    Search,
+    /// `aai_guide {app}`.
+    Guide,
+    /// `web_discover {url}`.
+    WebDiscover,
+    /// `aai_exec {app, tool, args}`.
+    Exec,
+}
+
+/// One row: the listed name, the seed spelling accepted on `tools/call`, the meaning.
+struct Row {
+    name: &'static str,
+    seed: &'static str,
+    meta: Meta,
+    description: &'static str,
+    schema: fn() -> Value,
+}
+
+const TABLE: &[Row] = &[
+    Row {
+        name: "aai_search",
+        seed: "aai:search",
+        meta: Meta::Search,
+        description: "Find apps and their tools by name (any language), alias or purpose. Returns app ids for aai_guide and aai_exec.",
+        schema: || {
+            json!({"type":"object","properties":{
+                "query":{"type":"string","description":"What to look for, e.g. \"send email\" or \"提醒事项\""},
+                "limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},
+                "required":["query"]})
+        },
+    },
+    Row {
+        name: "aai_guide",
+        seed: "aai:guide",
+        meta: Meta::Guide,
+        description: "Show an app's guide: its tools, their parameters, and a ready aai_exec example.",
+        schema: || {
+            json!({"type":"object","properties":{
+                "app":{"type":"string","description":"App id (or name) from aai_search"}},
+                "required":["app"]})
+        },
+    },
+    Row {
+        name: "web_discover",
+        seed: "web:discover",
+        meta: Meta::WebDiscover,
+        description: "Find a web app by its URL or domain (reads https://<domain>/.well-known/aai.json) and show its guide; the app is then callable with aai_exec.",
+        schema: || {
+            json!({"type":"object","properties":{
+                "url":{"type":"string","description":"A URL or domain, e.g. \"yuque.com\""}},
+                "required":["url"]})
+        },
+    },
+    Row {
+        name: "aai_exec",
+        seed: "aai:exec",
+        meta: Meta::Exec,
+        description: "Run one tool of an app. Read the app's guide first for the tool's arguments.",
+        schema: || {
+            json!({"type":"object","properties":{
+                "app":{"type":"string","description":"App id"},
+                "tool":{"type":"string","description":"Tool name from the guide"},
+                "args":{"type":"object","description":"The tool's arguments"}},
+                "required":["app","tool"]})
+        },
+    },
+];
+
+/// The meta tool a `tools/call` name means (listed name or seed spelling).
+pub(super) fn lookup(name: &str) -> Option<Meta> {
+    TABLE
+        .iter()
+        .find(|r| r.name == name || r.seed == name)
+        .map(|r| r.meta)
+}
+
+/// The listed meta tools (built once).
+pub(super) fn listed() -> &'static [Tool] {
+    static TOOLS: OnceLock<Vec<Tool>> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        TABLE
+            .iter()
+            .map(|r| Tool::new(r.name, r.description, object((r.schema)())))
+            .collect()
+    })
+}
+
+fn object(value: Value) -> Arc<Map<String, Value>> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_is_listed_and_found_by_both_spellings() {
+        assert_eq!(listed().len(), TABLE.len());
+        for row in TABLE {
+            assert_eq!(lookup(row.name), Some(row.meta));
+            assert_eq!(lookup(row.seed), Some(row.meta));
+            assert!(listed().iter().any(|t| t.name == row.name));
+        }
+        assert_eq!(lookup("aai_other"), None);
+    }
+}
