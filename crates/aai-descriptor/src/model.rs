@@ -549,6 +549,64 @@ pub enum Auth {
     Cookie(Cookie),
 }
 
+impl Auth {
+    /// Which of the four auth types this is.
+    pub fn kind(&self) -> AuthKind {
+        match self {
+            Auth::OAuth2(_) => AuthKind::OAuth2,
+            Auth::ApiKey(_) => AuthKind::ApiKey,
+            Auth::AppCredential(_) => AuthKind::AppCredential,
+            Auth::Cookie(_) => AuthKind::Cookie,
+        }
+    }
+}
+
+/// The auth types, named as in descriptors (`auth.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AuthKind {
+    /// `oauth2`.
+    #[serde(rename = "oauth2")]
+    OAuth2,
+    /// `apiKey`.
+    ApiKey,
+    /// `appCredential`.
+    AppCredential,
+    /// `cookie`.
+    Cookie,
+}
+
+impl AuthKind {
+    /// Every auth type.
+    pub const ALL: [AuthKind; 4] = [
+        AuthKind::OAuth2,
+        AuthKind::ApiKey,
+        AuthKind::AppCredential,
+        AuthKind::Cookie,
+    ];
+
+    /// The name used in descriptors, output and the credential store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthKind::OAuth2 => "oauth2",
+            AuthKind::ApiKey => "apiKey",
+            AuthKind::AppCredential => "appCredential",
+            AuthKind::Cookie => "cookie",
+        }
+    }
+
+    /// The kind a name means (descriptor spelling).
+    pub fn parse(name: &str) -> Option<AuthKind> {
+        AuthKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for AuthKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// OAuth 2 settings. PKCE is always S256.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

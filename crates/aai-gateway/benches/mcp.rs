@@ -10,6 +10,9 @@
 //! This binary is also the adapter (`--adapter`): a minimal envelope echo server.
 //! Run: `cargo bench -p aai-gateway --bench mcp`.
 
+// Tests and benchmarks drive the binary and peers as separate processes.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;

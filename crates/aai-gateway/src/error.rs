@@ -11,43 +11,44 @@ use std::fmt;
 
 use serde_json::{Map, Value, json};
 
-/// Every failure kind, with its JSON-RPC code.
+/// Every failure kind; the discriminant is its JSON-RPC code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
 pub enum Code {
     /// -32001: the automation ran and failed.
-    AutomationFailed,
+    AutomationFailed = -32001,
     /// -32002: no such app.
-    AppNotFound,
+    AppNotFound = -32002,
     /// -32003: no such tool in the app.
-    ToolNotFound,
+    ToolNotFound = -32003,
     /// -32004: the OS or app refused.
-    PermissionDenied,
+    PermissionDenied = -32004,
     /// -32005: arguments do not match the tool's schema.
-    InvalidParams,
+    InvalidParams = -32005,
     /// -32006: this host cannot run the app's binding.
-    AutomationNotSupported,
+    AutomationNotSupported = -32006,
     /// -32007: the descriptor is broken.
-    AaiJsonInvalid,
+    AaiJsonInvalid = -32007,
     /// -32008: the call took too long.
-    Timeout,
+    Timeout = -32008,
     /// -32009: the app is not running and could not be started.
-    AppNotRunning,
+    AppNotRunning = -32009,
     /// -32010: a script did not parse.
-    ScriptParseError,
+    ScriptParseError = -32010,
     /// -32011: a credential is needed.
-    AuthRequired,
+    AuthRequired = -32011,
     /// -32012: the service refused the credential.
-    AuthDenied,
+    AuthDenied = -32012,
     /// -32013: the credential expired and could not be renewed.
-    AuthExpired,
+    AuthExpired = -32013,
     /// -32014: the user has not allowed this call.
-    ConsentRequired,
+    ConsentRequired = -32014,
     /// -32015: the service asks to slow down.
-    RateLimited,
+    RateLimited = -32015,
     /// -32016: the service is down.
-    ServiceUnavailable,
+    ServiceUnavailable = -32016,
     /// -32017: the remote resource does not exist.
-    NotFound,
+    NotFound = -32017,
 }
 
 impl Code {
@@ -74,7 +75,7 @@ impl Code {
 
     /// The JSON-RPC error code.
     pub fn number(self) -> i32 {
-        -32001 - Code::ALL.iter().position(|c| *c == self).expect("listed") as i32
+        self as i32
     }
 
     /// `data.type`.
@@ -227,6 +228,40 @@ impl fmt::Display for GatewayError {
 
 impl std::error::Error for GatewayError {}
 
+// Subsystem errors become wire errors here, and only here.
+
+impl From<crate::auth::oauth::Error> for GatewayError {
+    fn from(e: crate::auth::oauth::Error) -> GatewayError {
+        use crate::auth::oauth::Error;
+        match e {
+            Error::Refused { .. } => GatewayError::new(Code::AuthDenied, e.to_string()),
+            Error::NoRefreshToken => GatewayError::new(Code::AuthExpired, e.to_string()),
+            Error::Unavailable(wire) => wire,
+        }
+    }
+}
+
+impl From<crate::exec::Error> for GatewayError {
+    fn from(e: crate::exec::Error) -> GatewayError {
+        match e {
+            crate::exec::Error::Unauthorized(wire) | crate::exec::Error::Failed(wire) => wire,
+        }
+    }
+}
+
+impl From<crate::exec::process::RunError> for GatewayError {
+    fn from(e: crate::exec::process::RunError) -> GatewayError {
+        use crate::exec::process::RunError;
+        match e {
+            RunError::Start(wire) => wire,
+            RunError::TimedOut(_) => GatewayError::new(Code::Timeout, e.to_string()),
+            RunError::Cancelled | RunError::Io(_) => {
+                GatewayError::new(Code::AutomationFailed, e.to_string())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +278,14 @@ mod tests {
             Some(Code::InvalidParams)
         );
         assert_eq!(Code::parse(&json!(-1)), None);
+        for (i, code) in Code::ALL.into_iter().enumerate() {
+            assert_eq!(
+                code.number(),
+                -32001 - i as i32,
+                "{code:?} is listed in order"
+            );
+            assert_eq!(Code::parse(&json!(code.name())), Some(code));
+        }
     }
 
     #[test]

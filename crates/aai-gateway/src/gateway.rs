@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast};
@@ -40,7 +40,8 @@ pub struct Gateway {
     registry: Registry,
     loaded: AtomicBool,
     loaded_notify: Notify,
-    changes: broadcast::Sender<()>,
+    changes: broadcast::Sender<u64>,
+    generation: AtomicU64,
     shutdown: CancellationToken,
     pub(crate) executors: Executors,
     pub(crate) auth: Authenticator,
@@ -71,6 +72,7 @@ impl Gateway {
             loaded: AtomicBool::new(false),
             loaded_notify: Notify::new(),
             changes: broadcast::channel(16).0,
+            generation: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
             executors: Executors::default(),
         })
@@ -97,8 +99,9 @@ impl Gateway {
             self.loaded_notify.notify_waiters();
         } else if changed {
             tracing::info!("apps changed; notifying clients");
+            let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
             // Nobody listening is fine: there may be no session yet.
-            let _ = self.changes.send(());
+            let _ = self.changes.send(generation);
         }
         changed
     }
@@ -122,9 +125,15 @@ impl Gateway {
         }
     }
 
-    /// Hears of every change in what agents see (after the first scan).
-    pub fn subscribe(&self) -> broadcast::Receiver<()> {
+    /// Hears of every change in what agents see (after the first scan), as the change's
+    /// generation number.
+    pub fn subscribe(&self) -> broadcast::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// How many times what agents see has changed since the first scan.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Resolves when the gateway is asked to stop (a signal, or [`Gateway::stop`]).

@@ -34,5 +34,6 @@ pub mod hash;
 pub mod host;
 pub mod logging;
 pub mod mcp;
+pub mod net;
 pub mod pipeline;
 pub mod registry;

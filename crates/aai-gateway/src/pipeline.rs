@@ -9,7 +9,7 @@ use aai_descriptor::Tool;
 use serde_json::{Map, Value};
 
 use crate::error::{Code, GatewayError};
-use crate::exec::{CallContext, Request};
+use crate::exec::{self, CallContext, Request};
 use crate::gateway::Gateway;
 
 /// At most this many schema violations are listed in one INVALID_PARAMS error.
@@ -98,10 +98,11 @@ impl Gateway {
                     },
                 })
                 .await;
-            match (&result, web_auth) {
+            match (result, web_auth) {
+                (Ok(value), _) => break Ok(value),
                 // A 401 with a stored credential: an exchanged or OAuth token may have
                 // expired (renew it, once); a static one was rejected.
-                (Err(e), Some((a, _))) if e.code == Code::AuthRequired => {
+                (Err(exec::Error::Unauthorized(e)), Some((a, _))) => {
                     if attempt == 1 && self.auth.after_unauthorized(app_id, a).await? {
                         continue;
                     }
@@ -111,7 +112,7 @@ impl Gateway {
                         &format!("the service rejected the stored credential ({})", e.detail),
                     ));
                 }
-                _ => break result,
+                (Err(exec::Error::Unauthorized(e) | exec::Error::Failed(e)), _) => break Err(e),
             }
         };
         let elapsed = started.elapsed();

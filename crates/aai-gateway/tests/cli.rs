@@ -5,6 +5,9 @@
 //!
 //! Run: `cargo test -p aai-gateway --test cli`
 
+// Tests and benchmarks drive the binary and peers as separate processes.
+#![allow(clippy::disallowed_methods)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use aai_descriptor::{Auth, Instructions, KeyLocation};
+use aai_descriptor::{Auth, AuthKind, Instructions, KeyLocation};
 use serde_json::{Value, json};
 
 use crate::error::{Code, GatewayError};
@@ -115,22 +115,17 @@ impl Authenticator {
             return Ok(current);
         }
         let client_id = self.client_id(app, oauth).unwrap_or_default();
-        let fresh = crate::auth::oauth::refresh(oauth, &client_id, seen)
-            .await
-            .map_err(|e| {
-                if e.code == Code::AuthExpired {
-                    GatewayError::new(
-                        Code::AuthExpired,
-                        format!(
-                            "{}; sign in again with `aai-gateway auth login {app}`",
-                            e.detail
-                        ),
-                    )
-                    .with("command", format!("aai-gateway auth login {app}"))
-                } else {
-                    e
-                }
-            })?;
+        let fresh = oauth::refresh(oauth, &client_id, seen).await.map_err(|e| {
+            if e.needs_sign_in() {
+                GatewayError::new(
+                    Code::AuthExpired,
+                    format!("{e}; sign in again with `aai-gateway auth login {app}`"),
+                )
+                .with("command", format!("aai-gateway auth login {app}"))
+            } else {
+                e.into()
+            }
+        })?;
         self.store
             .set(app, Credential::OAuth(fresh.clone()))
             .await?;
@@ -156,7 +151,7 @@ impl Authenticator {
         let required = |why: &str| self.required(app, auth, why);
         match auth {
             Auth::ApiKey(k) => {
-                let Some(Credential::ApiKey(key)) = stored else {
+                let Some(Credential::ApiKey { value: key }) = stored else {
                     return Err(required("no API key is stored for this app"));
                 };
                 let value = match k.prefix.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
@@ -175,7 +170,7 @@ impl Authenticator {
                 })
             }
             Auth::Cookie(c) => {
-                let Some(Credential::Cookie(cookies)) = stored else {
+                let Some(Credential::Cookie { value: cookies }) = stored else {
                     return Err(required("no cookies are stored for this app"));
                 };
                 let host = url_host(base_url);
@@ -294,21 +289,14 @@ impl Authenticator {
 
     /// AUTH_REQUIRED with everything the agent needs to explain the fix.
     pub fn required(&self, app: &str, auth: &Auth, why: &str) -> GatewayError {
-        let (kind, instructions, obtain): (&str, Option<&Instructions>, Option<&str>) = match auth {
-            Auth::ApiKey(k) => (
-                "apiKey",
-                k.instructions.as_ref(),
-                Some(k.obtain_url.as_str()),
-            ),
-            Auth::Cookie(c) => (
-                "cookie",
-                c.instructions.as_ref(),
-                Some(c.login_url.as_str()),
-            ),
-            Auth::AppCredential(a) => ("appCredential", a.instructions.as_ref(), None),
-            Auth::OAuth2(_) => ("oauth2", None, None),
+        let (instructions, obtain): (Option<&Instructions>, Option<&str>) = match auth {
+            Auth::ApiKey(k) => (k.instructions.as_ref(), Some(k.obtain_url.as_str())),
+            Auth::Cookie(c) => (c.instructions.as_ref(), Some(c.login_url.as_str())),
+            Auth::AppCredential(a) => (a.instructions.as_ref(), None),
+            Auth::OAuth2(_) => (None, None),
         };
-        let command = if kind == "oauth2" {
+        let kind = auth.kind();
+        let command = if kind == AuthKind::OAuth2 {
             format!("aai-gateway auth login {app}")
         } else {
             format!("aai-gateway auth set {app}")
@@ -317,7 +305,7 @@ impl Authenticator {
             Code::AuthRequired,
             format!("{why}; the user can fix it with `{command}`"),
         )
-        .with("authType", kind)
+        .with("authType", kind.as_str())
         .with("command", command);
         if let Some(url) = obtain {
             err = err.with("obtainUrl", url);

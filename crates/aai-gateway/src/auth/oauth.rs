@@ -25,16 +25,21 @@ use crate::error::{Code, GatewayError};
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Tokens as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Tokens {
     /// Bearer token.
+    #[serde(serialize_with = "super::secret::expose")]
     pub access_token: Secret,
     /// Refresh token, when the provider gave one.
+    #[serde(serialize_with = "super::secret::expose_opt", default)]
     pub refresh_token: Option<Secret>,
     /// Unix time the access token expires (0: unknown).
+    #[serde(default)]
     pub expires_at: u64,
     /// Unix time to refresh it: a minute before expiry, or halfway for tokens shorter
     /// than two minutes (0: never ahead of time).
+    #[serde(default)]
     pub refresh_at: u64,
 }
 
@@ -70,15 +75,12 @@ pub(crate) async fn post_token_endpoint(
     content_type: &str,
     body: String,
 ) -> Result<(reqwest::StatusCode, Value), GatewayError> {
-    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    let client = CLIENT.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("a plain client builds")
-    });
+    let client = crate::net::client(crate::net::Purpose::TokenEndpoint).map_err(|e| {
+        GatewayError::new(
+            Code::AutomationFailed,
+            format!("cannot start the HTTP client: {e}"),
+        )
+    })?;
     let response = client
         .post(endpoint)
         .header("content-type", content_type)
@@ -146,42 +148,56 @@ pub async fn login(
         ("client_id", client_id),
         ("code_verifier", verifier.as_str()),
     ];
-    token_request(&oauth.token_endpoint, &form, None).await
+    token_request(&oauth.token_endpoint, &form, None)
+        .await
+        .map_err(GatewayError::from)
+}
+
+/// Why tokens could not be obtained.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The token endpoint answered, and refused.
+    #[error("the token endpoint refused (HTTP {status}){why}")]
+    Refused {
+        /// Its HTTP status.
+        status: reqwest::StatusCode,
+        /// `: error: description` as it said, or empty.
+        why: String,
+    },
+    /// A refresh was needed but no refresh token is stored.
+    #[error("the access token expired and there is no refresh token")]
+    NoRefreshToken,
+    /// The endpoint could not be asked (unreachable, no client).
+    #[error(transparent)]
+    Unavailable(#[from] GatewayError),
+}
+
+impl Error {
+    /// Whether only a new sign-in can help.
+    pub fn needs_sign_in(&self) -> bool {
+        matches!(self, Error::Refused { .. } | Error::NoRefreshToken)
+    }
 }
 
 /// Exchanges the refresh token for new tokens (keeping the old refresh token when the
 /// provider does not rotate it).
-pub async fn refresh(
-    oauth: &OAuth2,
-    client_id: &str,
-    tokens: &Tokens,
-) -> Result<Tokens, GatewayError> {
+pub async fn refresh(oauth: &OAuth2, client_id: &str, tokens: &Tokens) -> Result<Tokens, Error> {
     let Some(refresh_token) = &tokens.refresh_token else {
-        return Err(GatewayError::new(
-            Code::AuthExpired,
-            "the access token expired and there is no refresh token",
-        ));
+        return Err(Error::NoRefreshToken);
     };
     let form = [
         ("grant_type", "refresh_token"),
         ("refresh_token", refresh_token.expose()),
         ("client_id", client_id),
     ];
-    token_request(&oauth.token_endpoint, &form, Some(refresh_token))
-        .await
-        .map_err(|mut e| {
-            if e.code == Code::AuthDenied {
-                e.code = Code::AuthExpired;
-            }
-            e
-        })
+    token_request(&oauth.token_endpoint, &form, Some(refresh_token)).await
 }
 
 async fn token_request(
     endpoint: &str,
     form: &[(&str, &str)],
     old_refresh: Option<&Secret>,
-) -> Result<Tokens, GatewayError> {
+) -> Result<Tokens, Error> {
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form)
         .finish();
@@ -207,17 +223,14 @@ async fn token_request(
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(": ");
-            Err(GatewayError::new(
-                Code::AuthDenied,
-                format!(
-                    "the token endpoint refused (HTTP {status}){}",
-                    if why.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {why}")
-                    }
-                ),
-            ))
+            Err(Error::Refused {
+                status,
+                why: if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {why}")
+                },
+            })
         }
     }
 }

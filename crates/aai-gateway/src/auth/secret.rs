@@ -3,8 +3,11 @@
 
 use std::fmt;
 
-/// A secret string; its `Debug` is redacted.
-#[derive(Clone, PartialEq, Eq)]
+/// A secret string; its `Debug` is redacted. It deserializes from a plain string but does
+/// not serialize: a field that must be stored says so with
+/// `#[serde(serialize_with = "expose")]`, so a secret never reaches JSON by accident.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {
@@ -22,5 +25,18 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")
+    }
+}
+
+/// Serializes the value itself (for the credential store only).
+pub fn expose<S: serde::Serializer>(secret: &Secret, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(secret.expose())
+}
+
+/// [`expose`] for an optional secret.
+pub fn expose_opt<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
+    match secret {
+        Some(v) => s.serialize_some(v.expose()),
+        None => s.serialize_none(),
     }
 }

@@ -11,7 +11,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use aai_descriptor::AuthKind;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 pub use super::Secret;
 use crate::config::CredentialStore;
@@ -20,88 +22,69 @@ use crate::error::{Code, GatewayError};
 const SERVICE: &str = "aai-gateway";
 const DEADLINE: Duration = Duration::from_secs(5);
 
-/// A stored credential.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A stored credential, as JSON: `{"type": "apiKey", "value": …}`, `{"type": "cookie",
+/// "value": …}`, `{"type": "appCredential", "appId": …, "appSecret": …}`, `{"type":
+/// "oauth2", "accessToken": …, "refreshToken": …, "expiresAt": …, "refreshAt": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Credential {
     /// An API key (or bearer token).
-    ApiKey(Secret),
+    ApiKey {
+        /// The key.
+        #[serde(serialize_with = "super::secret::expose")]
+        value: Secret,
+    },
     /// A `Cookie` header value (`a=1; b=2`).
-    Cookie(Secret),
+    Cookie {
+        /// The header value.
+        #[serde(serialize_with = "super::secret::expose")]
+        value: Secret,
+    },
     /// App id and secret, exchanged for a token.
     AppCredential {
         /// The app id at the provider.
         app_id: String,
         /// The app secret.
+        #[serde(serialize_with = "super::secret::expose")]
         app_secret: Secret,
     },
     /// OAuth 2 tokens from `auth login`.
+    #[serde(rename = "oauth2")]
     OAuth(crate::auth::oauth::Tokens),
 }
 
 impl Credential {
-    /// The auth type this credential serves, as named in descriptors.
-    pub fn kind(&self) -> &'static str {
+    /// The auth type this credential serves.
+    pub fn kind(&self) -> AuthKind {
         match self {
-            Credential::ApiKey(_) => "apiKey",
-            Credential::Cookie(_) => "cookie",
-            Credential::AppCredential { .. } => "appCredential",
-            Credential::OAuth(_) => "oauth2",
+            Credential::ApiKey { .. } => AuthKind::ApiKey,
+            Credential::Cookie { .. } => AuthKind::Cookie,
+            Credential::AppCredential { .. } => AuthKind::AppCredential,
+            Credential::OAuth(_) => AuthKind::OAuth2,
         }
-    }
-
-    fn to_json(&self) -> Value {
-        match self {
-            Credential::ApiKey(s) => json!({"type": "apiKey", "value": s.expose()}),
-            Credential::Cookie(s) => json!({"type": "cookie", "value": s.expose()}),
-            Credential::AppCredential { app_id, app_secret } => {
-                json!({"type": "appCredential", "appId": app_id, "appSecret": app_secret.expose()})
-            }
-            Credential::OAuth(t) => json!({
-                "type": "oauth2",
-                "accessToken": t.access_token.expose(),
-                "refreshToken": t.refresh_token.as_ref().map(Secret::expose),
-                "expiresAt": t.expires_at,
-                "refreshAt": t.refresh_at,
-            }),
-        }
-    }
-
-    fn from_json(value: &Value) -> Option<Credential> {
-        let text = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
-        Some(match value.get("type")?.as_str()? {
-            "apiKey" => Credential::ApiKey(Secret::new(text("value")?)),
-            "cookie" => Credential::Cookie(Secret::new(text("value")?)),
-            "appCredential" => Credential::AppCredential {
-                app_id: text("appId")?,
-                app_secret: Secret::new(text("appSecret")?),
-            },
-            "oauth2" => Credential::OAuth(crate::auth::oauth::Tokens {
-                access_token: Secret::new(text("accessToken")?),
-                refresh_token: text("refreshToken").map(Secret::new),
-                expires_at: value.get("expiresAt").and_then(Value::as_u64).unwrap_or(0),
-                refresh_at: value.get("refreshAt").and_then(Value::as_u64).unwrap_or(0),
-            }),
-            _ => return None,
-        })
     }
 
     /// Reads what `auth set` was given for an auth type: a bare string for `apiKey` and
     /// `cookie`, a JSON object `{"appId", "appSecret"}` (or snake_case) for `appCredential`.
-    pub fn parse(kind: &str, input: &str) -> Result<Credential, String> {
+    pub fn parse(kind: AuthKind, input: &str) -> Result<Credential, String> {
         let input = input.trim_end_matches(['\r', '\n']);
         match kind {
-            "apiKey" | "cookie" => {
+            AuthKind::ApiKey | AuthKind::Cookie => {
                 if input.trim().is_empty() {
                     return Err("the value is empty".to_owned());
                 }
-                let s = Secret::new(input.trim());
-                Ok(if kind == "apiKey" {
-                    Credential::ApiKey(s)
+                let value = Secret::new(input.trim());
+                Ok(if kind == AuthKind::ApiKey {
+                    Credential::ApiKey { value }
                 } else {
-                    Credential::Cookie(s)
+                    Credential::Cookie { value }
                 })
             }
-            "appCredential" => {
+            AuthKind::AppCredential => {
                 let v: Value = serde_json::from_str(input).map_err(|_| {
                     "expected a JSON object {\"appId\": …, \"appSecret\": …}".to_owned()
                 })?;
@@ -124,7 +107,7 @@ impl Credential {
                     ),
                 }
             }
-            other => Err(format!("`{other}` credentials cannot be set this way")),
+            AuthKind::OAuth2 => Err("`oauth2` credentials cannot be set this way".to_owned()),
         }
     }
 }
@@ -183,18 +166,20 @@ impl Store {
                 None => return Ok(None),
             },
         };
-        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Ok(Credential::from_json(&value))
+        Ok(serde_json::from_str(&text).ok())
     }
 
     fn set_now(&self, app: &str, credential: &Credential) -> Result<(), GatewayError> {
         match self {
             Store::Keyring => entry(app)?
-                .set_password(&credential.to_json().to_string())
+                .set_password(&serde_json::to_string(credential).expect("credentials serialize"))
                 .map_err(|e| store_error(&e)),
             Store::File(path) => {
                 let mut all = read_file(path)?;
-                all.insert(app.to_owned(), credential.to_json());
+                all.insert(
+                    app.to_owned(),
+                    serde_json::to_value(credential).expect("credentials serialize"),
+                );
                 write_file(path, &all)
             }
         }
@@ -288,27 +273,73 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_stored_format_is_unchanged() {
+        let stored = [
+            r#"{"type":"apiKey","value":"k"}"#,
+            r#"{"type":"cookie","value":"a=1"}"#,
+            r#"{"type":"appCredential","appId":"i","appSecret":"s"}"#,
+            r#"{"type":"oauth2","accessToken":"a","refreshToken":"r","expiresAt":5,"refreshAt":4}"#,
+            r#"{"type":"oauth2","accessToken":"a","refreshToken":null,"expiresAt":0,"refreshAt":0}"#,
+        ];
+        for text in stored {
+            let c: Credential = serde_json::from_str(text).unwrap();
+            assert_eq!(serde_json::to_string(&c).unwrap(), text);
+        }
+        let kinds: Vec<AuthKind> = stored[..4]
+            .iter()
+            .map(|t| serde_json::from_str::<Credential>(t).unwrap().kind())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                AuthKind::ApiKey,
+                AuthKind::Cookie,
+                AuthKind::AppCredential,
+                AuthKind::OAuth2
+            ]
+        );
+        let old: Credential =
+            serde_json::from_str(r#"{"type":"oauth2","accessToken":"a"}"#).unwrap();
+        assert!(
+            matches!(old, Credential::OAuth(t) if t.refresh_token.is_none() && t.expires_at == 0)
+        );
+    }
+
+    #[test]
     fn secrets_never_show_in_debug() {
         let c = Credential::AppCredential {
             app_id: "cli_a1".into(),
             app_secret: Secret::new("hunter2"),
         };
         assert!(!format!("{c:?}").contains("hunter2"));
-        assert!(!format!("{:?}", Credential::ApiKey(Secret::new("k3y"))).contains("k3y"));
+        assert!(
+            !format!(
+                "{:?}",
+                Credential::ApiKey {
+                    value: Secret::new("k3y")
+                }
+            )
+            .contains("k3y")
+        );
     }
 
     #[test]
     fn set_input_is_parsed_per_type() {
         assert_eq!(
-            Credential::parse("apiKey", "abc\n").unwrap(),
-            Credential::ApiKey(Secret::new("abc"))
+            Credential::parse(AuthKind::ApiKey, "abc\n").unwrap(),
+            Credential::ApiKey {
+                value: Secret::new("abc")
+            }
         );
-        assert!(Credential::parse("apiKey", " \n").is_err());
-        let c =
-            Credential::parse("appCredential", r#"{"app_id": "a", "app_secret": "s"}"#).unwrap();
-        assert_eq!(c.kind(), "appCredential");
-        assert!(Credential::parse("appCredential", "not json").is_err());
-        assert!(Credential::parse("oauth2", "x").is_err());
+        assert!(Credential::parse(AuthKind::ApiKey, " \n").is_err());
+        let c = Credential::parse(
+            AuthKind::AppCredential,
+            r#"{"app_id": "a", "app_secret": "s"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.kind(), AuthKind::AppCredential);
+        assert!(Credential::parse(AuthKind::AppCredential, "not json").is_err());
+        assert!(Credential::parse(AuthKind::OAuth2, "x").is_err());
     }
 
     #[tokio::test]
@@ -317,12 +348,19 @@ mod tests {
         let store = Store::File(dir.path().join("credentials.json"));
         assert_eq!(store.get("com.a").await.unwrap(), None);
         store
-            .set("com.a", Credential::Cookie(Secret::new("s=1")))
+            .set(
+                "com.a",
+                Credential::Cookie {
+                    value: Secret::new("s=1"),
+                },
+            )
             .await
             .unwrap();
         assert_eq!(
             store.get("com.a").await.unwrap(),
-            Some(Credential::Cookie(Secret::new("s=1")))
+            Some(Credential::Cookie {
+                value: Secret::new("s=1")
+            })
         );
         #[cfg(unix)]
         {

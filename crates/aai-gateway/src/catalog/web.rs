@@ -13,11 +13,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::error::{Code, GatewayError};
+use crate::net::{self, BodyError, Purpose};
 
 /// How long a fetched descriptor is fresh.
 pub const TTL: Duration = Duration::from_secs(24 * 3600);
-const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_DESCRIPTOR: usize = 1024 * 1024;
 
 /// The `.well-known` URL for what the user typed: a URL, or a bare domain.
 pub fn well_known(input: &str) -> Result<reqwest::Url, GatewayError> {
@@ -76,26 +75,27 @@ pub struct Fetched {
     pub stale: bool,
 }
 
-/// A small HTTP client for descriptors.
+/// Fetches descriptors (through the shared client of `net`) into the cache.
 #[derive(Debug)]
 pub struct Fetcher {
-    client: reqwest::Client,
     home: PathBuf,
 }
 
 impl Fetcher {
     /// A fetcher caching under `home/web`.
     pub fn new(home: &Path) -> Fetcher {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         Fetcher {
-            client: reqwest::Client::builder()
-                .timeout(FETCH_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::limited(3))
-                .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .expect("a plain client builds"),
             home: home.to_owned(),
         }
+    }
+
+    fn client(&self) -> Result<&'static reqwest::Client, GatewayError> {
+        net::client(Purpose::Descriptor).map_err(|e| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot start the HTTP client: {e}"),
+            )
+        })
     }
 
     /// Fetches, validates and caches the descriptor at `url`. `known_id` is the app id a
@@ -118,7 +118,7 @@ impl Fetcher {
                 stale: false,
             });
         }
-        let mut request = self.client.get(url.clone());
+        let mut request = self.client()?.get(url.clone());
         if let Some(etag) = cached
             .as_ref()
             .and_then(|(_, m)| m.get("etag"))
@@ -234,7 +234,7 @@ impl Fetcher {
             GatewayError::new(Code::AaiJsonInvalid, format!("registryUrl is invalid: {e}"))
         })?;
         check_fetchable(&url)?;
-        let catalog: Value = match self.client.get(url.clone()).send().await {
+        let catalog: Value = match self.client()?.get(url.clone()).send().await {
             Ok(r) if r.status().is_success() => serde_json::from_slice(&read_capped(r).await?)
                 .map_err(|e| {
                     GatewayError::new(
@@ -340,23 +340,15 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| {
-        GatewayError::new(
-            Code::ServiceUnavailable,
-            format!("reading the response failed: {e}"),
-        )
-    })? {
-        body.extend_from_slice(&chunk);
-        if body.len() > MAX_DESCRIPTOR {
-            return Err(GatewayError::new(
-                Code::AaiJsonInvalid,
-                "the descriptor is larger than 1 MiB",
-            ));
-        }
-    }
-    Ok(body)
+async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
+    net::read_capped(response, net::MAX_DESCRIPTOR)
+        .await
+        .map_err(|e| match e {
+            BodyError::TooLarge(_) => {
+                GatewayError::new(Code::AaiJsonInvalid, "the descriptor is larger than 1 MiB")
+            }
+            BodyError::Transport(_) => GatewayError::new(Code::ServiceUnavailable, e.to_string()),
+        })
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 
-use aai_descriptor::Auth;
+use aai_descriptor::{Auth, AuthKind};
 
 use super::Context;
 use super::table::Table;
@@ -20,15 +20,6 @@ pub(super) enum Action {
     Login(String),
     Set { app: String, stdin: bool },
     Logout(String),
-}
-
-fn auth_kind(auth: &Auth) -> &'static str {
-    match auth {
-        Auth::OAuth2(_) => "oauth2",
-        Auth::ApiKey(_) => "apiKey",
-        Auth::AppCredential(_) => "appCredential",
-        Auth::Cookie(_) => "cookie",
-    }
 }
 
 pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
@@ -62,16 +53,14 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
             {
                 let stored = match runtime.block_on(store.get(id)) {
-                    Ok(Some(c)) if c.kind() == auth_kind(auth) => "yes".to_owned(),
-                    Ok(Some(c)) => format!(
-                        "a {} credential (the app needs {})",
-                        c.kind(),
-                        auth_kind(auth)
-                    ),
+                    Ok(Some(c)) if c.kind() == auth.kind() => "yes".to_owned(),
+                    Ok(Some(c)) => {
+                        format!("a {} credential (the app needs {})", c.kind(), auth.kind())
+                    }
                     Ok(None) => "no".to_owned(),
                     Err(e) => return fail(&e.detail),
                 };
-                table.row(vec![id.clone(), auth_kind(auth).to_owned(), stored]);
+                table.row(vec![id.clone(), auth.kind().to_string(), stored]);
             }
             if let Some(o) = only.filter(|o| find(o).is_none()) {
                 return fail(&format!("no app `{o}` that needs credentials"));
@@ -85,8 +74,8 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                     "no app `{app}` that needs credentials; see `aai-gateway auth status`"
                 ));
             };
-            let kind = auth_kind(&auth);
-            if kind == "oauth2" {
+            let kind = auth.kind();
+            if kind == AuthKind::OAuth2 {
                 return fail(&format!(
                     "this app signs in with OAuth 2: run `aai-gateway auth login {app}`"
                 ));
@@ -99,9 +88,11 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 text
             } else if std::io::stdin().is_terminal() {
                 let prompt = match kind {
-                    "appCredential" => "App credential as JSON {\"appId\": …, \"appSecret\": …}: ",
-                    "cookie" => "Cookie header value (name=value; name2=value2): ",
-                    _ => "API key: ",
+                    AuthKind::AppCredential => {
+                        "App credential as JSON {\"appId\": …, \"appSecret\": …}: "
+                    }
+                    AuthKind::Cookie => "Cookie header value (name=value; name2=value2): ",
+                    AuthKind::ApiKey | AuthKind::OAuth2 => "API key: ",
                 };
                 match read_hidden(prompt) {
                     Ok(t) => t,

@@ -16,29 +16,25 @@
 //! allows, and connections refused before anything was sent, are retried (config
 //! `retries`); nothing that may have reached the app otherwise is.
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use aai_descriptor::{Executor, HttpMethod, ToolCall};
-use reqwest::{Client, Method, StatusCode, Url};
+use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value};
 
 use super::{Execute, Request};
 use crate::error::{Code, GatewayError};
+use crate::net::{self, BodyError, Purpose};
 
-/// Largest response body accepted.
-const MAX_BODY: usize = 10 * 1024 * 1024;
 /// Longest `Retry-After` worth waiting for.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// Makes HTTP requests for web apps.
+/// Makes HTTP requests for web apps (through the shared client of `net`).
 #[derive(Debug, Default)]
-pub struct HttpExecutor {
-    client: OnceLock<Result<Client, String>>,
-}
+pub struct HttpExecutor;
 
 impl Execute for HttpExecutor {
-    async fn execute(&self, mut req: Request<'_>) -> Result<Value, GatewayError> {
+    async fn execute(&self, mut req: Request<'_>) -> Result<Value, super::Error> {
         let Executor::Http(http) = req.executor else {
             unreachable!("dispatched by executor type");
         };
@@ -51,9 +47,15 @@ impl Execute for HttpExecutor {
             return Err(GatewayError::new(
                 Code::AaiJsonInvalid,
                 "this http tool has no `execution.path`",
-            ));
+            )
+            .into());
         };
-        let client = self.client()?;
+        let client = net::client(Purpose::Api).map_err(|e| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot start the HTTP client: {e}"),
+            )
+        })?;
         let mut args = match std::mem::take(&mut req.args) {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -98,12 +100,12 @@ impl Execute for HttpExecutor {
             let sent = tokio::select! {
                 r = builder.timeout(remaining).send() => r,
                 () = req.ctx.cancel.cancelled() => {
-                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled"));
+                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
                 }
             };
             let response = match sent {
                 Ok(r) => r,
-                Err(e) if e.is_timeout() => return Err(timeout(req.ctx.timeout)),
+                Err(e) if e.is_timeout() => return Err(timeout(req.ctx.timeout).into()),
                 Err(e)
                     if e.is_connect()
                         && attempt <= req.ctx.retries + 1
@@ -116,7 +118,7 @@ impl Execute for HttpExecutor {
                     tokio::time::sleep(backoff(attempt)).await;
                     continue;
                 }
-                Err(e) => return Err(transport_error(&e)),
+                Err(e) => return Err(transport_error(&e).into()),
             };
             let status = response.status();
             let retry_after = retry_after(&response);
@@ -138,10 +140,10 @@ impl Execute for HttpExecutor {
             let body = tokio::select! {
                 b = read_body(response) => b?,
                 () = tokio::time::sleep(deadline.saturating_duration_since(Instant::now())) => {
-                    return Err(timeout(req.ctx.timeout));
+                    return Err(timeout(req.ctx.timeout).into());
                 }
                 () = req.ctx.cancel.cancelled() => {
-                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled"));
+                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
                 }
             };
             let text = String::from_utf8_lossy(&body);
@@ -156,46 +158,13 @@ impl Execute for HttpExecutor {
                     Value::String(text.into_owned())
                 });
             }
-            return Err(status_error(status, &text, retry_after));
+            let error = status_error(status, &text, retry_after);
+            return Err(if status == StatusCode::UNAUTHORIZED {
+                super::Error::Unauthorized(error)
+            } else {
+                error.into()
+            });
         }
-    }
-}
-
-impl HttpExecutor {
-    fn client(&self) -> Result<&Client, GatewayError> {
-        self.client
-            .get_or_init(|| {
-                // reqwest is built without a default TLS provider; use rustls' ring.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                Client::builder()
-                    .redirect(reqwest::redirect::Policy::custom(|attempt| {
-                        let target = attempt.url().origin();
-                        let cross = attempt
-                            .previous()
-                            .first()
-                            .is_some_and(|f| f.origin() != target);
-                        if cross {
-                            let to = target.ascii_serialization();
-                            attempt.error(format!("redirect to another origin ({to}) refused"))
-                        } else if attempt.previous().len() > 5 {
-                            attempt.error("too many redirects")
-                        } else {
-                            attempt.follow()
-                        }
-                    }))
-                    .connect_timeout(Duration::from_secs(10))
-                    .pool_idle_timeout(Duration::from_secs(90))
-                    .user_agent(concat!("aai-gateway/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| {
-                GatewayError::new(
-                    Code::AutomationFailed,
-                    format!("cannot start the HTTP client: {e}"),
-                )
-            })
     }
 }
 
@@ -360,45 +329,22 @@ fn retry_after(response: &reqwest::Response) -> Option<Duration> {
     Some(Duration::from_secs(secs)).filter(|d| *d <= MAX_RETRY_AFTER)
 }
 
-async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
-    if response
-        .content_length()
-        .is_some_and(|n| n as usize > MAX_BODY)
-    {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
-        if body.len() + chunk.len() > MAX_BODY {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-fn too_large() -> GatewayError {
-    GatewayError::new(
-        Code::AutomationFailed,
-        format!("the response is larger than {} MiB", MAX_BODY / 1024 / 1024),
-    )
+async fn read_body(response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
+    net::read_capped(response, net::MAX_API_BODY)
+        .await
+        .map_err(|e| match e {
+            BodyError::TooLarge(_) => GatewayError::new(Code::AutomationFailed, e.to_string()),
+            BodyError::Transport(_) => GatewayError::new(Code::AutomationFailed, e.to_string()),
+        })
 }
 
 fn transport_error(e: &reqwest::Error) -> GatewayError {
-    use std::error::Error as _;
-    let mut detail = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        detail.push_str(": ");
-        detail.push_str(&s.to_string());
-        source = s.source();
-    }
     let code = if e.is_connect() {
         Code::ServiceUnavailable
     } else {
         Code::AutomationFailed
     };
-    GatewayError::new(code, detail)
+    GatewayError::new(code, net::describe(e))
 }
 
 fn status_error(status: StatusCode, body: &str, retry_after: Option<Duration>) -> GatewayError {

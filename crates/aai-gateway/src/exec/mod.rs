@@ -6,6 +6,7 @@
 
 #[cfg(target_os = "linux")]
 pub mod dbus;
+pub mod envelope;
 pub mod http;
 pub mod process;
 pub mod stdio;
@@ -76,11 +77,22 @@ pub struct Request<'a> {
     pub ctx: CallContext,
 }
 
+/// How a call failed, as far as the pipeline needs to tell failures apart.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The service rejected the credential the request carried (HTTP 401); the pipeline
+    /// may renew it and try once more. Carries what the agent sees if it cannot.
+    #[error("the service rejected the credential: {0}")]
+    Unauthorized(GatewayError),
+    /// Any other failure, already in the wire's terms.
+    #[error(transparent)]
+    Failed(#[from] GatewayError),
+}
+
 /// An executor type.
 pub trait Execute {
     /// Runs one call; the result is the tool's JSON result.
-    fn execute(&self, req: Request<'_>)
-    -> impl Future<Output = Result<Value, GatewayError>> + Send;
+    fn execute(&self, req: Request<'_>) -> impl Future<Output = Result<Value, Error>> + Send;
 }
 
 /// All executors of the gateway.
@@ -94,7 +106,7 @@ pub struct Executors {
 
 impl Executors {
     /// Runs `req` with the executor its binding names.
-    pub async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+    pub async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
         match req.executor {
             Executor::Stdio(_) => self.stdio.execute(req).await,
             Executor::Http(_) => self.http.execute(req).await,
@@ -106,7 +118,8 @@ impl Executors {
                     "this gateway build cannot run `{}` bindings yet",
                     other.kind().as_str()
                 ),
-            )),
+            )
+            .into()),
         }
     }
 

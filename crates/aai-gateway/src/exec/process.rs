@@ -1,4 +1,5 @@
-//! The one place child processes are created.
+//! The one place child processes are created: long-lived adapters ([`spawn`]) and
+//! one-shot commands ([`run`]: a deadline, stdin, captured and capped output).
 //!
 //! Every child gets an explicit environment (a short allow-list of the gateway's own
 //! variables plus the descriptor's `env`, so the gateway's secrets never leak into
@@ -11,8 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{Code, GatewayError};
 
@@ -117,6 +121,12 @@ impl ChildGuard {
 
     /// Stops the child and everything in its process group, now.
     pub fn kill(&mut self) {
+        self.kill_group();
+        let _ = self.child.start_kill();
+    }
+
+    /// Stops everything in the child's process group (the child itself may be gone).
+    fn kill_group(&mut self) {
         #[cfg(unix)]
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             // The group may already be gone; that is fine.
@@ -125,7 +135,6 @@ impl ChildGuard {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        let _ = self.child.start_kill();
     }
 
     /// Waits for the child to exit; says how it ended and whether that was a clean exit.
@@ -144,8 +153,10 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Starts a child as described by `spec`.
-pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
+/// The command for `spec`: explicit environment, its folder, its own process group,
+/// killed on drop.
+#[allow(clippy::disallowed_methods)] // the one place processes are created
+fn command(spec: &Spec<'_>) -> Result<(Command, PathBuf), GatewayError> {
     let program = resolve(spec.program, spec.base_dir)?;
     let mut cmd = Command::new(&program);
     cmd.args(spec.args)
@@ -163,12 +174,24 @@ pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
         .kill_on_drop(true);
     #[cfg(unix)]
     cmd.process_group(0);
-    let mut child = cmd.spawn().map_err(|e| {
+    Ok((cmd, program))
+}
+
+fn start(spec: &Spec<'_>) -> Result<(Child, PathBuf), GatewayError> {
+    let (mut cmd, program) = command(spec)?;
+    let child = cmd.spawn().map_err(|e| {
         GatewayError::new(
             Code::AppNotRunning,
             format!("cannot start `{}`: {e}", program.display()),
         )
     })?;
+    Ok((child, program))
+}
+
+/// Starts a long-lived child as described by `spec` (an adapter): its stdin and stdout
+/// are the caller's, its stderr goes to the log.
+pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
+    let (mut child, program) = start(spec)?;
     let pid = child.id();
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -198,10 +221,132 @@ pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
     })
 }
 
+/// Limits of a one-shot [`run`].
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Kill the child (and its group) after this long.
+    pub deadline: Duration,
+    /// Keep at most this many bytes of stdout and of stderr each; the rest is read and
+    /// dropped, so the child never blocks on a full pipe.
+    pub max_output: usize,
+    /// Kill the child when this is cancelled.
+    pub cancel: CancellationToken,
+}
+
+/// What a one-shot child produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// The exit code (`None` when a signal ended it).
+    pub code: Option<i32>,
+    /// Its stdout, at most `max_output` bytes.
+    pub stdout: Vec<u8>,
+    /// Its stderr, at most `max_output` bytes.
+    pub stderr: Vec<u8>,
+    /// Whether either stream was cut.
+    pub truncated: bool,
+}
+
+impl Output {
+    /// Whether it exited with status 0.
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// Why a one-shot child gave no output.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// It could not be started.
+    #[error(transparent)]
+    Start(#[from] GatewayError),
+    /// The deadline passed; the child and its group were killed.
+    #[error("no result within {:.1} s; the process was stopped", .0.as_secs_f64())]
+    TimedOut(Duration),
+    /// The call was cancelled; the child and its group were killed.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// Talking to the child failed.
+    #[error("the process's pipes failed: {0}")]
+    Io(String),
+}
+
+/// Runs a child to completion (a script interpreter, `adb`, `xcrun`): writes `stdin` and
+/// closes it, collects capped stdout and stderr, and kills the whole process group at the
+/// deadline, on cancellation, or when the returned future is dropped.
+pub async fn run(spec: &Spec<'_>, stdin: &[u8], limits: &Limits) -> Result<Output, RunError> {
+    let (mut child, program) = start(spec)?;
+    let pid = child.id();
+    tracing::debug!(app = %spec.label, ?pid, program = %program.display(), "started one-shot child");
+    let (Some(mut input), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        unreachable!("all three pipes were requested");
+    };
+    let mut guard = ChildGuard {
+        child,
+        pid,
+        label: spec.label.to_owned(),
+    };
+    let max = limits.max_output;
+    let work = async {
+        let write = async {
+            // A child that exits without reading its stdin is not an error.
+            let _ = input.write_all(stdin).await;
+            drop(input);
+        };
+        let ((), out, err) = tokio::join!(write, capped(stdout, max), capped(stderr, max));
+        let status = guard
+            .child
+            .wait()
+            .await
+            .map_err(|e| RunError::Io(e.to_string()))?;
+        let (stdout, cut_out) = out.map_err(|e| RunError::Io(e.to_string()))?;
+        let (stderr, cut_err) = err.map_err(|e| RunError::Io(e.to_string()))?;
+        Ok(Output {
+            code: status.code(),
+            stdout,
+            stderr,
+            truncated: cut_out || cut_err,
+        })
+    };
+    let result = tokio::select! {
+        r = work => r,
+        () = tokio::time::sleep(limits.deadline) => Err(RunError::TimedOut(limits.deadline)),
+        () = limits.cancel.cancelled() => Err(RunError::Cancelled),
+    };
+    if result.is_err() {
+        guard.kill();
+    } else {
+        // The leader exited; stop anything it left running in its group.
+        guard.kill_group();
+    }
+    result
+}
+
+/// Reads `stream` to its end, keeping at most `max` bytes; says whether it cut.
+async fn capped(
+    mut stream: impl tokio::io::AsyncRead + Unpin,
+    max: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut cut = false;
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok((kept, cut));
+        }
+        let room = max.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+        cut |= n > room;
+    }
+}
+
 /// Starts a program the gateway does not own — a web browser for a sign-in — detached:
 /// no pipes, no process group of ours, not killed when the gateway is done with it.
 /// `command` is split on white space; `%s` in it is replaced by `arg`, else `arg` is
 /// appended (the `$BROWSER` convention).
+#[allow(clippy::disallowed_methods)] // the one place processes are created
 pub fn launch(command: &str, arg: &str) -> Result<(), GatewayError> {
     let mut words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     if words.is_empty() {
@@ -257,4 +402,97 @@ fn resolve(program: &str, base_dir: &Path) -> Result<PathBuf, GatewayError> {
             format!("command `{program}` is not on PATH; is the app installed?"),
         )
     })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(program: &'a str, args: &'a [String]) -> Spec<'a> {
+        Spec {
+            program,
+            args,
+            env: &[],
+            base_dir: Path::new("/"),
+            label: "test",
+        }
+    }
+
+    fn limits(deadline_ms: u64, max_output: usize) -> Limits {
+        Limits {
+            deadline: Duration::from_millis(deadline_ms),
+            max_output,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn run_feeds_stdin_and_captures_capped_output() {
+        let args = ["-c".to_owned(), "cat; echo err >&2; exit 3".to_owned()];
+        let out = run(&spec("sh", &args), b"hello", &limits(10_000, 1 << 20))
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.code, out.stdout.as_slice(), out.stderr.as_slice()),
+            (Some(3), &b"hello"[..], &b"err\n"[..])
+        );
+        assert!(!out.truncated && !out.success());
+        let args = ["-c".to_owned(), "head -c 100000 /dev/zero".to_owned()];
+        let out = run(&spec("sh", &args), b"", &limits(10_000, 10))
+            .await
+            .unwrap();
+        assert_eq!(out.stdout.len(), 10);
+        assert!(out.truncated && out.success());
+    }
+
+    #[tokio::test]
+    async fn run_kills_the_group_at_the_deadline_and_on_cancel() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        let args = ["-c".to_owned(), script];
+        let started = std::time::Instant::now();
+        let e = run(&spec("sh", &args), b"", &limits(300, 100))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, RunError::TimedOut(_)), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let grandchild: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The grandchild was in the group: it is gone (or a zombie of init) shortly after.
+        let mut gone = false;
+        for _ in 0..50 {
+            let state =
+                std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+            if state.is_empty() || state.split_whitespace().nth(2) == Some("Z") {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone, "the grandchild survived the deadline");
+        let l = limits(10_000, 100);
+        let cancel = l.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+        });
+        let args = ["30".to_owned()];
+        let e = run(&spec("sleep", &args), b"", &l).await.unwrap_err();
+        assert!(matches!(e, RunError::Cancelled), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_a_start_error() {
+        let e = run(&spec("no-such-program-aai", &[]), b"", &limits(1000, 10))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, RunError::Start(ref g) if g.code == Code::AppNotFound),
+            "{e}"
+        );
+    }
 }

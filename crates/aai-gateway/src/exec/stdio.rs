@@ -1,12 +1,8 @@
 //! The `stdio` executor (DESIGN §6): a local adapter process speaking newline-delimited
 //! JSON envelopes.
 //!
-//! Request: `{"version":"1.0","tool":…,"params":{…},"request_id":"…"}`.
-//! Reply: `{"version":"1.0","request_id":"…","status":"success","result":…}` or
-//! `{…,"status":"error","error":{"code":…,"message":"…"}}` (`code` an AAI number such as
-//! -32005 or a type such as `"INVALID_PARAMS"`; anything else is AUTOMATION_FAILED).
-//! Our extension: `{"request_id":"…","status":"progress","progress":0.5,"total":1,
-//! "message":"…"}` lines are forwarded as MCP progress.
+//! One envelope per line (see `envelope`); `progress` envelopes are forwarded as MCP
+//! progress.
 //!
 //! One adapter process per app serves many requests at once, matched by `request_id`.
 //! It is started on first use and again after it exits (an adapter may serve one request
@@ -23,13 +19,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aai_descriptor::Executor;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::oneshot;
 
+use super::envelope::{self, excerpt};
 use super::process::{self, ChildGuard, StderrTail};
-use super::{Execute, Progress, ProgressSink, Request};
+use super::{Execute, ProgressSink, Request};
 use crate::error::{Code, GatewayError};
 
 /// Longest accepted reply line.
@@ -108,17 +105,18 @@ impl std::fmt::Debug for StdioExecutor {
 }
 
 impl Execute for StdioExecutor {
-    async fn execute(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {
+        Ok(self.call(req).await?)
+    }
+}
+
+impl StdioExecutor {
+    async fn call(&self, req: Request<'_>) -> Result<Value, GatewayError> {
         let Executor::Stdio(process) = req.executor else {
             unreachable!("dispatched by executor type");
         };
         let id = format!("{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1);
-        let envelope = json!({
-            "version": "1.0",
-            "tool": req.tool.name,
-            "params": req.args,
-            "request_id": id,
-        });
+        let envelope = envelope::request(&req.tool.name, &req.args, &id);
         let mut line = serde_json::to_vec(&envelope).expect("JSON values serialize");
         line.push(b'\n');
 
@@ -174,9 +172,7 @@ impl Execute for StdioExecutor {
             }
         }
     }
-}
 
-impl StdioExecutor {
     /// Waits for the reply to request `id`, the deadline, or cancellation.
     async fn wait_reply(
         &self,
@@ -338,83 +334,39 @@ fn handle_line(adapter: &Adapter, line: &[u8]) {
     if text.is_empty() {
         return;
     }
-    let envelope: Value = match serde_json::from_str(text) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
+    let envelope = match envelope::parse(text) {
+        Ok(v) => v,
+        Err(e) => {
             tracing::warn!(app = %adapter.app, "adapter wrote a line that is not a JSON envelope");
             adapter.fail_all(&GatewayError::new(
                 Code::AutomationFailed,
-                format!(
-                    "the adapter wrote a line that is not a JSON envelope: `{}`",
-                    excerpt(text, 200)
-                ),
+                format!("the adapter wrote a line that is {e}"),
             ));
             return;
         }
     };
-    let id = match envelope.get("request_id") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => {
-            tracing::warn!(app = %adapter.app, "adapter envelope without request_id: {}", excerpt(text, 200));
-            return;
-        }
-    };
-    let status = envelope.get("status").and_then(Value::as_str).unwrap_or("");
-    if status == "progress" {
-        let pending = adapter.pending.lock().expect("pending lock");
-        if let Some(sink) = pending.get(&id).and_then(|p| p.progress.clone()) {
-            drop(pending);
-            sink(Progress {
-                progress: envelope
-                    .get("progress")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0),
-                total: envelope.get("total").and_then(Value::as_f64),
-                message: envelope
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-            });
-        }
-        return;
-    }
-    let Some(pending) = adapter.pending.lock().expect("pending lock").remove(&id) else {
-        tracing::debug!(app = %adapter.app, request_id = %id, "reply for a call nobody waits for (timed out or cancelled)");
+    let Some(id) = envelope::request_id(&envelope) else {
+        tracing::warn!(app = %adapter.app, "adapter envelope without request_id: {}", excerpt(text, 200));
         return;
     };
-    let result = match status {
-        "success" => Ok(envelope.get("result").cloned().unwrap_or(Value::Null)),
-        "error" => Err(adapter_error(envelope.get("error"))),
-        other => Err(GatewayError::new(
-            Code::AutomationFailed,
-            format!(
-                "the adapter replied with status `{}`; expected `success` or `error`",
-                excerpt(other, 40)
-            ),
-        )),
-    };
-    let _ = pending.reply.send(Reply::Done(result));
-}
-
-fn adapter_error(error: Option<&Value>) -> GatewayError {
-    let message = error
-        .and_then(|e| e.get("message"))
-        .and_then(Value::as_str)
-        .unwrap_or("the adapter reported an error without a message");
-    let code = error
-        .and_then(|e| e.get("code"))
-        .and_then(Code::parse)
-        .unwrap_or(Code::AutomationFailed);
-    GatewayError::new(code, excerpt(message, 2000))
-}
-
-/// At most `max` characters of `text`, with `…` when cut.
-fn excerpt(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
+    match envelope::reply(&envelope, "the adapter") {
+        envelope::Reply::Progress(progress) => {
+            let sink = adapter
+                .pending
+                .lock()
+                .expect("pending lock")
+                .get(&id)
+                .and_then(|p| p.progress.clone());
+            if let Some(sink) = sink {
+                sink(progress);
+            }
+        }
+        envelope::Reply::Done(result) => {
+            let Some(pending) = adapter.pending.lock().expect("pending lock").remove(&id) else {
+                tracing::debug!(app = %adapter.app, request_id = %id, "reply for a call nobody waits for (timed out or cancelled)");
+                return;
+            };
+            let _ = pending.reply.send(Reply::Done(result));
+        }
     }
-    let mut out: String = text.chars().take(max).collect();
-    out.push('…');
-    out
 }

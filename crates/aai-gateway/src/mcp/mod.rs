@@ -6,11 +6,15 @@
 //! `<appId>:<tool>` (seed `004`). Resources: `app:<appId>` (the normalized descriptor of
 //! the binding in use) and `app:<appId>/guide` (markdown).
 
+// This module is where rmcp is allowed (clippy.toml bans its types elsewhere).
+#![allow(clippy::disallowed_types)]
+
 mod names;
 pub mod stdio;
 mod tools;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
@@ -41,6 +45,8 @@ then call a tool with `aai_exec` {app, tool, args}. `web_discover` adds a web ap
 #[derive(Clone)]
 pub struct Server {
     gateway: Arc<Gateway>,
+    /// The last change generation this session was told of.
+    announced: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Server {
@@ -52,7 +58,18 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// A server over `gateway`.
     pub fn new(gateway: Arc<Gateway>) -> Server {
-        Server { gateway }
+        Server {
+            gateway,
+            announced: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Tells `peer` of a change it has not heard of yet; false when the peer is gone.
+    async fn announce_up_to(&self, peer: &Peer<RoleServer>, generation: u64) -> bool {
+        if self.announced.fetch_max(generation, Ordering::SeqCst) >= generation {
+            return true;
+        }
+        self.announce_change(peer).await
     }
 
     /// Tells `peer` that the tool and resource lists changed (legacy sessions); false
@@ -77,14 +94,15 @@ impl Server {
         let me = self.clone();
         tokio::spawn(async move {
             loop {
-                tokio::select! {
+                let generation = tokio::select! {
                     change = changes.recv() => match change {
-                        Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Ok(generation) => generation,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => me.gateway.generation(),
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                     },
                     () = me.gateway.stopping() => return,
-                }
-                if peer.is_transport_closed() || !me.announce_change(&peer).await {
+                };
+                if peer.is_transport_closed() || !me.announce_up_to(&peer, generation).await {
                     return;
                 }
             }
@@ -145,6 +163,9 @@ impl Server {
             Some(Meta::WebDiscover) => {
                 let url = string_arg(&args, "url")?;
                 let (app_id, stale) = self.gateway.discover_web(url).await?;
+                // The new app is announced before its guide is returned.
+                self.announce_up_to(&ctx.peer, self.gateway.generation())
+                    .await;
                 let snapshot = self.gateway.snapshot().await;
                 let entry = find(&snapshot, &app_id)?;
                 let mut guide = crate::registry::guide::render(&snapshot, entry);

@@ -23,12 +23,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use aai_descriptor::{Bus, Dbus, DbusOutput, Executor, ToolCall};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 use tokio::sync::OnceCell;
 use zbus::zvariant::{Signature, Structure};
 use zbus::{Connection, Message};
 
-use super::{Execute, Request};
+use super::{Execute, Request, envelope};
 use crate::error::{Code, GatewayError};
 
 const DBUS: &str = "org.freedesktop.DBus";
@@ -60,19 +60,20 @@ pub struct DbusExecutor {
 }
 
 impl Execute for DbusExecutor {
-    async fn execute(&self, req: Request<'_>) -> Result<Json, GatewayError> {
+    async fn execute(&self, req: Request<'_>) -> Result<Json, super::Error> {
         let Executor::Dbus(target) = req.executor else {
             unreachable!("dispatched by executor type");
         };
         let work = self.run(&req, target);
-        tokio::select! {
+        let result = tokio::select! {
             result = work => result,
             () = tokio::time::sleep(req.ctx.timeout) => Err(GatewayError::new(
                 Code::Timeout,
                 format!("`{}` did not reply within {:.1} s", target.service, req.ctx.timeout.as_secs_f64()),
             )),
             () = req.ctx.cancel.cancelled() => Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled")),
-        }
+        };
+        Ok(result?)
     }
 }
 
@@ -146,18 +147,14 @@ impl DbusExecutor {
                 }
             }
             _ => {
-                let envelope = json!({
-                    "version": "1.0",
-                    "tool": req.tool.name,
-                    "params": req.args,
-                    "request_id": format!("{:x}", rand_id()),
-                });
+                let request =
+                    envelope::request(&req.tool.name, &req.args, &format!("{:x}", rand_id()));
                 let reply = call(
                     conn,
                     target,
                     &target.interface,
                     "Execute",
-                    &(envelope.to_string(),),
+                    &(request.to_string(),),
                 )
                 .await?;
                 let text = match reply_json(&reply)? {
@@ -546,28 +543,15 @@ fn reply_signature(reply: &Message, _value: &Json) -> String {
 
 /// The JSON convention's reply envelope.
 fn envelope_result(text: &str) -> Result<Json, GatewayError> {
-    let envelope: Json = serde_json::from_str(text).map_err(|_| {
-        let excerpt: String = text.chars().take(200).collect();
+    let envelope = envelope::parse(text).map_err(|e| {
         GatewayError::new(
             Code::AutomationFailed,
-            format!("`Execute` returned text that is not a JSON envelope: `{excerpt}`"),
+            format!("`Execute` returned text that is {e}"),
         )
     })?;
-    match envelope.get("status").and_then(Json::as_str) {
-        Some("success") => Ok(envelope.get("result").cloned().unwrap_or(Json::Null)),
-        Some("error") => {
-            let error = envelope.get("error");
-            let code = error
-                .and_then(|e| e.get("code"))
-                .and_then(Code::parse)
-                .unwrap_or(Code::AutomationFailed);
-            let message = error
-                .and_then(|e| e.get("message"))
-                .and_then(Json::as_str)
-                .unwrap_or("the app reported an error without a message");
-            Err(GatewayError::new(code, message))
-        }
-        _ => Err(GatewayError::new(
+    match envelope::reply(&envelope, "the app") {
+        envelope::Reply::Done(result) => result,
+        envelope::Reply::Progress(_) => Err(GatewayError::new(
             Code::AutomationFailed,
             "`Execute` returned an envelope without `status: success|error`",
         )),

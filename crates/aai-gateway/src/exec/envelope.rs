@@ -1,0 +1,147 @@
+//! The JSON envelope of the protocol spec, shared by every executor that talks to an
+//! adapter rather than to an app's own API (stdio, the D-Bus JSON convention, and the
+//! platform conventions that carry it).
+//!
+//! Request: `{"version":"1.0","tool":…,"params":{…},"request_id":"…"}`.
+//! Reply: `{"version":"1.0","request_id":"…","status":"success","result":…}` or
+//! `{…,"status":"error","error":{"code":…,"message":"…"}}`, where `code` is an AAI number
+//! such as -32005 or a type such as `"INVALID_PARAMS"` (anything else is
+//! AUTOMATION_FAILED). Our extension: `{"request_id":"…","status":"progress",
+//! "progress":0.5,"total":1,"message":"…"}`.
+
+use serde_json::{Value, json};
+
+use super::Progress;
+use crate::error::{Code, GatewayError};
+
+/// The request envelope.
+pub fn request(tool: &str, params: &Value, request_id: &str) -> Value {
+    json!({
+        "version": "1.0",
+        "tool": tool,
+        "params": params,
+        "request_id": request_id,
+    })
+}
+
+/// What a reply envelope says.
+#[derive(Debug)]
+pub enum Reply {
+    /// A final answer.
+    Done(Result<Value, GatewayError>),
+    /// Progress of a running request.
+    Progress(Progress),
+}
+
+/// A reply line that is not an envelope.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    /// Not a JSON object.
+    #[error("not a JSON envelope: `{0}`")]
+    NotJson(String),
+}
+
+/// The `request_id` of a reply, as text (numbers are accepted).
+pub fn request_id(envelope: &Value) -> Option<String> {
+    match envelope.get("request_id")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Parses a reply line into a JSON object; `Malformed::NotJson` carries an excerpt.
+pub fn parse(text: &str) -> Result<Value, Malformed> {
+    match serde_json::from_str(text) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        _ => Err(Malformed::NotJson(excerpt(text, 200))),
+    }
+}
+
+/// What a parsed reply envelope means. `who` names the other side in messages ("the
+/// adapter", "the app").
+pub fn reply(envelope: &Value, who: &str) -> Reply {
+    let status = envelope.get("status").and_then(Value::as_str).unwrap_or("");
+    match status {
+        "success" => Reply::Done(Ok(envelope.get("result").cloned().unwrap_or(Value::Null))),
+        "error" => Reply::Done(Err(error(envelope.get("error"), who))),
+        "progress" => Reply::Progress(Progress {
+            progress: envelope
+                .get("progress")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0),
+            total: envelope.get("total").and_then(Value::as_f64),
+            message: envelope
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }),
+        other => Reply::Done(Err(GatewayError::new(
+            Code::AutomationFailed,
+            format!(
+                "{who} replied with status `{}`; expected `success` or `error`",
+                excerpt(other, 40)
+            ),
+        ))),
+    }
+}
+
+fn error(error: Option<&Value>, who: &str) -> GatewayError {
+    let message = error
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .map(|m| excerpt(m, 2000))
+        .unwrap_or_else(|| format!("{who} reported an error without a message"));
+    let code = error
+        .and_then(|e| e.get("code"))
+        .and_then(Code::parse)
+        .unwrap_or(Code::AutomationFailed);
+    GatewayError::new(code, message)
+}
+
+/// At most `max` characters of `text`, with `…` when cut.
+pub fn excerpt(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_map_to_results_errors_and_progress() {
+        let ok = parse(r#"{"request_id":"1","status":"success","result":{"a":1}}"#).unwrap();
+        assert_eq!(request_id(&ok).as_deref(), Some("1"));
+        assert!(matches!(reply(&ok, "x"), Reply::Done(Ok(v)) if v == json!({"a":1})));
+        let err =
+            parse(r#"{"request_id":2,"status":"error","error":{"code":"TIMEOUT","message":"m"}}"#)
+                .unwrap();
+        assert_eq!(request_id(&err).as_deref(), Some("2"));
+        let Reply::Done(Err(e)) = reply(&err, "x") else {
+            panic!()
+        };
+        assert_eq!((e.code, e.detail.as_str()), (Code::Timeout, "m"));
+        let e = parse(r#"{"status":"error","error":{"code":-32005}}"#).unwrap();
+        let Reply::Done(Err(e)) = reply(&e, "the app") else {
+            panic!()
+        };
+        assert_eq!(e.code, Code::InvalidParams);
+        assert_eq!(e.detail, "the app reported an error without a message");
+        let p =
+            parse(r#"{"request_id":"1","status":"progress","progress":0.5,"total":1}"#).unwrap();
+        assert!(
+            matches!(reply(&p, "x"), Reply::Progress(Progress { progress, .. }) if progress == 0.5)
+        );
+        assert!(matches!(
+            reply(&json!({"status":"weird"}), "x"),
+            Reply::Done(Err(_))
+        ));
+        assert_eq!(parse("[1]"), Err(Malformed::NotJson("[1]".into())));
+        assert_eq!(excerpt("abcdef", 3), "abc…");
+    }
+}

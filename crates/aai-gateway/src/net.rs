@@ -1,0 +1,136 @@
+//! The one place HTTP clients are built: the TLS provider (rustls with ring), the user
+//! agent, each purpose's redirect policy and timeouts, the response size caps, and the
+//! text of transport errors.
+//!
+//! Three purposes, three clients (each built once, on first use):
+//!
+//! * [`Purpose::Api`] — calls to web apps: same-origin redirects only (at most 5), a
+//!   10 s connect timeout, pooled connections; the call's own deadline bounds the rest.
+//! * [`Purpose::Descriptor`] — `.well-known/aai.json` and registry fetches: 10 s in all,
+//!   at most 3 redirects.
+//! * [`Purpose::TokenEndpoint`] — OAuth and app-credential token requests: 30 s, no
+//!   redirects.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use reqwest::Client;
+
+/// `User-Agent` of every request.
+pub const USER_AGENT: &str = concat!("aai-gateway/", env!("CARGO_PKG_VERSION"));
+
+/// Largest web app response body accepted.
+pub const MAX_API_BODY: usize = 10 * 1024 * 1024;
+/// Largest descriptor (or registry catalog) accepted.
+pub const MAX_DESCRIPTOR: usize = 1024 * 1024;
+
+/// What a client is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Tool calls to web apps.
+    Api,
+    /// Fetching descriptors and the registry catalog.
+    Descriptor,
+    /// Token endpoints (OAuth, app credentials).
+    TokenEndpoint,
+}
+
+/// The shared client for `purpose`; an error says why it could not be built.
+pub fn client(purpose: Purpose) -> Result<&'static Client, String> {
+    static API: OnceLock<Result<Client, String>> = OnceLock::new();
+    static DESCRIPTOR: OnceLock<Result<Client, String>> = OnceLock::new();
+    static TOKEN: OnceLock<Result<Client, String>> = OnceLock::new();
+    let cell = match purpose {
+        Purpose::Api => &API,
+        Purpose::Descriptor => &DESCRIPTOR,
+        Purpose::TokenEndpoint => &TOKEN,
+    };
+    cell.get_or_init(|| build(purpose).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+#[allow(clippy::disallowed_methods)] // the one place clients are built
+fn build(purpose: Purpose) -> reqwest::Result<Client> {
+    // reqwest is built without a default TLS provider; use rustls' ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let builder = Client::builder().user_agent(USER_AGENT);
+    match purpose {
+        Purpose::Api => builder
+            .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                let target = attempt.url().origin();
+                let cross = attempt
+                    .previous()
+                    .first()
+                    .is_some_and(|f| f.origin() != target);
+                if cross {
+                    let to = target.ascii_serialization();
+                    attempt.error(format!("redirect to another origin ({to}) refused"))
+                } else if attempt.previous().len() > 5 {
+                    attempt.error("too many redirects")
+                } else {
+                    attempt.follow()
+                }
+            }))
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(),
+        Purpose::Descriptor => builder
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .build(),
+        Purpose::TokenEndpoint => builder
+            .timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build(),
+    }
+}
+
+/// Why a body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// Larger than the cap.
+    #[error("the response is larger than {} MiB", .0 / 1024 / 1024)]
+    TooLarge(usize),
+    /// The connection failed while reading.
+    #[error("reading the response failed: {0}")]
+    Transport(String),
+}
+
+/// Reads a whole body, refusing it once it grows past `max` bytes.
+pub async fn read_capped(
+    mut response: reqwest::Response,
+    max: usize,
+) -> Result<Vec<u8>, BodyError> {
+    if response
+        .content_length()
+        .is_some_and(|n| usize::try_from(n).map_or(true, |n| n > max))
+    {
+        return Err(BodyError::TooLarge(max));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| BodyError::Transport(describe(&e)))?
+    {
+        if body.len() + chunk.len() > max {
+            return Err(BodyError::TooLarge(max));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A transport error's text with its whole chain of causes.
+pub fn describe(e: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut detail = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    detail
+}
