@@ -227,6 +227,18 @@ def test_a_locked_keyring_gives_a_clear_error_fast(gw, bus, tmp_path):
     assert "k3y" not in p.stderr
 
 
+def test_auth_status_lists_apps_without_a_secret_service(gw):
+    # The default test environment has no session bus, so no Secret Service.
+    gw.put("com.example.keyed", {**web_app("com.example.keyed", "http://127.0.0.1:9", [tool("x", "GET", "/x")]),
+                                 "auth": {"type": "apiKey", "apiKey": {"location": "header", "name": "K",
+                                                                       "obtainUrl": "https://example.com"}}})
+    status = gw.run("auth", "status")
+    assert status.returncode == 1
+    row = next(line for line in status.stdout.splitlines() if line.startswith("com.example.keyed"))
+    assert "apiKey" in row and "unknown" in row, status.stdout
+    assert '"credentials": {"store": "file"}' in status.stderr, status.stderr
+
+
 async def test_the_file_store_is_an_explicit_opt_in(gw, httpbin):
     api_apps(gw, httpbin)
     gw.config(credentials={"store": "file"})

@@ -200,9 +200,29 @@ def test_discover_generates_descriptors_that_load_and_work(dgw):
     assert "com.example.Typed" in preview.stdout and "new" in preview.stdout
     assert "Not running (start them and run --discover again): com.example.Sleeper" in preview.stdout
     assert "Nothing written; run again with --yes" in preview.stdout
-    assert "introspecting com.example.Typed" in preview.stderr
+    assert "introspecting" not in preview.stderr, "progress is only for a terminal"
     assert not (dgw.home / "com.example.Typed").exists()
     assert "org.freedesktop.DBus" not in preview.stdout, "bus plumbing is skipped"
+
+    # On a terminal, progress shows on one overwritten stderr line.
+    import os, pty, subprocess
+    master, slave = pty.openpty()
+    p = subprocess.run([str(dgw.binary), "--home", str(dgw.home), "--discover"], env=dgw.env(),
+                       stdin=subprocess.DEVNULL, capture_output=False, stdout=subprocess.PIPE,
+                       stderr=slave, timeout=60)
+    os.close(slave)
+    tty = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        tty += chunk
+    os.close(master)
+    assert p.returncode == 0
+    assert b"introspecting" in tty and b"com.example.Typed" in tty and b"\r" in tty, tty
 
     done = dgw.run("--discover", "--yes", "--json")
     report = json.loads(done.stdout)

@@ -148,7 +148,7 @@ async def test_errors_follow_the_seed_shape(gw):
             await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo",
                                            "args": {"text": 7, "n": "hunter2"}})
         err = e.value.error
-        assert err.code == -32005 and err.message == "Invalid params"
+        assert err.code == -32005 and err.message.startswith("Invalid params: `/text`")
         assert err.data["type"] == "INVALID_PARAMS" and err.data["field"] == "/text"
         assert "`/text`" in err.data["detail"] and "`/n`" in err.data["detail"]
         assert "hunter2" not in err.data["detail"]
@@ -207,3 +207,38 @@ async def test_stdout_carries_only_protocol_and_logs_go_to_files(gw):
     assert "call succeeded" in log
     assert "s3cr3t" not in log
     assert "catalog loaded" in (gw.tmp / "stderr.log").read_text()
+
+
+async def test_stderr_shows_only_warnings_and_the_log_file_the_rest(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session(AAI_LOG="") as s:  # the defaults a user gets
+        await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": "x"}})
+        with pytest.raises(MCPError):
+            await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": 7}})
+    err = (gw.tmp / "stderr.log").read_text()
+    assert err == "", f"a quiet session writes nothing to stderr: {err}"
+    log = (gw.home / "logs" / "aai-gateway.log").read_text()
+    assert "call succeeded" in log and "INVALID_PARAMS" in log
+    assert "peer_info" not in log and "InitializeRequestParams" not in log, "no protocol struct dumps"
+    assert "response error" not in log and "WARN" not in log, "a client's bad arguments are not a gateway warning"
+
+
+def test_started_by_hand_it_says_what_it_is(gw):
+    import os
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    p = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], stdin=slave, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=gw.env(AAI_LOG=""))
+    os.close(slave)
+    try:
+        line = p.stderr.readline().decode()
+        assert "MCP server" in line and "README" in line and "--scan" in line, line
+    finally:
+        os.close(master)  # the terminal goes away: stdin ends
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    assert p.stdout.read() == b"", "stdout carries only MCP"

@@ -168,3 +168,13 @@ async def test_registry_catalog_is_fetched_and_cached(gw, site, httpbin):
         with anyio.fail_after(10):
             while "the registry could not be read; using the cache" not in (gw.tmp / "stderr.log").read_text():
                 await anyio.sleep(0.05)
+
+
+async def test_aai_exec_takes_a_web_apps_url(gw, site, httpbin):
+    site.docs["/.well-known/aai.json"] = web_app("com.example.byurl", httpbin, [tool("get", "GET", "/get")])
+    async with gw.session() as s:
+        r = await s.call_tool("aai_exec", {"app": f"{site.base}/any/page", "tool": "get", "args": {}})
+        assert json.loads(r.content[0].text)["url"].endswith("/get")
+        assert meta(gw, "com.example.byurl")["sourceUrl"] == f"{site.base}/.well-known/aai.json"
+        await s.call_tool("aai_exec", {"app": site.base, "tool": "get", "args": {}})
+        assert site.hits["/.well-known/aai.json"] == 1, "the second call uses the cache"

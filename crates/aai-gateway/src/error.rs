@@ -188,6 +188,22 @@ impl GatewayError {
         self
     }
 
+    /// The wire `message`: the code's short text, then the first part of the detail, so a
+    /// client that shows only `message` still says what went wrong
+    /// (``Invalid params: `/text` is a required property``). `data.detail` has it all.
+    pub fn message(&self) -> String {
+        const MAX: usize = 160;
+        let first = self.detail.split("; ").next().unwrap_or("").trim();
+        if first.is_empty() {
+            return self.code.message().to_owned();
+        }
+        let mut short: String = first.chars().take(MAX).collect();
+        if first.chars().count() > MAX {
+            short.push('…');
+        }
+        format!("{}: {short}", self.code.message())
+    }
+
     /// The seed's `data` object.
     pub fn data(&self) -> Value {
         let mut data = json!({
@@ -210,7 +226,27 @@ impl GatewayError {
 
     /// The whole error object `{code, message, data}`.
     pub fn to_json(&self) -> Value {
-        json!({ "code": self.code.number(), "message": self.code.message(), "data": self.data() })
+        json!({ "code": self.code.number(), "message": self.message(), "data": self.data() })
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+
+    #[test]
+    fn the_message_carries_the_first_part_of_the_detail() {
+        let e = GatewayError::new(
+            Code::InvalidParams,
+            "`/text` is a required property; `/n`: the value is not of type \"integer\"",
+        );
+        assert_eq!(
+            e.message(),
+            "Invalid params: `/text` is a required property"
+        );
+        assert_eq!(GatewayError::new(Code::Timeout, "").message(), "Timeout");
+        let long = GatewayError::new(Code::AutomationFailed, "x".repeat(500));
+        assert!(long.message().ends_with('…') && long.message().chars().count() < 200);
     }
 }
 
@@ -293,7 +329,7 @@ mod tests {
         let e = GatewayError::new(Code::Timeout, "no reply after 2 s").at("com.x", "go");
         assert_eq!(
             e.to_json(),
-            json!({"code": -32008, "message": "Timeout", "data": {
+            json!({"code": -32008, "message": "Timeout: no reply after 2 s", "data": {
                 "type": "TIMEOUT", "detail": "no reply after 2 s", "retryable": true,
                 "appId": "com.x", "tool": "go"}})
         );

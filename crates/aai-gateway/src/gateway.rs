@@ -42,6 +42,7 @@ pub struct Gateway {
     loaded_notify: Notify,
     changes: broadcast::Sender<u64>,
     generation: AtomicU64,
+    reported: std::sync::Mutex<Vec<String>>,
     shutdown: CancellationToken,
     pub(crate) executors: Executors,
     pub(crate) auth: Authenticator,
@@ -73,6 +74,7 @@ impl Gateway {
             loaded_notify: Notify::new(),
             changes: broadcast::channel(16).0,
             generation: AtomicU64::new(0),
+            reported: std::sync::Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),
             executors: Executors::default(),
         })
@@ -88,9 +90,19 @@ impl Gateway {
     /// everything waiting for the catalog.
     pub fn rescan(&self) -> bool {
         let catalog = catalog::load(&self.search_dirs);
-        for d in catalog.diagnostics.iter().filter(|d| d.is_error()) {
-            tracing::warn!("{d}");
+        // Each broken file is reported once, not on every rescan.
+        let problems: Vec<String> = catalog
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(ToString::to_string)
+            .collect();
+        let mut reported = self.reported.lock().expect("reported lock");
+        for p in problems.iter().filter(|p| !reported.contains(*p)) {
+            tracing::warn!(target: crate::logging::DESCRIPTORS, "{p}");
         }
+        *reported = problems;
+        drop(reported);
         let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
         tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
         let changed = self.registry.replace(snapshot);

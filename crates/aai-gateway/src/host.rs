@@ -37,6 +37,18 @@ impl Os {
     }
 }
 
+impl Os {
+    /// Lower-case name, as in descriptors' `platform`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Os::Linux => "linux",
+            Os::Macos => "macos",
+            Os::Windows => "windows",
+            Os::Other => "other",
+        }
+    }
+}
+
 /// The running host.
 #[derive(Debug)]
 pub struct Host {

@@ -37,3 +37,4 @@ pub mod mcp;
 pub mod net;
 pub mod pipeline;
 pub mod registry;
+pub mod text;

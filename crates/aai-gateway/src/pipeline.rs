@@ -4,13 +4,17 @@
 //! credentials, execute. Calls wait for the first scan to finish.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use aai_descriptor::Tool;
 use serde_json::{Map, Value};
 
+use crate::config::ConsentMode;
 use crate::error::{Code, GatewayError};
 use crate::exec::{self, CallContext, Request};
 use crate::gateway::Gateway;
+use crate::host::Os;
+use crate::registry::{Missing, Snapshot};
 
 /// At most this many schema violations are listed in one INVALID_PARAMS error.
 const MAX_REPORTED_VIOLATIONS: usize = 5;
@@ -26,27 +30,66 @@ pub struct Outcome {
 
 impl Gateway {
     /// Runs one tool call; `cancel` stops it, `progress` receives its progress.
+    /// `app` may also be a web app's URL or domain: it is discovered (or taken from the
+    /// web cache) first.
     pub async fn call(
-        &self,
+        self: &Arc<Self>,
         app: &str,
         tool: &str,
         args: Option<Value>,
         cancel: tokio_util::sync::CancellationToken,
         progress: Option<crate::exec::ProgressSink>,
     ) -> Result<Outcome, GatewayError> {
-        let snapshot = self.snapshot().await;
-        let entry = snapshot.find(app).ok_or_else(|| {
-            let hint = crate::registry::search::search(&snapshot, app, 3)
-                .iter()
-                .map(|h| format!("`{}`", h.entry.app.id))
-                .collect::<Vec<_>>();
-            let detail = if hint.is_empty() {
-                format!("no app `{app}`; use aai_search to find apps")
-            } else {
-                format!("no app `{app}`; did you mean {}?", hint.join(", "))
-            };
-            GatewayError::new(Code::AppNotFound, detail).with("app", app)
-        })?;
+        let started = std::time::Instant::now();
+        let result = self.call_inner(app, tool, args, cancel, progress).await;
+        let elapsed = started.elapsed();
+        match &result {
+            Ok(_) => tracing::info!(app, tool, ?elapsed, "call succeeded"),
+            Err(e) => tracing::info!(app, tool, ?elapsed, code = e.code.name(), "call failed"),
+        }
+        result
+    }
+
+    async fn call_inner(
+        self: &Arc<Self>,
+        app: &str,
+        tool: &str,
+        args: Option<Value>,
+        cancel: tokio_util::sync::CancellationToken,
+        progress: Option<crate::exec::ProgressSink>,
+    ) -> Result<Outcome, GatewayError> {
+        let mut snapshot = self.snapshot().await;
+        let mut app = std::borrow::Cow::Borrowed(app);
+        if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() {
+            match web_address(&app) {
+                Some(WebAddress::Url) => {
+                    app = self.discover_web(&app).await?.0.into();
+                    snapshot = self.snapshot().await;
+                }
+                Some(WebAddress::Domain) => match self.discover_web(&app).await {
+                    Ok((id, _)) => {
+                        app = id.into();
+                        snapshot = self.snapshot().await;
+                    }
+                    Err(e) => {
+                        let not_found = not_served(&snapshot, &app, self.host.os());
+                        return Err(GatewayError::new(
+                            Code::AppNotFound,
+                            format!(
+                                "{}; as a web domain it gave: {}",
+                                not_found.detail, e.detail
+                            ),
+                        )
+                        .with("app", app.as_ref()));
+                    }
+                },
+                None => {}
+            }
+        }
+        let app = app.as_ref();
+        let entry = snapshot
+            .find(app)
+            .ok_or_else(|| not_served(&snapshot, app, self.host.os()))?;
         let app_id = entry.app.id.as_str();
         let binding = entry.binding();
         let Some(tool) = binding.tool(tool) else {
@@ -61,12 +104,20 @@ impl Gateway {
             .at(app_id, tool));
         };
         let args = prepare_args(tool, args).map_err(|e| e.at(app_id, &tool.name))?;
+        // Consent (until the prompt lands): `deny` refuses every call; `prompt` and `allow`
+        // run it.
+        if self.config.consent == ConsentMode::Deny {
+            return Err(GatewayError::new(
+                Code::PermissionDenied,
+                "calls are refused by configuration (`consent.mode` is `deny`)",
+            )
+            .at(app_id, &tool.name));
+        }
         let timeout = tool
             .timeout
             .or(binding.timeout)
             .unwrap_or(self.config.default_timeout);
         let base_dir = entry.source.parent().unwrap_or(Path::new("."));
-        let started = std::time::Instant::now();
         let web_auth = match (&binding.executor, &binding.auth) {
             (aai_descriptor::Executor::Http(h), Some(a)) => Some((a, h.base_url.as_str())),
             _ => None,
@@ -115,13 +166,6 @@ impl Gateway {
                 (Err(exec::Error::Unauthorized(e) | exec::Error::Failed(e)), _) => break Err(e),
             }
         };
-        let elapsed = started.elapsed();
-        match &result {
-            Ok(_) => tracing::info!(app = app_id, tool = %tool.name, ?elapsed, "call succeeded"),
-            Err(e) => {
-                tracing::info!(app = app_id, tool = %tool.name, ?elapsed, code = e.code.name(), "call failed")
-            }
-        }
         let value = result.map_err(|e| e.at(app_id, &tool.name))?;
         if let Some(returns) = &tool.returns
             && let Ok(v) = returns.validator()
@@ -133,6 +177,97 @@ impl Gateway {
             structured: tool.returns.is_some() && value.is_object(),
             value,
         })
+    }
+}
+
+/// How an `app` argument names a web app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WebAddress {
+    /// A URL (`https://…`, or anything with `://`).
+    Url,
+    /// A bare domain such as `yuque.com`: dots, hostname characters, and a last label
+    /// that is a common top-level domain while the first is not (so reverse-DNS app ids
+    /// such as `com.example.notes` are not mistaken for domains).
+    Domain,
+}
+
+fn web_address(app: &str) -> Option<WebAddress> {
+    const TLDS: &[&str] = &[
+        "com", "org", "net", "io", "dev", "app", "ai", "co", "cn", "jp", "de", "uk", "fr", "me",
+        "info", "biz", "xyz", "tech", "cloud", "so", "sh", "gg", "tv", "us", "eu", "ru", "in",
+        "br", "au", "ca", "nl", "se", "ch", "es", "it", "kr", "tw", "hk", "edu", "gov",
+    ];
+    let app = app.trim();
+    if app.contains("://") {
+        return Some(WebAddress::Url);
+    }
+    let host = app.split(['/', ':']).next().unwrap_or("");
+    let labels: Vec<&str> = host.split('.').collect();
+    let hostname = labels.len() >= 2
+        && labels
+            .iter()
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    let last = labels.last().map(|l| l.to_ascii_lowercase());
+    let first = labels[0].to_ascii_lowercase();
+    (hostname
+        && last.is_some_and(|l| TLDS.contains(&l.as_str()))
+        && !TLDS.contains(&first.as_str()))
+    .then_some(WebAddress::Domain)
+}
+
+/// The error for an app that is not served: its descriptor is broken, it cannot run on
+/// this host, or it does not exist (with a suggestion).
+pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
+    match snapshot.missing(app) {
+        Some(Missing::Broken(broken)) => GatewayError::new(
+            Code::AaiJsonInvalid,
+            format!(
+                "the descriptor of `{app}` ({}) does not load: {}",
+                broken.file.display(),
+                broken.problems.join("; ")
+            ),
+        )
+        .with("app", app)
+        .with("file", broken.file.display().to_string())
+        .with(
+            "command",
+            format!("aai-gateway validate {}", broken.file.display()),
+        ),
+        Some(Missing::Unsupported(bindings)) => {
+            let has: Vec<String> = bindings
+                .iter()
+                .map(|(platform, kind)| format!("{} ({kind})", platform.as_str()))
+                .collect();
+            GatewayError::new(
+                Code::AutomationNotSupported,
+                format!(
+                    "`{app}` cannot run on this host ({}): it has bindings for {} only",
+                    os.as_str(),
+                    has.join(", ")
+                ),
+            )
+            .with("app", app)
+            .with("host", os.as_str())
+            .with(
+                "platforms",
+                bindings
+                    .iter()
+                    .map(|(p, _)| Value::from(p.as_str()))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        None => {
+            let hint = crate::registry::search::search(snapshot, app, 3)
+                .iter()
+                .map(|h| format!("`{}`", h.entry.app.id))
+                .collect::<Vec<_>>();
+            let detail = if hint.is_empty() {
+                format!("no app `{app}`; use aai_search to find apps")
+            } else {
+                format!("no app `{app}`; did you mean {}?", hint.join(", "))
+            };
+            GatewayError::new(Code::AppNotFound, detail).with("app", app)
+        }
     }
 }
 
@@ -225,6 +360,23 @@ mod tests {
             "tools":[{"name":"t","description":"d","parameters": schema}]});
         let app = aai_descriptor::parse(&text.to_string(), "t").app.unwrap();
         app.bindings[0].tools[0].clone()
+    }
+
+    #[test]
+    fn web_addresses_are_told_from_app_ids() {
+        assert_eq!(web_address("https://x.example/a"), Some(WebAddress::Url));
+        assert_eq!(web_address("yuque.com"), Some(WebAddress::Domain));
+        assert_eq!(web_address("api.github.com/v3"), Some(WebAddress::Domain));
+        assert_eq!(web_address("localhost:8080"), None);
+        for id in [
+            "com.example.notes",
+            "com.yuque.api",
+            "org.mpris.MediaPlayer2.mpv",
+            "notes",
+            "a b.com",
+        ] {
+            assert_eq!(web_address(id), None, "{id}");
+        }
     }
 
     #[test]

@@ -241,7 +241,7 @@ fn human_scan_is_a_table_with_a_summary_and_diagnostics() {
         "{text}"
     );
     assert!(
-        text.contains("1 apps (0 usable here) from 2 files; 1 errors, 1 warnings"),
+        text.contains("1 app (0 usable here) from 2 files; 1 error, 1 warning"),
         "{text}"
     );
     assert!(text.contains("com.example.mismatch/aai.json: /execution/type: error: execution type `apple-events` needs platform `macos`"), "{text}");
@@ -473,17 +473,28 @@ fn config_problems_name_the_key_and_the_file() {
         "{err}"
     );
 
-    // Unknown keys are warnings (stderr); stdout stays pure JSON.
+    // Unknown keys are warnings: `--scan` reports them with the other diagnostics (stdout
+    // stays pure JSON), other commands on stderr.
     env.put(&config, r#"{"scanPath": ["x"], "enableWebUI": false}"#);
     let out = env.run(&["--scan", "--json"], &[]);
     assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    app(&v, "com.yuque.api");
+    assert!(
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["message"]
+                == "unknown field `scanPath` is ignored; did you mean `scanPaths`?"),
+        "{v:#}"
+    );
+    let out = env.run(&["auth", "status"], &[]);
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
         err.contains("unknown field `scanPath` is ignored; did you mean `scanPaths`?"),
         "{err}"
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    app(&v, "com.yuque.api");
 
     // --config names a file that must exist.
     let out = env.run(&["--scan", "--config", "/nonexistent/config.json"], &[]);
@@ -568,4 +579,121 @@ fn version_help_and_no_command() {
     );
     let json_alone = env.run(&["--json"], &[]);
     assert_eq!(json_alone.status.code(), Some(2), "--json needs --scan");
+}
+
+/// The error object `call` printed on stderr.
+fn call_error(out: &Output) -> Value {
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stdout.is_empty(),
+        "a failed call prints nothing on stdout"
+    );
+    serde_json::from_slice(&out.stderr).unwrap_or_else(|e| {
+        panic!(
+            "stderr is only the error object ({e}):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn call_names_why_an_app_is_missing_and_says_nothing_of_other_files() {
+    let env = Env::new();
+    env.install("valid/d2-reminders-macos.json", "com.example.reminders");
+    env.install("broken/d2-many-problems.json", "com.example.broken");
+    env.install("broken/invalid-json.json", "com.example.other");
+
+    // Only a macOS binding: not supported here, naming both sides.
+    let e = call_error(&env.run(&["call", "com.example.reminders", "x"], &[]));
+    assert_eq!(e["code"], -32006, "{e:#}");
+    let detail = e["data"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("macos (apple-events)") && detail.contains("(linux)"),
+        "{detail}"
+    );
+    assert_eq!(e["data"]["platforms"], serde_json::json!(["macos"]));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Automation not supported: "),
+        "the message carries the gist: {e:#}"
+    );
+
+    // A descriptor that does not load: its file and first problems, not "no app".
+    let e = call_error(&env.run(&["call", "com.example.broken", "x"], &[]));
+    assert_eq!(e["code"], -32007, "{e:#}");
+    let detail = e["data"]["detail"].as_str().unwrap();
+    assert!(detail.contains("com.example.broken/aai.json"), "{detail}");
+    assert!(detail.contains("error:"), "{detail}");
+    assert!(
+        e["data"]["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("aai-gateway validate "),
+        "{e:#}"
+    );
+    assert!(
+        !detail.contains("com.example.other"),
+        "only the app asked about: {detail}"
+    );
+
+    // Unknown: a suggestion, and still nothing about the broken files.
+    let e = call_error(&env.run(&["call", "com.example.nothing", "x"], &[]));
+    assert_eq!(e["code"], -32002, "{e:#}");
+    assert!(!e.to_string().contains("invalid-json"));
+}
+
+#[test]
+fn scan_counts_config_warnings_in_its_summary() {
+    let env = Env::new();
+    env.put(
+        &env.home().join("config.json"),
+        r#"{"scanIntervall": 5, "exposure": "search"}"#,
+    );
+    let out = env.run(&["--scan"], &[]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("0 apps (0 usable here) from 0 files; 0 errors, 1 warning"),
+        "{text}"
+    );
+    assert!(text.contains("scanIntervall"), "{text}");
+    assert!(
+        out.stderr.is_empty(),
+        "reported once, in the output: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = env.scan(&[]);
+    assert!(
+        json["diagnostics"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("scanIntervall"),
+        "{json:#}"
+    );
+}
+
+#[test]
+fn consent_mode_deny_refuses_calls() {
+    let env = Env::new();
+    env.put(
+        &env.home().join("config.json"),
+        r#"{"consent": {"mode": "deny"}}"#,
+    );
+    env.put(
+        &env.home().join("com.example.t/aai.json"),
+        r#"{"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+            "app":{"id":"com.example.t","name":"T","description":"d"},
+            "execution":{"type":"stdio","command":"sh","args":["-c","exit 1"]},
+            "tools":[{"name":"go","description":"d","parameters":{"type":"object"}}]}"#,
+    );
+    let e = call_error(&env.run(&["call", "com.example.t", "go"], &[]));
+    assert_eq!(e["code"], -32004, "{e:#}");
+    assert!(
+        e["data"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`consent.mode` is `deny`")
+    );
 }

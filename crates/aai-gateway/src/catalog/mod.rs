@@ -122,6 +122,61 @@ pub struct Catalog {
     pub diagnostics: Vec<Diagnostic>,
     /// How many descriptor files were read.
     pub files: usize,
+    /// Files that failed to load, with the app ids they were probably meant for.
+    pub broken: Vec<Broken>,
+}
+
+/// A descriptor file that failed to load.
+#[derive(Debug, Clone)]
+pub struct Broken {
+    /// The file.
+    pub file: PathBuf,
+    /// The app ids it names (its folder in `<dir>/<appId>/aai.json`, and an `app.id` or
+    /// `appId` readable in its JSON).
+    pub ids: Vec<String>,
+    /// Its first error diagnostics, as text.
+    pub problems: Vec<String>,
+}
+
+/// How many of a broken file's errors a lookup reports.
+const BROKEN_PROBLEMS: usize = 3;
+
+impl Broken {
+    fn new(path: &Path, layout: Layout, diagnostics: &[Diagnostic]) -> Broken {
+        let mut ids = Vec::new();
+        if matches!(layout, Layout::AppDirs | Layout::Mixed)
+            && path.file_name().is_some_and(|n| n == "aai.json")
+            && let Some(folder) = path.parent().and_then(Path::file_name)
+        {
+            ids.push(folder.to_string_lossy().into_owned());
+        }
+        let declared = fs::read_to_string(path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|v| {
+                let id = v
+                    .pointer("/app/id")
+                    .or_else(|| v.get("appId"))?
+                    .as_str()?
+                    .to_owned();
+                Some(id)
+            });
+        if let Some(id) = declared
+            && !ids.contains(&id)
+        {
+            ids.push(id);
+        }
+        Broken {
+            file: path.to_owned(),
+            ids,
+            problems: diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .take(BROKEN_PROBLEMS)
+                .map(ToString::to_string)
+                .collect(),
+        }
+    }
 }
 
 /// Everything the gateway serves from: the descriptors in `dirs` (in precedence order),
@@ -176,9 +231,15 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
     let mut by_id: HashMap<String, (usize, usize)> = HashMap::new(); // id -> (app index, dir index)
     let mut notes = Vec::new();
     for (index, path, parsed) in parsed {
-        catalog.diagnostics.extend(parsed.diagnostics);
-        let Some(app) = parsed.app else { continue };
         let dir = &dirs[index];
+        let Some(app) = parsed.app else {
+            catalog
+                .broken
+                .push(Broken::new(&path, dir.layout, &parsed.diagnostics));
+            catalog.diagnostics.extend(parsed.diagnostics);
+            continue;
+        };
+        catalog.diagnostics.extend(parsed.diagnostics);
         if dir.layout == Layout::AppDirs && dir.kind == SourceKind::User {
             check_folder_name(&path, &app.id, &mut notes);
         }

@@ -48,25 +48,42 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
     match action {
         Action::Status(only) => {
             let mut table = Table::new(&["APP", "AUTH", "STORED"]);
+            // The store may be unusable (no Secret Service); the apps and what each needs
+            // are still listed, and the problem is said once.
+            let mut store_problem = None;
             for (id, auth) in apps
                 .iter()
                 .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
             {
-                let stored = match runtime.block_on(store.get(id)) {
-                    Ok(Some(c)) if c.kind() == auth.kind() => "yes".to_owned(),
-                    Ok(Some(c)) => {
-                        format!("a {} credential (the app needs {})", c.kind(), auth.kind())
+                let stored = if store_problem.is_some() {
+                    "unknown".to_owned()
+                } else {
+                    match runtime.block_on(store.get(id)) {
+                        Ok(Some(c)) if c.kind() == auth.kind() => "yes".to_owned(),
+                        Ok(Some(c)) => {
+                            format!("a {} credential (the app needs {})", c.kind(), auth.kind())
+                        }
+                        Ok(None) => "no".to_owned(),
+                        Err(e) => {
+                            store_problem = Some(e.detail);
+                            "unknown".to_owned()
+                        }
                     }
-                    Ok(None) => "no".to_owned(),
-                    Err(e) => return fail(&e.detail),
                 };
                 table.row(vec![id.clone(), auth.kind().to_string(), stored]);
             }
             if let Some(o) = only.filter(|o| find(o).is_none()) {
                 return fail(&format!("no app `{o}` that needs credentials"));
             }
-            let _ = write!(std::io::stdout(), "{}", table.render());
-            ExitCode::SUCCESS
+            if apps.is_empty() {
+                let _ = writeln!(std::io::stdout(), "No app needs credentials.");
+            } else {
+                let _ = write!(std::io::stdout(), "{}", table.render());
+            }
+            match store_problem {
+                None => ExitCode::SUCCESS,
+                Some(problem) => fail(&format!("cannot read stored credentials: {problem}")),
+            }
         }
         Action::Set { app, stdin } => {
             let Some(auth) = find(&app) else {

@@ -47,12 +47,16 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
         .filter(|n| opts.all || !generate::is_plumbing(n))
         .collect();
     let mut found = Vec::new();
+    // Progress on one overwritten line, only where a person watches.
+    let tty = std::io::stderr().is_terminal();
     for (i, service) in candidates.iter().enumerate() {
-        eprintln!(
-            "aai-gateway: introspecting {service} ({}/{})…",
-            i + 1,
-            candidates.len()
-        );
+        if tty {
+            eprint!(
+                "\r\x1b[2Kintrospecting {}/{}: {service}",
+                i + 1,
+                candidates.len()
+            );
+        }
         let objects = runtime
             .block_on(crate::catalog::bus::describe_service(service, 200))
             .unwrap_or_default();
@@ -64,6 +68,9 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
             Some(t) => generate::plan(&ctx.home.join(service.as_str()), t),
             None => Plan::Empty,
         };
+        if tty && i + 1 == candidates.len() {
+            eprint!("\r\x1b[2K");
+        }
         found.push(Found {
             service: (*service).clone(),
             summary: doc.as_ref().map(generate::summary).unwrap_or_default(),

@@ -128,6 +128,8 @@ pub struct Context {
     pub locale: Option<String>,
     /// The running host.
     pub host: Host,
+    /// Warnings about the config file (unknown keys).
+    pub config_warnings: Vec<aai_descriptor::Diagnostic>,
 }
 
 impl Context {
@@ -159,7 +161,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Some(Command::Validate { paths, json }) => Ok(validate::run(&paths, json)),
         Some(Command::Auth { action }) => {
-            let ctx = context(cli.home, cli.config, false)?;
+            let ctx = context(cli.home, cli.config, false, false)?;
             let action = match action {
                 AuthCommand::Status { app } => auth::Action::Status(app),
                 AuthCommand::Set { app, stdin } => auth::Action::Set { app, stdin },
@@ -169,7 +171,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(auth::run(&ctx, action))
         }
         Some(Command::Call { app, tool, args }) => {
-            let ctx = context(cli.home, cli.config, false)?;
+            let ctx = context(cli.home, cli.config, false, false)?;
             Ok(call::run(ctx, &app, &tool, args.as_deref()))
         }
         None if cli.json && !cli.scan && !cli.discover => {
@@ -177,7 +179,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         #[cfg(target_os = "linux")]
         None if cli.discover => {
-            let ctx = context(cli.home, cli.config, false)?;
+            let ctx = context(cli.home, cli.config, false, false)?;
             let opts = discover::Options {
                 yes: cli.yes,
                 force: cli.force,
@@ -191,11 +193,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Err("--discover inspects D-Bus and is available on Linux only".to_owned())
         }
         None if cli.scan => {
-            let ctx = context(cli.home, cli.config, false)?;
+            let ctx = context(cli.home, cli.config, false, true)?;
             Ok(scan::run(&ctx, cli.json))
         }
         None => {
-            let ctx = context(cli.home, cli.config, true)?;
+            let ctx = context(cli.home, cli.config, true, false)?;
             serve(ctx)
         }
     }
@@ -203,6 +205,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 
 /// The stdio MCP server.
 fn serve(ctx: Context) -> Result<ExitCode, String> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // Started by hand: say what this is, once, on stderr (stdout belongs to MCP).
+        let _ = writeln!(
+            std::io::stderr(),
+            "aai-gateway is an MCP server: it speaks MCP on stdin/stdout and waits for an MCP client (Claude Code, Codex, Cursor, …) to start it; README.md › \"Use it from an MCP client\" shows how. Try `aai-gateway --scan` to see your apps; Ctrl-C stops this."
+        );
+    }
     let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let gateway = ctx.into_gateway();
     runtime
@@ -217,6 +226,7 @@ fn context(
     home: Option<PathBuf>,
     config: Option<PathBuf>,
     log_to_file: bool,
+    quiet_config: bool,
 ) -> Result<Context, String> {
     let env = |k: &str| std::env::var(k).ok();
     let home = match home.filter(|h| !h.as_os_str().is_empty()) {
@@ -233,9 +243,17 @@ fn context(
         format!("bad config:\n{}", lines.join("\n"))
     })?;
     let log_dir = log_to_file.then(|| home.join("logs"));
-    crate::logging::init(&config.log_level, log_dir.as_deref());
-    for w in &warnings {
-        tracing::warn!("{w}");
+    let mode = if log_to_file {
+        crate::logging::Mode::Server
+    } else {
+        crate::logging::Mode::Command
+    };
+    crate::logging::init(mode, &config.log_level, log_dir.as_deref());
+    // `--scan` reports them in its output; everything else logs them.
+    if !quiet_config {
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
     }
     let locale = config.locale.clone().or_else(|| {
         ["LC_ALL", "LC_MESSAGES", "LANG"]
@@ -249,5 +267,6 @@ fn context(
         config,
         locale,
         host: Host::current(),
+        config_warnings: warnings,
     })
 }

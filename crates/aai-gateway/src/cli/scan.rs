@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::Context;
 use super::table::Table;
 use crate::catalog::{self, Catalog};
+use crate::text::count;
 
 pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
     let catalog = catalog::load(&ctx.search_dirs());
@@ -35,7 +36,7 @@ pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
 #[derive(Serialize)]
 pub(crate) struct ScanJson<'a> {
     apps: Vec<AppJson<'a>>,
-    diagnostics: &'a [aai_descriptor::Diagnostic],
+    diagnostics: Vec<&'a aai_descriptor::Diagnostic>,
 }
 
 #[derive(Serialize)]
@@ -60,7 +61,7 @@ struct BindingJson<'a> {
 }
 
 impl<'a> ScanJson<'a> {
-    pub(crate) fn new(ctx: &Context, catalog: &'a Catalog) -> ScanJson<'a> {
+    pub(crate) fn new(ctx: &'a Context, catalog: &'a Catalog) -> ScanJson<'a> {
         let apps = catalog
             .apps
             .iter()
@@ -90,7 +91,11 @@ impl<'a> ScanJson<'a> {
             .collect();
         ScanJson {
             apps,
-            diagnostics: &catalog.diagnostics,
+            diagnostics: ctx
+                .config_warnings
+                .iter()
+                .chain(&catalog.diagnostics)
+                .collect(),
         }
     }
 }
@@ -135,14 +140,17 @@ fn render(ctx: &Context, catalog: &Catalog) -> String {
     } else {
         out.push_str(&table.render());
     }
-    let errors = catalog.diagnostics.iter().filter(|d| d.is_error()).count();
-    let warnings = catalog.diagnostics.len() - errors;
+    let all = || ctx.config_warnings.iter().chain(&catalog.diagnostics);
+    let errors = all().filter(|d| d.is_error()).count();
+    let warnings = all().count() - errors;
     out.push_str(&format!(
-        "\n{} apps ({usable_apps} usable here) from {} files; {errors} errors, {warnings} warnings\n",
-        catalog.apps.len(),
-        catalog.files,
+        "\n{} ({usable_apps} usable here) from {}; {}, {}\n",
+        count(catalog.apps.len(), "app", "apps"),
+        count(catalog.files, "file", "files"),
+        count(errors, "error", "errors"),
+        count(warnings, "warning", "warnings"),
     ));
-    for d in &catalog.diagnostics {
+    for d in all() {
         out.push_str(&format!("{d}\n"));
     }
     out

@@ -62,8 +62,9 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
         for c in &checked {
             match &c.app {
                 Some((id, dialect, tools)) => out.push_str(&format!(
-                    "ok      {} ({id}, {dialect}, {tools} tools)\n",
-                    c.path.display()
+                    "ok      {} ({id}, {dialect}, {})\n",
+                    c.path.display(),
+                    crate::text::count(*tools, "tool", "tools")
                 )),
                 None => out.push_str(&format!("invalid {}\n", c.path.display())),
             }

@@ -31,6 +31,7 @@ use crate::config::{ErrorStyle, Exposure};
 use crate::error::{Code, GatewayError};
 use crate::exec::{Progress, ProgressSink};
 use crate::gateway::Gateway;
+use crate::host::Os;
 use crate::pipeline::Outcome;
 use crate::registry::{Entry, Snapshot};
 use tools::Meta;
@@ -125,7 +126,7 @@ impl Server {
         match self.gateway.config.errors {
             ErrorStyle::JsonRpc => Err(McpError::new(
                 ErrorCode(error.code.number()),
-                error.code.message(),
+                error.message(),
                 Some(error.data()),
             )),
             ErrorStyle::Result => {
@@ -157,7 +158,7 @@ impl Server {
             }
             Some(Meta::Guide) => {
                 let app = string_arg(&args, "app")?;
-                let entry = find(&snapshot, app)?;
+                let entry = find(&snapshot, app, self.gateway.host.os())?;
                 Ok(text(crate::registry::guide::render(&snapshot, entry)))
             }
             Some(Meta::WebDiscover) => {
@@ -167,7 +168,7 @@ impl Server {
                 self.announce_up_to(&ctx.peer, self.gateway.generation())
                     .await;
                 let snapshot = self.gateway.snapshot().await;
-                let entry = find(&snapshot, &app_id)?;
+                let entry = find(&snapshot, &app_id, self.gateway.host.os())?;
                 let mut guide = crate::registry::guide::render(&snapshot, entry);
                 if stale {
                     guide.insert_str(0, "> The site could not be reached; this is the cached copy of its descriptor.\n\n");
@@ -270,25 +271,25 @@ fn string_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, Ga
     }
 }
 
-fn find<'a>(snapshot: &'a Snapshot, app: &str) -> Result<&'a Entry, GatewayError> {
-    snapshot.find(app).ok_or_else(|| {
-        GatewayError::new(
-            Code::AppNotFound,
-            format!("no app `{app}`; use aai_search to find apps"),
-        )
-        .with("app", app)
-    })
+fn find<'a>(snapshot: &'a Snapshot, app: &str, os: Os) -> Result<&'a Entry, GatewayError> {
+    snapshot
+        .find(app)
+        .ok_or_else(|| crate::pipeline::not_served(snapshot, app, os))
 }
 
 fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResult {
     let hits = crate::registry::search::search(snapshot, query, limit);
     let mut body = if hits.is_empty() {
         format!(
-            "No app matches \"{query}\". There are {} apps; try other words or another language.",
-            snapshot.entries.len()
+            "No app matches \"{query}\". There are {}; try other words or another language.",
+            crate::text::count(snapshot.entries.len(), "app", "apps")
         )
     } else {
-        format!("{} app(s) match \"{query}\":\n", hits.len())
+        let verb = if hits.len() == 1 { "matches" } else { "match" };
+        format!(
+            "{} {verb} \"{query}\":\n",
+            crate::text::count(hits.len(), "app", "apps")
+        )
     };
     let mut results = Vec::new();
     for (i, hit) in hits.iter().enumerate() {

@@ -43,12 +43,24 @@ impl Entry {
     }
 }
 
+/// Why an app id that is not served is missing.
+#[derive(Debug, Clone)]
+pub enum Missing {
+    /// Its descriptor failed to load.
+    Broken(crate::catalog::Broken),
+    /// It loaded, but none of its bindings can run on this host: `(platform, type)` of
+    /// each binding it has.
+    Unsupported(Vec<(Platform, &'static str)>),
+}
+
 /// The served apps at one moment.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     /// Served apps, sorted by id.
     pub entries: Vec<Entry>,
     by_key: HashMap<String, usize>,
+    /// Apps found but not served, by id.
+    missing: HashMap<String, Missing>,
     /// What the scan reported.
     pub diagnostics: Vec<Diagnostic>,
     /// Locale for names.
@@ -59,11 +71,26 @@ pub struct Snapshot {
 impl Snapshot {
     /// Builds the served set from a scan.
     pub fn build(catalog: Catalog, host: &Host, locale: Option<String>) -> Snapshot {
+        let mut missing = HashMap::new();
+        for broken in catalog.broken {
+            for id in &broken.ids {
+                missing.insert(id.clone(), Missing::Broken(broken.clone()));
+            }
+        }
         let mut entries: Vec<Entry> = catalog
             .apps
             .into_iter()
             .filter_map(|loaded| {
-                let binding = choose_binding(&loaded.app, host)?;
+                let Some(binding) = choose_binding(&loaded.app, host) else {
+                    let bindings = loaded
+                        .app
+                        .bindings
+                        .iter()
+                        .map(|b| (b.platform, b.executor.kind().as_str()))
+                        .collect();
+                    missing.insert(loaded.app.id.clone(), Missing::Unsupported(bindings));
+                    return None;
+                };
                 let source = loaded.binding_sources[binding].clone();
                 Some(Entry {
                     slug: slug::sanitize(&loaded.app.id),
@@ -84,6 +111,7 @@ impl Snapshot {
         Snapshot {
             entries,
             by_key,
+            missing,
             diagnostics: catalog.diagnostics,
             locale,
             fingerprint,
@@ -111,6 +139,17 @@ impl Snapshot {
                 || e.app.name.all().iter().any(|n| n.eq_ignore_ascii_case(key))
         })
         .or_else(|| unique(&|e| e.app.aliases.iter().any(|a| a.eq_ignore_ascii_case(key))))
+    }
+
+    /// Why `key` (an app id) is not served, when it was found but is broken or cannot run
+    /// here.
+    pub fn missing(&self, key: &str) -> Option<&Missing> {
+        let key = key.trim();
+        let bare = key
+            .strip_prefix("app:")
+            .or_else(|| key.strip_prefix("app_"))
+            .unwrap_or(key);
+        self.missing.get(key).or_else(|| self.missing.get(bare))
     }
 
     /// The localized name of an entry.

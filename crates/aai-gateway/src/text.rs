@@ -1,0 +1,21 @@
+//! Small text helpers shared by the CLI and the MCP surface.
+
+/// `1 app`, `2 apps`: a count with its noun in the right number (`plural` for anything
+/// but one).
+pub fn count(n: usize, singular: &str, plural: &str) -> String {
+    if n == 1 {
+        format!("1 {singular}")
+    } else {
+        format!("{n} {plural}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        assert_eq!(super::count(0, "app", "apps"), "0 apps");
+        assert_eq!(super::count(1, "app", "apps"), "1 app");
+        assert_eq!(super::count(2, "match", "matches"), "2 matches");
+    }
+}
