@@ -43,6 +43,7 @@ pub struct Gateway {
     changes: broadcast::Sender<u64>,
     generation: AtomicU64,
     reported: std::sync::Mutex<Vec<String>>,
+    rescans: AtomicU64,
     shutdown: CancellationToken,
     pub(crate) executors: Executors,
     pub(crate) auth: Authenticator,
@@ -55,6 +56,18 @@ impl Gateway {
     pub fn new(config: Config, home: PathBuf, locale: Option<String>, host: Host) -> Arc<Gateway> {
         let search_dirs = catalog::paths::search_dirs(&home, &config.scan_paths, host.os());
         let store = crate::auth::store::Store::new(config.credentials, &home);
+        Gateway::with_parts(config, home, locale, host, search_dirs, store)
+    }
+
+    /// A gateway over exactly `search_dirs` and `store` (for embedding and tests).
+    pub fn with_parts(
+        config: Config,
+        home: PathBuf,
+        locale: Option<String>,
+        host: Host,
+        search_dirs: Vec<SearchDir>,
+        store: crate::auth::store::Store,
+    ) -> Arc<Gateway> {
         let client_ids = config
             .apps
             .iter()
@@ -75,6 +88,7 @@ impl Gateway {
             changes: broadcast::channel(16).0,
             generation: AtomicU64::new(0),
             reported: std::sync::Mutex::new(Vec::new()),
+            rescans: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
             executors: Executors::default(),
         })
@@ -89,6 +103,7 @@ impl Gateway {
     /// subscriber hears of it; returns whether it changed. The first call also releases
     /// everything waiting for the catalog.
     pub fn rescan(&self) -> bool {
+        self.rescans.fetch_add(1, Ordering::Relaxed);
         let catalog = catalog::load(&self.search_dirs);
         // Each broken file is reported once, not on every rescan.
         let problems: Vec<String> = catalog
@@ -141,6 +156,11 @@ impl Gateway {
     /// generation number.
     pub fn subscribe(&self) -> broadcast::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// How many scans have run (the first included).
+    pub fn rescans(&self) -> u64 {
+        self.rescans.load(Ordering::Relaxed)
     }
 
     /// How many times what agents see has changed since the first scan.

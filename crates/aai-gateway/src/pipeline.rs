@@ -303,9 +303,9 @@ pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayEr
                 && let Some(p) = property.as_str()
             {
                 field = aai_descriptor::diagnostic::join_pointer(&field, p);
+                return (field, "is a required property".to_owned());
             }
-            let message = e.masked_with("the value").to_string();
-            (field, message)
+            (field, format!(": {}", e.masked_with("the value")))
         })
         .collect();
     if let Some((field, _)) = violations.first() {
@@ -313,9 +313,11 @@ pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayEr
             .iter()
             .map(|(f, m)| {
                 if f.is_empty() {
-                    m.clone()
-                } else {
+                    m.trim_start_matches(": ").to_owned()
+                } else if let Some(m) = m.strip_prefix(": ") {
                     format!("`{f}`: {m}")
+                } else {
+                    format!("`{f}` {m}")
                 }
             })
             .collect::<Vec<_>>()

@@ -119,6 +119,8 @@ pub enum Store {
     Keyring,
     /// A 0600 JSON file.
     File(PathBuf),
+    /// In memory only, gone with the process (embedding and tests).
+    Memory(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>),
 }
 
 impl Store {
@@ -134,6 +136,11 @@ impl Store {
                 Store::File(home.join("credentials.json"))
             }
         }
+    }
+
+    /// An empty in-memory store.
+    pub fn memory() -> Store {
+        Store::Memory(Default::default())
     }
 
     /// The credential of `app`, if one is stored.
@@ -165,6 +172,10 @@ impl Store {
                 Some(v) => v.to_string(),
                 None => return Ok(None),
             },
+            Store::Memory(map) => match map.lock().expect("store lock").get(app) {
+                Some(t) => t.clone(),
+                None => return Ok(None),
+            },
         };
         Ok(serde_json::from_str(&text).ok())
     }
@@ -174,6 +185,13 @@ impl Store {
             Store::Keyring => entry(app)?
                 .set_password(&serde_json::to_string(credential).expect("credentials serialize"))
                 .map_err(|e| store_error(&e)),
+            Store::Memory(map) => {
+                map.lock().expect("store lock").insert(
+                    app.to_owned(),
+                    serde_json::to_string(credential).expect("credentials serialize"),
+                );
+                Ok(())
+            }
             Store::File(path) => {
                 let mut all = read_file(path)?;
                 all.insert(
@@ -192,6 +210,7 @@ impl Store {
                 Err(keyring::Error::NoEntry) => Ok(false),
                 Err(e) => Err(store_error(&e)),
             },
+            Store::Memory(map) => Ok(map.lock().expect("store lock").remove(app).is_some()),
             Store::File(path) => {
                 let mut all = read_file(path)?;
                 let had = all.remove(app).is_some();

@@ -97,12 +97,30 @@ async fn tick(ticker: &mut Option<tokio::time::Interval>) {
     }
 }
 
+/// Whether an event kind means something on disk changed (created, written, renamed,
+/// removed) rather than was looked at (opened, read, closed, its times touched).
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::EventKind;
+    use notify::event::ModifyKind;
+    match kind {
+        EventKind::Create(_) | EventKind::Remove(_) => true,
+        EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        EventKind::Modify(_) => true,
+        EventKind::Access(_) | EventKind::Any | EventKind::Other => false,
+    }
+}
+
 fn file_watcher(
     gateway: &Gateway,
     tx: mpsc::UnboundedSender<()>,
 ) -> Option<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
+        // Only changes count: reading a descriptor (the gateway's own scans included)
+        // raises open/access events, and reacting to those would rescan forever.
+        if !is_change(&event.kind) {
+            return;
+        }
         // A new folder counts too: its `aai.json` may be written before the recursive
         // watch on the folder exists, and then no event names the file.
         let relevant = event.paths.iter().any(|p| {

@@ -1,0 +1,409 @@
+//! The gateway as a library, with no external peer: the MCP handler driven by an rmcp
+//! client over an in-process duplex pipe, the stdio executor with a `sh` adapter, the
+//! authenticator over an in-memory credential store, and the file watcher.
+//!
+//! Run: `cargo test -p aai-gateway --test inprocess`
+
+// This test is an MCP client (rmcp) and starts adapters through the gateway.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aai_gateway::auth::store::{Credential, Store};
+use aai_gateway::auth::{Authenticator, Secret};
+use aai_gateway::catalog::{Layout, SearchDir, SourceKind};
+use aai_gateway::config::Config;
+use aai_gateway::error::Code;
+use aai_gateway::gateway::Gateway;
+use aai_gateway::host::{Host, Os};
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// An adapter in plain `sh` + `sed`: echoes each request line back as its result; the
+/// `sleep` tool sleeps first.
+const ADAPTER: &str = r#"while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"request_id":"\([^"]*\)".*/\1/p')
+  case "$line" in *'"tool":"sleep"'*) sleep 30 ;; esac
+  printf '{"version":"1.0","request_id":"%s","status":"success","result":{"request":%s}}\n' "$id" "$line"
+done"#;
+
+fn descriptor(id: &str, timeout_ms: Option<u64>) -> Value {
+    let mut execution = json!({"type": "stdio", "command": "sh", "args": ["-c", ADAPTER]});
+    if let Some(ms) = timeout_ms {
+        execution["timeout"] = json!(ms);
+    }
+    json!({
+        "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+        "app": {"id": id, "name": {"en": "Shell echo"}, "defaultLang": "en",
+                "description": "Echoes requests", "aliases": ["echo"]},
+        "execution": execution,
+        "tools": [
+            {"name": "echo", "description": "Echo the arguments",
+             "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                            "required": ["text"]}},
+            {"name": "sleep", "description": "Never answers in time",
+             "parameters": {"type": "object"}}
+        ]
+    })
+}
+
+fn put(home: &Path, id: &str, doc: &Value) {
+    let dir = home.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = dir.join("aai.json.tmp");
+    std::fs::write(&tmp, doc.to_string()).unwrap();
+    std::fs::rename(tmp, dir.join("aai.json")).unwrap();
+}
+
+/// A gateway over `home` only (no system paths, no keyring), with `config` JSON.
+fn gateway(home: &Path, config: &str) -> Arc<Gateway> {
+    let (config, _) = Config::parse(config, &home.join("config.json")).unwrap();
+    let dirs = vec![SearchDir {
+        kind: SourceKind::User,
+        dir: home.to_owned(),
+        layout: Layout::AppDirs,
+    }];
+    Gateway::with_parts(
+        config,
+        home.to_owned(),
+        None,
+        Host::new(Os::Linux),
+        dirs,
+        Store::memory(),
+    )
+}
+
+/// A client that reports `tools/list_changed`.
+#[derive(Clone)]
+struct Client(mpsc::UnboundedSender<()>);
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.0.send(());
+    }
+}
+
+struct Session {
+    client: RunningService<RoleClient, Client>,
+    changed: mpsc::UnboundedReceiver<()>,
+    running: Option<aai_gateway::gateway::Running>,
+}
+
+async fn connect(gw: &Arc<Gateway>) -> Session {
+    let running = gw.start();
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    let server = aai_gateway::mcp::Server::new(gw.clone());
+    tokio::spawn(async move {
+        if let Ok(service) = server.serve(server_io).await {
+            let _ = service.waiting().await;
+        }
+    });
+    let (tx, changed) = mpsc::unbounded_channel();
+    let client = Client(tx).serve(client_io).await.unwrap();
+    Session {
+        client,
+        changed,
+        running: Some(running),
+    }
+}
+
+impl Session {
+    async fn call(
+        &self,
+        name: &str,
+        args: Value,
+    ) -> Result<rmcp::model::CallToolResult, rmcp::ErrorData> {
+        let Value::Object(args) = args else { panic!() };
+        let request = CallToolRequestParams::new(name.to_owned()).with_arguments(args);
+        match self.client.call_tool(request).await {
+            Ok(r) => Ok(r),
+            Err(rmcp::ServiceError::McpError(e)) => Err(e),
+            Err(e) => panic!("transport failure: {e}"),
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop();
+        }
+    }
+}
+
+fn text(result: &rmcp::model::CallToolResult) -> String {
+    result.content[0].as_text().unwrap().text.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("aai");
+    put(
+        &home,
+        "com.example.sh",
+        &descriptor("com.example.sh", Some(500)),
+    );
+    let gw = gateway(&home, "{}");
+    let mut s = connect(&gw).await;
+
+    let info = s.client.peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "aai-gateway");
+    let names: Vec<String> = s
+        .client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "app_com_example_sh",
+            "aai_search",
+            "aai_guide",
+            "web_discover",
+            "aai_exec"
+        ]
+    );
+
+    let guide = text(&s.call("app_com_example_sh", json!({})).await.unwrap());
+    assert!(
+        guide.starts_with("# Shell echo (`com.example.sh`)"),
+        "{guide}"
+    );
+    let found = s
+        .call("aai_search", json!({"query": "echo"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        found.structured_content.unwrap()["results"][0]["app"],
+        "com.example.sh"
+    );
+
+    // Every spelling reaches the same tool.
+    for (name, args) in [
+        (
+            "aai_exec",
+            json!({"app": "com.example.sh", "tool": "echo", "args": {"text": "a"}}),
+        ),
+        (
+            "aai:exec",
+            json!({"app": "com.example.sh", "tool": "echo", "args": {"text": "a"}}),
+        ),
+        ("com.example.sh:echo", json!({"text": "a"})),
+    ] {
+        let r = s.call(name, args).await.unwrap();
+        let reply: Value = serde_json::from_str(&text(&r)).unwrap();
+        assert_eq!(reply["request"]["params"], json!({"text": "a"}), "{name}");
+        assert_eq!(reply["request"]["tool"], "echo");
+    }
+
+    // Refusals carry the seed's shape and a useful message.
+    let e = s
+        .call(
+            "aai_exec",
+            json!({"app": "com.example.sh", "tool": "echo", "args": {}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code.0, Code::InvalidParams.number());
+    assert_eq!(e.message, "Invalid params: `/text` is a required property");
+    let e = s
+        .call("aai_exec", json!({"app": "com.example.sh", "tool": "nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code.0, Code::ToolNotFound.number());
+    let e = s
+        .call(
+            "aai_exec",
+            json!({"app": "com.example.sh", "tool": "sleep"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code.0, Code::Timeout.number(), "{e:?}");
+    // The timed-out adapter was stopped; the next call gets a fresh one.
+    s.call(
+        "aai_exec",
+        json!({"app": "com.example.sh", "tool": "echo", "args": {"text": "b"}}),
+    )
+    .await
+    .unwrap();
+
+    // A new app on disk: the session hears of it.
+    put(
+        &home,
+        "com.example.two",
+        &descriptor("com.example.two", None),
+    );
+    assert!(gw.rescan(), "what agents see changed");
+    tokio::time::timeout(Duration::from_secs(10), s.changed.recv())
+        .await
+        .expect("tools/list_changed arrives")
+        .unwrap();
+    let names: Vec<String> = s
+        .client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        names.contains(&"app_com_example_two".to_owned()),
+        "{names:?}"
+    );
+    s.stop();
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_sees_changes_and_stays_idle_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("aai");
+    std::fs::create_dir_all(&home).unwrap();
+    let gw = gateway(&home, r#"{"scanInterval": 0}"#);
+    let mut s = connect(&gw).await;
+    s.client.list_all_tools().await.unwrap(); // waits for the first scan
+
+    put(
+        &home,
+        "com.example.new",
+        &descriptor("com.example.new", None),
+    );
+    tokio::time::timeout(Duration::from_secs(10), s.changed.recv())
+        .await
+        .expect("a new descriptor is picked up without a rescan interval")
+        .unwrap();
+
+    // Idle, with the gateway reading its own files (calls, guides): no rescans.
+    let before = gw.rescans();
+    for _ in 0..5 {
+        s.call("aai_guide", json!({"app": "com.example.new"}))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    std::fs::read_to_string(home.join("com.example.new/aai.json")).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(gw.rescans(), before, "reading files is not a change");
+
+    std::fs::remove_dir_all(home.join("com.example.new")).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), s.changed.recv())
+        .await
+        .expect("a removed descriptor is picked up")
+        .unwrap();
+    s.stop();
+    s.client.cancel().await.unwrap();
+}
+
+fn web_auth(auth: Value) -> aai_descriptor::Auth {
+    let doc = json!({
+        "schemaVersion": "1.0", "version": "1.0.0", "platform": "web",
+        "app": {"id": "com.example.api", "name": "Api", "description": "d"},
+        "execution": {"type": "http", "baseUrl": "https://api.example.com/v1"},
+        "auth": auth,
+        "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"},
+                   "execution": {"path": "/t", "method": "GET"}}]
+    });
+    let parsed = aai_descriptor::parse(&doc.to_string(), "t");
+    let app = parsed
+        .app
+        .unwrap_or_else(|| panic!("{:?}", parsed.diagnostics));
+    app.bindings[0].auth.clone().unwrap()
+}
+
+#[tokio::test]
+async fn credentials_become_request_material_and_their_absence_guidance() {
+    let store = Store::memory();
+    let auth = Authenticator::new(store.clone(), Some("zh-CN".into()), Default::default());
+    let header = web_auth(json!({"type": "apiKey", "apiKey": {
+        "location": "header", "name": "Authorization", "prefix": "Bearer",
+        "obtainUrl": "https://example.com/keys",
+        "instructions": {"short": "Create a key"}}}));
+    let base = "https://api.example.com/v1";
+
+    let e = auth
+        .material("com.example.api", &header, base)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::AuthRequired);
+    let data = e.data();
+    assert_eq!(data["command"], "aai-gateway auth set com.example.api");
+    assert_eq!(data["obtainUrl"], "https://example.com/keys");
+    assert_eq!(data["authType"], "apiKey");
+    assert_eq!(data["locale"], "zh-CN");
+
+    store
+        .set(
+            "com.example.api",
+            Credential::ApiKey {
+                value: Secret::new("k3y"),
+            },
+        )
+        .await
+        .unwrap();
+    let m = auth
+        .material("com.example.api", &header, base)
+        .await
+        .unwrap();
+    assert_eq!(m.headers.len(), 1);
+    assert_eq!(m.headers[0].0, "Authorization");
+    assert_eq!(m.headers[0].1.expose(), "Bearer k3y");
+    assert!(
+        !format!("{m:?}").contains("k3y"),
+        "material never prints a secret"
+    );
+
+    let query = web_auth(json!({"type": "apiKey", "apiKey": {
+        "location": "query", "name": "key", "obtainUrl": "https://example.com/keys"}}));
+    let m = auth
+        .material("com.example.api", &query, base)
+        .await
+        .unwrap();
+    assert_eq!(
+        (m.query[0].0.as_str(), m.query[0].1.expose()),
+        ("key", "k3y")
+    );
+
+    // A credential of the wrong type is not used.
+    let cookie = web_auth(json!({"type": "cookie", "cookie": {
+        "loginUrl": "https://example.com/login", "domain": ".example.com",
+        "requiredCookies": ["sid"]}}));
+    let e = auth
+        .material("com.example.api", &cookie, base)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::AuthRequired);
+    store
+        .set(
+            "com.example.api",
+            Credential::Cookie {
+                value: Secret::new("a=1; sid=s3"),
+            },
+        )
+        .await
+        .unwrap();
+    let m = auth
+        .material("com.example.api", &cookie, base)
+        .await
+        .unwrap();
+    assert_eq!(m.headers[0].1.expose(), "a=1; sid=s3");
+    // Cookies are only sent within their domain.
+    let e = auth
+        .material("com.example.api", &cookie, "https://evil.test/v1")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::AaiJsonInvalid);
+    assert!(!e.detail.contains("s3"));
+    assert!(store.delete("com.example.api").await.unwrap());
+    assert!(store.get("com.example.api").await.unwrap().is_none());
+}
