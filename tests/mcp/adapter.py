@@ -31,7 +31,8 @@ def handle(req):
     tool, p = req["tool"], req.get("params", {})
     if tool == "echo":
         time.sleep(p.get("delay", 0))
-        reply(req, {"echo": p, "pid": os.getpid(), "env_secret": os.environ.get("GATEWAY_SECRET")})
+        reply(req, {"echo": p, "pid": os.getpid(), "env_secret": os.environ.get("GATEWAY_SECRET"),
+                    "mark": os.environ.get("AAI_TEST_MARK")})
     elif tool == "sleep":
         time.sleep(p["seconds"])
         reply(req, "slept")

@@ -199,3 +199,48 @@ def test_call_command_runs_the_same_pipeline(gw):
     assert missing.returncode == 1 and '"APP_NOT_FOUND"' in missing.stderr
     not_json = gw.run("call", "com.example.echo", "echo", "{text")
     assert not_json.returncode == 1 and "not JSON" in not_json.stderr
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_reloads_retire_adapters_whose_binding_changed_or_vanished(gw):
+    import shutil
+    gw.add_app("com.example.echo", env={"AAI_TEST_MARK": "one"})
+
+    async def echo(s, delay=0):
+        r = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo",
+                                           "args": {"text": "x", "delay": delay}})
+        return r.structured_content
+
+    async with gw.session() as s:
+        first = await echo(s)
+        assert first["mark"] == "one"
+        slow = {}
+
+        async def slow_call():
+            slow["r"] = await echo(s, delay=1.5)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_call)
+            await anyio.sleep(0.3)  # the slow call is in flight on the old adapter
+            gw.add_app("com.example.echo", env={"AAI_TEST_MARK": "two"})
+            with anyio.fail_after(15):
+                while (await echo(s))["mark"] != "two":
+                    await anyio.sleep(0.1)
+        assert slow["r"]["mark"] == "one" and slow["r"]["pid"] == first["pid"], "in-flight calls finish"
+        with anyio.fail_after(10):
+            while alive(first["pid"]):
+                await anyio.sleep(0.05)
+        second = await echo(s)
+        assert second["pid"] != first["pid"]
+
+        shutil.rmtree(gw.home / "com.example.echo")
+        with anyio.fail_after(15):
+            while alive(second["pid"]):
+                await anyio.sleep(0.1)

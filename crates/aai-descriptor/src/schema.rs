@@ -28,6 +28,23 @@ struct Inner {
     text: Box<str>,
     json: OnceLock<Value>,
     validator: OnceLock<Result<jsonschema::Validator, String>>,
+    has_patterns: bool,
+}
+
+/// Most backtracking steps one regex match may take (fancy-regex; only patterns with
+/// backreferences or look-around backtrack). Beyond it the value fails to validate, so a
+/// pattern like `^(a|aa)+\1$` cannot stall a call for seconds.
+pub const BACKTRACK_LIMIT: usize = 20_000;
+/// Largest compiled regex, in bytes; a pattern that needs more does not load.
+pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// The validator options every schema is built with: draft-07, bounded regexes.
+fn options() -> jsonschema::ValidationOptions<'static> {
+    jsonschema::draft7::options().with_pattern_options(
+        jsonschema::PatternOptions::fancy_regex()
+            .backtrack_limit(BACKTRACK_LIMIT)
+            .size_limit(REGEX_SIZE_LIMIT),
+    )
 }
 
 impl Schema {
@@ -43,11 +60,14 @@ impl Schema {
             });
         }
         check_refs(json, json, &mut String::new())?;
+        let mut has_patterns = false;
+        check_patterns(json, &mut String::new(), &mut has_patterns)?;
         Ok(Schema {
             inner: Arc::new(Inner {
                 text: json.to_string().into_boxed_str(),
                 json: OnceLock::new(),
                 validator: OnceLock::new(),
+                has_patterns,
             }),
         })
     }
@@ -76,9 +96,15 @@ impl Schema {
     pub fn validator(&self) -> Result<&jsonschema::Validator, String> {
         self.inner
             .validator
-            .get_or_init(|| jsonschema::draft7::new(self.json()).map_err(|e| e.to_string()))
+            .get_or_init(|| options().build(self.json()).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// Whether the schema has a `pattern` or `patternProperties` anywhere: validating
+    /// against it runs regexes, which the gateway keeps off its async workers.
+    pub fn has_patterns(&self) -> bool {
+        self.inner.has_patterns
     }
 
     /// The names of the top-level `properties`, in document order.
@@ -106,6 +132,48 @@ pub fn follow_ref<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
             .and_then(|p| root.pointer(p))
             .unwrap_or(schema),
         None => schema,
+    }
+}
+
+/// Walks the schema: every `pattern` and `patternProperties` regex must compile with the
+/// validator's engine and limits (the meta-schema does not check regexes).
+fn check_patterns(value: &Value, at: &mut String, found: &mut bool) -> Result<(), String> {
+    let compiles = |probe: Value, at: &str| {
+        options().build(&probe).map(drop).map_err(|e| {
+            format!("the regular expression at `{at}` inside the schema does not compile: {e}")
+        })
+    };
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                if matches!(key.as_str(), "enum" | "const" | "default" | "examples") {
+                    continue;
+                }
+                let len = at.len();
+                at.push('/');
+                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                match (key.as_str(), child) {
+                    ("pattern", Value::String(p)) => {
+                        *found = true;
+                        compiles(serde_json::json!({ "pattern": p }), at)?;
+                    }
+                    ("patternProperties", Value::Object(patterns)) => {
+                        *found = true;
+                        for (p, sub) in patterns {
+                            compiles(serde_json::json!({ "patternProperties": { p: {} } }), at)?;
+                            check_patterns(sub, at, found)?;
+                        }
+                    }
+                    _ => check_patterns(child, at, found)?,
+                }
+                at.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Array(items) => items
+            .iter()
+            .try_for_each(|item| check_patterns(item, at, found)),
+        _ => Ok(()),
     }
 }
 
@@ -245,15 +313,52 @@ mod tests {
                 json!({"patternProperties": {"[z-a]": {}}}),
                 "\"[z-a]\" is not a \"regex\" (at `/patternProperties` inside the schema)",
             ),
+            (
+                json!({"properties": {"a": {"pattern": "((a{1000}){1000}){1000}"}}}),
+                "the regular expression at `/properties/a/pattern` inside the schema does not compile",
+            ),
+            (
+                json!({"patternProperties": {"((a{1000}){1000}){1000}": {}}}),
+                "the regular expression at `/patternProperties` inside the schema does not compile",
+            ),
         ];
         for (schema, expected) in bad {
             let err = Schema::load(&schema).unwrap_err();
             assert!(err.contains(expected), "{schema}: {err}");
             assert!(
-                jsonschema::draft7::new(&schema).is_err(),
+                options().build(&schema).is_err(),
                 "{schema} compiles after all"
             );
         }
+    }
+
+    #[test]
+    fn backtracking_is_bounded() {
+        let schema = Schema::load(&json!({
+            "type": "object",
+            "patternProperties": {"^(a|aa)+\\1$": {"type": "string"}},
+        }))
+        .unwrap();
+        assert!(schema.has_patterns());
+        let mut instance = serde_json::Map::new();
+        for i in 0..1000 {
+            instance.insert(format!("{}b{i}", "a".repeat(40)), json!("x"));
+        }
+        let started = std::time::Instant::now();
+        let _ = schema
+            .validator()
+            .unwrap()
+            .is_valid(&Value::Object(instance));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "bounded: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            !Schema::load(&json!({"type": "string"}))
+                .unwrap()
+                .has_patterns()
+        );
     }
 
     #[test]

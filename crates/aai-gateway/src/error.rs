@@ -188,6 +188,30 @@ impl GatewayError {
         self
     }
 
+    /// Replaces every occurrence of the given secret forms (longest first) in the detail
+    /// and in the extra fields with `***`: a service that echoes a key, cookie or secret
+    /// back must not carry it into the error, the CLI output or the log.
+    pub fn scrub(mut self, forms: &[String]) -> GatewayError {
+        fn clean(text: &str, forms: &[String]) -> String {
+            let mut out = text.to_owned();
+            for f in forms.iter().filter(|f| !f.is_empty()) {
+                if out.contains(f.as_str()) {
+                    out = out.replace(f.as_str(), "***");
+                }
+            }
+            out
+        }
+        self.detail = clean(&self.detail, forms);
+        if let Some(extra) = &mut self.extra {
+            for value in extra.values_mut() {
+                if let Value::String(s) = value {
+                    *s = clean(s, forms);
+                }
+            }
+        }
+        self
+    }
+
     /// The wire `message`: the code's short text, then the first part of the detail, so a
     /// client that shows only `message` still says what went wrong
     /// (``Invalid params: `/text` is a required property``). `data.detail` has it all.

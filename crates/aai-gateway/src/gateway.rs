@@ -120,6 +120,21 @@ impl Gateway {
         drop(reported);
         let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
         tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
+        let live = snapshot
+            .entries
+            .iter()
+            .filter_map(|e| match &e.binding().executor {
+                aai_descriptor::Executor::Stdio(process) => Some((
+                    e.app.id.clone(),
+                    crate::exec::stdio::Started {
+                        process: process.clone(),
+                        base_dir: crate::pipeline::base_dir(e).to_owned(),
+                    },
+                )),
+                _ => None,
+            })
+            .collect();
+        self.executors.retire_stale(&live);
         let changed = self.registry.replace(snapshot);
         let first = !self.loaded.swap(true, Ordering::SeqCst);
         if first {

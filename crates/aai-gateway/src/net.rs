@@ -23,6 +23,8 @@ pub const USER_AGENT: &str = concat!("aai-gateway/", env!("CARGO_PKG_VERSION"));
 pub const MAX_API_BODY: usize = 10 * 1024 * 1024;
 /// Largest descriptor (or registry catalog) accepted.
 pub const MAX_DESCRIPTOR: usize = 1024 * 1024;
+/// Largest token endpoint answer accepted.
+pub const MAX_TOKEN_RESPONSE: usize = 1024 * 1024;
 
 /// What a client is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,12 +79,52 @@ fn build(purpose: Purpose) -> reqwest::Result<Client> {
             .build(),
         Purpose::Descriptor => builder
             .timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::limited(3))
+            .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                // Every hop passes the check the first URL passed, and https never
+                // becomes http.
+                let downgrade = attempt.url().scheme() == "http"
+                    && attempt.previous().iter().any(|u| u.scheme() == "https");
+                if let Err(why) = check_fetchable(attempt.url()) {
+                    attempt.error(format!("redirect refused: {why}"))
+                } else if downgrade {
+                    attempt.error("redirect from https to plain http refused")
+                } else if attempt.previous().len() > 3 {
+                    attempt.error("too many redirects")
+                } else {
+                    attempt.follow()
+                }
+            }))
             .build(),
         Purpose::TokenEndpoint => builder
             .timeout(Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
             .build(),
+    }
+}
+
+/// Whether a descriptor (or the registry catalog) may be fetched from `url`: https, or
+/// plain http to this machine only; never with a user name or password in it. The error
+/// says why, without echoing the URL's secrets.
+pub fn check_fetchable(url: &reqwest::Url) -> Result<(), String> {
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "`{}` carries a user name or password; give the URL without them",
+            redact(url)
+        ));
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        _ => Err(format!(
+            "`{}` must use https (plain http only for this machine)",
+            redact(url)
+        )),
     }
 }
 
@@ -122,7 +164,18 @@ pub async fn read_capped(
     Ok(body)
 }
 
-/// A transport error's text with its whole chain of causes.
+/// A URL as errors and logs may show it: its origin only. Paths carry arguments and
+/// query strings carry API keys.
+pub fn redact(url: &reqwest::Url) -> String {
+    let origin = url.origin().ascii_serialization();
+    if url.path() == "/" && url.query().is_none() {
+        origin
+    } else {
+        format!("{origin}/…")
+    }
+}
+
+/// A transport error's text with its whole chain of causes, its URL cut to the origin.
 pub fn describe(e: &reqwest::Error) -> String {
     use std::error::Error as _;
     let mut detail = e.to_string();
@@ -132,5 +185,30 @@ pub fn describe(e: &reqwest::Error) -> String {
         detail.push_str(&s.to_string());
         source = s.source();
     }
-    detail
+    match e.url() {
+        Some(url) => detail.replace(url.as_str(), &redact(url)),
+        None => detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn transport_errors_show_the_origin_only() {
+        let url: reqwest::Url = "http://127.0.0.1:9/users/s3cr3t-id?api_key=k3y"
+            .parse()
+            .unwrap();
+        assert_eq!(redact(&url), "http://127.0.0.1:9/…");
+        let e = client(Purpose::Api)
+            .unwrap()
+            .get(url)
+            .send()
+            .await
+            .unwrap_err();
+        let text = describe(&e);
+        assert!(!text.contains("k3y") && !text.contains("s3cr3t"), "{text}");
+        assert!(text.contains("http://127.0.0.1:9/…"), "{text}");
+    }
 }

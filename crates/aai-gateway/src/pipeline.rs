@@ -103,7 +103,9 @@ impl Gateway {
             )
             .at(app_id, tool));
         };
-        let args = prepare_args(tool, args).map_err(|e| e.at(app_id, &tool.name))?;
+        let args = validate(tool, args)
+            .await
+            .map_err(|e| e.at(app_id, &tool.name))?;
         // Consent (until the prompt lands): `deny` refuses every call; `prompt` and `allow`
         // run it.
         if self.config.consent == ConsentMode::Deny {
@@ -117,7 +119,7 @@ impl Gateway {
             .timeout
             .or(binding.timeout)
             .unwrap_or(self.config.default_timeout);
-        let base_dir = entry.source.parent().unwrap_or(Path::new("."));
+        let base_dir = base_dir(entry);
         let web_auth = match (&binding.executor, &binding.auth) {
             (aai_descriptor::Executor::Http(h), Some(a)) => Some((a, h.base_url.as_str())),
             _ => None,
@@ -132,6 +134,11 @@ impl Gateway {
                 },
                 None => None,
             };
+            // What the service may echo back of the credential, to scrub from errors.
+            let secrets = material
+                .as_ref()
+                .map(crate::auth::Material::secret_forms)
+                .unwrap_or_default();
             let result = self
                 .executors
                 .execute(Request {
@@ -149,6 +156,10 @@ impl Gateway {
                     },
                 })
                 .await;
+            let result = result.map_err(|e| match e {
+                exec::Error::Unauthorized(e) => exec::Error::Unauthorized(e.scrub(&secrets)),
+                exec::Error::Failed(e) => exec::Error::Failed(e.scrub(&secrets)),
+            });
             match (result, web_auth) {
                 (Ok(value), _) => break Ok(value),
                 // A 401 with a stored credential: an exchanged or OAuth token may have
@@ -178,6 +189,11 @@ impl Gateway {
             value,
         })
     }
+}
+
+/// The folder an app's relative commands resolve against: its descriptor's.
+pub fn base_dir(entry: &crate::registry::Entry) -> &Path {
+    entry.source.parent().unwrap_or(Path::new("."))
 }
 
 /// How an `app` argument names a web app.
@@ -271,6 +287,33 @@ pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
     }
 }
 
+/// How long validating one call's arguments may take.
+const VALIDATION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`prepare_args`], off the async workers when the schema runs regexes (whose cost
+/// depends on the arguments), with a deadline.
+async fn validate(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayError> {
+    if !tool.parameters.has_patterns() {
+        return prepare_args(tool, args);
+    }
+    let owned = tool.clone();
+    let work = tokio::task::spawn_blocking(move || prepare_args(&owned, args));
+    match tokio::time::timeout(VALIDATION_DEADLINE, work).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(GatewayError::new(
+            Code::AutomationFailed,
+            format!("validating the arguments failed: {e}"),
+        )),
+        Err(_) => Err(GatewayError::new(
+            Code::InvalidParams,
+            format!(
+                "validation took too long (over {} s); the arguments were refused",
+                VALIDATION_DEADLINE.as_secs()
+            ),
+        )),
+    }
+}
+
 /// Applies schema defaults and validates; errors name the field, never the value.
 pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayError> {
     let mut args = match args {
@@ -294,18 +337,29 @@ pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayEr
             format!("the tool's parameter schema does not compile: {e}"),
         )
     })?;
+    let mut declared = None;
     let violations: Vec<(String, String)> = validator
         .iter_errors(&args)
         .take(MAX_REPORTED_VIOLATIONS)
         .map(|e| {
-            let mut field = e.instance_path().as_str().to_owned();
-            if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind()
-                && let Some(p) = property.as_str()
-            {
-                field = aai_descriptor::diagnostic::join_pointer(&field, p);
-                return (field, "is a required property".to_owned());
-            }
-            (field, format!(": {}", e.masked_with("the value")))
+            use jsonschema::error::ValidationErrorKind as Kind;
+            // Object keys are data too: only names the schema declares are shown.
+            let declared = declared.get_or_insert_with(|| declared_names(schema));
+            let mut field = masked_path(e.instance_path().as_str(), &args, declared);
+            let message = match e.kind() {
+                Kind::Required { property } => {
+                    if let Some(p) = property.as_str() {
+                        field = aai_descriptor::diagnostic::join_pointer(&field, p);
+                    }
+                    return (field, "is a required property".to_owned());
+                }
+                Kind::AdditionalProperties { .. } | Kind::UnevaluatedProperties { .. } => {
+                    "has properties that are not allowed".to_owned()
+                }
+                Kind::PropertyNames { .. } => "has a property name that is not allowed".to_owned(),
+                _ => e.masked_with("the value").to_string(),
+            };
+            (field, format!(": {message}"))
         })
         .collect();
     if let Some((field, _)) = violations.first() {
@@ -325,6 +379,58 @@ pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayEr
         return Err(GatewayError::new(Code::InvalidParams, detail).with("field", field.clone()));
     }
     Ok(args)
+}
+
+/// Every property name the schema declares (`properties` keys and `required` entries,
+/// anywhere in it): the object keys an error may show.
+fn declared_names(schema: &Value) -> std::collections::HashSet<&str> {
+    let mut names = std::collections::HashSet::new();
+    let mut todo = vec![schema];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::Object(props)) = map.get("properties") {
+                    names.extend(props.keys().map(String::as_str));
+                }
+                if let Some(Value::Array(req)) = map.get("required") {
+                    names.extend(req.iter().filter_map(Value::as_str));
+                }
+                todo.extend(
+                    map.iter()
+                        .filter(|(k, _)| {
+                            !matches!(k.as_str(), "enum" | "const" | "default" | "examples")
+                        })
+                        .map(|(_, v)| v),
+                );
+            }
+            Value::Array(items) => todo.extend(items),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// `pointer` into `args` with every object key the schema does not declare replaced by
+/// `*` (array indexes stay), so a map's keys never reach an error.
+fn masked_path(pointer: &str, args: &Value, declared: &std::collections::HashSet<&str>) -> String {
+    let mut out = String::new();
+    let mut at = Some(args);
+    for raw in pointer.split('/').skip(1) {
+        let key = raw.replace("~1", "/").replace("~0", "~");
+        let shown = match at {
+            Some(Value::Array(_)) if key.parse::<usize>().is_ok() => raw.to_owned(),
+            Some(Value::Object(_)) if declared.contains(key.as_str()) => raw.to_owned(),
+            _ => "*".to_owned(),
+        };
+        at = at.and_then(|v| match v {
+            Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+            Value::Object(map) => map.get(&key),
+            _ => None,
+        });
+        out.push('/');
+        out.push_str(&shown);
+    }
+    out
 }
 
 /// Fills absent properties that have a `default`, in nested objects too.
@@ -403,6 +509,29 @@ mod tests {
         assert!(e.detail.contains("`/query`"), "{}", e.detail);
         let field = e.data()["field"].clone();
         assert!(field == "/limit" || field == "/query", "{field}");
+        // Keys of maps are data: never shown, in the detail or in `field`.
+        let m = tool(json!({"type":"object","properties":{
+            "map":{"type":"object","additionalProperties":{"type":"integer"},
+                   "propertyNames":{"maxLength":20}},
+            "strict":{"type":"object","properties":{"a":{"type":"string"}},
+                      "additionalProperties":false}}}));
+        let e = prepare_args(
+            &m,
+            Some(
+                json!({"map":{"SECRET-KEY":"x","ANOTHER-SECRET-THAT-IS-LONG":1},
+                        "strict":{"a":"ok","SECRET2":1}}),
+            ),
+        )
+        .unwrap_err();
+        let shown = e.to_json().to_string();
+        assert!(!shown.contains("SECRET"), "{shown}");
+        assert!(e.detail.contains("`/map/*`"), "{}", e.detail);
+        assert!(
+            e.detail
+                .contains("`/strict`: has properties that are not allowed"),
+            "{}",
+            e.detail
+        );
         let e = prepare_args(&t, Some(json!([1]))).unwrap_err();
         assert_eq!(e.detail, "arguments must be a JSON object, not an array");
         assert!(prepare_args(&t, None).is_err(), "query is required");

@@ -34,6 +34,11 @@ pub(crate) fn app_id(obj: &mut Obj<'_>, key: &'static str) -> Option<String> {
         );
         return None;
     }
+    if id.chars().all(|c| c == '.') {
+        // `.` and `..` would name a folder's parent when the id becomes a folder name.
+        obj.sink().error(at, format!("app id `{id}` is only dots"));
+        return None;
+    }
     if !id.contains('.') || id.starts_with('.') || id.ends_with('.') || id.contains("..") {
         obj.sink().warning(
             at,
@@ -172,22 +177,43 @@ pub(crate) fn fold(word: &str) -> String {
         .collect()
 }
 
-/// Checks that `url` is absolute http(s); `https` is required unless the host is loopback.
+/// Checks that `url` is absolute http(s) with no user name or password; `https` is
+/// required unless the host is loopback. The URL is read by the `url` crate — the WHATWG
+/// parser the HTTP client uses — so the check and the request can never disagree about
+/// the host (`http://example.com\@127.0.0.1/` is `example.com` to both).
 pub(crate) fn check_url(sink: &Sink, at: &str, url: &str) -> bool {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((s, r)) if s.eq_ignore_ascii_case("https") || s.eq_ignore_ascii_case("http") => (s, r),
-        _ => {
+    let parsed = match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+        Ok(_) | Err(url::ParseError::RelativeUrlWithoutBase) => {
             sink.error(at, format!("`{url}` is not an absolute http(s) URL"));
             return false;
         }
+        Err(url::ParseError::EmptyHost) => {
+            sink.error(at, format!("`{url}` has no host"));
+            return false;
+        }
+        Err(e) => {
+            sink.error(at, format!("`{url}` is not a valid URL: {e}"));
+            return false;
+        }
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = host_of(authority);
-    if host.is_empty() {
-        sink.error(at, format!("`{url}` has no host"));
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        sink.error(
+            at,
+            "the URL must not carry a user name or password (credentials belong in the credential store)",
+        );
         return false;
     }
-    if scheme.eq_ignore_ascii_case("http") && !is_loopback(host) {
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => {
+            sink.error(at, format!("`{url}` has no host"));
+            return false;
+        }
+    };
+    if parsed.scheme() == "http" && !loopback {
         sink.error(
             at,
             format!("`{url}` must use https (plain http is allowed only for loopback hosts)"),
@@ -195,24 +221,6 @@ pub(crate) fn check_url(sink: &Sink, at: &str, url: &str) -> bool {
         return false;
     }
     true
-}
-
-/// The host of an URL authority (`user@host:port`), without brackets for IPv6.
-pub(crate) fn host_of(authority: &str) -> &str {
-    let after_user = authority.rsplit('@').next().unwrap_or_default();
-    if let Some(v6) = after_user.strip_prefix('[') {
-        return v6.split(']').next().unwrap_or_default();
-    }
-    after_user.split(':').next().unwrap_or_default()
-}
-
-/// Whether `host` names this machine.
-pub(crate) fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host == "::1"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The `${name}` placeholders of a template, in order.
@@ -341,9 +349,20 @@ mod tests {
         assert!(check_url(&sink, "", "http://localhost"));
         assert!(!check_url(&sink, "", "http://api.example.com"));
         assert!(!check_url(&sink, "", "ftp://x"));
+        // What the HTTP client would really contact decides.
+        assert!(!check_url(&sink, "", "http://example.com\\@127.0.0.1/api"));
+        assert!(!check_url(&sink, "", "http://127.0.0.1.example.com/api"));
+        assert!(!check_url(&sink, "", "http://0.0.0.0:80/"));
+        assert!(!check_url(&sink, "", "http://[::ffff:127.0.0.1]:80/"));
+        assert!(!check_url(&sink, "", "https://bob:pw@api.example.com/"));
+        assert!(
+            check_url(&sink, "", "http://127.1:8080/x"),
+            "127.1 is 127.0.0.1"
+        );
         assert!(!check_url(&sink, "", "/relative"));
         assert!(!check_url(&sink, "", "https://"));
-        assert_eq!(sink.into_vec().len(), 4);
+        // One diagnostic per refused URL.
+        assert_eq!(sink.into_vec().len(), 9);
     }
 
     #[test]

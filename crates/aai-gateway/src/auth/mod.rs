@@ -41,6 +41,52 @@ pub struct Material {
     pub query: Vec<(String, Secret)>,
 }
 
+impl Material {
+    /// Every form in which the secrets this material carries could come back in a
+    /// service's answer (see [`forms`]).
+    pub fn secret_forms(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (_, secret) in self.headers.iter().chain(&self.query) {
+            let value = secret.expose();
+            out.extend(forms(value));
+            // `Bearer <token>`, `a=1; sid=<value>`: the parts too.
+            for part in value.split([' ', ';', '=', ',']) {
+                if part.len() >= MIN_SCRUBBED {
+                    out.extend(forms(part));
+                }
+            }
+        }
+        out.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        out.dedup();
+        out
+    }
+}
+
+/// Fragments shorter than this are not scrubbed on their own (they would blot out
+/// ordinary words); whole secrets always are.
+const MIN_SCRUBBED: usize = 6;
+
+/// A secret as sent and as services tend to echo it: plain, percent-encoded (path and
+/// form style), and base64 (standard and URL-safe, with and without padding).
+pub fn forms(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    if secret.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![
+        secret.to_owned(),
+        crate::exec::http::encode(secret),
+        url::form_urlencoded::byte_serialize(secret.as_bytes()).collect(),
+    ];
+    for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+        out.push(engine.encode(secret));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Credentials for calls, with a cache of exchanged tokens.
 #[derive(Debug)]
 pub struct Authenticator {
@@ -213,7 +259,7 @@ impl Authenticator {
                 let (token, lifetime) = self
                     .exchange(app, &a.token_endpoint, &app_id, &app_secret)
                     .await?;
-                let lifetime = lifetime.unwrap_or(a.expires_in);
+                let lifetime = lifetime.unwrap_or(a.expires_in).min(MAX_LIFETIME);
                 let until = Instant::now()
                     + lifetime
                         .saturating_sub(Duration::from_secs(60))
@@ -267,9 +313,7 @@ impl Authenticator {
             .filter(|c| *c != 0);
         match (status.is_success(), token, provider_code) {
             (true, Some(token), None) => {
-                let lifetime = field(&["expire", "expires_in", "expiresIn"])
-                    .and_then(Value::as_u64)
-                    .map(Duration::from_secs);
+                let lifetime = lifetime(field(&["expire", "expires_in", "expiresIn"]));
                 tracing::info!(app, "obtained an app access token");
                 Ok((Secret::new(token), lifetime))
             }
@@ -282,7 +326,8 @@ impl Authenticator {
                     format!(
                         "the token endpoint refused the stored app credential (HTTP {status}): {message}"
                     ),
-                ))
+                )
+                .scrub(&forms(secret.expose())))
             }
         }
     }
@@ -328,6 +373,22 @@ impl Authenticator {
     }
 }
 
+/// The longest token lifetime believed: a year. Larger (or absurd) values are cut to it,
+/// so no arithmetic on them can overflow.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A token lifetime in seconds as a provider sent it: a non-negative number (or numeric
+/// text), at most [`MAX_LIFETIME`]. Anything else means "unknown".
+pub fn lifetime(value: Option<&Value>) -> Option<Duration> {
+    let secs = match value? {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => s.trim().parse::<f64>().ok()?,
+        _ => return None,
+    };
+    (secs.is_finite() && secs >= 0.0)
+        .then(|| Duration::from_secs_f64(secs.min(MAX_LIFETIME.as_secs_f64())))
+}
+
 fn bearer(token: &Secret) -> Material {
     Material {
         headers: vec![(
@@ -343,4 +404,30 @@ fn url_host(url: &str) -> String {
         .ok()
         .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_lifetimes_never_overflow() {
+        let year = Some(MAX_LIFETIME);
+        assert_eq!(
+            lifetime(Some(&json!(3600))),
+            Some(Duration::from_secs(3600))
+        );
+        assert_eq!(
+            lifetime(Some(&json!("7200"))),
+            Some(Duration::from_secs(7200))
+        );
+        assert_eq!(lifetime(Some(&json!(u64::MAX))), year);
+        assert_eq!(lifetime(Some(&json!(1e300))), year);
+        assert_eq!(lifetime(Some(&json!(-5))), None);
+        assert_eq!(lifetime(Some(&json!("soon"))), None);
+        assert_eq!(lifetime(Some(&json!(null))), None);
+        assert_eq!(lifetime(None), None);
+        // The arithmetic done with them is safe at the cap.
+        let _ = Instant::now() + MAX_LIFETIME;
+    }
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::auth::store::{Credential, Secret};
+use super::Secret;
 use crate::error::{Code, GatewayError};
 
 /// How long `auth login` waits for the browser to come back.
@@ -91,12 +91,23 @@ pub(crate) async fn post_token_endpoint(
         .map_err(|e| {
             GatewayError::new(
                 Code::ServiceUnavailable,
-                format!("the token endpoint is unreachable: {e}"),
+                format!(
+                    "the token endpoint is unreachable: {}",
+                    crate::net::describe(&e)
+                ),
             )
         })?;
     let status = response.status();
-    let value =
-        serde_json::from_str(&response.text().await.unwrap_or_default()).unwrap_or(Value::Null);
+    // A token answer is small; a huge one is refused, never buffered.
+    let body = crate::net::read_capped(response, crate::net::MAX_TOKEN_RESPONSE)
+        .await
+        .map_err(|e| {
+            GatewayError::new(
+                Code::ServiceUnavailable,
+                format!("the token endpoint's answer: {e}"),
+            )
+        })?;
+    let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     Ok((status, value))
 }
 
@@ -206,7 +217,7 @@ async fn token_request(
     let text = |k: &str| value.get(k).and_then(Value::as_str);
     match text("access_token") {
         Some(access) if status.is_success() => {
-            let lifetime = value.get("expires_in").and_then(Value::as_u64);
+            let lifetime = super::lifetime(value.get("expires_in")).map(|d| d.as_secs());
             let issued = now();
             Ok(Tokens {
                 access_token: Secret::new(access),
@@ -305,12 +316,6 @@ async fn wait_for_code(
         let _ = socket.write_all(head.as_bytes()).await;
         let _ = socket.write_all(html.as_bytes()).await;
         return result;
-    }
-}
-
-impl From<Tokens> for Credential {
-    fn from(t: Tokens) -> Credential {
-        Credential::OAuth(t)
     }
 }
 

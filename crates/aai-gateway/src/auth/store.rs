@@ -57,6 +57,12 @@ pub enum Credential {
     OAuth(crate::auth::oauth::Tokens),
 }
 
+impl From<crate::auth::oauth::Tokens> for Credential {
+    fn from(t: crate::auth::oauth::Tokens) -> Credential {
+        Credential::OAuth(t)
+    }
+}
+
 impl Credential {
     /// The auth type this credential serves.
     pub fn kind(&self) -> AuthKind {
@@ -252,7 +258,17 @@ fn store_error(e: &keyring::Error) -> GatewayError {
 
 fn read_file(path: &std::path::Path) -> Result<serde_json::Map<String, Value>, GatewayError> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(serde_json::from_str(&text).unwrap_or_default()),
+        // An unreadable store is never taken for an empty one: the next write would
+        // erase every credential in it.
+        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!(
+                    "the credential file {} is not valid JSON ({e}); it was left as it is — repair or remove it",
+                    path.display()
+                ),
+            )
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(serde_json::Map::new()),
         Err(e) => Err(GatewayError::new(
             Code::AutomationFailed,
@@ -321,6 +337,35 @@ mod tests {
             serde_json::from_str(r#"{"type":"oauth2","accessToken":"a"}"#).unwrap();
         assert!(
             matches!(old, Credential::OAuth(t) if t.refresh_token.is_none() && t.expires_at == 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_file_store_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("credentials.json");
+        std::fs::write(&path, r#"{"com.a": {"type": "apiKey", "value": "k"}"#).unwrap();
+        let store = Store::File(path.clone());
+        let e = store.get("com.a").await.unwrap_err();
+        assert!(
+            e.detail.contains("credentials.json") && e.detail.contains("not valid JSON"),
+            "{e}"
+        );
+        let e = store
+            .set(
+                "com.b",
+                Credential::ApiKey {
+                    value: Secret::new("x"),
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(e.detail.contains("left as it is"), "{e}");
+        assert!(store.delete("com.a").await.is_err());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            r#"{"com.a": {"type": "apiKey", "value": "k"}"#,
+            "the file is untouched"
         );
     }
 

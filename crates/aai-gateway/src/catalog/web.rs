@@ -27,11 +27,7 @@ pub fn well_known(input: &str) -> Result<reqwest::Url, GatewayError> {
         format!("https://{input}")
     };
     let url = reqwest::Url::parse(&with_scheme).map_err(|_| {
-        GatewayError::new(
-            Code::InvalidParams,
-            format!("`{input}` is not a URL or domain"),
-        )
-        .with("field", "/url")
+        GatewayError::new(Code::InvalidParams, "`url` is not a URL or domain").with("field", "/url")
     })?;
     check_fetchable(&url)?;
     let mut base = url.clone();
@@ -42,21 +38,8 @@ pub fn well_known(input: &str) -> Result<reqwest::Url, GatewayError> {
 }
 
 fn check_fetchable(url: &reqwest::Url) -> Result<(), GatewayError> {
-    let loopback = match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    match url.scheme() {
-        "https" => Ok(()),
-        "http" if loopback => Ok(()),
-        _ => Err(GatewayError::new(
-            Code::InvalidParams,
-            format!("`{url}` must use https (plain http only for this machine)"),
-        )
-        .with("field", "/url")),
-    }
+    net::check_fetchable(url)
+        .map_err(|why| GatewayError::new(Code::InvalidParams, why).with("field", "/url"))
 }
 
 /// The cache directory of the web apps.
@@ -131,7 +114,7 @@ impl Fetcher {
             Err(e) => {
                 return match cached {
                     Some((id, _)) => {
-                        tracing::warn!(%url, "cannot fetch the descriptor ({e}); using the cached copy");
+                        tracing::warn!(%url, "cannot fetch the descriptor ({}); using the cached copy", net::describe(&e));
                         Ok(Fetched {
                             file: self.file(&id),
                             app_id: id,
@@ -140,7 +123,7 @@ impl Fetcher {
                     }
                     None => Err(GatewayError::new(
                         Code::ServiceUnavailable,
-                        format!("cannot fetch {url}: {e}"),
+                        format!("cannot fetch {url}: {}", net::describe(&e)),
                     )),
                 };
             }
@@ -199,6 +182,30 @@ impl Fetcher {
                 format!("the catalog lists `{id}` but {url} describes `{}`", app.id),
             ));
         }
+        // A web app's id belongs to the origin it was first fetched from: another origin
+        // serving the same id must not take over the app (and the credential stored for
+        // it).
+        if let Some((_, meta)) = self.cached(&app.id)
+            && let Some(bound) = meta
+                .get("sourceUrl")
+                .and_then(Value::as_str)
+                .and_then(|u| reqwest::Url::parse(u).ok())
+            && bound.origin() != url.origin()
+        {
+            let folder = cache_dir(&self.home).join(&app.id);
+            return Err(GatewayError::new(
+                Code::PermissionDenied,
+                format!(
+                    "{} describes `{}`, but that app belongs to {} (it was first fetched from there); another site cannot take it over. To move the app on purpose, delete {} and its stored credential (`aai-gateway auth logout {}`), then discover it again",
+                    net::redact(url),
+                    app.id,
+                    bound.origin().ascii_serialization(),
+                    folder.display(),
+                    app.id,
+                ),
+            )
+            .with("boundOrigin", bound.origin().ascii_serialization()));
+        }
         let dir = cache_dir(&self.home).join(&app.id);
         let fail = |e: std::io::Error| {
             GatewayError::new(
@@ -251,7 +258,7 @@ impl Fetcher {
             Err(e) => {
                 return Err(GatewayError::new(
                     Code::ServiceUnavailable,
-                    format!("cannot reach the registry: {e}"),
+                    format!("cannot reach the registry: {}", net::describe(&e)),
                 ));
             }
         };

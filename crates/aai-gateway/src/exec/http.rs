@@ -113,7 +113,8 @@ impl Execute for HttpExecutor {
                 {
                     tracing::info!(
                         app = req.app,
-                        "connection failed before sending; retrying: {e}"
+                        "connection failed before sending; retrying: {}",
+                        net::describe(&e)
                     );
                     tokio::time::sleep(backoff(attempt)).await;
                     continue;
@@ -247,6 +248,17 @@ pub fn build_url(
         rest = &rest[open + close + 1..];
     }
     filled.push_str(rest);
+    // `.` and `..` segments would be resolved away by URL normalization (encoded ones
+    // too: the URL standard treats `%2e%2e` as `..`), moving the request out of the
+    // API's path. No encoding survives that, so such a path is refused.
+    let base_len = base.trim_end_matches('/').len();
+    let added = filled[base_len..].split(['?', '#']).next().unwrap_or("");
+    if added.split('/').any(is_dot_segment) {
+        return Err(GatewayError::new(
+            Code::InvalidParams,
+            "the path arguments would make a `.` or `..` URL segment, which leaves the API's path; they are refused",
+        ));
+    }
     if matches!(
         method,
         HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
@@ -276,12 +288,34 @@ pub fn build_url(
         }
         args.clear();
     }
-    Url::parse(&filled).map_err(|e| {
+    let url = Url::parse(&filled).map_err(|e| {
         GatewayError::new(
             Code::AaiJsonInvalid,
-            format!("the tool's URL `{filled}` is invalid: {e}"),
+            format!("the tool's URL is invalid: {e}"),
         )
-    })
+    })?;
+    // Whatever the template and the arguments, the request stays under `baseUrl`.
+    if let Ok(base) = Url::parse(base) {
+        let root = base.path().trim_end_matches('/');
+        let inside = url.origin() == base.origin()
+            && (url.path() == root
+                || url.path().starts_with(&format!("{root}/"))
+                || root.is_empty());
+        if !inside {
+            return Err(GatewayError::new(
+                Code::InvalidParams,
+                "the filled URL would leave the API's base URL; refused",
+            ));
+        }
+    }
+    Ok(url)
+}
+
+/// `.` or `..`, also percent-encoded (`%2e`, `.%2E`, …), as the URL standard reads them.
+fn is_dot_segment(segment: &str) -> bool {
+    let lower = segment.to_ascii_lowercase();
+    let decoded = lower.replace("%2e", ".");
+    decoded == "." || decoded == ".."
 }
 
 fn scalar_text(v: &Value) -> Option<String> {
@@ -403,6 +437,33 @@ mod tests {
             "http://127.0.0.1:8080/api/items/%C3%A9?tag=a&tag=b%26c&n=2&f=%7B%22k%22%3A1%7D"
         );
         assert_eq!(rest, json!({}));
+    }
+
+    #[test]
+    fn dot_segments_never_climb_out_of_the_base_path() {
+        let base = "https://api.example.com/api/v2";
+        let attempt = |path: &str, args: Value| {
+            let Value::Object(mut m) = args else { panic!() };
+            build_url(base, path, &mut m, HttpMethod::Delete)
+        };
+        for args in [json!({"id": ".."}), json!({"id": "."})] {
+            let e = attempt("/users/{id}/sessions", args).unwrap_err();
+            assert_eq!(e.code, Code::InvalidParams, "{e}");
+        }
+        let e = attempt("/{a}/{b}/{c}", json!({"a": "..", "b": "..", "c": ".."})).unwrap_err();
+        assert_eq!(e.code, Code::InvalidParams);
+        // Two arguments that only together make `..`.
+        let e = attempt("/files/{a}{b}", json!({"a": ".", "b": "."})).unwrap_err();
+        assert_eq!(e.code, Code::InvalidParams);
+        // Dots inside a segment, and encoded slashes, stay data under the base path.
+        let ok = attempt("/files/{a}", json!({"a": "../etc/passwd"})).unwrap();
+        assert_eq!(
+            ok.as_str(),
+            "https://api.example.com/api/v2/files/..%2Fetc%2Fpasswd"
+        );
+        let ok = attempt("/files/{a}", json!({"a": "a..b"})).unwrap();
+        assert_eq!(ok.path(), "/api/v2/files/a..b");
+        assert!(is_dot_segment("%2E%2e") && is_dot_segment(".%2E") && !is_dot_segment("..."));
     }
 
     #[test]

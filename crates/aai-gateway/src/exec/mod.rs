@@ -123,6 +123,13 @@ impl Executors {
         }
     }
 
+    /// After a reload: retires adapters whose app is gone or now starts differently
+    /// (`app id → how its stdio adapter would start now`); they finish their in-flight
+    /// calls first.
+    pub fn retire_stale(&self, live: &std::collections::HashMap<String, stdio::Started>) {
+        self.stdio.retire_stale(live);
+    }
+
     /// Stops every process the executors started.
     pub fn shutdown(&self) {
         self.stdio.shutdown();

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio_util::sync::CancellationToken;
 
@@ -56,6 +56,73 @@ const INHERITED: &[&str] = &[
 
 /// How many stderr lines are kept for error messages.
 const STDERR_TAIL: usize = 20;
+/// Longest stderr line kept; the rest of a longer line is read and dropped.
+const MAX_STDERR_LINE: usize = 4096;
+/// At most this many stderr lines of one adapter reach the log per second; the rest are
+/// counted and the count is logged.
+const STDERR_LINES_PER_SEC: u32 = 50;
+
+/// Reads a child's stderr to its end: each line cut to [`MAX_STDERR_LINE`] bytes (so a
+/// gigabyte without a newline costs 4 KiB), kept in the tail, and logged at a bounded rate.
+async fn drain_stderr(stderr: tokio::process::ChildStderr, label: String, tail: StderrTail) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::with_capacity(256);
+    let mut window = std::time::Instant::now();
+    let (mut logged, mut dropped) = (0u32, 0u64);
+    loop {
+        line.clear();
+        match read_line_capped(&mut reader, &mut line, MAX_STDERR_LINE).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line).trim_end().to_owned();
+        if window.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::info!(app = %label, "{dropped} more adapter stderr lines were not logged");
+            }
+            window = std::time::Instant::now();
+            (logged, dropped) = (0, 0);
+        }
+        if logged < STDERR_LINES_PER_SEC {
+            logged += 1;
+            tracing::info!(app = %label, "adapter stderr: {text}");
+        } else {
+            dropped += 1;
+        }
+        tail.push(text);
+    }
+    if dropped > 0 {
+        tracing::info!(app = %label, "{dropped} more adapter stderr lines were not logged");
+    }
+}
+
+/// Reads up to and including the next `\n`, keeping at most `max` bytes of it in `out`;
+/// returns how many bytes were consumed (0 at the end).
+async fn read_line_capped<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<usize> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut consumed = 0;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(consumed);
+        }
+        let (n, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = max.saturating_sub(out.len());
+        out.extend_from_slice(&buf[..n.min(room)]);
+        reader.consume(n);
+        consumed += n;
+        if done {
+            return Ok(consumed);
+        }
+    }
+}
 
 /// What to start.
 #[derive(Debug)]
@@ -199,15 +266,11 @@ pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
         unreachable!("all three pipes were requested");
     };
     let stderr_tail = StderrTail::default();
-    let tail = stderr_tail.clone();
-    let label = spec.label.to_owned();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::info!(app = %label, "adapter stderr: {line}");
-            tail.push(line);
-        }
-    });
+    tokio::spawn(drain_stderr(
+        stderr,
+        spec.label.to_owned(),
+        stderr_tail.clone(),
+    ));
     tracing::debug!(app = %spec.label, ?pid, program = %program.display(), "started child");
     Ok(Spawned {
         guard: ChildGuard {
@@ -483,6 +546,39 @@ mod tests {
         let args = ["30".to_owned()];
         let e = run(&spec("sleep", &args), b"", &l).await.unwrap_err();
         assert!(matches!(e, RunError::Cancelled), "{e}");
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_capped() {
+        let data: Vec<u8> = [vec![b'x'; 100_000], b"\nshort\n".to_vec(), vec![b'y'; 10]].concat();
+        let mut reader = tokio::io::BufReader::new(&data[..]);
+        let mut line = Vec::new();
+        assert_eq!(
+            read_line_capped(&mut reader, &mut line, 4096)
+                .await
+                .unwrap(),
+            100_001
+        );
+        assert_eq!(line.len(), 4096);
+        line.clear();
+        read_line_capped(&mut reader, &mut line, 4096)
+            .await
+            .unwrap();
+        assert_eq!(line, b"short\n");
+        line.clear();
+        assert_eq!(
+            read_line_capped(&mut reader, &mut line, 4096)
+                .await
+                .unwrap(),
+            10
+        );
+        line.clear();
+        assert_eq!(
+            read_line_capped(&mut reader, &mut line, 4096)
+                .await
+                .unwrap(),
+            0
+        );
     }
 
     #[tokio::test]

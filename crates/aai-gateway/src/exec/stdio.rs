@@ -44,9 +44,21 @@ struct Pending {
     progress: Option<ProgressSink>,
 }
 
+/// What an adapter was started as; a binding that no longer matches gets a new one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// Program, arguments, environment.
+    pub process: aai_descriptor::Process,
+    /// The descriptor's folder.
+    pub base_dir: std::path::PathBuf,
+}
+
 /// One running adapter.
 struct Adapter {
     app: String,
+    started: Started,
+    /// Replaced or removed by a reload: stopped once its last call is answered.
+    retiring: AtomicBool,
     stdin: tokio::sync::Mutex<ChildStdin>,
     pending: Mutex<HashMap<String, Pending>>,
     guard: Mutex<Option<ChildGuard>>,
@@ -219,9 +231,18 @@ impl StdioExecutor {
         process: &aai_descriptor::Process,
         base_dir: &std::path::Path,
     ) -> Result<Arc<Adapter>, GatewayError> {
+        let started = Started {
+            process: process.clone(),
+            base_dir: base_dir.to_owned(),
+        };
         let mut adapters = self.adapters.lock().expect("adapters lock");
         if let Some(a) = adapters.get(app).filter(|a| a.alive.load(Ordering::SeqCst)) {
-            return Ok(a.clone());
+            if a.started == started {
+                return Ok(a.clone());
+            }
+            // The descriptor changed under a running adapter: new calls get a new one.
+            tracing::info!(app, "the adapter's command changed; starting a new one");
+            retire(a);
         }
         let spawned = process::spawn(&process::Spec {
             program: &process.command,
@@ -232,6 +253,8 @@ impl StdioExecutor {
         })?;
         let adapter = Arc::new(Adapter {
             app: app.to_owned(),
+            started,
+            retiring: AtomicBool::new(false),
             stdin: tokio::sync::Mutex::new(spawned.stdin),
             pending: Mutex::new(HashMap::new()),
             guard: Mutex::new(Some(spawned.guard)),
@@ -254,6 +277,21 @@ impl StdioExecutor {
         }
     }
 
+    /// After a reload: retires every adapter whose app is gone or was started differently
+    /// than `live` now says (`app id → how it would start now`). A retired adapter
+    /// finishes its in-flight calls, then stops.
+    pub fn retire_stale(&self, live: &HashMap<String, Started>) {
+        let mut adapters = self.adapters.lock().expect("adapters lock");
+        adapters.retain(|app, adapter| {
+            let keep = live.get(app).is_some_and(|s| *s == adapter.started);
+            if !keep {
+                tracing::info!(app, "the app was removed or changed; retiring its adapter");
+                retire(adapter);
+            }
+            keep
+        });
+    }
+
     /// Stops every adapter.
     pub fn shutdown(&self) {
         let adapters: Vec<Arc<Adapter>> = self
@@ -266,6 +304,14 @@ impl StdioExecutor {
         for a in adapters {
             a.kill();
         }
+    }
+}
+
+/// Marks `adapter` retiring; stops it now when no call waits on it.
+fn retire(adapter: &Adapter) {
+    adapter.retiring.store(true, Ordering::SeqCst);
+    if adapter.pending.lock().expect("pending lock").is_empty() {
+        adapter.kill();
     }
 }
 
@@ -367,6 +413,11 @@ fn handle_line(adapter: &Adapter, line: &[u8]) {
                 return;
             };
             let _ = pending.reply.send(Reply::Done(result));
+            if adapter.retiring.load(Ordering::SeqCst)
+                && adapter.pending.lock().expect("pending lock").is_empty()
+            {
+                adapter.kill();
+            }
         }
     }
 }

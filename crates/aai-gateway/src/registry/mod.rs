@@ -34,6 +34,8 @@ pub struct Entry {
     pub slug: String,
     /// The file that defined the chosen binding.
     pub source: PathBuf,
+    /// Lower-cased search text, computed once.
+    pub keys: search::Keys,
 }
 
 impl Entry {
@@ -92,12 +94,15 @@ impl Snapshot {
                     return None;
                 };
                 let source = loaded.binding_sources[binding].clone();
-                Some(Entry {
+                let mut entry = Entry {
                     slug: slug::sanitize(&loaded.app.id),
                     app: loaded.app,
                     binding,
                     source,
-                })
+                    keys: search::Keys::default(),
+                };
+                entry.keys = search::Keys::of(&entry);
+                Some(entry)
             })
             .collect();
         entries.sort_by(|a, b| a.app.id.cmp(&b.app.id));

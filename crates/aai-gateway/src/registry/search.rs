@@ -8,6 +8,41 @@
 
 use crate::registry::{Entry, Snapshot};
 
+/// An entry's text, lower-cased once when the snapshot is built, so a query allocates
+/// nothing per app.
+#[derive(Debug, Default)]
+pub struct Keys {
+    id: String,
+    names: Vec<String>,
+    aliases: Vec<String>,
+    description: String,
+    /// Per tool of the binding in use: name, name with `_` as spaces, description.
+    tools: Vec<(String, String, String)>,
+}
+
+impl Keys {
+    /// The keys of `entry`.
+    pub fn of(entry: &Entry) -> Keys {
+        let app = &entry.app;
+        Keys {
+            id: app.id.to_lowercase(),
+            names: app.name.all().iter().map(|n| n.to_lowercase()).collect(),
+            aliases: app.aliases.iter().map(|a| a.to_lowercase()).collect(),
+            description: app.description.to_lowercase(),
+            tools: entry
+                .binding()
+                .tools
+                .iter()
+                .map(|t| {
+                    let name = t.name.to_lowercase();
+                    let spaced = name.replace('_', " ");
+                    (name, spaced, t.description.to_lowercase())
+                })
+                .collect(),
+        }
+    }
+}
+
 /// One ranked app.
 #[derive(Debug)]
 pub struct Hit<'a> {
@@ -47,37 +82,31 @@ pub fn search<'a>(snapshot: &'a Snapshot, query: &str, limit: usize) -> Vec<Hit<
 }
 
 fn score<'a>(entry: &'a Entry, query: &str, words: &[&str]) -> Option<Hit<'a>> {
-    let app = &entry.app;
+    let keys = &entry.keys;
     let mut total = 0;
-    let names: Vec<String> = app.name.all().iter().map(|n| n.to_lowercase()).collect();
-    let aliases: Vec<String> = app.aliases.iter().map(|a| a.to_lowercase()).collect();
-    let id = app.id.to_lowercase();
-    let description = app.description.to_lowercase();
-    for name in &names {
+    for name in &keys.names {
         total += short_field(name, words, query, 10, 5);
     }
-    for alias in &aliases {
+    for alias in &keys.aliases {
         total += short_field(alias, words, query, 8, 4);
     }
     for word in words {
-        if id == *word {
+        if keys.id == *word {
             total += 10;
-        } else if id.contains(word) {
+        } else if keys.id.contains(word) {
             total += 3;
         }
-        if description.contains(word) {
+        if keys.description.contains(word) {
             total += 2;
         }
     }
     let mut tools = Vec::new();
-    for tool in &entry.binding().tools {
-        let name = tool.name.to_lowercase();
-        let desc = tool.description.to_lowercase();
+    for (tool, (name, spaced, desc)) in entry.binding().tools.iter().zip(&keys.tools) {
         let mut tool_score = 0;
         for word in words {
-            if name == *word {
+            if name == word {
                 tool_score += 4;
-            } else if name.contains(word) || name.replace('_', " ").contains(word) {
+            } else if name.contains(word) || spaced.contains(word) {
                 tool_score += 2;
             }
             if desc.contains(word) {

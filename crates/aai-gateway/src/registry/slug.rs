@@ -74,6 +74,7 @@ mod tests {
             binding: 0,
             slug: sanitize(id),
             source: PathBuf::new(),
+            keys: Default::default(),
         })
         .collect();
         assign(&mut entries);
