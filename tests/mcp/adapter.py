@@ -41,6 +41,12 @@ def handle(req):
         with open(p["pidfile"], "w") as f:
             f.write(f"{os.getpid()} {child.pid}")
         time.sleep(3600)
+    elif tool == "escape":
+        # A grandchild that leaves the adapter's process group and session.
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(p["pidfile"], "w") as f:
+            f.write(str(child.pid))
+        reply(req, child.pid)
     elif tool == "crash":
         sys.stderr.write("boom: the adapter crashed on purpose\n")
         sys.stderr.flush()

@@ -65,6 +65,7 @@ STANDARD_TOOLS = [
                   "delay": {"type": "number"}}, ["text"], returns={"type": "object"}),
     tool("sleep", {"seconds": {"type": "number"}}, ["seconds"]),
     tool("hang", {"pidfile": {"type": "string"}}, ["pidfile"]),
+    tool("escape", {"pidfile": {"type": "string"}}, ["pidfile"]),
     tool("crash"), tool("garbage"), tool("progress"),
     tool("fail", {"code": {}, "message": {"type": "string"}}),
 ]

@@ -194,8 +194,11 @@ def test_discover_generates_descriptors_that_load_and_work(dgw):
     import json
     dgw.bus.service("typed", "com.example.Typed")
     dgw.bus.service("json", "com.example.jsonsvc")
+    dgw.bus.service("json", "org.mpris.MediaPlayer2.fakeplayer")  # a built-in app serves it
     dgw.bus.activatable("typed", "com.example.Sleeper")
     preview = dgw.run("--discover")
+    row = next(line for line in preview.stdout.splitlines() if line.startswith("org.mpris.MediaPlayer2.fakeplayer"))
+    assert "served by a built-in app" in row, preview.stdout
     assert preview.returncode == 0, preview.stderr
     assert "com.example.Typed" in preview.stdout and "new" in preview.stdout
     assert "Not running (start them and run --discover again): com.example.Sleeper" in preview.stdout

@@ -244,3 +244,17 @@ async def test_reloads_retire_adapters_whose_binding_changed_or_vanished(gw):
         with anyio.fail_after(15):
             while alive(second["pid"]):
                 await anyio.sleep(0.1)
+
+
+async def test_a_grandchild_that_left_the_group_does_not_outlive_the_gateway(gw):
+    gw.add_app("com.example.echo")
+    pidfile = gw.tmp / "escaped.pid"
+    async with gw.session() as s:
+        r = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "escape",
+                                           "args": {"pidfile": str(pidfile)}})
+        escaped = int(pidfile.read_text())
+        assert json.loads(r.content[0].text) == escaped
+        assert alive(escaped)
+    with anyio.fail_after(10):
+        while alive(escaped):
+            await anyio.sleep(0.05)

@@ -108,3 +108,65 @@ def test_sigterm_stops_adapters_in_their_own_process_groups(gw):
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
+
+
+# Hostile lines, each with the id its answer must carry (None: JSON-RPC's null id) and
+# the error code it must get.
+HOSTILE = [
+    ('{"jsonrpc":"2.0","id":101,"method":"tools/list"', 101, -32700),
+    ('{"id": "s-102", "jsonrpc": "2.0", "method": ', "s-102", -32700),
+    ("this is not json at all", None, -32700),
+    ("{" * 5000, None, -32700),
+    ('[{"jsonrpc":"2.0","id":103,"method":"ping"}]', None, -32600),
+    ('"just a string"', None, -32600),
+    ('{"jsonrpc":"1.0","id":104,"method":"ping"}', 104, -32600),
+    ('{"jsonrpc":"2.0","id":105}', 105, -32600),
+    ('{"jsonrpc":"2.0","id":106,"method":42}', 106, -32600),
+    ('{"jsonrpc":"2.0","id":107,"method":"tools/call","params":"aai_exec"}', 107, -32602),
+    ('{"jsonrpc":"2.0","id":108,"method":"tools/call","params":{"name":["x"]}}', 108, -32602),
+    ('{"jsonrpc":"2.0","id":109,"method":"tools/call","params":{"name":"aai_search","arguments":[1]}}', 109, -32602),
+    ('{"jsonrpc":"2.0","id":110,"method":"resources/read","params":{"uri":5}}', 110, -32602),
+    ('{"jsonrpc":"2.0","id":111,"method":"no/such/method"}', 111, -32601),
+    ('{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, -32600),
+]
+
+
+def test_hostile_lines_are_answered_with_their_id_and_the_server_keeps_serving(gw):
+    gw.add_app("com.example.echo")
+    raw = Raw(gw)
+    try:
+        raw.initialize("2025-11-25")
+        for line, id, code in HOSTILE:
+            raw.proc.stdin.write(line + "\n")
+            raw.proc.stdin.flush()
+            deadline = time.monotonic() + 10
+            while True:
+                msg = json.loads(raw.lines.get(timeout=max(0.01, deadline - time.monotonic())))
+                if "error" in msg and msg.get("id") == id:
+                    break
+            assert msg["error"]["code"] == code, (line[:80], msg)
+        # Invalid UTF-8 and a line over the 16 MiB limit.
+        raw.proc.stdin.buffer.write(b'{"jsonrpc":"2.0","id":112,"method":"ping","x":"\xff\xfe"}\n')
+        raw.proc.stdin.buffer.write(b'{"jsonrpc":"2.0","id":113,"method":"ping","x":"' + b"a" * (17 << 20) + b'"}\n')
+        raw.proc.stdin.flush()
+        seen = []
+        while len(seen) < 2:
+            msg = json.loads(raw.lines.get(timeout=30))
+            if "error" in msg:
+                seen.append(msg["error"]["code"])
+        assert seen == [-32700, -32700]
+        # A request whose id is still in flight is refused, the first one still answered.
+        call = {"jsonrpc": "2.0", "id": 200, "method": "tools/call", "params": {
+            "name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 1}}}}
+        raw.proc.stdin.write(json.dumps(call) + "\n" + json.dumps(call) + "\n")
+        raw.proc.stdin.flush()
+        first = raw.reply(200)
+        assert first["error"]["code"] == -32600 and "in progress" in first["error"]["message"]
+        second = raw.reply(200)
+        assert second["result"]["content"][0]["text"] == "slept"
+        # Still serving, and stdout was JSON-RPC only.
+        assert raw.reply(raw.send("ping"))["result"] == {}
+        for out in raw.raw_lines:
+            assert json.loads(out)["jsonrpc"] == "2.0"
+    finally:
+        raw.proc.kill()

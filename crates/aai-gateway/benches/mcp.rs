@@ -254,6 +254,73 @@ async fn measure(label: &str, calls: usize, call: Arc<Call>) {
     );
 }
 
+/// Calls that must not cost more with more apps: a cached `web_discover`, the error path
+/// of `aai_exec` (an unknown app), and `aai_search`; then the peak RSS. At 0 and 1,000
+/// apps.
+async fn scaling(tmp: &Path, adapter: &Path) {
+    for n in [0, 1_000] {
+        let home = tmp.join(format!("scaling{n}"));
+        write_apps(&home, n, adapter);
+        // A fresh web cache entry, as `web_discover` leaves it.
+        let cached = home.join("web/com.bench.web");
+        fs::create_dir_all(&cached).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        fs::write(cached.join("aai.json"), json!({"schemaVersion":"1.0","version":"1.0.0","platform":"web",
+            "app":{"id":"com.bench.web","name":"Web","description":"A cached web app"},
+            "execution":{"type":"http","baseUrl":"http://127.0.0.1:9"},
+            "tools":[{"name":"get","description":"d","parameters":{"type":"object"},"execution":{"path":"/x","method":"GET"}}]}).to_string()).unwrap();
+        fs::write(
+            cached.join("meta.json"),
+            json!({"sourceUrl":"http://127.0.0.1:9/.well-known/aai.json",
+            "fetchedAt": now, "ttlSecs": 86400, "etag": null})
+            .to_string(),
+        )
+        .unwrap();
+        let gw = Arc::new(Client::spawn(
+            GATEWAY,
+            &["--home", home.to_str().unwrap()],
+            "id",
+        ));
+        gw.initialize().await;
+        for (label, args) in [
+            (
+                "web_discover, cached",
+                json!({"name":"web_discover","arguments":{"url":"http://127.0.0.1:9"}}),
+            ),
+            (
+                "aai_exec, unknown app",
+                json!({"name":"aai_exec","arguments":{"app":"com.nothing.here","tool":"t"}}),
+            ),
+            (
+                "aai_search",
+                json!({"name":"aai_search","arguments":{"query":"bench app 7"}}),
+            ),
+        ] {
+            let g = gw.clone();
+            measure(
+                &format!("{label} ({n} apps)"),
+                500,
+                Arc::new(move || {
+                    let (g, args) = (g.clone(), args.clone());
+                    boxed(async move {
+                        g.rpc("tools/call", args).await;
+                    })
+                }),
+            )
+            .await;
+        }
+        let (rss, peak) = gw.rss_kib();
+        println!(
+            "scaling {n:>5} apps: RSS {:.1} MiB, peak {:.1} MiB",
+            rss as f64 / 1024.0,
+            peak as f64 / 1024.0
+        );
+    }
+}
+
 async fn exec(tmp: &Path, adapter: &Path) {
     let home = tmp.join("exec");
     write_apps(&home, 1, adapter);
@@ -575,6 +642,9 @@ fn main() {
         }
         if only.is_empty() || only == "exec" {
             exec(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "scaling" {
+            scaling(tmp.path(), &adapter).await;
         }
         if only.is_empty() || only == "http" {
             http(tmp.path()).await;

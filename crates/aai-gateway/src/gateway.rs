@@ -237,7 +237,10 @@ impl Gateway {
     ) -> Result<(String, bool), GatewayError> {
         let url = catalog::web::well_known(input)?;
         let fetched = self.web.fetch(&url, None).await?;
-        self.rescan_async().await;
+        // A cache hit changes nothing: no rescan (it would cost a scan of every app).
+        if fetched.changed || self.snapshot().await.find(&fetched.app_id).is_none() {
+            self.rescan_async().await;
+        }
         Ok((fetched.app_id, fetched.stale))
     }
 

@@ -32,6 +32,7 @@ pub mod exec;
 pub mod gateway;
 pub mod hash;
 pub mod host;
+pub mod lines;
 pub mod logging;
 pub mod mcp;
 pub mod net;

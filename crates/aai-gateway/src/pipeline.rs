@@ -273,9 +273,10 @@ pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
             )
         }
         None => {
-            let hint = crate::registry::search::search(snapshot, app, 3)
+            let hint = snapshot
+                .nearby(app, 3)
                 .iter()
-                .map(|h| format!("`{}`", h.entry.app.id))
+                .map(|id| format!("`{id}`"))
                 .collect::<Vec<_>>();
             let detail = if hint.is_empty() {
                 format!("no app `{app}`; use aai_search to find apps")

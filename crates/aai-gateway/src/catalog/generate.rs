@@ -59,6 +59,10 @@ pub enum Plan {
     Edited,
     /// Nothing to describe (no interfaces of its own).
     Empty,
+    /// The generated descriptor does not pass validation (a bug of ours): never written.
+    Invalid,
+    /// A built-in app already serves this name: skipped unless `--all`.
+    BuiltIn,
 }
 
 impl Plan {
@@ -70,6 +74,8 @@ impl Plan {
             Plan::Unchanged => "unchanged",
             Plan::Edited => "edited by you (kept; --force to overwrite)",
             Plan::Empty => "nothing to describe",
+            Plan::Invalid => "generated descriptor is invalid (not written)",
+            Plan::BuiltIn => "served by a built-in app (skipped; --all to include)",
         }
     }
 }
@@ -152,12 +158,19 @@ pub fn descriptor(
             .next()
             .unwrap_or(&iface.name)
             .to_lowercase();
+        // Tool names must be unique: the interface's short name first, then a number
+        // (two interfaces may share a short name: org.gtk.Application and
+        // org.freedesktop.Application both have `Activate`).
         let mut unique = |base: String| {
-            let name = if used.contains(&base) {
-                format!("{short}_{base}")
-            } else {
-                base
-            };
+            let mut name = base.clone();
+            if used.contains(&name) {
+                name = format!("{short}_{base}");
+            }
+            let mut n = 2;
+            while used.contains(&name) {
+                name = format!("{short}_{base}_{n}");
+                n += 1;
+            }
             used.push(name.clone());
             name
         };
@@ -165,7 +178,10 @@ pub fn descriptor(
             let mut props = Map::new();
             let mut required = Vec::new();
             for (i, (arg, sig)) in args.iter().enumerate() {
-                let key = arg.clone().unwrap_or_else(|| format!("arg{i}"));
+                let mut key = arg.clone().unwrap_or_else(|| format!("arg{i}"));
+                if props.contains_key(&key) {
+                    key = format!("{key}_{i}");
+                }
                 let mut s = schema_for(sig);
                 if let Some(obj) = s.as_object_mut() {
                     obj.insert("description".into(), json!(format!("D-Bus `{sig}`")));
@@ -235,8 +251,16 @@ pub fn fingerprint(text: &str) -> String {
     format!("{:016x}", crate::hash::stable(text))
 }
 
-/// What writing `text` to `dir/aai.json` would do.
+/// What writing `text` to `dir/aai.json` would do. A text that does not validate is
+/// never written.
 pub fn plan(dir: &Path, text: &str) -> Plan {
+    let parsed = aai_descriptor::parse(text, "generated");
+    if parsed.app.is_none() || parsed.diagnostics.iter().any(|d| d.is_error()) {
+        for d in &parsed.diagnostics {
+            tracing::warn!("generated descriptor for {}: {d}", dir.display());
+        }
+        return Plan::Invalid;
+    }
     let file = dir.join("aai.json");
     let Ok(current) = std::fs::read_to_string(&file) else {
         return Plan::New;
@@ -299,5 +323,56 @@ mod tests {
         assert!(is_plumbing("org.freedesktop.portal.Desktop"));
         assert!(!is_plumbing("org.freedesktop.Notifications"));
         assert!(!is_plumbing("org.freedesktop.DBusX"));
+    }
+
+    #[test]
+    fn generated_descriptors_validate_even_when_names_collide() {
+        use crate::catalog::bus::{InterfaceDescription, ObjectDescription};
+        let app = |name: &str| InterfaceDescription {
+            name: name.to_owned(),
+            methods: vec![
+                (
+                    "Activate".to_owned(),
+                    vec![(Some("platform_data".into()), "a{sv}".into())],
+                ),
+                (
+                    "Open".to_owned(),
+                    vec![(None, "as".into()), (Some("arg0".into()), "s".into())],
+                ),
+            ],
+            properties: vec![("Busy".to_owned(), "b".into(), true)],
+        };
+        // gnome-calculator: org.gtk.Application and org.freedesktop.Application.
+        let objects = [ObjectDescription {
+            path: "/org/gnome/Calculator".into(),
+            interfaces: vec![
+                app("org.gtk.Application"),
+                app("org.freedesktop.Application"),
+                app("org.example.Application"),
+            ],
+        }];
+        let doc = descriptor("org.gnome.Calculator", &objects).unwrap();
+        let text = serde_json::to_string_pretty(&doc).unwrap();
+        let parsed = aai_descriptor::parse(&text, "generated");
+        let errors: Vec<String> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(ToString::to_string)
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let app = parsed.app.unwrap();
+        let names: Vec<&str> = app.bindings[0]
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert!(
+            names.contains(&"application_activate") && names.contains(&"application_activate_2"),
+            "{names:?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(plan(dir.path(), &text), Plan::New);
+        assert_eq!(plan(dir.path(), "{\"appId\": 1}"), Plan::Invalid);
     }
 }

@@ -56,12 +56,17 @@ pub struct Fetched {
     pub file: PathBuf,
     /// Served from the cache because the site could not be reached.
     pub stale: bool,
+    /// A descriptor was written (new or changed): the catalog must be rescanned.
+    pub changed: bool,
 }
 
 /// Fetches descriptors (through the shared client of `net`) into the cache.
 #[derive(Debug)]
 pub struct Fetcher {
     home: PathBuf,
+    /// `sourceUrl → app id` of the cache, built on first use and kept current, so a
+    /// lookup reads one entry instead of every entry.
+    index: std::sync::Arc<std::sync::Mutex<Option<std::collections::HashMap<String, String>>>>,
 }
 
 impl Fetcher {
@@ -69,6 +74,47 @@ impl Fetcher {
     pub fn new(home: &Path) -> Fetcher {
         Fetcher {
             home: home.to_owned(),
+            index: Default::default(),
+        }
+    }
+
+    /// The cache entry for `known_id`, else the one fetched from `url`: read on a blocking
+    /// thread, through the index.
+    async fn lookup(&self, known_id: Option<&str>, url: &reqwest::Url) -> Option<(String, Value)> {
+        let home = self.home.clone();
+        let index = self.index.clone();
+        let known = known_id.map(str::to_owned);
+        let source = url.as_str().to_owned();
+        tokio::task::spawn_blocking(move || {
+            if let Some(id) = known
+                && let Some(found) = read_entry(&home, &id)
+            {
+                return Some(found);
+            }
+            let mut index = index.lock().expect("index lock");
+            for attempt in 0..2 {
+                let map = index.get_or_insert_with(|| build_index(&home));
+                if let Some(id) = map.get(&source).cloned()
+                    && let Some((id, meta)) = read_entry(&home, &id)
+                    && meta.get("sourceUrl").and_then(Value::as_str) == Some(source.as_str())
+                {
+                    return Some((id, meta));
+                }
+                // Changed on disk behind our back: read the folder again, once.
+                if attempt == 0 {
+                    *index = None;
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    fn remember(&self, source: &str, id: &str) {
+        if let Some(map) = self.index.lock().expect("index lock").as_mut() {
+            map.insert(source.to_owned(), id.to_owned());
         }
     }
 
@@ -89,9 +135,7 @@ impl Fetcher {
         known_id: Option<&str>,
     ) -> Result<Fetched, GatewayError> {
         check_fetchable(url)?;
-        let cached = known_id
-            .and_then(|id| self.cached(id))
-            .or_else(|| self.cached_by_source(url));
+        let cached = self.lookup(known_id, url).await;
         if let Some((id, meta)) = &cached
             && age(meta) < TTL
         {
@@ -99,6 +143,7 @@ impl Fetcher {
                 file: self.file(id),
                 app_id: id.clone(),
                 stale: false,
+                changed: false,
             });
         }
         let mut request = self.client()?.get(url.clone());
@@ -119,6 +164,7 @@ impl Fetcher {
                             file: self.file(&id),
                             app_id: id,
                             stale: true,
+                            changed: false,
                         })
                     }
                     None => Err(GatewayError::new(
@@ -137,6 +183,7 @@ impl Fetcher {
                 file: self.file(&id),
                 app_id: id,
                 stale: false,
+                changed: false,
             });
         }
         if !response.status().is_success() {
@@ -219,11 +266,13 @@ impl Fetcher {
         std::fs::rename(&tmp, dir.join("aai.json")).map_err(fail)?;
         let meta = json!({"sourceUrl": url.as_str(), "fetchedAt": now(), "ttlSecs": TTL.as_secs(), "etag": etag});
         self.write_meta(&app.id, &meta)?;
+        self.remember(url.as_str(), &app.id);
         tracing::info!(app = %app.id, %url, "cached a web app descriptor");
         Ok(Fetched {
             file: dir.join("aai.json"),
             app_id: app.id,
             stale: false,
+            changed: true,
         })
     }
 
@@ -302,24 +351,7 @@ impl Fetcher {
     }
 
     fn cached(&self, id: &str) -> Option<(String, Value)> {
-        let meta =
-            std::fs::read_to_string(cache_dir(&self.home).join(id).join("meta.json")).ok()?;
-        self.file(id).exists().then(|| {
-            (
-                id.to_owned(),
-                serde_json::from_str(&meta).unwrap_or(Value::Null),
-            )
-        })
-    }
-
-    fn cached_by_source(&self, url: &reqwest::Url) -> Option<(String, Value)> {
-        let entries = std::fs::read_dir(cache_dir(&self.home)).ok()?;
-        entries.flatten().find_map(|e| {
-            let id = e.file_name().to_string_lossy().into_owned();
-            let (id, meta) = self.cached(&id)?;
-            (meta.get("sourceUrl").and_then(Value::as_str) == Some(url.as_str()))
-                .then_some((id, meta))
-        })
+        read_entry(&self.home, id)
     }
 
     fn write_meta(&self, id: &str, meta: &Value) -> Result<(), GatewayError> {
@@ -334,6 +366,36 @@ impl Fetcher {
             )
         })
     }
+}
+
+/// One cache entry: its id and `meta.json`, when its descriptor exists.
+fn read_entry(home: &Path, id: &str) -> Option<(String, Value)> {
+    let dir = cache_dir(home).join(id);
+    let meta = std::fs::read_to_string(dir.join("meta.json")).ok()?;
+    dir.join("aai.json").exists().then(|| {
+        (
+            id.to_owned(),
+            serde_json::from_str(&meta).unwrap_or(Value::Null),
+        )
+    })
+}
+
+/// `sourceUrl → id` of every cache entry.
+fn build_index(home: &Path) -> std::collections::HashMap<String, String> {
+    let mut map = std::collections::HashMap::new();
+    for entry in std::fs::read_dir(cache_dir(home))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let id = entry.file_name().to_string_lossy().into_owned();
+        if let Some((id, meta)) = read_entry(home, &id)
+            && let Some(source) = meta.get("sourceUrl").and_then(Value::as_str)
+        {
+            map.insert(source.to_owned(), id);
+        }
+    }
+    map
 }
 
 fn age(meta: &Value) -> Duration {

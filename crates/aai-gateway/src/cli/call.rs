@@ -46,6 +46,8 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
         gateway.call(app, tool, args, cancel, None).await
     });
     gateway.shutdown();
+    drop(runtime);
+    crate::exec::process::reap_all(std::time::Duration::from_secs(2));
     match outcome {
         Ok(o) => {
             let mut out = std::io::stdout().lock();

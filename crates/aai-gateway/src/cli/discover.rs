@@ -65,6 +65,9 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
             .as_ref()
             .map(|d| format!("{}\n", serde_json::to_string_pretty(d).expect("JSON")));
         let plan = match &text {
+            // The built-in app for this name is richer than a generated one, and a file
+            // on disk would shadow it.
+            Some(_) if !opts.all && crate::catalog::builtin::watches(service) => Plan::BuiltIn,
             Some(t) => generate::plan(&ctx.home.join(service.as_str()), t),
             None => Plan::Empty,
         };
@@ -144,15 +147,18 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
     } else if !writable.is_empty() {
         let _ = writeln!(
             out,
-            "\nNothing written; run again with --yes to write {} descriptor(s).",
-            writable.len()
+            "\nNothing written; run again with --yes to write {}.",
+            crate::text::count(writable.len(), "descriptor", "descriptors")
         );
     }
     ExitCode::SUCCESS
 }
 
 fn ask(n: usize) -> bool {
-    eprint!("Write {n} descriptor(s)? [y/N] ");
+    eprint!(
+        "Write {}? [y/N] ",
+        crate::text::count(n, "descriptor", "descriptors")
+    );
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y")
 }

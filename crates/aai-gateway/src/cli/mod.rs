@@ -212,13 +212,17 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             "aai-gateway is an MCP server: it speaks MCP on stdin/stdout and waits for an MCP client (Claude Code, Codex, Cursor, …) to start it; README.md › \"Use it from an MCP client\" shows how. Try `aai-gateway --scan` to see your apps; Ctrl-C stops this."
         );
     }
+    crate::exec::process::become_subreaper();
     let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let gateway = ctx.into_gateway();
-    runtime
+    let served = runtime
         .block_on(crate::mcp::stdio::serve(gateway))
-        .map_err(|e| format!("MCP server stopped: {e:#}"))?;
+        .map_err(|e| format!("MCP server stopped: {e:#}"));
     // Adapters and blocking scans must not keep the process alive after the session.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Nothing we started outlives us, not even a grandchild that left its group.
+    crate::exec::process::reap_all(std::time::Duration::from_secs(2));
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

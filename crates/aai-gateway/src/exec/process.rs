@@ -71,7 +71,7 @@ async fn drain_stderr(stderr: tokio::process::ChildStderr, label: String, tail: 
     let (mut logged, mut dropped) = (0u32, 0u64);
     loop {
         line.clear();
-        match read_line_capped(&mut reader, &mut line, MAX_STDERR_LINE).await {
+        match crate::lines::read_line_capped(&mut reader, &mut line, MAX_STDERR_LINE).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
@@ -93,34 +93,6 @@ async fn drain_stderr(stderr: tokio::process::ChildStderr, label: String, tail: 
     }
     if dropped > 0 {
         tracing::info!(app = %label, "{dropped} more adapter stderr lines were not logged");
-    }
-}
-
-/// Reads up to and including the next `\n`, keeping at most `max` bytes of it in `out`;
-/// returns how many bytes were consumed (0 at the end).
-async fn read_line_capped<R: tokio::io::AsyncBufRead + Unpin>(
-    reader: &mut R,
-    out: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<usize> {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut consumed = 0;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(consumed);
-        }
-        let (n, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (buf.len(), false),
-        };
-        let room = max.saturating_sub(out.len());
-        out.extend_from_slice(&buf[..n.min(room)]);
-        reader.consume(n);
-        consumed += n;
-        if done {
-            return Ok(consumed);
-        }
     }
 }
 
@@ -405,6 +377,72 @@ async fn capped(
     }
 }
 
+/// Makes this process the reaper of its orphaned descendants (Linux; a no-op elsewhere):
+/// an adapter's grandchild that left the adapter's process group (`setsid`) is reparented
+/// here when the adapter dies, instead of to init, so [`reap_all`] can stop it. For the
+/// server process only — never for a process that hosts other work (a test harness).
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::debug!("cannot become a child subreaper: {e}");
+    }
+}
+
+/// At exit: kills every process that is still a child of this one (adapters' leftovers,
+/// escaped grandchildren reparented here) and waits for them, at most `deadline`, so none
+/// outlives the gateway or stays a zombie. For the server and CLI processes only.
+pub fn reap_all(deadline: std::time::Duration) {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::signal::{Signal, kill};
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        use nix::unistd::Pid;
+        let me = i32::try_from(std::process::id()).unwrap_or(0);
+        let children: Vec<Pid> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| parent_of(*pid) == Some(me))
+            .map(Pid::from_raw)
+            .collect();
+        for pid in &children {
+            let _ = kill(*pid, Signal::SIGKILL);
+        }
+        let started = std::time::Instant::now();
+        let mut left = children;
+        while !left.is_empty() && started.elapsed() < deadline {
+            left.retain(|pid| {
+                matches!(
+                    waitpid(*pid, Some(WaitPidFlag::WNOHANG)),
+                    Ok(WaitStatus::StillAlive)
+                )
+            });
+            if !left.is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        if !left.is_empty() {
+            tracing::warn!("{} child processes did not exit in time", left.len());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = deadline;
+}
+
+/// The parent pid of `pid`, from `/proc/<pid>/stat` (Linux).
+#[cfg(target_os = "linux")]
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// Starts a program the gateway does not own — a web browser for a sign-in — detached:
 /// no pipes, no process group of ours, not killed when the gateway is done with it.
 /// `command` is split on white space; `%s` in it is replaced by `arg`, else `arg` is
@@ -546,39 +584,6 @@ mod tests {
         let args = ["30".to_owned()];
         let e = run(&spec("sleep", &args), b"", &l).await.unwrap_err();
         assert!(matches!(e, RunError::Cancelled), "{e}");
-    }
-
-    #[tokio::test]
-    async fn stderr_lines_are_capped() {
-        let data: Vec<u8> = [vec![b'x'; 100_000], b"\nshort\n".to_vec(), vec![b'y'; 10]].concat();
-        let mut reader = tokio::io::BufReader::new(&data[..]);
-        let mut line = Vec::new();
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 4096)
-                .await
-                .unwrap(),
-            100_001
-        );
-        assert_eq!(line.len(), 4096);
-        line.clear();
-        read_line_capped(&mut reader, &mut line, 4096)
-            .await
-            .unwrap();
-        assert_eq!(line, b"short\n");
-        line.clear();
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 4096)
-                .await
-                .unwrap(),
-            10
-        );
-        line.clear();
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 4096)
-                .await
-                .unwrap(),
-            0
-        );
     }
 
     #[tokio::test]

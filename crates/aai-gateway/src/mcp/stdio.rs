@@ -1,25 +1,366 @@
 //! The stdio transport: MCP on stdin/stdout for one client, until the client goes away
 //! or the gateway is asked to stop.
+//!
+//! Between the pipes and rmcp sits a thin framing layer that makes the JSON-RPC rules
+//! hold where rmcp 3.9 bends them (docs/mcp.md lists what remains):
+//!
+//! * a line that is not JSON (or not UTF-8), or longer than 16 MiB, is answered with
+//!   -32700 Parse error (rmcp drops it, and a client waiting for that id waits forever);
+//!   the id is recovered from the text when it can be, else it is `null`, as JSON-RPC says;
+//! * a line that is JSON but not a request, response or notification (an array, no
+//!   `jsonrpc: "2.0"`, no `method`) is answered with -32600 Invalid Request, with its id
+//!   when it has a usable one;
+//! * `initialize`, `tools/call` and `resources/read` whose `params` have the wrong shape
+//!   get -32602 Invalid params (rmcp answers -32601 Method not found);
+//! * a request whose id is still in flight gets -32600 (rmcp would answer only one).
+//!
+//! Everything else passes through untouched, in both directions.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use rmcp::ServiceExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::Server;
 use crate::gateway::Gateway;
+use crate::lines::read_line_capped;
+
+/// Longest accepted line (rmcp's own limit).
+const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Serves MCP on stdin/stdout; starts the gateway's background work (first scan,
 /// watcher, registry, signals) and stops it when the session ends.
 pub async fn serve(gateway: Arc<Gateway>) -> anyhow::Result<()> {
+    let (input, output) = (tokio::io::stdin(), tokio::io::stdout());
+    serve_on(gateway, input, output).await
+}
+
+/// [`serve`] over any pair of pipes.
+pub async fn serve_on(
+    gateway: Arc<Gateway>,
+    input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) -> anyhow::Result<()> {
     let running = gateway.start();
-    let service = Server::new(gateway.clone())
-        .serve(rmcp::transport::stdio())
-        .await?;
+    let (rmcp_side, our_side) = tokio::io::duplex(1 << 16);
+    let (from_rmcp, to_rmcp) = tokio::io::split(our_side);
+    let output = Arc::new(tokio::sync::Mutex::new(output));
+    let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let inbound = tokio::spawn(inbound(input, to_rmcp, output.clone(), in_flight.clone()));
+    let outbound = tokio::spawn(outbound(from_rmcp, output, in_flight));
+    let service = Server::new(gateway.clone()).serve(rmcp_side).await?;
     let cancel = service.cancellation_token();
     tokio::select! {
         reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),
         () = gateway.stopping() => cancel.cancel(),
     }
+    inbound.abort();
+    // Let the last answers reach the client.
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), outbound).await;
     running.stop();
     Ok(())
+}
+
+/// Client → rmcp: checks each line, answers the broken ones itself.
+async fn inbound(
+    input: impl tokio::io::AsyncRead + Unpin,
+    mut to_rmcp: impl AsyncWrite + Unpin,
+    output: Arc<tokio::sync::Mutex<impl AsyncWrite + Unpin>>,
+    in_flight: Arc<Mutex<HashSet<String>>>,
+) {
+    let mut reader = BufReader::new(input);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        let consumed = match read_line_capped(&mut reader, &mut line, MAX_LINE + 1).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let verdict = if consumed > MAX_LINE {
+            Err(error(
+                None,
+                -32700,
+                "Parse error: the message is longer than 16 MiB",
+            ))
+        } else {
+            check(&line, &in_flight)
+        };
+        match verdict {
+            Ok(()) => {
+                if !line.ends_with(b"\n") {
+                    line.push(b'\n');
+                }
+                if to_rmcp.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            Err(Some(answer)) => {
+                let mut out = output.lock().await;
+                let _ = out.write_all(answer.as_bytes()).await;
+                let _ = out.flush().await;
+            }
+            Err(None) => {}
+        }
+    }
+    // End of input: rmcp sees it too and ends the session.
+    let _ = to_rmcp.shutdown().await;
+}
+
+/// rmcp → client: forwards each line whole and notes which ids were answered.
+async fn outbound(
+    from_rmcp: impl tokio::io::AsyncRead + Unpin,
+    output: Arc<tokio::sync::Mutex<impl AsyncWrite + Unpin>>,
+    in_flight: Arc<Mutex<HashSet<String>>>,
+) {
+    let mut reader = BufReader::new(from_rmcp);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        match read_line_capped(&mut reader, &mut line, usize::MAX).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if let Some(id) = response_id(&line) {
+            in_flight.lock().expect("in-flight lock").remove(&id);
+        }
+        let mut out = output.lock().await;
+        if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+/// `Ok` to pass the line on; `Err(Some(answer))` to answer it here; `Err(None)` to drop
+/// it silently (a broken notification: JSON-RPC never answers those).
+fn check(line: &[u8], in_flight: &Mutex<HashSet<String>>) -> Result<(), Option<String>> {
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t.trim(),
+        Err(_) => return Err(error(None, -32700, "Parse error: the message is not UTF-8")),
+    };
+    if text.is_empty() {
+        return Err(None);
+    }
+    let message: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(error(
+                recover_id(text).as_ref(),
+                -32700,
+                &format!("Parse error: {e}"),
+            ));
+        }
+    };
+    let Value::Object(map) = &message else {
+        return Err(error(
+            None,
+            -32600,
+            "Invalid Request: a message is one JSON object (batches are not part of MCP)",
+        ));
+    };
+    let id = map.get("id").filter(|id| id.is_string() || id.is_number());
+    if map.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(error(
+            id,
+            -32600,
+            "Invalid Request: `jsonrpc` must be \"2.0\"",
+        ));
+    }
+    let Some(method) = map.get("method") else {
+        // A response to one of our requests (elicitation, roots): rmcp's business.
+        return if map.contains_key("result") || map.contains_key("error") {
+            Ok(())
+        } else {
+            Err(error(id, -32600, "Invalid Request: no `method`"))
+        };
+    };
+    let Some(method) = method.as_str() else {
+        return Err(error(
+            id,
+            -32600,
+            "Invalid Request: `method` must be a string",
+        ));
+    };
+    match map.get("id") {
+        // A notification: never answered.
+        None => return Ok(()),
+        Some(Value::String(_) | Value::Number(_)) => {}
+        Some(_) => {
+            return Err(error(
+                None,
+                -32600,
+                "Invalid Request: `id` must be a string or a number",
+            ));
+        }
+    }
+    if let Some(problem) = params_problem(method, map.get("params")) {
+        return Err(error(id, -32602, &format!("Invalid params: {problem}")));
+    }
+    let key = id.map(Value::to_string).unwrap_or_default();
+    if !in_flight.lock().expect("in-flight lock").insert(key) {
+        return Err(error(
+            id,
+            -32600,
+            "Invalid Request: a request with this id is still in progress",
+        ));
+    }
+    Ok(())
+}
+
+/// What is wrong with the `params` of the methods whose wrong params rmcp misreports.
+fn params_problem(method: &str, params: Option<&Value>) -> Option<&'static str> {
+    let obj = match params {
+        Some(Value::Object(o)) => Some(o),
+        None | Some(Value::Null) => None,
+        Some(_) => return Some("`params` must be an object"),
+    };
+    let text = |k: &str| obj.and_then(|o| o.get(k)).is_some_and(Value::is_string);
+    let object_or_absent = |k: &str| {
+        obj.and_then(|o| o.get(k))
+            .is_none_or(|v| v.is_object() || v.is_null())
+    };
+    match method {
+        "tools/call" if !text("name") => Some("`name` must be a string"),
+        "tools/call" if !object_or_absent("arguments") => Some("`arguments` must be an object"),
+        "resources/read" if !text("uri") => Some("`uri` must be a string"),
+        "initialize" if !text("protocolVersion") => Some("`protocolVersion` must be a string"),
+        "initialize"
+            if !obj
+                .and_then(|o| o.get("clientInfo"))
+                .is_some_and(|c| c.get("name").is_some_and(Value::is_string)) =>
+        {
+            Some("`clientInfo.name` must be a string")
+        }
+        "initialize"
+            if !obj
+                .and_then(|o| o.get("capabilities"))
+                .is_some_and(Value::is_object) =>
+        {
+            Some("`capabilities` must be an object")
+        }
+        _ => None,
+    }
+}
+
+/// The id of an outgoing response (`{"jsonrpc":"2.0","id":…,"result"|"error":…}`), as
+/// the JSON text it was sent with; `None` for requests and notifications.
+fn response_id(line: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: Option<Value>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let head: Head = serde_json::from_slice(line).ok()?;
+    if head.method.is_some() {
+        return None;
+    }
+    head.id.map(|id| id.to_string())
+}
+
+/// An `"id": <number or string>` readable in broken JSON text.
+fn recover_id(text: &str) -> Option<Value> {
+    let at = text.find("\"id\"")?;
+    let rest = text[at + 4..].trim_start().strip_prefix(':')?.trim_start();
+    if let Some(quoted) = rest.strip_prefix('"') {
+        let end = quoted.find('"')?;
+        return Some(Value::String(quoted[..end].to_owned()));
+    }
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .unwrap_or(rest.len());
+    rest[..end].parse::<i64>().ok().map(Value::from)
+}
+
+/// A JSON-RPC error answer line.
+fn error(id: Option<&Value>, code: i64, message: &str) -> Option<String> {
+    let id = id.cloned().unwrap_or(Value::Null);
+    Some(format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(line: &str) -> Result<(), Option<Value>> {
+        let flight = Mutex::new(HashSet::new());
+        check(line.as_bytes(), &flight).map_err(|a| a.map(|a| serde_json::from_str(&a).unwrap()))
+    }
+
+    #[test]
+    fn broken_lines_are_answered_with_their_id() {
+        let e = verdict(r#"{"jsonrpc":"2.0","id":7,"method":"tools/list""#)
+            .unwrap_err()
+            .unwrap();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (json!(7), json!(-32700))
+        );
+        let e = verdict(r#"{"id":"a\"b","jsonrpc":2"#).unwrap_err().unwrap();
+        assert_eq!(e["id"], json!("a\\"));
+        let e = verdict("not json").unwrap_err().unwrap();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (Value::Null, json!(-32700))
+        );
+        let e = verdict(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)
+            .unwrap_err()
+            .unwrap();
+        assert_eq!(e["error"]["code"], -32600);
+        let e = verdict(r#"{"id":3,"method":"ping"}"#).unwrap_err().unwrap();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (json!(3), json!(-32600))
+        );
+        let e = verdict(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"x"}"#)
+            .unwrap_err()
+            .unwrap();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (json!(4), json!(-32602))
+        );
+        let e = verdict(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":1}}"#)
+            .unwrap_err()
+            .unwrap();
+        assert_eq!(e["error"]["code"], -32602);
+        let e = verdict(r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{}}"#)
+            .unwrap_err()
+            .unwrap();
+        assert_eq!(e["error"]["code"], -32602);
+        assert_eq!(
+            verdict(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#),
+            Ok(())
+        );
+        assert_eq!(
+            verdict(r#"{"jsonrpc":2,"method":"notifications/x""#)
+                .unwrap_err()
+                .unwrap()["id"],
+            Value::Null
+        );
+        assert_eq!(verdict("   "), Err(None));
+        assert_eq!(
+            verdict(
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"aai_exec"}}"#
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_duplicate_id_in_flight_is_refused_until_answered() {
+        let flight = Mutex::new(HashSet::new());
+        let req = br#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+        assert_eq!(check(req, &flight), Ok(()));
+        assert!(check(req, &flight).is_err());
+        let id = response_id(br#"{"jsonrpc":"2.0","id":9,"result":{}}"#).unwrap();
+        flight.lock().unwrap().remove(&id);
+        assert_eq!(check(req, &flight), Ok(()));
+        assert_eq!(
+            response_id(br#"{"jsonrpc":"2.0","id":1,"method":"roots/list"}"#),
+            None
+        );
+    }
 }

@@ -157,6 +157,28 @@ impl Snapshot {
         self.missing.get(key).or_else(|| self.missing.get(bare))
     }
 
+    /// Up to `n` served app ids close to `key` in sorted order that share a good part of
+    /// its prefix (`com.example.ehco` → `com.example.echo`): "did you mean" for the error
+    /// path, in O(log n) — it must not walk every app.
+    pub fn nearby(&self, key: &str, n: usize) -> Vec<&str> {
+        let at = self.entries.partition_point(|e| e.app.id.as_str() < key);
+        let from = at.saturating_sub(n);
+        let to = (at + n).min(self.entries.len());
+        let shared = |id: &str| {
+            id.chars()
+                .zip(key.chars())
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let mut close: Vec<(usize, &str)> = self.entries[from..to]
+            .iter()
+            .map(|e| (shared(&e.app.id), e.app.id.as_str()))
+            .filter(|(common, _)| *common >= 3 && *common * 2 >= key.chars().count())
+            .collect();
+        close.sort_by_key(|c| std::cmp::Reverse(c.0));
+        close.into_iter().take(n).map(|(_, id)| id).collect()
+    }
+
     /// The localized name of an entry.
     pub fn name<'a>(&self, entry: &'a Entry) -> &'a str {
         entry.app.name.resolve(self.locale.as_deref())
