@@ -47,6 +47,25 @@ def handle(req):
         with open(p["pidfile"], "w") as f:
             f.write(str(child.pid))
         reply(req, child.pid)
+    elif tool == "bigline":
+        # One stdout line longer than the gateway accepts.
+        with lock:
+            sys.stdout.write("x" * (17 * 1024 * 1024) + "\n")
+            sys.stdout.flush()
+    elif tool == "spew":
+        # A huge stderr line without a newline, then many short ones, then an answer.
+        chunk = "e" * (1 << 20)
+        for _ in range(p.get("mib", 100)):
+            sys.stderr.write(chunk)
+        sys.stderr.write("\n")
+        for i in range(p.get("lines", 20000)):
+            sys.stderr.write(f"noise {i}\n")
+        sys.stderr.flush()
+        reply(req, "spewed")
+    elif tool == "stubborn":
+        # A child in the adapter's group that ignores SIGTERM.
+        child = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300 & wait"])
+        reply(req, child.pid)
     elif tool == "crash":
         sys.stderr.write("boom: the adapter crashed on purpose\n")
         sys.stderr.flush()

@@ -53,6 +53,45 @@ def anyio_backend():
     return "asyncio"
 
 
+def _processes_of(tmp_path):
+    """Live processes started for a test: their command line names its temporary folder
+    (the gateway's --home, a bus config) or they run inside it (adapters run in their
+    descriptor's folder)."""
+    me, found = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            with open(f"/proc/{d}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            cwd = os.readlink(f"/proc/{d}/cwd")
+        except OSError:
+            continue
+        if state != "Z" and (str(tmp_path) in cmd or cwd.startswith(str(tmp_path))):
+            found.append((int(d), cmd[:160]))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test(tmp_path):
+    """After each test, nothing it started may still run (given 5 s to exit)."""
+    yield
+    import time
+    deadline = time.monotonic() + 5
+    left = _processes_of(tmp_path)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = _processes_of(tmp_path)
+    for pid, _ in left:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    assert not left, f"processes outlived the test: {left}"
+
+
 def tool(name, properties=None, required=(), **extra):
     schema = {"type": "object", "properties": properties or {}}
     if required:
@@ -66,6 +105,8 @@ STANDARD_TOOLS = [
     tool("sleep", {"seconds": {"type": "number"}}, ["seconds"]),
     tool("hang", {"pidfile": {"type": "string"}}, ["pidfile"]),
     tool("escape", {"pidfile": {"type": "string"}}, ["pidfile"]),
+    tool("bigline"), tool("stubborn"),
+    tool("spew", {"mib": {"type": "integer"}, "lines": {"type": "integer"}}),
     tool("crash"), tool("garbage"), tool("progress"),
     tool("fail", {"code": {}, "message": {"type": "string"}}),
 ]

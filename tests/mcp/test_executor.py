@@ -23,7 +23,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone (ENOENT), or being reaped right now (ESRCH)
         return False
 
 
@@ -201,13 +201,6 @@ def test_call_command_runs_the_same_pipeline(gw):
     assert not_json.returncode == 1 and "not JSON" in not_json.stderr
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
 
 async def test_reloads_retire_adapters_whose_binding_changed_or_vanished(gw):
     import shutil
@@ -258,3 +251,65 @@ async def test_a_grandchild_that_left_the_group_does_not_outlive_the_gateway(gw)
     with anyio.fail_after(10):
         while alive(escaped):
             await anyio.sleep(0.05)
+
+
+async def test_a_thousand_concurrent_calls_through_one_adapter_during_reloads(gw):
+    gw.add_app("com.example.echo")
+    gw.add_app("com.example.other")
+    results = {}
+
+    async with gw.session() as s:
+        async def one(i):
+            r = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo",
+                                               "args": {"text": f"call-{i}", "n": i + 1}})
+            results[i] = (r.structured_content["echo"]["text"], r.structured_content["echo"]["n"])
+
+        stop = anyio.Event()
+
+        async def reload():
+            n = 0
+            while not stop.is_set():
+                gw.add_app("com.example.other", description=f"reloaded {n}")
+                n += 1
+                await anyio.sleep(0.05)
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reload)
+                async with anyio.create_task_group() as calls:
+                    for i in range(1000):
+                        calls.start_soon(one, i)
+                stop.set()
+        tools = [t.name for t in (await s.list_tools()).tools]
+        assert "app_com_example_other" in tools
+    assert results == {i: (f"call-{i}", i + 1) for i in range(1000)}, "none lost, none crossed"
+
+
+async def test_faulty_adapters_fail_their_calls_and_nothing_else(gw):
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        # A stdout line over the cap: the calls fail, the adapter is replaced.
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "bigline", "args": {}})
+        assert "longer than" in e.value.error.data["detail"]
+        r = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": "ok"}})
+        assert r.structured_content["echo"]["text"] == "ok"
+        # 100 MiB of stderr without a newline, then 20,000 lines: memory and log stay small.
+        r = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "spew", "args": {}})
+        assert r.content[0].text == "spewed"
+        gateway = max(pid for pid, cmd in _gateways(gw))
+        with open(f"/proc/{gateway}/status") as f:
+            peak_kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+        assert peak_kib < 100 * 1024, f"peak RSS {peak_kib} KiB"
+        # A child that ignores SIGTERM still goes with its group.
+        r = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "stubborn", "args": {}})
+        stubborn = int(r.content[0].text)
+    log = gw.home / "logs" / "aai-gateway.log"
+    assert log.stat().st_size < 2 * 1024 * 1024, f"the log grew to {log.stat().st_size} bytes"
+    assert "more adapter stderr lines were not logged" in log.read_text()
+    assert await wait_dead(stubborn)
+
+
+def _gateways(gw):
+    from conftest import _processes_of
+    return [(pid, cmd) for pid, cmd in _processes_of(gw.tmp) if "--home" in cmd]

@@ -194,3 +194,140 @@ async def test_closed_ports_do_not_leak_keys_or_path_arguments(gw):
         assert f"http://127.0.0.1:{port}/" in detail, "the origin is still named"
     cli = gw.run("call", "com.example.q", "get", '{"id": "s3cr3t-path-arg"}')
     assert_absent(gw, [*secret_forms(), "s3cr3t-path-arg"], detail, cli.stdout, cli.stderr)
+
+
+class Faulty:
+    """A web API that misbehaves by path: /huge (a 20 MiB body), /slow (a body that
+    trickles), /loop (redirects to itself), /away (redirects to another origin)."""
+
+    def __init__(self):
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                if path == "/huge":
+                    self.send_response(200)
+                    self.send_header("content-type", "text/plain")
+                    self.end_headers()  # no length: the cap must hold while streaming
+                    chunk = b"h" * (1 << 20)
+                    try:
+                        for _ in range(20):
+                            self.wfile.write(chunk)
+                    except OSError:
+                        pass
+                elif path == "/slow":
+                    self.send_response(200)
+                    self.send_header("content-type", "text/plain")
+                    self.send_header("content-length", "100")
+                    self.end_headers()
+                    try:
+                        for _ in range(100):
+                            self.wfile.write(b"s")
+                            self.wfile.flush()
+                            import time
+                            time.sleep(0.2)
+                    except OSError:
+                        pass
+                elif path == "/loop":
+                    self.send_response(302)
+                    self.send_header("location", "/loop")
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                elif path == "/away":
+                    self.send_response(302)
+                    self.send_header("location", f"http://localhost:{outer.port}/loop")
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_faulty_web_servers_fail_their_calls_cleanly(gw):
+    f = Faulty()
+    try:
+        app = web_app("com.example.faulty", f.base, [tool("huge", "GET", "/huge"), tool("slow", "GET", "/slow"),
+                                                     tool("loop", "GET", "/loop"), tool("away", "GET", "/away")],
+                      timeout_ms=1500)
+        gw.put("com.example.faulty", app)
+        async with gw.session() as s:
+            async def fails(name):
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("aai_exec", {"app": "com.example.faulty", "tool": name, "args": {}})
+                return e.value.error
+            assert "larger than 10 MiB" in (await fails("huge")).data["detail"]
+            assert (await fails("slow")).code == -32008
+            assert "redirect" in (await fails("loop")).data["detail"]
+            away = await fails("away")
+            assert "another origin" in away.data["detail"], away.data
+            # Still serving.
+            assert (await s.call_tool("aai_search", {"query": "faulty"})).structured_content["results"]
+    finally:
+        f.stop()
+
+
+class HugeTokens:
+    """A token endpoint that answers with 200 MiB of JSON, echoing the app secret first."""
+
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length)
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.end_headers()
+                try:
+                    self.wfile.write(b'{"echo": ' + json.dumps(body.decode()).encode() + b', "pad": "')
+                    chunk = b"p" * (1 << 20)
+                    for _ in range(200):
+                        self.wfile.write(chunk)
+                    self.wfile.write(b'"}')
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_a_huge_token_answer_is_refused_not_buffered(gw):
+    ts = HugeTokens()
+    try:
+        app = web_app("com.example.tok", ts.base, [tool("me", "GET", "/me")])
+        app["auth"] = {"type": "appCredential", "appCredential": {"tokenEndpoint": f"{ts.base}/token",
+                                                                  "tokenType": "tenantAccessToken",
+                                                                  "expiresIn": 7200}}
+        gw.put("com.example.tok", app)
+        gw.config(credentials={"store": "file"})
+        assert auth_set(gw, "com.example.tok", '{"appId": "cli_a1", "appSecret": "app-s3cr3t-xyz"}').returncode == 0
+        async with gw.session() as s:
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("aai_exec", {"app": "com.example.tok", "tool": "me", "args": {}})
+            assert "larger than 1 MiB" in e.value.error.data["detail"], e.value.error.data
+            from test_executor import _gateways
+            pid = max(p for p, _ in _gateways(gw))
+            with open(f"/proc/{pid}/status") as f:
+                peak_kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+            assert peak_kib < 100 * 1024, f"peak RSS {peak_kib} KiB"
+            detail = json.dumps(e.value.error.data)
+        assert_absent(gw, ["app-s3cr3t-xyz"], detail)
+    finally:
+        ts.stop()

@@ -170,3 +170,22 @@ def test_hostile_lines_are_answered_with_their_id_and_the_server_keeps_serving(g
             assert json.loads(out)["jsonrpc"] == "2.0"
     finally:
         raw.proc.kill()
+
+
+def test_backtracking_validation_never_stalls_the_server(gw):
+    gw.add_app("com.example.regex", tools=[{
+        "name": "keys", "description": "A map with a backtracking key pattern",
+        "parameters": {"type": "object", "properties": {"map": {"type": "object",
+                       "patternProperties": {"^(a|aa)+\\1$": {"type": "string"}}}}}}])
+    raw = Raw(gw)
+    try:
+        raw.initialize("2025-11-25")
+        keys = {("a" * 40) + f"b{i}": "x" for i in range(1000)}
+        slow = raw.send("tools/call", {"name": "aai_exec", "arguments": {
+            "app": "com.example.regex", "tool": "keys", "args": {"map": keys}}})
+        started = time.monotonic()
+        assert raw.reply(raw.send("ping"))["result"] == {}
+        assert time.monotonic() - started < 5, "ping is answered while the arguments are validated"
+        raw.reply(slow, timeout=30)  # answered (valid, invalid or too slow): never stuck
+    finally:
+        raw.proc.kill()

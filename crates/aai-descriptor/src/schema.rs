@@ -150,8 +150,7 @@ fn check_patterns(value: &Value, at: &mut String, found: &mut bool) -> Result<()
                     continue;
                 }
                 let len = at.len();
-                at.push('/');
-                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                push_segment(at, key);
                 match (key.as_str(), child) {
                     ("pattern", Value::String(p)) => {
                         *found = true;
@@ -177,6 +176,18 @@ fn check_patterns(value: &Value, at: &mut String, found: &mut bool) -> Result<()
     }
 }
 
+/// Appends `/key` to a JSON pointer, escaped.
+fn push_segment(at: &mut String, key: &str) {
+    at.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
+        }
+    }
+}
+
 /// Walks the schema: every `$ref` must be local and resolve.
 fn check_refs(root: &Value, value: &Value, at: &mut String) -> Result<(), String> {
     match value {
@@ -187,14 +198,7 @@ fn check_refs(root: &Value, value: &Value, at: &mut String) -> Result<(), String
                     continue;
                 }
                 let len = at.len();
-                at.push('/');
-                for c in key.chars() {
-                    match c {
-                        '~' => at.push_str("~0"),
-                        '/' => at.push_str("~1"),
-                        c => at.push(c),
-                    }
-                }
+                push_segment(at, key);
                 if let ("$ref", Value::String(r)) = (key.as_str(), child) {
                     check_ref(root, r, at)?;
                 } else {

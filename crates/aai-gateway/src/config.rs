@@ -192,7 +192,9 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
         c.scan_paths = paths.iter().map(|p| expand_path(p, &base)).collect();
     }
     if let Some(n) = positive(obj, "defaultTimeout") {
-        c.default_timeout = Duration::from_secs_f64(n);
+        if let Some(n) = at_most(obj, "defaultTimeout", n, 86_400.0) {
+            c.default_timeout = Duration::from_secs_f64(n);
+        }
     }
     if let Some(level) = obj.opt_str("logLevel") {
         match level {
@@ -209,7 +211,9 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     if let Some(port) = integer(obj, "httpPort", 1, u64::from(u16::MAX)) {
         c.http_port = port as u16;
     }
-    if let Some(n) = obj.opt_non_negative("scanInterval") {
+    if let Some(n) = obj.opt_non_negative("scanInterval")
+        && let Some(n) = at_most(obj, "scanInterval", n, 7.0 * 86_400.0)
+    {
         c.scan_interval = (n > 0.0).then(|| Duration::from_secs_f64(n));
     }
     if let Some(url) = obj.opt_text("registryUrl") {
@@ -295,6 +299,18 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     }
 }
 
+/// `n` when it is at most `max` seconds; else an error naming the key.
+fn at_most(obj: &mut Obj<'_>, key: &'static str, n: f64, max: f64) -> Option<f64> {
+    if n.is_finite() && n <= max {
+        return Some(n);
+    }
+    obj.sink().error(
+        obj.at(key),
+        format!("`{key}` must be at most {max} seconds"),
+    );
+    None
+}
+
 fn positive(obj: &mut Obj<'_>, key: &'static str) -> Option<f64> {
     let n = obj.opt_non_negative(key)?;
     if n == 0.0 {
@@ -377,6 +393,24 @@ mod tests {
         assert!(d.is_empty(), "{d:?}");
         assert_eq!(c.scan_paths[1], PathBuf::from("/home/u/.aai/extra"));
         assert_eq!(c.http_port, 3000);
+    }
+
+    #[test]
+    fn durations_are_bounded_and_never_panic() {
+        for text in [
+            r#"{"defaultTimeout": 1.5e300}"#,
+            r#"{"defaultTimeout": 86401}"#,
+            r#"{"scanInterval": 1e308}"#,
+        ] {
+            let errors = parse(text).unwrap_err();
+            assert!(
+                errors[0].to_string().contains("must be at most"),
+                "{text}: {errors:?}"
+            );
+        }
+        let (c, _) = parse(r#"{"defaultTimeout": 86400, "scanInterval": 0}"#).unwrap();
+        assert_eq!(c.default_timeout, Duration::from_secs(86_400));
+        assert_eq!(c.scan_interval, None);
     }
 
     #[test]

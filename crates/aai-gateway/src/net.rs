@@ -137,6 +137,9 @@ pub enum BodyError {
     /// The connection failed while reading.
     #[error("reading the response failed: {0}")]
     Transport(String),
+    /// The request's time ran out while the body was arriving.
+    #[error("the response did not arrive in time")]
+    TimedOut,
 }
 
 /// Reads a whole body, refusing it once it grows past `max` bytes.
@@ -151,11 +154,13 @@ pub async fn read_capped(
         return Err(BodyError::TooLarge(max));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| BodyError::Transport(describe(&e)))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        if e.is_timeout() {
+            BodyError::TimedOut
+        } else {
+            BodyError::Transport(describe(&e))
+        }
+    })? {
         if body.len() + chunk.len() > max {
             return Err(BodyError::TooLarge(max));
         }

@@ -163,11 +163,27 @@ pub(crate) fn timeout(obj: &mut Obj<'_>, key: &'static str, unit: Unit) -> Optio
             .error(obj.at(key), format!("`{key}` must be greater than zero"));
         return None;
     }
-    Some(match unit {
-        Unit::Seconds => Duration::from_secs_f64(n),
-        Unit::Millis => Duration::from_secs_f64(n / 1000.0),
-    })
+    let secs = match unit {
+        Unit::Seconds => n,
+        Unit::Millis => n / 1000.0,
+    };
+    // Longer than a day is a mistake (and a huge number cannot be a `Duration` at all).
+    if !secs.is_finite() || secs > MAX_TIMEOUT_SECS {
+        let limit = match unit {
+            Unit::Seconds => format!("{MAX_TIMEOUT_SECS} seconds"),
+            Unit::Millis => format!("{} milliseconds", MAX_TIMEOUT_SECS * 1000.0),
+        };
+        obj.sink().error(
+            obj.at(key),
+            format!("`{key}` must be at most {limit} (a day)"),
+        );
+        return None;
+    }
+    Some(Duration::from_secs_f64(secs))
 }
+
+/// The longest timeout a descriptor may set, in seconds.
+pub(crate) const MAX_TIMEOUT_SECS: f64 = 86_400.0;
 
 /// Folds an enum-like word so `apple-events`, `apple_events` and `appleEvents` compare equal.
 pub(crate) fn fold(word: &str) -> String {
@@ -339,6 +355,27 @@ pub(crate) fn path_from_id(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timeouts_are_bounded() {
+        let value = serde_json::json!({"a": 30, "b": 1.5e300, "c": 86_400_001, "d": 0.5});
+        let sink = Sink::new("t");
+        let mut obj = crate::read::Obj::new(&sink, &value, String::new()).unwrap();
+        assert_eq!(
+            timeout(&mut obj, "a", Unit::Seconds),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(timeout(&mut obj, "b", Unit::Seconds), None);
+        assert_eq!(timeout(&mut obj, "c", Unit::Millis), None);
+        assert_eq!(
+            timeout(&mut obj, "d", Unit::Millis),
+            Some(Duration::from_micros(500))
+        );
+        drop(obj);
+        let errors: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].contains("at most 86400 seconds"), "{errors:?}");
+    }
 
     #[test]
     fn urls_need_https_except_loopback() {

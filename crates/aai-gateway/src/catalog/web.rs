@@ -416,7 +416,9 @@ async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, GatewayErro
             BodyError::TooLarge(_) => {
                 GatewayError::new(Code::AaiJsonInvalid, "the descriptor is larger than 1 MiB")
             }
-            BodyError::Transport(_) => GatewayError::new(Code::ServiceUnavailable, e.to_string()),
+            BodyError::Transport(_) | BodyError::TimedOut => {
+                GatewayError::new(Code::ServiceUnavailable, e.to_string())
+            }
         })
 }
 

@@ -139,7 +139,7 @@ impl Execute for HttpExecutor {
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|t| t.contains("json"));
             let body = tokio::select! {
-                b = read_body(response) => b?,
+                b = read_body(response, req.ctx.timeout) => b?,
                 () = tokio::time::sleep(deadline.saturating_duration_since(Instant::now())) => {
                     return Err(timeout(req.ctx.timeout).into());
                 }
@@ -363,12 +363,14 @@ fn retry_after(response: &reqwest::Response) -> Option<Duration> {
     Some(Duration::from_secs(secs)).filter(|d| *d <= MAX_RETRY_AFTER)
 }
 
-async fn read_body(response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
+async fn read_body(response: reqwest::Response, limit: Duration) -> Result<Vec<u8>, GatewayError> {
     net::read_capped(response, net::MAX_API_BODY)
         .await
         .map_err(|e| match e {
-            BodyError::TooLarge(_) => GatewayError::new(Code::AutomationFailed, e.to_string()),
-            BodyError::Transport(_) => GatewayError::new(Code::AutomationFailed, e.to_string()),
+            BodyError::TooLarge(_) | BodyError::Transport(_) => {
+                GatewayError::new(Code::AutomationFailed, e.to_string())
+            }
+            BodyError::TimedOut => timeout(limit),
         })
 }
 

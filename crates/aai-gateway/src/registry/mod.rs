@@ -61,6 +61,9 @@ pub struct Snapshot {
     /// Served apps, sorted by id.
     pub entries: Vec<Entry>,
     by_key: HashMap<String, usize>,
+    /// Lower-cased ids and names (any language), and aliases: lookups without a walk.
+    by_name: HashMap<String, Vec<usize>>,
+    by_alias: HashMap<String, Vec<usize>>,
     /// Apps found but not served, by id.
     missing: HashMap<String, Missing>,
     /// What the scan reported.
@@ -108,6 +111,24 @@ impl Snapshot {
         entries.sort_by(|a, b| a.app.id.cmp(&b.app.id));
         slug::assign(&mut entries);
         let mut by_key = HashMap::with_capacity(entries.len() * 2);
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_alias: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            let mut names: Vec<String> =
+                e.app.name.all().iter().map(|n| n.to_lowercase()).collect();
+            names.push(e.app.id.to_lowercase());
+            names.sort();
+            names.dedup();
+            for n in names {
+                by_name.entry(n).or_default().push(i);
+            }
+            for a in &e.app.aliases {
+                let list = by_alias.entry(a.to_lowercase()).or_default();
+                if !list.contains(&i) {
+                    list.push(i);
+                }
+            }
+        }
         for (i, e) in entries.iter().enumerate() {
             by_key.insert(e.app.id.clone(), i);
             by_key.entry(e.slug.clone()).or_insert(i);
@@ -116,6 +137,8 @@ impl Snapshot {
         Snapshot {
             entries,
             by_key,
+            by_name,
+            by_alias,
             missing,
             diagnostics: catalog.diagnostics,
             locale,
@@ -126,34 +149,22 @@ impl Snapshot {
     /// Finds an app by id, slug, `app_<slug>`, `app:<id>`, or a name or alias (any
     /// language, any case) when exactly one app has it.
     pub fn find(&self, key: &str) -> Option<&Entry> {
-        let key = key.trim();
-        let bare = key
-            .strip_prefix("app:")
-            .or_else(|| key.strip_prefix("app_"))
-            .unwrap_or(key);
+        let (key, bare) = keys(key);
         if let Some(&i) = self.by_key.get(key).or_else(|| self.by_key.get(bare)) {
             return Some(&self.entries[i]);
         }
-        let unique = |matches: &dyn Fn(&Entry) -> bool| {
-            let mut found = self.entries.iter().filter(|e| matches(e));
-            let first = found.next()?;
-            found.next().is_none().then_some(first)
+        let folded = key.to_lowercase();
+        let unique = |index: &HashMap<String, Vec<usize>>| match index.get(&folded)?.as_slice() {
+            [one] => Some(&self.entries[*one]),
+            _ => None,
         };
-        unique(&|e| {
-            e.app.id.eq_ignore_ascii_case(key)
-                || e.app.name.all().iter().any(|n| n.eq_ignore_ascii_case(key))
-        })
-        .or_else(|| unique(&|e| e.app.aliases.iter().any(|a| a.eq_ignore_ascii_case(key))))
+        unique(&self.by_name).or_else(|| unique(&self.by_alias))
     }
 
     /// Why `key` (an app id) is not served, when it was found but is broken or cannot run
     /// here.
     pub fn missing(&self, key: &str) -> Option<&Missing> {
-        let key = key.trim();
-        let bare = key
-            .strip_prefix("app:")
-            .or_else(|| key.strip_prefix("app_"))
-            .unwrap_or(key);
+        let (key, bare) = keys(key);
         self.missing.get(key).or_else(|| self.missing.get(bare))
     }
 
@@ -188,6 +199,16 @@ impl Snapshot {
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
     }
+}
+
+/// A lookup key trimmed, and without an `app:`/`app_` prefix.
+fn keys(key: &str) -> (&str, &str) {
+    let key = key.trim();
+    let bare = key
+        .strip_prefix("app:")
+        .or_else(|| key.strip_prefix("app_"))
+        .unwrap_or(key);
+    (key, bare)
 }
 
 fn fingerprint(entries: &[Entry]) -> u64 {
