@@ -191,10 +191,10 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     if let Some(paths) = obj.opt_str_list("scanPaths") {
         c.scan_paths = paths.iter().map(|p| expand_path(p, &base)).collect();
     }
-    if let Some(n) = positive(obj, "defaultTimeout") {
-        if let Some(n) = at_most(obj, "defaultTimeout", n, 86_400.0) {
-            c.default_timeout = Duration::from_secs_f64(n);
-        }
+    if let Some(n) = positive(obj, "defaultTimeout")
+        && let Some(n) = at_most(obj, "defaultTimeout", n, 86_400.0)
+    {
+        c.default_timeout = Duration::from_secs_f64(n);
     }
     if let Some(level) = obj.opt_str("logLevel") {
         match level {

@@ -87,6 +87,12 @@ async fn drain_stderr(stderr: tokio::process::ChildStderr, label: String, tail: 
             logged += 1;
             tracing::info!(app = %label, "adapter stderr: {text}");
         } else {
+            if dropped == 0 {
+                tracing::info!(
+                    app = %label,
+                    "adapter stderr: more than {STDERR_LINES_PER_SEC} lines a second; counting the rest"
+                );
+            }
             dropped += 1;
         }
         tail.push(text);
