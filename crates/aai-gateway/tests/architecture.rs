@@ -53,6 +53,7 @@ fn only_under(needle: &str, allowed: &[&str]) {
 #[test]
 fn only_mcp_knows_rmcp() {
     only_under("rmcp::", &["mcp/"]);
+    only_under("axum::", &["mcp/"]);
     only_under("crate::mcp", &["mcp/", "cli/mod.rs"]);
 }
 

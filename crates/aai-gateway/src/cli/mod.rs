@@ -34,6 +34,16 @@ struct Cli {
     #[arg(long, conflicts_with = "scan")]
     mcp: bool,
 
+    /// Serve MCP over Streamable HTTP at http://127.0.0.1:<httpPort>/mcp (instead of
+    /// stdin/stdout).
+    #[arg(long, conflicts_with_all = ["scan", "mcp"])]
+    web: bool,
+
+    /// With --web: the address to listen on, default 127.0.0.1:<httpPort>. Any other than
+    /// loopback needs a bearer token in AAI_HTTP_TOKEN.
+    #[arg(long, requires = "web", value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
+
     /// List discovered apps, their bindings and tools, and every diagnostic.
     #[arg(long)]
     scan: bool,
@@ -192,6 +202,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         None if cli.discover => {
             Err("--discover inspects D-Bus and is available on Linux only".to_owned())
         }
+        None if cli.web => {
+            let ctx = context(cli.home, cli.config, true, false)?;
+            serve_web(ctx, cli.listen)
+        }
         None if cli.scan => {
             let ctx = context(cli.home, cli.config, false, true)?;
             Ok(scan::run(&ctx, cli.json))
@@ -201,6 +215,32 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             serve(ctx)
         }
     }
+}
+
+/// The Streamable HTTP MCP server (`--web`).
+fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitCode, String> {
+    let addr = listen
+        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
+    let token = std::env::var("AAI_HTTP_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .map(crate::auth::Secret::new);
+    crate::exec::process::become_subreaper();
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
+    let gateway = ctx.into_gateway();
+    let options = crate::mcp::http::Options { addr, token };
+    let served = runtime.block_on(crate::mcp::http::serve(gateway, options, |addr| {
+        // The one line a person starting a web server expects.
+        let _ = writeln!(
+            std::io::stderr(),
+            "aai-gateway: serving MCP on http://{addr}/mcp (Ctrl-C stops it)"
+        );
+    }));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    crate::exec::process::reap_all(std::time::Duration::from_secs(2));
+    served
+        .map(|()| ExitCode::SUCCESS)
+        .map_err(|e| e.to_string())
 }
 
 /// The stdio MCP server.

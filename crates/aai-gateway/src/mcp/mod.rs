@@ -9,6 +9,7 @@
 // This module is where rmcp is allowed (clippy.toml bans its types elsewhere).
 #![allow(clippy::disallowed_types)]
 
+pub mod http;
 mod names;
 pub mod stdio;
 mod tools;
