@@ -122,6 +122,9 @@ class Gateway:
         self.home = tmp / "aai"
         self.home.mkdir()
         (tmp / "root").mkdir()
+        # Most tests are about other things than consent: their calls are allowed. The
+        # consent tests set `consent` themselves.
+        self.config()
 
     def add_app(self, app_id, name=None, tools=None, description="A test app", aliases=(),
                 args=(), timeout_ms=None, env=None):
@@ -148,6 +151,7 @@ class Gateway:
         tmp.rename(d / "aai.json")
 
     def config(self, **settings):
+        settings.setdefault("consent", {"mode": "allow"})
         (self.home / "config.json").write_text(json.dumps(settings))
 
     def env(self, **extra):
@@ -166,13 +170,18 @@ class Gateway:
                                      env=self.env(**env))
 
     @contextlib.asynccontextmanager
-    async def session(self, on_message=None, discover=False, **env):
-        from mcp import ClientSession
+    async def session(self, on_message=None, discover=False, elicitation=None, client_name=None, **env):
+        from mcp import ClientSession, types
         from mcp.client.stdio import stdio_client
         need_peer(HAVE_MCP, "PyPI package mcp (Python MCP SDK)")
         errlog = open(self.tmp / "stderr.log", "a")
+        extra = {}
+        if elicitation is not None:
+            extra["elicitation_callback"] = elicitation
+        if client_name is not None:
+            extra["client_info"] = types.Implementation(name=client_name, version="1")
         async with stdio_client(self.params(**env), errlog=errlog) as (read, write):
-            async with ClientSession(read, write, message_handler=on_message) as s:
+            async with ClientSession(read, write, message_handler=on_message, **extra) as s:
                 if discover:
                     await s.discover()
                 else:

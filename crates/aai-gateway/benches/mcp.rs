@@ -146,8 +146,18 @@ impl Client {
     }
 }
 
-fn write_apps(home: &Path, n: usize, adapter: &Path) {
+/// The bench measures calls, not the consent prompt: its homes allow every call.
+fn allow_calls(home: &Path) {
     fs::create_dir_all(home).unwrap();
+    fs::write(
+        home.join("config.json"),
+        r#"{"consent": {"mode": "allow"}}"#,
+    )
+    .unwrap();
+}
+
+fn write_apps(home: &Path, n: usize, adapter: &Path) {
+    allow_calls(home);
     for i in 0..n {
         let id = format!("com.bench.app{i}");
         let tools: Vec<Value> = (0..3).map(|t| json!({
@@ -407,6 +417,7 @@ async fn dbus(tmp: &Path) {
     );
 
     let home = tmp.join("dbus");
+    allow_calls(&home);
     fs::create_dir_all(home.join("com.example.typed")).unwrap();
     fs::write(
         home.join("com.example.typed/aai.json"),
@@ -566,6 +577,7 @@ async fn http(tmp: &Path) {
     )
     .await;
     let home = tmp.join("http");
+    allow_calls(&home);
     fs::create_dir_all(home.join("com.example.web")).unwrap();
     fs::write(
         home.join("com.example.web/aai.json"),

@@ -58,6 +58,8 @@ pub enum CredentialStore {
 pub struct AppSettings {
     /// OAuth client id, overriding the descriptor's.
     pub client_id: Option<String>,
+    /// `consent` mode for this app, overriding `consent.mode`.
+    pub consent: Option<ConsentMode>,
 }
 
 /// The gateway's settings.
@@ -89,6 +91,8 @@ pub struct Config {
     pub errors: ErrorStyle,
     /// Consent policy.
     pub consent: ConsentMode,
+    /// How long a call without a consent channel waits for a grant (`consent.waitSeconds`).
+    pub consent_wait: Duration,
     /// Credential storage.
     pub credentials: CredentialStore,
     /// Locale for names, overriding `LC_ALL`/`LC_MESSAGES`/`LANG`.
@@ -116,6 +120,7 @@ impl Config {
             max_listed_apps: 50,
             errors: ErrorStyle::JsonRpc,
             consent: ConsentMode::Prompt,
+            consent_wait: Duration::ZERO,
             credentials: CredentialStore::Keyring,
             locale: None,
             retries: 2,
@@ -256,18 +261,15 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     if let Some(n) = integer(obj, "retries", 0, 10) {
         c.retries = n as u32;
     }
-    if let Some(mut consent) = obj.opt_obj("consent")
-        && let Some(m) = choice(
-            &mut consent,
-            "mode",
-            &[
-                ("prompt", ConsentMode::Prompt),
-                ("allow", ConsentMode::Allow),
-                ("deny", ConsentMode::Deny),
-            ],
-        )
-    {
-        c.consent = m;
+    if let Some(mut consent) = obj.opt_obj("consent") {
+        if let Some(m) = choice(&mut consent, "mode", CONSENT_MODES) {
+            c.consent = m;
+        }
+        if let Some(n) = consent.opt_non_negative("waitSeconds")
+            && let Some(n) = at_most(&mut consent, "waitSeconds", n, 3600.0)
+        {
+            c.consent_wait = Duration::from_secs_f64(n);
+        }
     }
     if let Some(mut credentials) = obj.opt_obj("credentials")
         && let Some(s) = choice(
@@ -293,11 +295,18 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             };
             let settings = AppSettings {
                 client_id: app.opt_text("clientId").map(str::to_owned),
+                consent: choice(&mut app, "consent", CONSENT_MODES),
             };
             c.apps.insert(id.clone(), settings);
         }
     }
 }
+
+const CONSENT_MODES: &[(&str, ConsentMode)] = &[
+    ("prompt", ConsentMode::Prompt),
+    ("allow", ConsentMode::Allow),
+    ("deny", ConsentMode::Deny),
+];
 
 /// `n` when it is at most `max` seconds; else an error naming the key.
 fn at_most(obj: &mut Obj<'_>, key: &'static str, n: f64, max: f64) -> Option<f64> {

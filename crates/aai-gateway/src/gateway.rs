@@ -46,6 +46,7 @@ pub struct Gateway {
     rescans: AtomicU64,
     shutdown: CancellationToken,
     pub(crate) executors: Executors,
+    pub(crate) consent: crate::consent::Gate,
     pub(crate) auth: Authenticator,
     pub(crate) web: catalog::web::Fetcher,
 }
@@ -74,7 +75,22 @@ impl Gateway {
             .filter_map(|(id, a)| Some((id.clone(), a.client_id.clone()?)))
             .collect();
         let auth = Authenticator::new(store, locale.clone(), client_ids);
+        let state = match crate::state::State::open(&crate::state::State::file_in(&home)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!("{e}; consent grants are kept for this run only");
+                None
+            }
+        };
+        let per_app = config
+            .apps
+            .iter()
+            .filter_map(|(id, a)| Some((id.clone(), a.consent?)))
+            .collect();
+        let consent =
+            crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state);
         Arc::new(Gateway {
+            consent,
             web: catalog::web::Fetcher::new(&home),
             auth,
             config,

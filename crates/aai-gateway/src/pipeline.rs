@@ -9,7 +9,6 @@ use std::sync::Arc;
 use aai_descriptor::Tool;
 use serde_json::{Map, Value};
 
-use crate::config::ConsentMode;
 use crate::error::{Code, GatewayError};
 use crate::exec::{self, CallContext, Request};
 use crate::gateway::Gateway;
@@ -18,6 +17,24 @@ use crate::registry::{Missing, Snapshot};
 
 /// At most this many schema violations are listed in one INVALID_PARAMS error.
 const MAX_REPORTED_VIOLATIONS: usize = 5;
+
+/// Who asks for a call, and how to ask the user about it.
+#[derive(Clone)]
+pub struct Origin {
+    /// The caller (client name and transport).
+    pub caller: crate::consent::Caller,
+    /// The front door's way to ask the user, when it has one.
+    pub prompter: Option<crate::consent::SharedPrompter>,
+}
+
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Origin")
+            .field("caller", &self.caller)
+            .field("prompter", &self.prompter.is_some())
+            .finish()
+    }
+}
 
 /// A successful call.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,9 +56,12 @@ impl Gateway {
         args: Option<Value>,
         cancel: tokio_util::sync::CancellationToken,
         progress: Option<crate::exec::ProgressSink>,
+        origin: &Origin,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
-        let result = self.call_inner(app, tool, args, cancel, progress).await;
+        let result = self
+            .call_inner(app, tool, args, cancel, progress, origin)
+            .await;
         let elapsed = started.elapsed();
         match &result {
             Ok(_) => tracing::info!(app, tool, ?elapsed, "call succeeded"),
@@ -57,6 +77,7 @@ impl Gateway {
         args: Option<Value>,
         cancel: tokio_util::sync::CancellationToken,
         progress: Option<crate::exec::ProgressSink>,
+        origin: &Origin,
     ) -> Result<Outcome, GatewayError> {
         let mut snapshot = self.snapshot().await;
         let mut app = std::borrow::Cow::Borrowed(app);
@@ -106,15 +127,17 @@ impl Gateway {
         let args = validate(tool, args)
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;
-        // Consent (until the prompt lands): `deny` refuses every call; `prompt` and `allow`
-        // run it.
-        if self.config.consent == ConsentMode::Deny {
-            return Err(GatewayError::new(
-                Code::PermissionDenied,
-                "calls are refused by configuration (`consent.mode` is `deny`)",
-            )
-            .at(app_id, &tool.name));
-        }
+        let question = crate::consent::Question {
+            caller: origin.caller.clone(),
+            app: app_id.to_owned(),
+            app_name: snapshot.name(entry).to_owned(),
+            tool: tool.name.clone(),
+            description: tool.description.clone(),
+        };
+        self.consent
+            .check(&question, origin.prompter.as_deref())
+            .await
+            .map_err(|e| e.at(app_id, &tool.name))?;
         let timeout = tool
             .timeout
             .or(binding.timeout)

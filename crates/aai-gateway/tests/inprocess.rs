@@ -101,7 +101,7 @@ struct Session {
 async fn connect(gw: &Arc<Gateway>) -> Session {
     let running = gw.start();
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
-    let server = aai_gateway::mcp::Server::new(gw.clone());
+    let server = aai_gateway::mcp::Server::new(gw.clone(), "stdio");
     tokio::spawn(async move {
         if let Ok(service) = server.serve(server_io).await {
             let _ = service.waiting().await;
@@ -151,7 +151,7 @@ async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
         "com.example.sh",
         &descriptor("com.example.sh", Some(500)),
     );
-    let gw = gateway(&home, "{}");
+    let gw = gateway(&home, r#"{"consent": {"mode": "allow"}}"#);
     let mut s = connect(&gw).await;
 
     let info = s.client.peer_info().unwrap();
@@ -270,7 +270,10 @@ async fn the_watcher_sees_changes_and_stays_idle_otherwise() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("aai");
     std::fs::create_dir_all(&home).unwrap();
-    let gw = gateway(&home, r#"{"scanInterval": 0}"#);
+    let gw = gateway(
+        &home,
+        r#"{"scanInterval": 0, "consent": {"mode": "allow"}}"#,
+    );
     let mut s = connect(&gw).await;
     s.client.list_all_tools().await.unwrap(); // waits for the first scan
 

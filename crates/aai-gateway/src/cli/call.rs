@@ -43,7 +43,11 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
                 on_signal.cancel();
             }
         });
-        gateway.call(app, tool, args, cancel, None).await
+        let origin = crate::pipeline::Origin {
+            caller: crate::consent::Caller::cli(),
+            prompter: None,
+        };
+        gateway.call(app, tool, args, cancel, None, &origin).await
     });
     gateway.shutdown();
     drop(runtime);

@@ -2,6 +2,7 @@
 
 mod auth;
 mod call;
+mod consent;
 #[cfg(target_os = "linux")]
 mod discover;
 mod scan;
@@ -89,6 +90,11 @@ enum Command {
         #[command(subcommand)]
         action: AuthCommand,
     },
+    /// Show, grant or revoke consent: which client may run which tools without asking.
+    Consent {
+        #[command(subcommand)]
+        action: ConsentCommand,
+    },
     /// Run one tool through the full pipeline and print its result (JSON).
     Call {
         /// App id (or name).
@@ -97,6 +103,38 @@ enum Command {
         tool: String,
         /// Arguments as a JSON object; default `{}`.
         args: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConsentCommand {
+    /// The remembered grants.
+    List {
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Always allow a client to run a tool (or, without --tool, every tool) of an app.
+    Grant {
+        /// App id.
+        app: String,
+        /// Only this tool.
+        #[arg(long)]
+        tool: Option<String>,
+        /// The client, as `name@transport` (the CONSENT_REQUIRED error names it).
+        #[arg(long)]
+        caller: String,
+    },
+    /// Remove grants of an app (all of them, or one tool's, or one client's).
+    Revoke {
+        /// App id.
+        app: String,
+        /// Only this tool's grant.
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only this client's grants.
+        #[arg(long)]
+        caller: Option<String>,
     },
 }
 
@@ -179,6 +217,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 AuthCommand::Login { app } => auth::Action::Login(app),
             };
             Ok(auth::run(&ctx, action))
+        }
+        Some(Command::Consent { action }) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            let action = match action {
+                ConsentCommand::List { json } => consent::Action::List { json },
+                ConsentCommand::Grant { app, tool, caller } => {
+                    consent::Action::Grant { app, tool, caller }
+                }
+                ConsentCommand::Revoke { app, tool, caller } => {
+                    consent::Action::Revoke { app, tool, caller }
+                }
+            };
+            Ok(consent::run(&ctx, action))
         }
         Some(Command::Call { app, tool, args }) => {
             let ctx = context(cli.home, cli.config, false, false)?;

@@ -105,7 +105,7 @@ fn router(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<Secret>) -> axu
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation();
-    let factory = move || Ok(Server::new(gateway.clone()));
+    let factory = move || Ok(Server::new(gateway.clone(), "http"));
     let service =
         StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
     let router = axum::Router::new().nest_service("/mcp", service);

@@ -49,6 +49,8 @@ pub struct Server {
     gateway: Arc<Gateway>,
     /// The last change generation this session was told of.
     announced: Arc<AtomicU64>,
+    /// `stdio` or `http`: half of the caller's identity for consent.
+    transport: &'static str,
 }
 
 impl std::fmt::Debug for Server {
@@ -59,10 +61,12 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// A server over `gateway`.
-    pub fn new(gateway: Arc<Gateway>) -> Server {
+    /// A handler over `gateway` for a session on `transport` (`stdio`, `http`).
+    pub fn new(gateway: Arc<Gateway>, transport: &'static str) -> Server {
         Server {
             gateway,
             announced: Arc::new(AtomicU64::new(0)),
+            transport,
         }
     }
 
@@ -214,8 +218,77 @@ impl Server {
     ) -> Result<CallToolResult, GatewayError> {
         let progress = progress_sink(ctx);
         let cancel = ctx.ct.clone();
-        let outcome = self.gateway.call(app, tool, args, cancel, progress).await?;
+        let origin = crate::pipeline::Origin {
+            caller: crate::consent::Caller {
+                name: ctx
+                    .client_info()
+                    .map(|i| i.name)
+                    .filter(|n| !n.trim().is_empty())
+                    .unwrap_or_else(|| "unknown-client".to_owned()),
+                transport: self.transport,
+            },
+            prompter: ctx
+                .client_capabilities()
+                .and_then(|c| c.elicitation)
+                .map(|_| Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter),
+        };
+        let outcome = self
+            .gateway
+            .call(app, tool, args, cancel, progress, &origin)
+            .await?;
         Ok(outcome_result(outcome))
+    }
+}
+
+/// Asks the user through MCP elicitation: a form with one choice.
+struct Elicit(Peer<RoleServer>);
+
+impl crate::consent::Prompter for Elicit {
+    fn ask<'a>(
+        &'a self,
+        question: &'a crate::consent::Question,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Option<crate::consent::Choice>> + Send + 'a>,
+    > {
+        use crate::consent::Choice;
+        use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema};
+        Box::pin(async move {
+            let values = Choice::ALL
+                .iter()
+                .map(|(_, v, _)| (*v).to_owned())
+                .collect();
+            let titles = Choice::ALL
+                .iter()
+                .map(|(_, _, t)| (*t).to_owned())
+                .collect();
+            let choice = EnumSchema::builder(values)
+                .enum_titles(titles)
+                .ok()?
+                .build();
+            let schema = ElicitationSchema::builder()
+                .required_enum_schema("decision", choice)
+                .build()
+                .ok()?;
+            let answer = self
+                .0
+                .create_elicitation(ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: question.text(),
+                    requested_schema: schema,
+                })
+                .await
+                .map_err(|e| tracing::info!("the consent question was not answered: {e}"))
+                .ok()?;
+            match answer.action {
+                ElicitationAction::Accept => answer
+                    .content?
+                    .get("decision")?
+                    .as_str()
+                    .and_then(Choice::parse),
+                // Declined, cancelled (or an action this rmcp does not know): no answer.
+                _ => None,
+            }
+        })
     }
 }
 

@@ -50,7 +50,9 @@ pub async fn serve_on(
     let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
     let inbound = tokio::spawn(inbound(input, to_rmcp, output.clone(), in_flight.clone()));
     let outbound = tokio::spawn(outbound(from_rmcp, output, in_flight));
-    let service = Server::new(gateway.clone()).serve(rmcp_side).await?;
+    let service = Server::new(gateway.clone(), "stdio")
+        .serve(rmcp_side)
+        .await?;
     let cancel = service.cancellation_token();
     tokio::select! {
         reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),

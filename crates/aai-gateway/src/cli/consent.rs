@@ -1,0 +1,94 @@
+//! `consent list | grant | revoke`: the "always allow" grants in `state.db`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use super::Context;
+use super::table::Table;
+use crate::state::{Grant, State};
+
+/// What to do.
+#[derive(Debug)]
+pub(super) enum Action {
+    /// Show the grants.
+    List { json: bool },
+    /// Always allow `caller` to run `tool` (every tool without one) of `app`.
+    Grant {
+        app: String,
+        tool: Option<String>,
+        caller: String,
+    },
+    /// Remove grants of `app` (of one tool / one caller when given).
+    Revoke {
+        app: String,
+        tool: Option<String>,
+        caller: Option<String>,
+    },
+}
+
+pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
+    let state = match State::open(&State::file_in(&ctx.home)) {
+        Ok(s) => s,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let mut out = std::io::stdout().lock();
+    match action {
+        Action::List { json } => {
+            let grants = match state.grants() {
+                Ok(g) => g,
+                Err(e) => return fail(&e.to_string()),
+            };
+            if json {
+                let body = serde_json::json!({ "grants": grants });
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&body).expect("JSON")
+                );
+            } else if grants.is_empty() {
+                let _ = writeln!(out, "No grants: every call asks (consent.mode `prompt`).");
+            } else {
+                let mut table = Table::new(&["CALLER", "APP", "TOOL"]);
+                for g in grants {
+                    table.row(vec![g.caller, g.app, g.tool]);
+                }
+                let _ = write!(out, "{}", table.render());
+            }
+            ExitCode::SUCCESS
+        }
+        Action::Grant { app, tool, caller } => {
+            let grant = Grant {
+                caller,
+                app,
+                tool: tool.unwrap_or_else(|| "*".to_owned()),
+                granted_at: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            };
+            if let Err(e) = state.grant(&grant) {
+                return fail(&e.to_string());
+            }
+            let what = if grant.tool == "*" {
+                "every tool".to_owned()
+            } else {
+                format!("`{}`", grant.tool)
+            };
+            let _ = writeln!(out, "{} may now run {what} of {}", grant.caller, grant.app);
+            ExitCode::SUCCESS
+        }
+        Action::Revoke { app, tool, caller } => {
+            match state.revoke(&app, tool.as_deref(), caller.as_deref()) {
+                Ok(n) => {
+                    let _ = writeln!(out, "revoked {}", crate::text::count(n, "grant", "grants"));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e.to_string()),
+            }
+        }
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "aai-gateway: {message}");
+    ExitCode::FAILURE
+}
