@@ -39,11 +39,15 @@ def everything_written(gw):
     return out
 
 
-def assert_absent(gw, secrets, *texts):
+def assert_absent(gw, secrets, *texts, history_may_hold=()):
+    """No secret in the texts or in any file the gateway wrote. `history_may_hold`: values
+    the call history records on purpose (arguments), looked for everywhere else."""
     for secret in secrets:
         for text in texts:
             assert secret not in text, f"{secret!r} leaked: {text[:500]}"
         for path, text in everything_written(gw):
+            if secret in history_may_hold and path.name.startswith("state.db"):
+                continue
             assert secret not in text, f"{secret!r} leaked into {path}"
 
 
@@ -193,7 +197,9 @@ async def test_closed_ports_do_not_leak_keys_or_path_arguments(gw):
         detail = json.dumps(e.value.error.data)
         assert f"http://127.0.0.1:{port}/" in detail, "the origin is still named"
     cli = gw.run("call", "com.example.q", "get", '{"id": "s3cr3t-path-arg"}')
-    assert_absent(gw, [*secret_forms(), "s3cr3t-path-arg"], detail, cli.stdout, cli.stderr)
+    # The history records arguments on purpose (users look them up); the key, never.
+    assert_absent(gw, [*secret_forms(), "s3cr3t-path-arg"], detail, cli.stdout, cli.stderr,
+                  history_may_hold=["s3cr3t-path-arg"])
 
 
 class Faulty:

@@ -101,6 +101,10 @@ pub struct Config {
     pub retries: u32,
     /// Per-app overrides.
     pub apps: BTreeMap<String, AppSettings>,
+    /// Call history retention: days.
+    pub history_days: u32,
+    /// Call history retention: rows.
+    pub history_rows: u64,
 }
 
 impl Config {
@@ -125,6 +129,8 @@ impl Config {
             locale: None,
             retries: 2,
             apps: BTreeMap::new(),
+            history_days: 30,
+            history_rows: 100_000,
         }
     }
 
@@ -285,6 +291,14 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     }
     if let Some(locale) = obj.opt_text("locale") {
         c.locale = Some(locale.to_owned());
+    }
+    if let Some(mut history) = obj.opt_obj("history") {
+        if let Some(days) = integer(&mut history, "days", 1, 3650) {
+            c.history_days = days as u32;
+        }
+        if let Some(rows) = integer(&mut history, "rows", 100, 100_000_000) {
+            c.history_rows = rows;
+        }
     }
     if let Some(apps) = obj.opt_obj("apps") {
         let at = apps.pointer().to_owned();

@@ -192,15 +192,7 @@ impl GatewayError {
     /// and in the extra fields with `***`: a service that echoes a key, cookie or secret
     /// back must not carry it into the error, the CLI output or the log.
     pub fn scrub(mut self, forms: &[String]) -> GatewayError {
-        fn clean(text: &str, forms: &[String]) -> String {
-            let mut out = text.to_owned();
-            for f in forms.iter().filter(|f| !f.is_empty()) {
-                if out.contains(f.as_str()) {
-                    out = out.replace(f.as_str(), "***");
-                }
-            }
-            out
-        }
+        let clean = crate::text::scrub;
         self.detail = clean(&self.detail, forms);
         if let Some(extra) = &mut self.extra {
             for value in extra.values_mut() {

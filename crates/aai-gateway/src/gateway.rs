@@ -47,6 +47,7 @@ pub struct Gateway {
     shutdown: CancellationToken,
     pub(crate) executors: Executors,
     pub(crate) consent: crate::consent::Gate,
+    pub(crate) history: Option<Arc<dyn crate::history::Sink>>,
     pub(crate) auth: Authenticator,
     pub(crate) web: catalog::web::Fetcher,
 }
@@ -89,8 +90,21 @@ impl Gateway {
             .collect();
         let consent =
             crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state);
+        let retention = crate::history::Retention {
+            days: config.history_days,
+            rows: config.history_rows,
+        };
+        let history =
+            match crate::history::Sqlite::open(&crate::state::State::file_in(&home), retention) {
+                Ok(h) => Some(Arc::new(h) as Arc<dyn crate::history::Sink>),
+                Err(e) => {
+                    tracing::warn!("call history is off: {e}");
+                    None
+                }
+            };
         Arc::new(Gateway {
             consent,
+            history,
             web: catalog::web::Fetcher::new(&home),
             auth,
             config,

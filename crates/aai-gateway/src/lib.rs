@@ -32,6 +32,7 @@ pub mod error;
 pub mod exec;
 pub mod gateway;
 pub mod hash;
+pub mod history;
 pub mod host;
 pub mod lines;
 pub mod logging;

@@ -36,6 +36,12 @@ impl std::fmt::Debug for Origin {
     }
 }
 
+/// A call's cancellation and progress.
+struct Control {
+    cancel: tokio_util::sync::CancellationToken,
+    progress: Option<crate::exec::ProgressSink>,
+}
+
 /// A successful call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -59,26 +65,55 @@ impl Gateway {
         origin: &Origin,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
+        let masked = self.history.as_ref().map(|_| {
+            args.as_ref()
+                .map(crate::history::mask)
+                .unwrap_or(Value::Null)
+        });
+        let mut secrets = Vec::new();
+        let control = Control { cancel, progress };
         let result = self
-            .call_inner(app, tool, args, cancel, progress, origin)
+            .call_inner(app, tool, args, control, origin, &mut secrets)
             .await;
         let elapsed = started.elapsed();
         match &result {
             Ok(_) => tracing::info!(app, tool, ?elapsed, "call succeeded"),
             Err(e) => tracing::info!(app, tool, ?elapsed, code = e.code.name(), "call failed"),
         }
+        if let (Some(history), Some(args)) = (&self.history, masked) {
+            let (status, code, head) = match &result {
+                Ok(o) => ("ok", None, result_head(&crate::history::mask(&o.value))),
+                Err(e) => ("error", Some(e.code.name().to_owned()), e.detail.clone()),
+            };
+            // Scrubbed before it is cut, so no secret survives as a prefix.
+            let excerpt = crate::history::excerpt(&crate::text::scrub(&head, &secrets));
+            history.record(crate::history::Record {
+                at_ms: crate::history::now_ms(),
+                caller: origin.caller.key(),
+                app: app.to_owned(),
+                tool: tool.to_owned(),
+                args,
+                status: status.to_owned(),
+                code,
+                duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                excerpt,
+            });
+        }
         result
     }
 
+    /// The call itself; `secrets_out` receives the secrets the request carried (for
+    /// scrubbing what is recorded).
     async fn call_inner(
         self: &Arc<Self>,
         app: &str,
         tool: &str,
         args: Option<Value>,
-        cancel: tokio_util::sync::CancellationToken,
-        progress: Option<crate::exec::ProgressSink>,
+        control: Control,
         origin: &Origin,
+        secrets_out: &mut Vec<String>,
     ) -> Result<Outcome, GatewayError> {
+        let Control { cancel, progress } = control;
         let mut snapshot = self.snapshot().await;
         let mut app = std::borrow::Cow::Borrowed(app);
         if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() {
@@ -162,6 +197,7 @@ impl Gateway {
                 .as_ref()
                 .map(crate::auth::Material::secret_forms)
                 .unwrap_or_default();
+            secrets_out.clone_from(&secrets);
             let result = self
                 .executors
                 .execute(Request {
@@ -217,6 +253,32 @@ impl Gateway {
 /// The folder an app's relative commands resolve against: its descriptor's.
 pub fn base_dir(entry: &crate::registry::Entry) -> &Path {
     entry.source.parent().unwrap_or(Path::new("."))
+}
+
+/// The first 2 KiB of a result as text, serialized no further than that.
+fn result_head(value: &Value) -> String {
+    /// A writer that refuses to grow past its limit (serialization then stops early).
+    struct Limited(Vec<u8>);
+    impl std::io::Write for Limited {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() >= 2048 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    match value {
+        Value::String(s) => s.chars().take(2048).collect(),
+        other => {
+            let mut out = Limited(Vec::new());
+            let _ = serde_json::to_writer(&mut out, other);
+            String::from_utf8_lossy(&out.0).into_owned()
+        }
+    }
 }
 
 /// How an `app` argument names a web app.

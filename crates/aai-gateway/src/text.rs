@@ -10,6 +10,18 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
     }
 }
 
+/// `text` with every form in `forms` replaced by `***` (longest first is the caller's
+/// order): services echo secrets, and nothing that leaves the gateway may carry them.
+pub fn scrub(text: &str, forms: &[String]) -> String {
+    let mut out = text.to_owned();
+    for f in forms.iter().filter(|f| !f.is_empty()) {
+        if out.contains(f.as_str()) {
+            out = out.replace(f.as_str(), "***");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

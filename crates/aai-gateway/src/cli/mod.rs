@@ -5,6 +5,7 @@ mod call;
 mod consent;
 #[cfg(target_os = "linux")]
 mod discover;
+mod history;
 mod scan;
 mod table;
 mod validate;
@@ -94,6 +95,30 @@ enum Command {
     Consent {
         #[command(subcommand)]
         action: ConsentCommand,
+    },
+    /// The calls the gateway ran, newest first.
+    History {
+        /// Only this app.
+        #[arg(long)]
+        app: Option<String>,
+        /// Only this tool.
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only this client (`name@transport`).
+        #[arg(long)]
+        caller: Option<String>,
+        /// Only `ok` or `error`.
+        #[arg(long, value_parser = ["ok", "error"])]
+        status: Option<String>,
+        /// Only the last while: 30m, 2h, 7d.
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Run one tool through the full pipeline and print its result (JSON).
     Call {
@@ -217,6 +242,27 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 AuthCommand::Login { app } => auth::Action::Login(app),
             };
             Ok(auth::run(&ctx, action))
+        }
+        Some(Command::History {
+            app,
+            tool,
+            caller,
+            status,
+            since,
+            limit,
+            json,
+        }) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            let since_ms = since.as_deref().map(history::since).transpose()?;
+            let filter = crate::history::Filter {
+                app,
+                tool,
+                caller,
+                status,
+                since_ms,
+                limit,
+            };
+            Ok(history::run(&ctx, &filter, json))
         }
         Some(Command::Consent { action }) => {
             let ctx = context(cli.home, cli.config, false, false)?;

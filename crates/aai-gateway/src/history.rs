@@ -1,0 +1,400 @@
+//! Call history in `$AAI_HOME/state.db`, written on a thread of its own so a call never
+//! waits for the disk.
+//!
+//! Each record: time, caller, app, tool, arguments (values of secret-looking fields masked,
+//! long values cut), status, error type, duration, and a result excerpt. Credentials never
+//! reach it: the pipeline scrubs the secrets a request carried from the excerpt, and
+//! argument fields named like secrets are masked. Retention (config `history.days`,
+//! `history.rows`) is applied when the writer starts and every 1,000 records.
+//!
+//! The store sits behind [`Sink`] so a shared deployment can put it elsewhere.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+use rusqlite::{Connection, params};
+use serde_json::{Map, Value};
+
+/// How many records may wait for the writer; beyond, records are dropped (and counted)
+/// rather than slowing calls.
+const QUEUE: usize = 10_000;
+/// Longest kept argument string, and result excerpt.
+const MAX_VALUE: usize = 200;
+const MAX_RESULT: usize = 500;
+
+/// One finished call.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Record {
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+    /// `name@transport`.
+    pub caller: String,
+    /// App id (as asked for, when it did not resolve).
+    pub app: String,
+    /// Tool.
+    pub tool: String,
+    /// Arguments, masked and cut.
+    pub args: Value,
+    /// `ok` or `error`.
+    pub status: String,
+    /// The error type (`INVALID_PARAMS`…), for failures.
+    pub code: Option<String>,
+    /// How long the call took.
+    pub duration_ms: u64,
+    /// The start of the result or of the error detail, scrubbed.
+    pub excerpt: String,
+}
+
+/// Where records go.
+pub trait Sink: Send + Sync + std::fmt::Debug {
+    /// Takes a record without blocking.
+    fn record(&self, record: Record);
+}
+
+/// Retention limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Records older than this many days are deleted.
+    pub days: u32,
+    /// At most this many records are kept.
+    pub rows: u64,
+}
+
+/// The SQLite history: a queue to a writer thread.
+#[derive(Debug)]
+pub struct Sqlite {
+    queue: SyncSender<Record>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Sqlite {
+    /// Opens `file` and starts the writer.
+    pub fn open(file: &Path, retention: Retention) -> Result<Sqlite, String> {
+        let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let (queue, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        std::thread::Builder::new()
+            .name("aai-history".into())
+            .spawn(move || write_loop(&conn, &rx, retention))
+            .map_err(|e| e.to_string())?;
+        Ok(Sqlite { queue, dropped })
+    }
+}
+
+impl Sink for Sqlite {
+    fn record(&self, record: Record) {
+        match self.queue.try_send(record) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                if self
+                    .dropped
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(1000)
+                {
+                    tracing::warn!("the history writer is behind; records are being dropped");
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+fn connect(file: &Path) -> rusqlite::Result<Connection> {
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let conn = Connection::open(file)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE IF NOT EXISTS history (
+             id INTEGER PRIMARY KEY,
+             at_ms INTEGER NOT NULL,
+             caller TEXT NOT NULL,
+             app TEXT NOT NULL,
+             tool TEXT NOT NULL,
+             args TEXT NOT NULL,
+             status TEXT NOT NULL,
+             code TEXT,
+             duration_ms INTEGER NOT NULL,
+             excerpt TEXT NOT NULL
+         );
+         CREATE INDEX IF NOT EXISTS history_at ON history (at_ms);",
+    )?;
+    Ok(conn)
+}
+
+fn write_loop(conn: &Connection, rx: &Receiver<Record>, retention: Retention) {
+    prune(conn, retention);
+    let mut since_prune = 0;
+    while let Ok(first) = rx.recv() {
+        // Whatever else is waiting goes in the same transaction.
+        let batch: Vec<Record> = std::iter::once(first).chain(rx.try_iter()).collect();
+        if let Err(e) = insert(conn, &batch) {
+            tracing::warn!("cannot write the call history: {e}");
+        }
+        since_prune += batch.len();
+        if since_prune >= 1000 {
+            prune(conn, retention);
+            since_prune = 0;
+        }
+    }
+}
+
+fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        for r in batch {
+            stmt.execute(params![
+                clamp(r.at_ms),
+                r.caller,
+                r.app,
+                r.tool,
+                r.args.to_string(),
+                r.status,
+                r.code,
+                clamp(r.duration_ms),
+                r.excerpt
+            ])?;
+        }
+    }
+    tx.commit()
+}
+
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn prune(conn: &Connection, retention: Retention) {
+    let cutoff = now_ms().saturating_sub(u64::from(retention.days) * 86_400_000);
+    let result = conn
+        .execute("DELETE FROM history WHERE at_ms < ?1", params![clamp(cutoff)])
+        .and_then(|_| {
+            conn.execute(
+                "DELETE FROM history WHERE id <= (SELECT id FROM history ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+                params![clamp(retention.rows)],
+            )
+        });
+    if let Err(e) = result {
+        tracing::warn!("cannot prune the call history: {e}");
+    }
+}
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What `history` asks for.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    /// Only this app.
+    pub app: Option<String>,
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only this caller.
+    pub caller: Option<String>,
+    /// Only `ok` or `error`.
+    pub status: Option<String>,
+    /// Only records at or after this Unix time (ms).
+    pub since_ms: Option<u64>,
+    /// At most this many, newest first.
+    pub limit: usize,
+}
+
+/// Reads records from `file`, newest first.
+pub fn query(file: &Path, filter: &Filter) -> Result<Vec<Record>, String> {
+    let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT at_ms, caller, app, tool, args, status, code, duration_ms, excerpt FROM history
+             WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR caller = ?3)
+               AND (?4 IS NULL OR status = ?4) AND (?5 IS NULL OR at_ms >= ?5)
+             ORDER BY at_ms DESC, id DESC LIMIT ?6",
+        )
+        .map_err(|e| e.to_string())?;
+    let rows = stmt
+        .query_map(
+            params![
+                filter.app,
+                filter.tool,
+                filter.caller,
+                filter.status,
+                filter.since_ms.map(clamp),
+                clamp(filter.limit as u64)
+            ],
+            |r| {
+                Ok(Record {
+                    at_ms: r.get::<_, i64>(0)?.max(0) as u64,
+                    caller: r.get(1)?,
+                    app: r.get(2)?,
+                    tool: r.get(3)?,
+                    args: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or(Value::Null),
+                    status: r.get(5)?,
+                    code: r.get(6)?,
+                    duration_ms: r.get::<_, i64>(7)?.max(0) as u64,
+                    excerpt: r.get(8)?,
+                })
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+}
+
+/// Field names whose values are never kept.
+fn secret_looking(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    [
+        "pass",
+        "secret",
+        "token",
+        "key",
+        "auth",
+        "cookie",
+        "credential",
+        "session",
+        "otp",
+        "pin",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+}
+
+/// A value as history keeps it (arguments, and results before their excerpt is taken):
+/// secret-looking fields masked, strings cut, at most 50 entries per object or array,
+/// depth bounded — so the work is bounded whatever the size of the value.
+pub fn mask(args: &Value) -> Value {
+    fn walk(v: &Value, depth: usize) -> Value {
+        match v {
+            Value::Object(map) if depth < 8 => Value::Object(
+                map.iter()
+                    .take(50)
+                    .map(|(k, v)| {
+                        let kept = if secret_looking(k) {
+                            Value::String("***".into())
+                        } else {
+                            walk(v, depth + 1)
+                        };
+                        (k.clone(), kept)
+                    })
+                    .collect::<Map<String, Value>>(),
+            ),
+            Value::Array(items) if depth < 8 => {
+                Value::Array(items.iter().take(50).map(|i| walk(i, depth + 1)).collect())
+            }
+            Value::String(s) => Value::String(cut(s, MAX_VALUE)),
+            Value::Object(_) | Value::Array(_) => Value::String("…".into()),
+            other => other.clone(),
+        }
+    }
+    walk(args, 0)
+}
+
+/// A result excerpt: at most 500 characters.
+pub fn excerpt(text: &str) -> String {
+    cut(text, MAX_RESULT)
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secret_fields_are_masked_and_values_cut() {
+        let masked = mask(
+            &json!({"to": "a@b", "apiKey": "k3y", "nested": {"Password": "p"},
+                                   "body": "x".repeat(1000), "list": [{"session_id": "s"}]}),
+        );
+        let text = masked.to_string();
+        assert!(
+            !text.contains("k3y") && !text.contains("\"p\"") && !text.contains("\"s\""),
+            "{text}"
+        );
+        assert_eq!(masked["to"], "a@b");
+        assert_eq!(masked["body"].as_str().unwrap().chars().count(), 201);
+    }
+
+    #[test]
+    fn records_are_written_off_thread_filtered_and_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state.db");
+        let sink = Sqlite::open(&file, Retention { days: 30, rows: 3 }).unwrap();
+        for i in 0..5u64 {
+            sink.record(Record {
+                at_ms: now_ms() + i,
+                caller: "c@stdio".into(),
+                app: if i % 2 == 0 {
+                    "com.a".into()
+                } else {
+                    "com.b".into()
+                },
+                tool: "t".into(),
+                args: json!({"i": i}),
+                status: if i == 4 { "error".into() } else { "ok".into() },
+                code: (i == 4).then(|| "TIMEOUT".into()),
+                duration_ms: i,
+                excerpt: String::new(),
+            });
+        }
+        let all = |f: &Filter| query(&file, f).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while all(&Filter {
+            limit: 100,
+            ..Filter::default()
+        })
+        .len()
+            < 5
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never wrote"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let a = all(&Filter {
+            app: Some("com.a".into()),
+            limit: 100,
+            ..Filter::default()
+        });
+        assert_eq!(a.len(), 3);
+        assert_eq!(a[0].args, json!({"i": 4}), "newest first");
+        let errors = all(&Filter {
+            status: Some("error".into()),
+            limit: 100,
+            ..Filter::default()
+        });
+        assert_eq!(errors[0].code.as_deref(), Some("TIMEOUT"));
+        drop(sink);
+        // Retention applies when a writer starts.
+        let _again = Sqlite::open(&file, Retention { days: 30, rows: 3 }).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while all(&Filter {
+            limit: 100,
+            ..Filter::default()
+        })
+        .len()
+            > 3
+        {
+            assert!(std::time::Instant::now() < deadline, "never pruned");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
