@@ -9,7 +9,7 @@
 //!   deny. "Always" is stored in `state.db`; a deny, a declined or a cancelled question
 //!   refuses this call only and is not remembered.
 //! * Channels, in order: the front door's own (MCP elicitation when the client declares
-//!   it), else CONSENT_REQUIRED — whose `data` says how to grant it (`aai-gateway consent
+//!   it), then a native dialog when a display exists (`dialog`), else CONSENT_REQUIRED — whose `data` says how to grant it (`aai-gateway consent
 //!   grant …`) — after waiting `consent.waitSeconds` (default 0) for a grant from the
 //!   CLI.
 //! * Guides, search and lists never ask; only tool calls do, whatever name reached them.
@@ -106,7 +106,7 @@ impl Question {
 
 /// A way to ask the user, supplied by the front door (MCP elicitation…). `None` means
 /// no answer: declined, cancelled, or the channel failed.
-pub trait Prompter: Send + Sync {
+pub trait Prompter: Send + Sync + std::fmt::Debug {
     /// Asks `question`.
     fn ask<'a>(
         &'a self,
@@ -121,6 +121,8 @@ pub struct Gate {
     per_app: std::collections::BTreeMap<String, ConsentMode>,
     wait: Duration,
     state: Option<State>,
+    /// The gateway's own channel (a native dialog), used when the front door has none.
+    native: Option<SharedPrompter>,
     /// `(caller key, app, tool or "*")`.
     grants: RwLock<HashSet<(String, String, String)>>,
 }
@@ -138,10 +140,18 @@ impl Gate {
             per_app,
             wait,
             state,
+            native: None,
             grants: RwLock::new(HashSet::new()),
         };
         gate.reload();
         gate
+    }
+
+    /// Adds the gateway's own channel (a native dialog) for callers whose front door
+    /// cannot ask.
+    pub fn with_native(mut self, native: Option<SharedPrompter>) -> Gate {
+        self.native = native;
+        self
     }
 
     fn reload(&self) {
@@ -210,7 +220,7 @@ impl Gate {
         {
             return Ok(());
         }
-        if let Some(prompter) = prompter {
+        if let Some(prompter) = prompter.or(self.native.as_deref()) {
             return match prompter.ask(question).await {
                 Some(Choice::Once) => Ok(()),
                 Some(Choice::Tool) => {

@@ -88,8 +88,11 @@ impl Gateway {
             .iter()
             .filter_map(|(id, a)| Some((id.clone(), a.consent?)))
             .collect();
+        let native = crate::dialog::Dialog::available()
+            .map(|d| Arc::new(d) as crate::consent::SharedPrompter);
         let consent =
-            crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state);
+            crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state)
+                .with_native(native);
         let retention = crate::history::Retention {
             days: config.history_days,
             rows: config.history_rows,

@@ -249,6 +249,14 @@ pub fn query(file: &Path, filter: &Filter) -> Result<Vec<Record>, String> {
     rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
 }
 
+/// How many records `file` holds.
+pub fn count(file: &Path) -> Result<u64, String> {
+    let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    conn.query_row("SELECT count(*) FROM history", [], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+        .map_err(|e| e.to_string())
+}
+
 /// Field names whose values are never kept.
 fn secret_looking(key: &str) -> bool {
     let k = key.to_ascii_lowercase();

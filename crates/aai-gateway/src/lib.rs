@@ -28,6 +28,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod consent;
+pub mod dialog;
 pub mod error;
 pub mod exec;
 pub mod gateway;

@@ -401,35 +401,37 @@ pub fn reap_all(deadline: std::time::Duration) {
     #[cfg(target_os = "linux")]
     {
         use nix::sys::signal::{Signal, kill};
-        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        use nix::sys::wait::{WaitPidFlag, waitpid};
         use nix::unistd::Pid;
         let me = i32::try_from(std::process::id()).unwrap_or(0);
-        let children: Vec<Pid> = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| parent_of(*pid) == Some(me))
-            .map(Pid::from_raw)
-            .collect();
-        for pid in &children {
-            let _ = kill(*pid, Signal::SIGKILL);
-        }
+        let children = || -> Vec<Pid> {
+            std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| parent_of(*pid) == Some(me))
+                .map(Pid::from_raw)
+                .collect()
+        };
+        // Killing a child can hand us its orphans (we are their subreaper) a moment
+        // later, so look again until nothing is left.
         let started = std::time::Instant::now();
-        let mut left = children;
-        while !left.is_empty() && started.elapsed() < deadline {
-            left.retain(|pid| {
-                matches!(
-                    waitpid(*pid, Some(WaitPidFlag::WNOHANG)),
-                    Ok(WaitStatus::StillAlive)
-                )
-            });
-            if !left.is_empty() {
-                std::thread::sleep(std::time::Duration::from_millis(10));
+        loop {
+            let left = children();
+            if left.is_empty() {
+                break;
             }
-        }
-        if !left.is_empty() {
-            tracing::warn!("{} child processes did not exit in time", left.len());
+            if started.elapsed() >= deadline {
+                tracing::warn!("{} child processes did not exit in time", left.len());
+                break;
+            }
+            for pid in &left {
+                let _ = kill(*pid, Signal::SIGKILL);
+                // Reap it if it is already gone; a zombie is not alive.
+                let _ = waitpid(*pid, Some(WaitPidFlag::WNOHANG));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
     #[cfg(not(target_os = "linux"))]

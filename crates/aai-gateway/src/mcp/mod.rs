@@ -15,7 +15,6 @@ pub mod stdio;
 mod tools;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
@@ -47,8 +46,9 @@ then call a tool with `aai_exec` {app, tool, args}. `web_discover` adds a web ap
 #[derive(Clone)]
 pub struct Server {
     gateway: Arc<Gateway>,
-    /// The last change generation this session was told of.
-    announced: Arc<AtomicU64>,
+    /// The last change generation this session was told of; held while telling, so an
+    /// answer that must follow the announcement (web_discover) waits for it.
+    announced: Arc<tokio::sync::Mutex<u64>>,
     /// `stdio` or `http`: half of the caller's identity for consent.
     transport: &'static str,
 }
@@ -65,17 +65,20 @@ impl Server {
     pub fn new(gateway: Arc<Gateway>, transport: &'static str) -> Server {
         Server {
             gateway,
-            announced: Arc::new(AtomicU64::new(0)),
+            announced: Arc::new(tokio::sync::Mutex::new(0)),
             transport,
         }
     }
 
     /// Tells `peer` of a change it has not heard of yet; false when the peer is gone.
     async fn announce_up_to(&self, peer: &Peer<RoleServer>, generation: u64) -> bool {
-        if self.announced.fetch_max(generation, Ordering::SeqCst) >= generation {
+        let mut announced = self.announced.lock().await;
+        if *announced >= generation {
             return true;
         }
-        self.announce_change(peer).await
+        let sent = self.announce_change(peer).await;
+        *announced = generation;
+        sent
     }
 
     /// Tells `peer` that the tool and resource lists changed (legacy sessions); false
@@ -242,6 +245,12 @@ impl Server {
 
 /// Asks the user through MCP elicitation: a form with one choice.
 struct Elicit(Peer<RoleServer>);
+
+impl std::fmt::Debug for Elicit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Elicit")
+    }
+}
 
 impl crate::consent::Prompter for Elicit {
     fn ask<'a>(

@@ -1,0 +1,131 @@
+//! What consent and history add to a call, measured on the library: the consent check of
+//! a granted call (prompt mode, the grant in memory), masking the arguments, building and
+//! queueing the history record, and the excerpt; then the history writer's throughput.
+//!
+//! Run: `cargo bench -p aai-gateway --bench gate`.
+
+use std::time::{Duration, Instant};
+
+use aai_gateway::config::ConsentMode;
+use aai_gateway::consent::{Caller, Choice, Fixed, Gate, Question};
+use aai_gateway::history::{self, Record, Retention, Sink, Sqlite};
+use aai_gateway::state::State;
+use serde_json::json;
+
+fn median(mut us: Vec<f64>) -> f64 {
+    us.sort_by(f64::total_cmp);
+    us[us.len() / 2]
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let runs = if full { 20_000 } else { 50 };
+    let dir = tempfile::tempdir().unwrap();
+    let file = State::file_in(dir.path());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let gate = Gate::new(
+        ConsentMode::Prompt,
+        Default::default(),
+        Duration::ZERO,
+        Some(State::open(&file).unwrap()),
+    );
+    let question = Question {
+        caller: Caller {
+            name: "bench".into(),
+            transport: "stdio",
+        },
+        app: "com.bench.app0".into(),
+        app_name: "App 0".into(),
+        tool: "tool0".into(),
+        description: "Tool 0".into(),
+    };
+    // "Always allow this tool", once; every later check finds the grant in memory.
+    rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))
+        .unwrap();
+    let sink = Sqlite::open(
+        &file,
+        Retention {
+            days: 30,
+            rows: 1_000_000,
+        },
+    )
+    .unwrap();
+    let args = json!({"text": "hi", "count": 3, "token": "x"});
+    let result = json!({"text": "hi", "ok": true});
+    let mut us = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        rt.block_on(gate.check(&question, None)).unwrap();
+        let masked = history::mask(&args);
+        let excerpt = history::excerpt(&history::mask(&result).to_string());
+        sink.record(Record {
+            at_ms: history::now_ms(),
+            caller: question.caller.key(),
+            app: question.app.clone(),
+            tool: question.tool.clone(),
+            args: masked,
+            status: "ok".into(),
+            code: None,
+            duration_ms: 0,
+            excerpt,
+        });
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+        if !full {
+            continue;
+        }
+        // Keep the queue from filling: this measures the call's cost, not back-pressure.
+        if us.len() % 5_000 == 0 {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    println!(
+        "consent check + history record per call: median {:.2} µs",
+        median(us)
+    );
+
+    // Writer throughput: queue records as fast as possible, time until all are on disk.
+    let n = if full { 100_000 } else { 100 };
+    let file2 = dir.path().join("throughput.db");
+    let sink = Sqlite::open(
+        &file2,
+        Retention {
+            days: 30,
+            rows: 10_000_000,
+        },
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut sent = 0;
+    while sent < n {
+        sink.record(Record {
+            at_ms: history::now_ms(),
+            caller: "bench@stdio".into(),
+            app: "com.bench.app0".into(),
+            tool: "tool0".into(),
+            args: json!({"i": sent}),
+            status: "ok".into(),
+            code: None,
+            duration_ms: 1,
+            excerpt: "{\"ok\":true}".into(),
+        });
+        sent += 1;
+        if sent % 5_000 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let filter = history::Filter {
+        limit: n + 10,
+        ..history::Filter::default()
+    };
+    while history::query(&file2, &filter).unwrap().len() < n {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "history writer: {n} records in {secs:.2} s ({:.0} records/s)",
+        n as f64 / secs
+    );
+}
