@@ -298,7 +298,7 @@ pub fn mask(args: &Value) -> Value {
             Value::Array(items) if depth < 8 => {
                 Value::Array(items.iter().take(50).map(|i| walk(i, depth + 1)).collect())
             }
-            Value::String(s) => Value::String(cut(s, MAX_VALUE)),
+            Value::String(s) => Value::String(crate::text::excerpt(s, MAX_VALUE)),
             Value::Object(_) | Value::Array(_) => Value::String("…".into()),
             other => other.clone(),
         }
@@ -308,16 +308,7 @@ pub fn mask(args: &Value) -> Value {
 
 /// A result excerpt: at most 500 characters.
 pub fn excerpt(text: &str) -> String {
-    cut(text, MAX_RESULT)
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max).collect();
-    out.push('…');
-    out
+    crate::text::excerpt(text, MAX_RESULT)
 }
 
 #[cfg(test)]

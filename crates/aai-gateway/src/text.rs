@@ -10,6 +10,16 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
     }
 }
 
+/// At most `max` characters of `text`, with `…` when cut.
+pub fn excerpt(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
 /// `text` with every form in `forms` replaced by `***` (longest first is the caller's
 /// order): services echo secrets, and nothing that leaves the gateway may carry them.
 pub fn scrub(text: &str, forms: &[String]) -> String {

@@ -99,15 +99,7 @@ fn error(error: Option<&Value>, who: &str) -> GatewayError {
     GatewayError::new(code, message)
 }
 
-/// At most `max` characters of `text`, with `…` when cut.
-pub fn excerpt(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max).collect();
-    out.push('…');
-    out
-}
+pub use crate::text::excerpt;
 
 #[cfg(test)]
 mod tests {
