@@ -552,6 +552,92 @@ async fn tiny_http_server() -> u16 {
 
 /// `aai_exec` of a GET against a local keep-alive server, beside the same GET made
 /// directly with reqwest.
+/// `aai_exec` to a warm stdio adapter through `--web` (Streamable HTTP, a session, SSE
+/// answers), beside the same call over stdio in `exec`.
+async fn http_transport(tmp: &Path, adapter: &Path) {
+    let home = tmp.join("transport");
+    write_apps(&home, 1, adapter);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(GATEWAY)
+        .args(["--home", home.to_str().unwrap(), "--web", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .env("AAI_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    while let Some(line) = stderr.next_line().await.unwrap() {
+        if line.contains("serving MCP on") {
+            break;
+        }
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let post = |body: Value, session: Option<String>| {
+        let mut req = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        req.send()
+    };
+    let init = post(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}), None)
+        .await
+        .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    init.text().await.unwrap();
+    post(
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        Some(session.clone()),
+    )
+    .await
+    .unwrap();
+    let next = Arc::new(AtomicU64::new(1));
+    let (client, url) = (client.clone(), url.clone());
+    measure(
+        "aai_exec over Streamable HTTP",
+        3_000,
+        Arc::new(move || {
+            let (client, url, session, next) = (client.clone(), url.clone(), session.clone(), next.clone());
+            boxed(async move {
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"aai_exec",
+                    "arguments":{"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}}}});
+                let text = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-session-id", &session)
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                assert!(text.contains("\"result\""), "{text}");
+            })
+        }),
+    )
+    .await;
+    let _ = child.kill().await;
+}
+
 async fn http(tmp: &Path) {
     let port = tiny_http_server().await;
     let base = format!("http://127.0.0.1:{port}");
@@ -660,6 +746,9 @@ fn main() {
         }
         if only.is_empty() || only == "http" {
             http(tmp.path()).await;
+        }
+        if only.is_empty() || only == "transport" {
+            http_transport(tmp.path(), &adapter).await;
         }
         if only.is_empty() || only == "dbus" {
             dbus(tmp.path()).await;

@@ -44,6 +44,17 @@ pub enum ConsentMode {
     Deny,
 }
 
+impl ConsentMode {
+    /// The name used in `config.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsentMode::Prompt => "prompt",
+            ConsentMode::Allow => "allow",
+            ConsentMode::Deny => "deny",
+        }
+    }
+}
+
 /// Where credentials are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CredentialStore {
@@ -108,6 +119,74 @@ pub struct Config {
 }
 
 impl Config {
+    /// Every setting in effect as `(dotted key, value)`, in the file's vocabulary (the
+    /// web UI's config page; `apps.<id>.*` for each per-app override).
+    pub fn effective(&self) -> Vec<(String, String)> {
+        let secs = |d: Duration| format!("{}", d.as_secs_f64());
+        let mut rows: Vec<(String, String)> = vec![
+            (
+                "scanPaths".into(),
+                serde_json::to_string(&self.scan_paths).unwrap_or_default(),
+            ),
+            ("defaultTimeout".into(), secs(self.default_timeout)),
+            ("logLevel".into(), self.log_level.clone()),
+            ("enableWebUI".into(), self.enable_web_ui.to_string()),
+            ("httpPort".into(), self.http_port.to_string()),
+            (
+                "scanInterval".into(),
+                self.scan_interval.map_or("0 (off)".into(), secs),
+            ),
+            ("registryUrl".into(), self.registry_url.clone()),
+            ("enableRegistry".into(), self.enable_registry.to_string()),
+            (
+                "exposure".into(),
+                match self.exposure {
+                    Exposure::Progressive => "progressive",
+                    Exposure::Search => "search",
+                    Exposure::Flat => "flat",
+                }
+                .into(),
+            ),
+            ("maxListedApps".into(), self.max_listed_apps.to_string()),
+            (
+                "errors".into(),
+                match self.errors {
+                    ErrorStyle::JsonRpc => "jsonrpc",
+                    ErrorStyle::Result => "result",
+                }
+                .into(),
+            ),
+            ("retries".into(), self.retries.to_string()),
+            ("consent.mode".into(), self.consent.as_str().into()),
+            ("consent.waitSeconds".into(), secs(self.consent_wait)),
+            (
+                "credentials.store".into(),
+                match self.credentials {
+                    CredentialStore::Keyring => "keyring",
+                    CredentialStore::File => "file",
+                }
+                .into(),
+            ),
+            (
+                "locale".into(),
+                self.locale
+                    .clone()
+                    .unwrap_or_else(|| "(from the environment)".into()),
+            ),
+            ("history.days".into(), self.history_days.to_string()),
+            ("history.rows".into(), self.history_rows.to_string()),
+        ];
+        for (id, app) in &self.apps {
+            if let Some(client_id) = &app.client_id {
+                rows.push((format!("apps.{id}.clientId"), client_id.clone()));
+            }
+            if let Some(mode) = app.consent {
+                rows.push((format!("apps.{id}.consent"), mode.as_str().into()));
+            }
+        }
+        rows
+    }
+
     /// The defaults, as if `file` did not exist.
     pub fn defaults(file: PathBuf) -> Config {
         Config {

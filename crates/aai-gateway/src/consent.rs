@@ -9,15 +9,18 @@
 //!   deny. "Always" is stored in `state.db`; a deny, a declined or a cancelled question
 //!   refuses this call only and is not remembered.
 //! * Channels, in order: the front door's own (MCP elicitation when the client declares
-//!   it), then a native dialog when a display exists (`dialog`), else CONSENT_REQUIRED — whose `data` says how to grant it (`aai-gateway consent
-//!   grant …`) — after waiting `consent.waitSeconds` (default 0) for a grant from the
-//!   CLI.
+//!   it), then a native dialog when a display exists (`dialog`), else CONSENT_REQUIRED,
+//!   whose `data` links to the web UI's pending list and names the `aai-gateway consent
+//!   grant …` command. Before refusing, a call waits `consent.waitSeconds` (default 0)
+//!   for an answer from the web UI or a grant from the CLI; a refused call stays in the
+//!   pending list for an hour, so that the user can approve its retry.
 //! * Guides, search and lists never ask; only tool calls do, whatever name reached them.
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConsentMode;
@@ -114,6 +117,50 @@ pub trait Prompter: Send + Sync + std::fmt::Debug {
     ) -> Pin<Box<dyn Future<Output = Option<Choice>> + Send + 'a>>;
 }
 
+/// How long a refused call stays in the pending list for the user to approve its retry.
+const REFUSED_KEPT_MS: u64 = 3600 * 1000;
+/// How long an "allow once" given for a refused call waits for the retry.
+const ONCE_KEPT_MS: u64 = 10 * 60 * 1000;
+/// At most this many pending entries are kept (the oldest go first).
+const PENDING_MAX: usize = 100;
+
+/// A call that asked and had no channel: waiting for an answer from the web UI or the
+/// CLI, or refused with CONSENT_REQUIRED and kept so that the user can approve its retry.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Pending {
+    /// Its number, for answering it.
+    pub id: u64,
+    /// `name@transport`.
+    pub caller: String,
+    /// App id.
+    pub app: String,
+    /// Its display name.
+    pub app_name: String,
+    /// The tool.
+    pub tool: String,
+    /// What the tool does.
+    pub description: String,
+    /// When it asked (Unix ms).
+    pub at_ms: u64,
+    /// A call is waiting for the answer; else it was refused and the agent may retry.
+    pub waiting: bool,
+}
+
+#[derive(Debug)]
+struct Slot {
+    info: Pending,
+    answer: Option<tokio::sync::oneshot::Sender<Choice>>,
+}
+
+impl Slot {
+    fn waiting(&self) -> bool {
+        self.answer.as_ref().is_some_and(|s| !s.is_closed())
+    }
+}
+
+/// `(caller key, app, tool)`.
+type Key = (String, String, String);
+
 /// The consent gate.
 #[derive(Debug)]
 pub struct Gate {
@@ -124,7 +171,14 @@ pub struct Gate {
     /// The gateway's own channel (a native dialog), used when the front door has none.
     native: Option<SharedPrompter>,
     /// `(caller key, app, tool or "*")`.
-    grants: RwLock<HashSet<(String, String, String)>>,
+    grants: RwLock<HashSet<Key>>,
+    /// Calls without a channel, newest last.
+    pending: Mutex<Vec<Slot>>,
+    next_id: AtomicU64,
+    /// "Allow once" answers for refused calls, consumed by their retry: key → expiry.
+    once: Mutex<Vec<(Key, u64)>>,
+    /// The web UI's address, once it listens (for the link in CONSENT_REQUIRED).
+    ui: OnceLock<String>,
 }
 
 impl Gate {
@@ -142,6 +196,10 @@ impl Gate {
             state,
             native: None,
             grants: RwLock::new(HashSet::new()),
+            pending: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            once: Mutex::new(Vec::new()),
+            ui: OnceLock::new(),
         };
         gate.reload();
         gate
@@ -154,7 +212,24 @@ impl Gate {
         self
     }
 
-    fn reload(&self) {
+    /// Tells the gate where the web UI listens (`http://127.0.0.1:3000/ui`), so that
+    /// CONSENT_REQUIRED can link to it. The first address stays.
+    pub fn set_ui(&self, base: String) {
+        let _ = self.ui.set(base);
+    }
+
+    /// The web UI's address, when one listens.
+    pub fn ui(&self) -> Option<&str> {
+        self.ui.get().map(String::as_str)
+    }
+
+    /// The mode that applies to `app`.
+    pub fn mode(&self, app: &str) -> ConsentMode {
+        self.per_app.get(app).copied().unwrap_or(self.mode)
+    }
+
+    /// Reads the grants again (another process may have changed them).
+    pub fn reload(&self) {
         let Some(state) = &self.state else { return };
         match state.grants() {
             Ok(all) => {
@@ -165,13 +240,37 @@ impl Gate {
         }
     }
 
+    /// Every "always" grant, oldest first (this run's too when `state.db` is unusable).
+    pub fn grants(&self) -> Vec<Grant> {
+        if let Some(state) = &self.state
+            && let Ok(all) = state.grants()
+        {
+            return all;
+        }
+        let mut all: Vec<Grant> = self
+            .grants
+            .read()
+            .expect("grants lock")
+            .iter()
+            .map(|(caller, app, tool)| Grant {
+                caller: caller.clone(),
+                app: app.clone(),
+                tool: tool.clone(),
+                granted_at: 0,
+            })
+            .collect();
+        all.sort_by(|a, b| (&a.caller, &a.app, &a.tool).cmp(&(&b.caller, &b.app, &b.tool)));
+        all
+    }
+
     fn granted(&self, caller: &str, app: &str, tool: &str) -> bool {
         let grants = self.grants.read().expect("grants lock");
         grants.contains(&(caller.to_owned(), app.to_owned(), tool.to_owned()))
             || grants.contains(&(caller.to_owned(), app.to_owned(), "*".to_owned()))
     }
 
-    fn remember(&self, caller: &str, app: &str, tool: &str) {
+    /// Always allows `caller` to run `tool` (`*`: every tool) of `app`.
+    pub fn remember(&self, caller: &str, app: &str, tool: &str) {
         self.grants.write().expect("grants lock").insert((
             caller.to_owned(),
             app.to_owned(),
@@ -182,14 +281,159 @@ impl Gate {
                 caller: caller.to_owned(),
                 app: app.to_owned(),
                 tool: tool.to_owned(),
-                granted_at: SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
+                granted_at: now_ms() / 1000,
             };
             if let Err(e) = state.grant(&grant) {
                 tracing::warn!("the grant is kept for this run only: {e}");
             }
         }
+    }
+
+    /// Removes the grants of `app` (only `tool`'s, only `caller`'s when given); how many.
+    pub fn revoke(
+        &self,
+        app: &str,
+        tool: Option<&str>,
+        caller: Option<&str>,
+    ) -> Result<usize, String> {
+        let matches = |(c, a, t): &Key| {
+            a == app && tool.is_none_or(|x| x == t) && caller.is_none_or(|x| x == c)
+        };
+        let mut grants = self.grants.write().expect("grants lock");
+        let before = grants.len();
+        grants.retain(|k| !matches(k));
+        let here = before - grants.len();
+        drop(grants);
+        match &self.state {
+            Some(state) => state.revoke(app, tool, caller).map_err(|e| e.to_string()),
+            None => Ok(here),
+        }
+    }
+
+    /// The calls waiting for an answer and the recently refused ones, newest first.
+    pub fn pending(&self) -> Vec<Pending> {
+        let mut slots = self.pending.lock().expect("pending lock");
+        prune(&mut slots);
+        slots
+            .iter()
+            .rev()
+            .map(|s| Pending {
+                waiting: s.waiting(),
+                ..s.info.clone()
+            })
+            .collect()
+    }
+
+    /// Answers pending call `id` (from the web UI). A waiting call follows the answer; for
+    /// a refused call, "always" choices are remembered, "once" lets its next retry run,
+    /// and deny forgets it. Says what happened.
+    pub fn answer(&self, id: u64, choice: Choice) -> Result<&'static str, String> {
+        let slot = {
+            let mut slots = self.pending.lock().expect("pending lock");
+            let at = slots
+                .iter()
+                .position(|s| s.info.id == id)
+                .ok_or_else(|| format!("no pending call {id}: it was answered or it expired"))?;
+            slots.remove(at)
+        };
+        let key = (
+            slot.info.caller.clone(),
+            slot.info.app.clone(),
+            slot.info.tool.clone(),
+        );
+        if let Some(sender) = slot.answer
+            && sender.send(choice).is_ok()
+        {
+            return Ok(match choice {
+                Choice::Deny => "the waiting call was refused",
+                _ => "the waiting call goes on",
+            });
+        }
+        Ok(match choice {
+            Choice::Once => {
+                let mut once = self.once.lock().expect("once lock");
+                once.retain(|(k, _)| *k != key);
+                once.push((key, now_ms() + ONCE_KEPT_MS));
+                "its next retry may run once"
+            }
+            Choice::Tool => {
+                self.remember(&key.0, &key.1, &key.2);
+                "the tool is allowed for this client from now on"
+            }
+            Choice::App => {
+                self.remember(&key.0, &key.1, "*");
+                "every tool of the app is allowed for this client from now on"
+            }
+            Choice::Deny => "dismissed",
+        })
+    }
+
+    /// Consumes an "allow once" given for a refused call.
+    fn take_once(&self, key: &Key) -> bool {
+        let mut once = self.once.lock().expect("once lock");
+        let now = now_ms();
+        once.retain(|(_, expires)| *expires > now);
+        match once.iter().position(|(k, _)| k == key) {
+            Some(at) => {
+                once.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Adds a pending entry (replacing an older one for the same call); its id.
+    fn enqueue(&self, question: &Question, answer: tokio::sync::oneshot::Sender<Choice>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let caller = question.caller.key();
+        let mut slots = self.pending.lock().expect("pending lock");
+        slots.retain(|s| {
+            s.waiting()
+                || (s.info.caller != caller
+                    || s.info.app != question.app
+                    || s.info.tool != question.tool)
+        });
+        prune(&mut slots);
+        slots.push(Slot {
+            info: Pending {
+                id,
+                caller,
+                app: question.app.clone(),
+                app_name: question.app_name.clone(),
+                tool: question.tool.clone(),
+                description: question.description.clone(),
+                at_ms: now_ms(),
+                waiting: true,
+            },
+            answer: Some(answer),
+        });
+        id
+    }
+
+    /// Forgets pending entry `id` (its call was allowed some other way).
+    fn settle(&self, id: u64) {
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .retain(|s| s.info.id != id);
+    }
+
+    /// Whether a call of `question` would have to ask the user now (mode `prompt`, no
+    /// grant, no "allow once" waiting for it, not the command line). Front doors that ask
+    /// in a round trip of their own (MCP's input-required result) check this first.
+    pub fn would_ask(&self, question: &Question) -> bool {
+        let caller = question.caller.key();
+        self.mode(&question.app) == ConsentMode::Prompt
+            && question.caller.transport != "cli"
+            && !self.granted(&caller, &question.app, &question.tool)
+            && !self
+                .once
+                .lock()
+                .expect("once lock")
+                .iter()
+                .any(|((c, a, t), expires)| {
+                    *c == caller && *a == question.app && *t == question.tool && *expires > now_ms()
+                })
     }
 
     /// Decides whether `question` may run: Ok to run, else the refusal.
@@ -198,13 +442,8 @@ impl Gate {
         question: &Question,
         prompter: Option<&dyn Prompter>,
     ) -> Result<(), GatewayError> {
-        let mode = self
-            .per_app
-            .get(&question.app)
-            .copied()
-            .unwrap_or(self.mode);
         let caller = question.caller.key();
-        match mode {
+        match self.mode(&question.app) {
             ConsentMode::Allow => return Ok(()),
             ConsentMode::Deny => {
                 return Err(GatewayError::new(
@@ -214,59 +453,104 @@ impl Gate {
             }
             ConsentMode::Prompt => {}
         }
+        let key = (caller.clone(), question.app.clone(), question.tool.clone());
         // The user at the command line asked for this call.
         if question.caller.transport == "cli"
             || self.granted(&caller, &question.app, &question.tool)
+            || self.take_once(&key)
         {
             return Ok(());
         }
         if let Some(prompter) = prompter.or(self.native.as_deref()) {
-            return match prompter.ask(question).await {
-                Some(Choice::Once) => Ok(()),
-                Some(Choice::Tool) => {
-                    self.remember(&caller, &question.app, &question.tool);
-                    Ok(())
-                }
-                Some(Choice::App) => {
-                    self.remember(&caller, &question.app, "*");
-                    Ok(())
-                }
-                Some(Choice::Deny) => Err(GatewayError::new(
-                    Code::PermissionDenied,
-                    "the user denied this call",
-                )),
-                None => Err(GatewayError::new(
-                    Code::PermissionDenied,
-                    "the user declined or dismissed the question; nothing was remembered",
-                )),
-            };
+            let choice = prompter.ask(question).await;
+            return self.follow(&key, choice, "");
         }
-        // No channel: a grant may come from the CLI meanwhile.
+        // No channel: the answer may come from the web UI, or a grant from the CLI.
+        let (sender, mut answer) = tokio::sync::oneshot::channel();
+        let id = self.enqueue(question, sender);
         let deadline = tokio::time::Instant::now() + self.wait;
         loop {
             self.reload();
-            if self.granted(&caller, &question.app, &question.tool) {
+            if self.granted(&caller, &question.app, &question.tool) || self.take_once(&key) {
+                self.settle(id);
                 return Ok(());
             }
-            if tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            let tick = (deadline - now).min(Duration::from_millis(250));
+            tokio::select! {
+                choice = &mut answer => {
+                    return self.follow(&key, choice.ok(), " in the web UI");
+                }
+                () = tokio::time::sleep(tick) => {}
+            }
         }
+        // Kept (not waiting any more) so that the user can approve the retry.
+        drop(answer);
         let command = format!(
             "aai-gateway consent grant {} --tool {} --caller '{}'",
             question.app, question.tool, caller
         );
-        Err(GatewayError::new(
+        let ui = self.ui().map(|base| format!("{base}/consent?pending={id}"));
+        let where_ = match &ui {
+            Some(link) => format!("approve it at {link} or run `{command}`"),
+            None => format!("run `{command}`"),
+        };
+        let mut error = GatewayError::new(
             Code::ConsentRequired,
             format!(
-                "the user has not allowed `{caller}` to run `{}` of `{}`, and this client cannot ask them; ask the user to run `{command}` (or allow every tool of the app without --tool), then try again",
+                "the user has not allowed `{caller}` to run `{}` of `{}`, and this client cannot ask them; ask the user to {where_} (or allow every tool of the app), then try again",
                 question.tool, question.app
             ),
         )
         .with("caller", caller)
-        .with("command", command))
+        .with("command", command);
+        if let Some(link) = ui {
+            error = error.with("ui", link);
+        }
+        Err(error)
     }
+
+    /// What an answer means for the call that asked.
+    fn follow(&self, key: &Key, choice: Option<Choice>, channel: &str) -> Result<(), GatewayError> {
+        match choice {
+            Some(Choice::Once) => Ok(()),
+            Some(Choice::Tool) => {
+                self.remember(&key.0, &key.1, &key.2);
+                Ok(())
+            }
+            Some(Choice::App) => {
+                self.remember(&key.0, &key.1, "*");
+                Ok(())
+            }
+            Some(Choice::Deny) => Err(GatewayError::new(
+                Code::PermissionDenied,
+                format!("the user denied this call{channel}"),
+            )),
+            None => Err(GatewayError::new(
+                Code::PermissionDenied,
+                "the user declined or dismissed the question; nothing was remembered",
+            )),
+        }
+    }
+}
+
+/// Drops refused entries older than an hour and the oldest beyond the cap.
+fn prune(slots: &mut Vec<Slot>) {
+    let now = now_ms();
+    slots.retain(|s| s.waiting() || s.info.at_ms + REFUSED_KEPT_MS > now);
+    if slots.len() >= PENDING_MAX {
+        let extra = slots.len() + 1 - PENDING_MAX;
+        slots.drain(..extra);
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A prompter that always gives the same answer (tests, embedding).
@@ -368,5 +652,79 @@ mod tests {
             deny.check(&question("x"), None).await.unwrap_err().code,
             Code::PermissionDenied
         );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_call_follows_the_answer_and_a_refused_one_can_be_approved() {
+        let gate = std::sync::Arc::new(Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::from_secs(30),
+            None,
+        ));
+        gate.set_ui("http://127.0.0.1:3000/ui".into());
+        let q = question("alpha");
+        let waiting = {
+            let gate = gate.clone();
+            let q = q.clone();
+            tokio::spawn(async move { gate.check(&q, None).await })
+        };
+        let id = loop {
+            if let Some(p) = gate.pending().first() {
+                assert!(p.waiting);
+                break p.id;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(
+            gate.answer(id, Choice::Tool).unwrap(),
+            "the waiting call goes on"
+        );
+        waiting.await.unwrap().unwrap();
+        assert!(gate.pending().is_empty());
+        gate.check(&q, None).await.unwrap();
+        assert!(gate.answer(id, Choice::Once).is_err(), "answered once only");
+
+        // Without waiting: refused at once, kept for its retry, with the UI link.
+        let quick = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        quick.set_ui("http://127.0.0.1:3000/ui".into());
+        let q = question("beta");
+        let e = quick.check(&q, None).await.unwrap_err();
+        let pending = quick.pending();
+        assert_eq!(pending.len(), 1);
+        assert!(!pending[0].waiting);
+        assert_eq!(
+            e.data()["ui"],
+            format!("http://127.0.0.1:3000/ui/consent?pending={}", pending[0].id)
+        );
+        // A retry replaces the entry rather than piling up.
+        quick.check(&q, None).await.unwrap_err();
+        let id = quick.pending()[0].id;
+        assert_eq!(quick.pending().len(), 1);
+        quick.answer(id, Choice::Once).unwrap();
+        quick.check(&q, None).await.unwrap();
+        assert!(quick.check(&q, None).await.is_err(), "once means one retry");
+        let id = quick.pending()[0].id;
+        quick.answer(id, Choice::Deny).unwrap();
+        assert!(quick.pending().is_empty());
+        assert!(
+            quick.check(&q, None).await.is_err(),
+            "dismissed is not allowed"
+        );
+        // Revoke takes a grant back.
+        quick.remember("beta@stdio", "com.a", "*");
+        quick.check(&q, None).await.unwrap();
+        assert_eq!(
+            quick
+                .revoke("com.a", Some("*"), Some("beta@stdio"))
+                .unwrap(),
+            1
+        );
+        assert!(quick.check(&q, None).await.is_err());
     }
 }

@@ -212,41 +212,107 @@ pub struct Filter {
 
 /// Reads records from `file`, newest first.
 pub fn query(file: &Path, filter: &Filter) -> Result<Vec<Record>, String> {
+    Ok(rows(file, filter)?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Reads records from `file` with their row ids, newest first.
+pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, String> {
+    select(
+        file,
+        "WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR caller = ?3)
+           AND (?4 IS NULL OR status = ?4) AND (?5 IS NULL OR at_ms >= ?5)
+         ORDER BY at_ms DESC, id DESC LIMIT ?6",
+        params![
+            filter.app,
+            filter.tool,
+            filter.caller,
+            filter.status,
+            filter.since_ms.map(clamp),
+            clamp(filter.limit as u64)
+        ],
+    )
+}
+
+/// The record with row id `id`, if it is still kept.
+pub fn get(file: &Path, id: u64) -> Result<Option<Record>, String> {
+    Ok(select(file, "WHERE id = ?1", params![clamp(id)])?
+        .into_iter()
+        .next()
+        .map(|(_, r)| r))
+}
+
+fn select(
+    file: &Path,
+    rest: &str,
+    params: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<(u64, Record)>, String> {
     let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut stmt = conn
-        .prepare(
-            "SELECT at_ms, caller, app, tool, args, status, code, duration_ms, excerpt FROM history
-             WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR caller = ?3)
-               AND (?4 IS NULL OR status = ?4) AND (?5 IS NULL OR at_ms >= ?5)
-             ORDER BY at_ms DESC, id DESC LIMIT ?6",
-        )
+        .prepare(&format!(
+            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt FROM history {rest}"
+        ))
         .map_err(|e| e.to_string())?;
     let rows = stmt
-        .query_map(
-            params![
-                filter.app,
-                filter.tool,
-                filter.caller,
-                filter.status,
-                filter.since_ms.map(clamp),
-                clamp(filter.limit as u64)
-            ],
-            |r| {
-                Ok(Record {
-                    at_ms: r.get::<_, i64>(0)?.max(0) as u64,
-                    caller: r.get(1)?,
-                    app: r.get(2)?,
-                    tool: r.get(3)?,
-                    args: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or(Value::Null),
-                    status: r.get(5)?,
-                    code: r.get(6)?,
-                    duration_ms: r.get::<_, i64>(7)?.max(0) as u64,
-                    excerpt: r.get(8)?,
-                })
-            },
-        )
+        .query_map(params, |r| {
+            Ok((
+                r.get::<_, i64>(0)?.max(0) as u64,
+                Record {
+                    at_ms: r.get::<_, i64>(1)?.max(0) as u64,
+                    caller: r.get(2)?,
+                    app: r.get(3)?,
+                    tool: r.get(4)?,
+                    args: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or(Value::Null),
+                    status: r.get(6)?,
+                    code: r.get(7)?,
+                    duration_ms: r.get::<_, i64>(8)?.max(0) as u64,
+                    excerpt: r.get(9)?,
+                },
+            ))
+        })
         .map_err(|e| e.to_string())?;
     rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+}
+
+/// `2026-11-23 02:30:00` for Unix milliseconds (civil date from days, no time zone data).
+pub fn utc(at_ms: u64) -> String {
+    let secs = at_ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+/// `1h`, `30m`, `2d`, `45s`, or seconds: the Unix time (ms) that far back.
+pub fn since(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| c.is_alphabetic()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration such as 30m, 2h or 7d"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(format!("`{text}`: the unit must be s, m, h or d")),
+    };
+    Ok(now_ms().saturating_sub(secs.saturating_mul(1000)))
 }
 
 /// How many records `file` holds.

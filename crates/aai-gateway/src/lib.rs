@@ -3,23 +3,22 @@
 //!
 //! # Layout
 //! * [`cli`] — the command line; `main.rs` only calls [`cli::main`].
-//! * [`config`] — `config.json`.
-//! * [`credentials`] — the credential store (OS keyring, or an opt-in 0600 file).
-//! * `discover` — `--discover`: descriptors generated from D-Bus introspection (Unix).
-//! * [`discovery`] — where descriptors are found, precedence, merging, shadowing.
-//! * [`oauth`] — OAuth 2 sign-in (PKCE, loopback redirect) and token refresh.
-//! * [`auth`] — stored credentials → what a web request carries; AUTH_REQUIRED guidance.
-//! * [`builtin`] — descriptors compiled in (notifications, MPRIS players), active when present.
-//! * [`registry`] — the served apps: usable binding, slugs, lookup; swapped on reload.
-//! * [`pipeline`] — one call: lookup, defaults, validation, timeout, executor.
+//! * [`gateway`] — the running gateway: scans, the snapshot, the change broadcast, shutdown.
+//! * [`catalog`] — where descriptors are found (files, built-ins, the web cache), precedence,
+//!   merging, the watcher, `--discover`.
+//! * [`registry`] — the served apps: usable binding, slugs, lookup, search, guides.
+//! * [`pipeline`] — one call: lookup, defaults, validation, consent, credentials, executor,
+//!   history.
+//! * [`consent`], [`dialog`] — the consent gate and the native dialogs; [`state`] — grants.
+//! * [`history`] — call history in `state.db`.
+//! * [`auth`] — secrets, the credential store, OAuth 2, what a web request carries.
 //! * [`exec`] — executors (one module each) and the one process spawner.
+//! * [`net`] — the one place HTTP clients are built.
 //! * [`mcp`] — the MCP server; the only module that knows rmcp.
-//! * [`guide`], [`search`] — what agents read to find and use apps.
-//! * [`web`] — web app descriptors: `web_discover`, the registry catalog, the cache.
-//! * [`error`] — error codes and the seed's error shape.
-//! * [`hash`] — the stable hash behind slug suffixes and `--discover` fingerprints.
-//! * [`host`] — facts about this machine; which bindings can run here.
-//! * [`logging`] — stderr and file logging (never stdout).
+//! * [`listen`] — the HTTP listener (`/mcp`, `/ui`) and its Host/Origin/token guard;
+//!   [`ui`] — the web UI.
+//! * [`config`], [`error`], [`host`], [`logging`], [`hash`], [`lines`], [`text`] — settings,
+//!   the error model, this machine, logs, and small helpers.
 //!
 //! The descriptor model and its parsers live in the `aai-descriptor` crate (no I/O).
 
@@ -36,6 +35,7 @@ pub mod hash;
 pub mod history;
 pub mod host;
 pub mod lines;
+pub mod listen;
 pub mod logging;
 pub mod mcp;
 pub mod net;
@@ -43,3 +43,4 @@ pub mod pipeline;
 pub mod registry;
 pub mod state;
 pub mod text;
+pub mod ui;

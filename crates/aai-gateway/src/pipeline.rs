@@ -102,6 +102,28 @@ impl Gateway {
         result
     }
 
+    /// The consent question a call of `tool` of `app` by `caller` would ask now, if it
+    /// would ask (see [`crate::consent::Gate::would_ask`]); `None` when it would run
+    /// without asking or cannot be resolved (the call itself then reports why).
+    pub async fn consent_question(
+        &self,
+        app: &str,
+        tool: &str,
+        caller: &crate::consent::Caller,
+    ) -> Option<crate::consent::Question> {
+        let snapshot = self.snapshot().await;
+        let entry = snapshot.find(app)?;
+        let tool = entry.binding().tool(tool)?;
+        let question = crate::consent::Question {
+            caller: caller.clone(),
+            app: entry.app.id.clone(),
+            app_name: snapshot.name(entry).to_owned(),
+            tool: tool.name.clone(),
+            description: tool.description.clone(),
+        };
+        self.consent.would_ask(&question).then_some(question)
+    }
+
     /// The call itself; `secrets_out` receives the secrets the request carried (for
     /// scrubbing what is recorded).
     async fn call_inner(

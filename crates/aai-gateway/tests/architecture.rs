@@ -53,8 +53,9 @@ fn only_under(needle: &str, allowed: &[&str]) {
 #[test]
 fn only_mcp_knows_rmcp() {
     only_under("rmcp::", &["mcp/"]);
-    only_under("axum::", &["mcp/"]);
-    only_under("crate::mcp", &["mcp/", "cli/mod.rs"]);
+    only_under("axum::", &["mcp/", "listen.rs", "ui/"]);
+    only_under("crate::mcp", &["mcp/", "cli/mod.rs", "listen.rs"]);
+    only_under("crate::ui", &["listen.rs"]);
 }
 
 #[test]

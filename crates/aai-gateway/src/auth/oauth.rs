@@ -56,7 +56,7 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn random_token(bytes: usize) -> String {
+pub(crate) fn random_token(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     getrandom::fill(&mut buf).expect("the OS has randomness");
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buf)

@@ -314,7 +314,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
-/// The Streamable HTTP MCP server (`--web`).
+/// The Streamable HTTP MCP server and the web UI (`--web`).
 fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitCode, String> {
     let addr = listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
@@ -325,14 +325,30 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
     crate::exec::process::become_subreaper();
     let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let gateway = ctx.into_gateway();
-    let options = crate::mcp::http::Options { addr, token };
-    let served = runtime.block_on(crate::mcp::http::serve(gateway, options, |addr| {
+    let options = crate::listen::Options {
+        addr,
+        token,
+        mcp: true,
+        ui: gateway.config.enable_web_ui,
+    };
+    let served = runtime.block_on(async {
+        let bound = crate::listen::bind(options).await?;
+        let origin = crate::listen::origin_of(bound.addr());
+        let ui = if gateway.config.enable_web_ui {
+            format!(", the web UI on {origin}/ui")
+        } else {
+            String::new()
+        };
         // The one line a person starting a web server expects.
         let _ = writeln!(
             std::io::stderr(),
-            "aai-gateway: serving MCP on http://{addr}/mcp (Ctrl-C stops it)"
+            "aai-gateway: serving MCP on {origin}/mcp{ui} (Ctrl-C stops it)"
         );
-    }));
+        let running = gateway.start();
+        let served = crate::listen::serve(gateway.clone(), bound).await;
+        running.stop();
+        served
+    });
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     crate::exec::process::reap_all(std::time::Duration::from_secs(2));
     served
@@ -340,7 +356,8 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
         .map_err(|e| e.to_string())
 }
 
-/// The stdio MCP server.
+/// The stdio MCP server, with the web UI on `httpPort` (or the next free port) when
+/// `enableWebUI` is on.
 fn serve(ctx: Context) -> Result<ExitCode, String> {
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // Started by hand: say what this is, once, on stderr (stdout belongs to MCP).
@@ -352,6 +369,28 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
     crate::exec::process::become_subreaper();
     let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let gateway = ctx.into_gateway();
+    if gateway.config.enable_web_ui {
+        // Bound before MCP starts, so that the first CONSENT_REQUIRED can link to it.
+        let options = crate::listen::Options {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            mcp: false,
+            ui: true,
+        };
+        match runtime.block_on(crate::listen::bind_near(gateway.config.http_port, options)) {
+            Ok(bound) => {
+                let origin = crate::listen::origin_of(bound.addr());
+                gateway.consent.set_ui(format!("{origin}/ui"));
+                let gateway = gateway.clone();
+                runtime.spawn(async move {
+                    if let Err(e) = crate::listen::serve(gateway, bound).await {
+                        tracing::warn!("the web UI stopped: {e}");
+                    }
+                });
+            }
+            Err(e) => tracing::warn!("no web UI: {e}"),
+        }
+    }
     let served = runtime
         .block_on(crate::mcp::stdio::serve(gateway))
         .map_err(|e| format!("MCP server stopped: {e:#}"));

@@ -168,6 +168,14 @@ impl Snapshot {
         self.missing.get(key).or_else(|| self.missing.get(bare))
     }
 
+    /// Every app id found but not served, with why, sorted by id.
+    pub fn missing_all(&self) -> Vec<(&str, &Missing)> {
+        let mut all: Vec<(&str, &Missing)> =
+            self.missing.iter().map(|(k, m)| (k.as_str(), m)).collect();
+        all.sort_by_key(|(k, _)| *k);
+        all
+    }
+
     /// Up to `n` served app ids close to `key` in sorted order that share a good part of
     /// its prefix (`com.example.ehco` → `com.example.echo`): "did you mean" for the error
     /// path, in O(log n) — it must not walk every app.

@@ -1,0 +1,188 @@
+//! The web UI at `/ui`: server-rendered pages (askama templates compiled into the binary)
+//! over the one [`Gateway`] — dashboard, apps, history, consent, credentials, config —
+//! and the few POST actions behind them (answer or grant consent, revoke, store or remove
+//! a credential, start an OAuth sign-in, rescan).
+//!
+//! Rules:
+//! * Every POST carries the CSRF token of this run (a hidden form field, compared in
+//!   constant time); without it the answer is 403 and nothing changes.
+//! * `listen` has already checked Host, Origin and the token; this module never
+//!   serves anything without that guard in front of it.
+//! * Secrets go one way: a credential form stores a value, no page ever shows one.
+//! * Messages after an action travel as a one-time number (`?flash=N`), never as text in
+//!   the URL, so a link cannot put words in the UI's mouth.
+
+mod pages;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+use crate::gateway::Gateway;
+
+/// The UI's state, shared by its handlers.
+#[derive(Debug, Clone)]
+pub struct Ui {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    gateway: Arc<Gateway>,
+    /// `http://127.0.0.1:3000/ui`.
+    base: String,
+    /// Every form's CSRF token, random per run.
+    csrf: String,
+    /// The listener's bearer token, for the sign-in page.
+    token: Option<crate::auth::Secret>,
+    /// One-time messages after an action.
+    flash: Mutex<Flash>,
+    /// OAuth sign-ins started from the UI: app → what became of it.
+    logins: Mutex<HashMap<String, String>>,
+}
+
+#[derive(Debug, Default)]
+struct Flash {
+    next: u64,
+    messages: HashMap<u64, (String, bool)>,
+}
+
+impl Ui {
+    /// The UI of `gateway`, served at `base`.
+    pub fn new(gateway: Arc<Gateway>, base: String, token: Option<crate::auth::Secret>) -> Ui {
+        Ui {
+            inner: Arc::new(Inner {
+                gateway,
+                base,
+                csrf: crate::auth::oauth::random_token(32),
+                token,
+                flash: Mutex::new(Flash::default()),
+                logins: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Where the UI is served.
+    pub fn base(&self) -> &str {
+        &self.inner.base
+    }
+
+    /// The routes, to merge into the listener's router.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/ui", get(pages::dashboard))
+            .route("/ui/", get(pages::dashboard))
+            .route("/ui/apps", get(pages::apps))
+            .route("/ui/apps/{id}", get(pages::app))
+            .route("/ui/history", get(pages::history))
+            .route("/ui/history/{id}", get(pages::call))
+            .route("/ui/consent", get(pages::consent))
+            .route("/ui/consent/answer", post(pages::answer))
+            .route("/ui/consent/grant", post(pages::grant))
+            .route("/ui/consent/revoke", post(pages::revoke))
+            .route("/ui/credentials", get(pages::credentials))
+            .route("/ui/credentials/set", post(pages::set_credential))
+            .route("/ui/credentials/remove", post(pages::remove_credential))
+            .route("/ui/credentials/login", post(pages::login))
+            .route("/ui/config", get(pages::config))
+            .route("/ui/rescan", post(pages::rescan))
+            .route("/ui/login", get(pages::sign_in_page).post(pages::sign_in))
+            .route("/ui/style.css", get(style))
+            .route("/ui/favicon.svg", get(icon))
+            .with_state(self)
+    }
+
+    fn gateway(&self) -> &Gateway {
+        &self.inner.gateway
+    }
+
+    /// Whether a form's token is this run's.
+    fn csrf_ok(&self, given: Option<&str>) -> bool {
+        given.is_some_and(|g| {
+            crate::listen::constant_time_eq(g.as_bytes(), self.inner.csrf.as_bytes())
+        })
+    }
+
+    /// Keeps `message` for the next page; the redirect target with its number.
+    fn flash(&self, to: &str, message: impl Into<String>, ok: bool) -> Response {
+        let mut flash = self.inner.flash.lock().expect("flash lock");
+        flash.next += 1;
+        let n = flash.next;
+        // A few dozen unread messages at most.
+        if flash.messages.len() >= 64 {
+            flash.messages.clear();
+        }
+        flash.messages.insert(n, (message.into(), ok));
+        let sep = if to.contains('?') { '&' } else { '?' };
+        Redirect::to(&format!("{to}{sep}flash={n}")).into_response()
+    }
+
+    /// The message `n` left for this page, once.
+    fn take_flash(&self, n: Option<u64>) -> Option<(String, bool)> {
+        self.inner
+            .flash
+            .lock()
+            .expect("flash lock")
+            .messages
+            .remove(&n?)
+    }
+}
+
+/// A refusal page for a POST without this run's CSRF token.
+fn forbidden_csrf() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        Html("<!doctype html><title>Refused</title><link rel=\"icon\" href=\"/ui/favicon.svg\" type=\"image/svg+xml\"><h1>Refused</h1><p>This form did not carry the page's CSRF token, so nothing was changed. Reload the page and try again.</p>"),
+    )
+        .into_response()
+}
+
+/// The stylesheet.
+async fn style() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        include_str!("../../templates/ui/style.css"),
+    )
+        .into_response()
+}
+
+/// The icon.
+async fn icon() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        include_str!("../../templates/ui/favicon.svg"),
+    )
+        .into_response()
+}
+
+/// A rendered page, with the headers every page carries. The referrer policy is
+/// `same-origin`, not `no-referrer`: under `no-referrer` Chromium sends `Origin: null`
+/// with a form POST, which the Origin check refuses.
+fn page(html: Result<String, askama::Error>) -> Response {
+    match html {
+        Ok(body) => (
+            [
+                (header::CONTENT_SECURITY_POLICY, "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'; form-action 'self'"),
+                (header::X_FRAME_OPTIONS, "DENY"),
+                (header::REFERRER_POLICY, "same-origin"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            Html(body),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!("a UI page failed to render: {e}");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page failed to render").into_response()
+        }
+    }
+}

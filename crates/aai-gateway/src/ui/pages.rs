@@ -1,0 +1,1062 @@
+//! The pages and actions of the web UI: each handler reads the gateway, fills a view,
+//! and renders its template (`templates/ui/`). POST handlers check the CSRF token first.
+
+use std::collections::HashMap;
+
+use aai_descriptor::{Auth, AuthKind};
+use askama::Template;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::{Ui, forbidden_csrf, page};
+use crate::auth::store::Credential;
+use crate::consent::{Choice, Pending};
+use crate::history::{self, Filter, Record, utc};
+use crate::registry::Missing;
+
+/// What every page carries: its title and path, the CSRF token, a message.
+#[derive(Debug)]
+pub(super) struct Chrome {
+    title: String,
+    path: String,
+    csrf: String,
+    flash: Option<(String, bool)>,
+}
+
+impl Chrome {
+    fn new(
+        ui: &Ui,
+        title: impl Into<String>,
+        path: impl Into<String>,
+        flash: Option<u64>,
+    ) -> Chrome {
+        Chrome {
+            title: title.into(),
+            path: path.into(),
+            csrf: ui.inner.csrf.clone(),
+            flash: ui.take_flash(flash),
+        }
+    }
+
+    /// The navigation: `(href, label, is this page)`.
+    fn nav(&self) -> Vec<(&'static str, &'static str, bool)> {
+        [
+            ("/ui", "Dashboard"),
+            ("/ui/apps", "Apps"),
+            ("/ui/history", "History"),
+            ("/ui/consent", "Consent"),
+            ("/ui/credentials", "Credentials"),
+            ("/ui/config", "Config"),
+        ]
+        .into_iter()
+        .map(|(href, label)| {
+            let here = if href == "/ui" {
+                self.path == "/ui"
+            } else {
+                self.path.starts_with(href)
+            };
+            (href, label, here)
+        })
+        .collect()
+    }
+}
+
+/// One call in a list.
+#[derive(Debug)]
+pub(super) struct CallRow {
+    id: u64,
+    time: String,
+    caller: String,
+    app: String,
+    tool: String,
+    status: String,
+    code: Option<String>,
+    duration_ms: u64,
+    short: String,
+}
+
+impl CallRow {
+    fn new(id: u64, r: Record) -> CallRow {
+        CallRow {
+            id,
+            time: utc(r.at_ms),
+            short: crate::text::excerpt(&r.excerpt, 120),
+            caller: r.caller,
+            app: r.app,
+            tool: r.tool,
+            status: r.status,
+            code: r.code,
+            duration_ms: r.duration_ms,
+        }
+    }
+}
+
+/// One pending consent question.
+#[derive(Debug)]
+pub(super) struct PendingRow {
+    id: u64,
+    time: String,
+    caller: String,
+    app: String,
+    app_name: String,
+    tool: String,
+    description: String,
+    waiting: bool,
+    highlight: bool,
+}
+
+fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
+    ui.gateway()
+        .consent
+        .pending()
+        .into_iter()
+        .map(|p: Pending| PendingRow {
+            highlight: Some(p.id) == highlight,
+            id: p.id,
+            time: utc(p.at_ms),
+            caller: p.caller,
+            app: p.app,
+            app_name: p.app_name,
+            tool: p.tool,
+            description: p.description,
+            waiting: p.waiting,
+        })
+        .collect()
+}
+
+/// History rows for `filter`, read on a blocking thread; an empty list when none exist.
+async fn calls(ui: &Ui, filter: Filter) -> Result<Vec<CallRow>, String> {
+    let file = crate::state::State::file_in(&ui.gateway().home);
+    tokio::task::spawn_blocking(move || {
+        if !file.exists() {
+            return Ok(Vec::new());
+        }
+        history::rows(&file, &filter).map(|rows| {
+            rows.into_iter()
+                .map(|(id, r)| CallRow::new(id, r))
+                .collect()
+        })
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct FlashQuery {
+    flash: Option<u64>,
+}
+
+#[derive(Template)]
+#[template(path = "ui/dashboard.html")]
+struct DashboardPage {
+    c: Chrome,
+    apps: usize,
+    broken: usize,
+    calls_day: usize,
+    errors_day: usize,
+    pending: Vec<PendingRow>,
+    recent: Vec<CallRow>,
+    errors: Vec<CallRow>,
+}
+
+pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>) -> Response {
+    let snapshot = ui.gateway().snapshot().await;
+    let day = history::now_ms().saturating_sub(86_400_000);
+    let in_day = |status: Option<&str>| Filter {
+        status: status.map(str::to_owned),
+        since_ms: Some(day),
+        limit: 10_000,
+        ..Filter::default()
+    };
+    let calls_day = calls(&ui, in_day(None)).await.map_or(0, |c| c.len());
+    let errors_day = calls(&ui, in_day(Some("error")))
+        .await
+        .map_or(0, |c| c.len());
+    let recent = calls(
+        &ui,
+        Filter {
+            limit: 10,
+            ..Filter::default()
+        },
+    )
+    .await
+    .unwrap_or_default();
+    let errors = calls(
+        &ui,
+        Filter {
+            status: Some("error".into()),
+            limit: 5,
+            ..Filter::default()
+        },
+    )
+    .await
+    .unwrap_or_default();
+    page(
+        DashboardPage {
+            c: Chrome::new(&ui, "Dashboard", "/ui", q.flash),
+            apps: snapshot.entries.len(),
+            broken: snapshot.missing_all().len(),
+            calls_day,
+            errors_day,
+            pending: pending_rows(&ui, None),
+            recent,
+            errors,
+        }
+        .render(),
+    )
+}
+
+/// One app in the list.
+#[derive(Debug)]
+pub(super) struct AppRow {
+    id: String,
+    name: String,
+    description: String,
+    kind: &'static str,
+    platform: &'static str,
+    tools: usize,
+}
+
+#[derive(Template)]
+#[template(path = "ui/apps.html")]
+struct AppsPage {
+    c: Chrome,
+    q: String,
+    home: String,
+    apps: Vec<AppRow>,
+    /// `(ids, why)`.
+    broken: Vec<(String, String)>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct AppsQuery {
+    #[serde(default)]
+    q: String,
+    flash: Option<u64>,
+}
+
+pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -> Response {
+    let snapshot = ui.gateway().snapshot().await;
+    let row = |e: &crate::registry::Entry| AppRow {
+        id: e.app.id.clone(),
+        name: snapshot.name(e).to_owned(),
+        description: e.app.description.clone(),
+        kind: e.binding().executor.kind().as_str(),
+        platform: e.binding().platform.as_str(),
+        tools: e.binding().tools.len(),
+    };
+    let q = query.q.trim().to_owned();
+    let apps: Vec<AppRow> = if q.is_empty() {
+        snapshot.entries.iter().map(row).collect()
+    } else {
+        crate::registry::search::search(&snapshot, &q, 200)
+            .iter()
+            .map(|hit| row(hit.entry))
+            .collect()
+    };
+    let broken = snapshot
+        .missing_all()
+        .into_iter()
+        .map(|(id, why)| {
+            let why = match why {
+                Missing::Broken(b) => format!("{}\n{}", b.file.display(), b.problems.join("\n")),
+                Missing::Unsupported(bindings) => {
+                    let list: Vec<String> = bindings
+                        .iter()
+                        .map(|(p, t)| format!("{} ({t})", p.as_str()))
+                        .collect();
+                    format!(
+                        "no binding runs on this machine; it has: {}",
+                        list.join(", ")
+                    )
+                }
+            };
+            (id.to_owned(), why)
+        })
+        .collect();
+    page(
+        AppsPage {
+            c: Chrome::new(&ui, "Apps", "/ui/apps", query.flash),
+            q,
+            home: ui.gateway().home.display().to_string(),
+            apps,
+            broken,
+        }
+        .render(),
+    )
+}
+
+/// One binding of an app.
+#[derive(Debug)]
+pub(super) struct BindingRow {
+    platform: &'static str,
+    kind: &'static str,
+    auth: String,
+    tools: usize,
+    used: bool,
+}
+
+/// One tool of an app.
+#[derive(Debug)]
+pub(super) struct ToolRow {
+    name: String,
+    description: String,
+    schema: String,
+}
+
+#[derive(Template)]
+#[template(path = "ui/app.html")]
+struct AppPage {
+    c: Chrome,
+    id: String,
+    description: String,
+    aliases: String,
+    version: Option<String>,
+    dialect: String,
+    source: String,
+    bindings: Vec<BindingRow>,
+    tools: Vec<ToolRow>,
+    diagnostics: Vec<String>,
+    guide: String,
+}
+
+pub(super) async fn app(
+    State(ui): State<Ui>,
+    Path(id): Path<String>,
+    Query(q): Query<FlashQuery>,
+) -> Response {
+    let snapshot = ui.gateway().snapshot().await;
+    let Some(entry) = snapshot.find(&id) else {
+        return not_found(&ui, &format!("No app `{id}` is served."));
+    };
+    let app = &entry.app;
+    let source = entry.source.display().to_string();
+    page(
+        AppPage {
+            c: Chrome::new(
+                &ui,
+                snapshot.name(entry),
+                format!("/ui/apps/{}", app.id),
+                q.flash,
+            ),
+            id: app.id.clone(),
+            description: app.description.clone(),
+            aliases: app.aliases.join(", "),
+            version: app.version.clone(),
+            dialect: format!("{:?}", app.dialect),
+            bindings: app
+                .bindings
+                .iter()
+                .enumerate()
+                .map(|(i, b)| BindingRow {
+                    platform: b.platform.as_str(),
+                    kind: b.executor.kind().as_str(),
+                    auth: b
+                        .auth
+                        .as_ref()
+                        .map_or("none".to_owned(), |a| a.kind().to_string()),
+                    tools: b.tools.len(),
+                    used: i == entry.binding,
+                })
+                .collect(),
+            tools: entry
+                .binding()
+                .tools
+                .iter()
+                .map(|t| ToolRow {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    schema: serde_json::to_string_pretty(t.parameters.json()).unwrap_or_default(),
+                })
+                .collect(),
+            diagnostics: snapshot
+                .diagnostics
+                .iter()
+                .filter(|d| d.source == source)
+                .map(ToString::to_string)
+                .collect(),
+            guide: crate::registry::guide::render(&snapshot, entry),
+            source,
+        }
+        .render(),
+    )
+}
+
+#[derive(Template)]
+#[template(path = "ui/history.html")]
+struct HistoryPage {
+    c: Chrome,
+    app: String,
+    tool: String,
+    caller: String,
+    status: String,
+    since: String,
+    limit: usize,
+    error: Option<String>,
+    calls: Vec<CallRow>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct HistoryQuery {
+    #[serde(default)]
+    app: String,
+    #[serde(default)]
+    tool: String,
+    #[serde(default)]
+    caller: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    since: String,
+    flash: Option<u64>,
+}
+
+/// How many calls the history page lists.
+const HISTORY_PAGE: usize = 200;
+
+pub(super) async fn history(State(ui): State<Ui>, Query(q): Query<HistoryQuery>) -> Response {
+    let some = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    let mut error = None;
+    let since_ms = match some(&q.since).map(|s| history::since(&s)) {
+        Some(Ok(ms)) => Some(ms),
+        Some(Err(e)) => {
+            error = Some(e);
+            None
+        }
+        None => None,
+    };
+    let status = some(&q.status).filter(|s| s == "ok" || s == "error");
+    let filter = Filter {
+        app: some(&q.app),
+        tool: some(&q.tool),
+        caller: some(&q.caller),
+        status: status.clone(),
+        since_ms,
+        limit: HISTORY_PAGE,
+    };
+    let calls = match calls(&ui, filter).await {
+        Ok(c) => c,
+        Err(e) => {
+            error = Some(format!("cannot read the history: {e}"));
+            Vec::new()
+        }
+    };
+    page(
+        HistoryPage {
+            c: Chrome::new(&ui, "History", "/ui/history", q.flash),
+            app: q.app,
+            tool: q.tool,
+            caller: q.caller,
+            status: status.unwrap_or_default(),
+            since: q.since,
+            limit: HISTORY_PAGE,
+            error,
+            calls,
+        }
+        .render(),
+    )
+}
+
+#[derive(Template)]
+#[template(path = "ui/call.html")]
+struct CallPage {
+    c: Chrome,
+    time: String,
+    caller: String,
+    app: String,
+    tool: String,
+    status: String,
+    code: Option<String>,
+    duration_ms: u64,
+    args: String,
+    excerpt: String,
+}
+
+pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response {
+    let file = crate::state::State::file_in(&ui.gateway().home);
+    let found = tokio::task::spawn_blocking(move || {
+        if file.exists() {
+            history::get(&file, id)
+        } else {
+            Ok(None)
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r);
+    let record = match found {
+        Ok(Some(r)) => r,
+        Ok(None) => return not_found(&ui, &format!("No call {id} is kept.")),
+        Err(e) => return not_found(&ui, &format!("Cannot read the history: {e}")),
+    };
+    page(
+        CallPage {
+            c: Chrome::new(&ui, format!("Call {id}"), "/ui/history", None),
+            time: utc(record.at_ms),
+            args: serde_json::to_string_pretty(&record.args).unwrap_or_default(),
+            caller: record.caller,
+            app: record.app,
+            tool: record.tool,
+            status: record.status,
+            code: record.code,
+            duration_ms: record.duration_ms,
+            excerpt: record.excerpt,
+        }
+        .render(),
+    )
+}
+
+/// One "always" grant.
+#[derive(Debug)]
+pub(super) struct GrantRow {
+    caller: String,
+    app: String,
+    tool: String,
+    time: String,
+}
+
+#[derive(Template)]
+#[template(path = "ui/consent.html")]
+struct ConsentPage {
+    c: Chrome,
+    mode: &'static str,
+    pending: Vec<PendingRow>,
+    grants: Vec<GrantRow>,
+    form_caller: String,
+    form_app: String,
+    form_tool: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ConsentQuery {
+    pending: Option<u64>,
+    #[serde(default)]
+    caller: String,
+    #[serde(default)]
+    app: String,
+    #[serde(default)]
+    tool: String,
+    flash: Option<u64>,
+}
+
+pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>) -> Response {
+    let grants = {
+        let ui = ui.clone();
+        tokio::task::spawn_blocking(move || ui.gateway().consent.grants())
+            .await
+            .unwrap_or_default()
+    };
+    page(
+        ConsentPage {
+            c: Chrome::new(&ui, "Consent", "/ui/consent", q.flash),
+            mode: ui.gateway().config.consent.as_str(),
+            pending: pending_rows(&ui, q.pending),
+            grants: grants
+                .into_iter()
+                .map(|g| GrantRow {
+                    time: if g.granted_at == 0 {
+                        "this run".into()
+                    } else {
+                        utc(g.granted_at.saturating_mul(1000))
+                    },
+                    caller: g.caller,
+                    app: g.app,
+                    tool: g.tool,
+                })
+                .collect(),
+            form_caller: q.caller,
+            form_app: q.app,
+            form_tool: q.tool,
+        }
+        .render(),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct AnswerForm {
+    csrf: Option<String>,
+    id: u64,
+    choice: String,
+    back: Option<String>,
+}
+
+pub(super) async fn answer(State(ui): State<Ui>, Form(form): Form<AnswerForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    let back = back_to(form.back.as_deref(), "/ui/consent");
+    let Some(choice) = Choice::parse(&form.choice) else {
+        return ui.flash(&back, format!("`{}` is not a choice", form.choice), false);
+    };
+    match ui.gateway().consent.answer(form.id, choice) {
+        Ok(what) => ui.flash(&back, format!("Answered: {what}."), true),
+        Err(e) => ui.flash(&back, e, false),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct GrantForm {
+    csrf: Option<String>,
+    caller: String,
+    app: String,
+    #[serde(default)]
+    tool: String,
+}
+
+pub(super) async fn grant(State(ui): State<Ui>, Form(form): Form<GrantForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    let (caller, app) = (form.caller.trim(), form.app.trim());
+    let tool = match form.tool.trim() {
+        "" => "*",
+        t => t,
+    };
+    if caller.is_empty() || app.is_empty() || !caller.contains('@') {
+        return ui.flash(
+            "/ui/consent",
+            "A grant needs a caller (`name@transport`) and an app.",
+            false,
+        );
+    }
+    ui.gateway().consent.remember(caller, app, tool);
+    let what = if tool == "*" {
+        "every tool".to_owned()
+    } else {
+        format!("`{tool}`")
+    };
+    ui.flash(
+        "/ui/consent",
+        format!("`{caller}` may now run {what} of `{app}` without asking."),
+        true,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct RevokeForm {
+    csrf: Option<String>,
+    caller: String,
+    app: String,
+    tool: String,
+}
+
+pub(super) async fn revoke(State(ui): State<Ui>, Form(form): Form<RevokeForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    match ui
+        .gateway()
+        .consent
+        .revoke(&form.app, Some(&form.tool), Some(&form.caller))
+    {
+        Ok(n) => ui.flash(
+            "/ui/consent",
+            format!(
+                "Revoked {n} grant{}; the next call asks again.",
+                if n == 1 { "" } else { "s" }
+            ),
+            true,
+        ),
+        Err(e) => ui.flash("/ui/consent", format!("Cannot revoke: {e}"), false),
+    }
+}
+
+/// One app that needs credentials.
+#[derive(Debug)]
+pub(super) struct CredentialRow {
+    id: String,
+    slug: String,
+    name: String,
+    kind: String,
+    stored: String,
+    has_stored: bool,
+    instructions: String,
+    obtain_url: Option<String>,
+    login: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "ui/credentials.html")]
+struct CredentialsPage {
+    c: Chrome,
+    store: String,
+    apps: Vec<CredentialRow>,
+}
+
+pub(super) async fn credentials(State(ui): State<Ui>, Query(q): Query<FlashQuery>) -> Response {
+    let gateway = ui.gateway();
+    let snapshot = gateway.snapshot().await;
+    let store = gateway.authenticator().store();
+    let logins = ui.inner.logins.lock().expect("logins lock").clone();
+    let mut apps = Vec::new();
+    for entry in &snapshot.entries {
+        let Some(auth) = entry.binding().auth.as_ref() else {
+            continue;
+        };
+        let (stored, has_stored) = match store.get(&entry.app.id).await {
+            Ok(Some(c)) if c.kind() == auth.kind() => ("yes".to_owned(), true),
+            Ok(Some(c)) => (
+                format!("a {} credential (the app needs {})", c.kind(), auth.kind()),
+                true,
+            ),
+            Ok(None) => ("no".to_owned(), false),
+            Err(e) => (format!("unknown: {}", e.detail), false),
+        };
+        let (obtain_url, instructions) = match auth {
+            Auth::ApiKey(k) => (Some(k.obtain_url.clone()), k.instructions.as_ref()),
+            Auth::Cookie(c) => (Some(c.login_url.clone()), c.instructions.as_ref()),
+            Auth::AppCredential(a) => (None, a.instructions.as_ref()),
+            Auth::OAuth2(_) => (None, None),
+        };
+        apps.push(CredentialRow {
+            id: entry.app.id.clone(),
+            slug: entry.slug.clone(),
+            name: snapshot.name(entry).to_owned(),
+            kind: auth.kind().to_string(),
+            stored,
+            has_stored,
+            instructions: instructions.map(|i| i.short.clone()).unwrap_or_default(),
+            obtain_url: obtain_url
+                .filter(|u| u.starts_with("https://") || u.starts_with("http://")),
+            login: logins.get(&entry.app.id).cloned(),
+        });
+    }
+    let store = match gateway.config.credentials {
+        crate::config::CredentialStore::Keyring => "the OS keyring".to_owned(),
+        crate::config::CredentialStore::File => format!(
+            "{} (the file store)",
+            gateway.home.join("credentials.json").display()
+        ),
+    };
+    page(
+        CredentialsPage {
+            c: Chrome::new(&ui, "Credentials", "/ui/credentials", q.flash),
+            store,
+            apps,
+        }
+        .render(),
+    )
+}
+
+#[derive(Deserialize)]
+pub(super) struct SetForm {
+    csrf: Option<String>,
+    app: String,
+    #[serde(default)]
+    secret: String,
+    #[serde(default)]
+    app_id: String,
+}
+
+impl std::fmt::Debug for SetForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetForm")
+            .field("app", &self.app)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The auth an app served now needs.
+async fn auth_of(ui: &Ui, app: &str) -> Option<Auth> {
+    let snapshot = ui.gateway().snapshot().await;
+    let entry = snapshot.entries.iter().find(|e| e.app.id == app)?;
+    entry.binding().auth.clone()
+}
+
+pub(super) async fn set_credential(State(ui): State<Ui>, Form(form): Form<SetForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    let Some(auth) = auth_of(&ui, &form.app).await else {
+        return ui.flash(
+            "/ui/credentials",
+            "That app does not need credentials.",
+            false,
+        );
+    };
+    let input = match auth.kind() {
+        AuthKind::AppCredential => {
+            serde_json::json!({"appId": form.app_id.trim(), "appSecret": form.secret}).to_string()
+        }
+        _ => form.secret.clone(),
+    };
+    let credential = match Credential::parse(auth.kind(), &input) {
+        Ok(c) => c,
+        Err(e) => return ui.flash("/ui/credentials", format!("Not saved: {e}."), false),
+    };
+    match ui
+        .gateway()
+        .authenticator()
+        .store()
+        .set(&form.app, credential)
+        .await
+    {
+        Ok(()) => ui.flash(
+            "/ui/credentials",
+            format!("Saved the credential of `{}`.", form.app),
+            true,
+        ),
+        Err(e) => ui.flash("/ui/credentials", format!("Not saved: {}", e.detail), false),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct AppForm {
+    csrf: Option<String>,
+    app: String,
+}
+
+pub(super) async fn remove_credential(State(ui): State<Ui>, Form(form): Form<AppForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    match ui.gateway().authenticator().store().delete(&form.app).await {
+        Ok(true) => ui.flash(
+            "/ui/credentials",
+            format!("Removed the credential of `{}`.", form.app),
+            true,
+        ),
+        Ok(false) => ui.flash("/ui/credentials", "Nothing was stored.", true),
+        Err(e) => ui.flash(
+            "/ui/credentials",
+            format!("Not removed: {}", e.detail),
+            false,
+        ),
+    }
+}
+
+/// Starts the OAuth sign-in of an app and sends the browser to the provider; the tokens
+/// are stored when the provider redirects back to the gateway's loopback listener.
+pub(super) async fn login(State(ui): State<Ui>, Form(form): Form<AppForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    let Some(Auth::OAuth2(oauth)) = auth_of(&ui, &form.app).await else {
+        return ui.flash(
+            "/ui/credentials",
+            "That app does not sign in with OAuth 2.",
+            false,
+        );
+    };
+    let Some(client_id) = ui.gateway().authenticator().client_id(&form.app, &oauth) else {
+        return ui.flash(
+            "/ui/credentials",
+            format!(
+                "No OAuth client id for `{}`: set \"apps\": {{\"{}\": {{\"clientId\": \"…\"}}}} in config.json.",
+                form.app, form.app
+            ),
+            false,
+        );
+    };
+    let (url_tx, url_rx) = tokio::sync::oneshot::channel::<String>();
+    let app = form.app.clone();
+    let task_ui = ui.clone();
+    set_login(&ui, &app, "waiting for the provider…");
+    tokio::spawn(async move {
+        let signed_in = crate::auth::oauth::login(&oauth, &client_id, move |url| {
+            let _ = url_tx.send(url.to_owned());
+        })
+        .await;
+        let outcome = match signed_in {
+            Ok(tokens) => match task_ui
+                .gateway()
+                .authenticator()
+                .store()
+                .set(&app, Credential::OAuth(tokens))
+                .await
+            {
+                Ok(()) => "signed in".to_owned(),
+                Err(e) => format!(
+                    "signed in, but the tokens could not be stored: {}",
+                    e.detail
+                ),
+            },
+            Err(e) => format!("failed: {}", e.detail),
+        };
+        set_login(&task_ui, &app, &outcome);
+    });
+    match url_rx.await {
+        Ok(url) => Redirect::to(&url).into_response(),
+        Err(_) => ui.flash(
+            "/ui/credentials",
+            "The sign-in could not start; see the credentials page.",
+            false,
+        ),
+    }
+}
+
+fn set_login(ui: &Ui, app: &str, what: &str) {
+    let mut logins: std::sync::MutexGuard<'_, HashMap<String, String>> =
+        ui.inner.logins.lock().expect("logins lock");
+    logins.insert(app.to_owned(), what.to_owned());
+}
+
+#[derive(Template)]
+#[template(path = "ui/config.html")]
+struct ConfigPage {
+    c: Chrome,
+    file: String,
+    rows: Vec<(String, String, String)>,
+    places: Vec<(String, String)>,
+}
+
+pub(super) async fn config(State(ui): State<Ui>, Query(q): Query<FlashQuery>) -> Response {
+    let gateway = ui.gateway();
+    let config = &gateway.config;
+    let file_json: serde_json::Value = std::fs::read_to_string(&config.file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let rows = config
+        .effective()
+        .into_iter()
+        .map(|(key, value)| {
+            let pointer = format!("/{}", key.replace('.', "/"));
+            // Per-app keys hold dots in the app id: look them up whole.
+            let in_file = file_json.pointer(&pointer).is_some() || key.starts_with("apps.");
+            let from = if in_file {
+                config.file.display().to_string()
+            } else {
+                "default".to_owned()
+            };
+            (key, value, from)
+        })
+        .collect();
+    let token = if ui.inner.token.is_some() {
+        "set (AAI_HTTP_TOKEN)"
+    } else {
+        "not set"
+    };
+    let mut places = vec![
+        ("Home".to_owned(), gateway.home.display().to_string()),
+        ("Config file".to_owned(), config.file.display().to_string()),
+        (
+            "State (consent, history)".to_owned(),
+            crate::state::State::file_in(&gateway.home)
+                .display()
+                .to_string(),
+        ),
+        (
+            "Logs".to_owned(),
+            gateway.home.join("logs").display().to_string(),
+        ),
+        ("Web UI".to_owned(), ui.base().to_owned()),
+        ("Bearer token".to_owned(), token.to_owned()),
+    ];
+    for dir in gateway.search_dirs() {
+        places.push((
+            format!("Descriptors ({})", dir.kind.as_str()),
+            dir.dir.display().to_string(),
+        ));
+    }
+    page(
+        ConfigPage {
+            c: Chrome::new(&ui, "Config", "/ui/config", q.flash),
+            file: config.file.display().to_string(),
+            rows,
+            places,
+        }
+        .render(),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct BackForm {
+    csrf: Option<String>,
+    back: Option<String>,
+}
+
+pub(super) async fn rescan(State(ui): State<Ui>, Form(form): Form<BackForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    let gateway = ui.inner.gateway.clone();
+    let changed = gateway.rescan_async().await;
+    let snapshot = gateway.snapshot().await;
+    let back = back_to(form.back.as_deref(), "/ui");
+    ui.flash(
+        &back,
+        format!(
+            "Rescanned: {} app{} served{}.",
+            snapshot.entries.len(),
+            if snapshot.entries.len() == 1 { "" } else { "s" },
+            if changed {
+                ", changes announced to clients"
+            } else {
+                ", nothing changed"
+            }
+        ),
+        true,
+    )
+}
+
+/// Where to go after an action: a UI path from the form, else `default` (never another
+/// site: only `/ui…` paths are followed).
+fn back_to(back: Option<&str>, default: &str) -> String {
+    match back {
+        Some(b)
+            if b.starts_with("/ui") && !b.starts_with("//") && !b.contains(['\\', '\r', '\n']) =>
+        {
+            b.split(['?', '#']).next().unwrap_or(default).to_owned()
+        }
+        _ => default.to_owned(),
+    }
+}
+
+fn not_found(ui: &Ui, what: &str) -> Response {
+    #[derive(Template)]
+    #[template(
+        source = "{% extends \"ui/base.html\" %}{% block content %}<p>{{ what }}</p>{% endblock %}",
+        ext = "html"
+    )]
+    struct NotFound<'a> {
+        c: Chrome,
+        what: &'a str,
+    }
+    let mut response = page(
+        NotFound {
+            c: Chrome::new(ui, "Not found", "/ui", None),
+            what,
+        }
+        .render(),
+    );
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+#[derive(Template)]
+#[template(path = "ui/login.html")]
+struct LoginPage {
+    failed: bool,
+}
+
+pub(super) async fn sign_in_page(State(ui): State<Ui>) -> Response {
+    if ui.inner.token.is_none() {
+        return Redirect::to("/ui").into_response();
+    }
+    page(LoginPage { failed: false }.render())
+}
+
+#[derive(Deserialize)]
+pub(super) struct SignInForm {
+    token: String,
+}
+
+pub(super) async fn sign_in(State(ui): State<Ui>, Form(form): Form<SignInForm>) -> Response {
+    let Some(token) = ui.inner.token.as_ref() else {
+        return Redirect::to("/ui").into_response();
+    };
+    if !crate::listen::constant_time_eq(form.token.as_bytes(), token.expose().as_bytes()) {
+        let mut response = page(LoginPage { failed: true }.render());
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        return response;
+    }
+    let cookie = format!(
+        "{}={}; Path=/ui; HttpOnly; SameSite=Strict",
+        crate::listen::TOKEN_COOKIE,
+        token.expose()
+    );
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/ui")).into_response()
+}
