@@ -118,3 +118,63 @@ async def test_per_app_modes_override_the_default(gw):
         with pytest.raises(MCPError) as e:
             await s.call_tool("aai_exec", {"app": "com.example.off", "tool": "echo", "args": {"text": "x"}})
         assert e.value.error.code == -32004
+
+
+async def test_on_2026_07_28_consent_is_an_input_required_round_trip(gw):
+    """The stateless revision forbids server requests: the gateway answers the call with an
+    input-required result carrying the consent form and a sealed requestState, and the
+    client retries with the answer."""
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamable_http_client
+    from test_http_transport import web
+    prompting(gw)
+
+    async def never(context, params):
+        raise AssertionError("no server request may reach a 2026-07-28 client")
+
+    def answer(decision):
+        if decision in ("decline", "cancel"):
+            return {"consent": types.ElicitResult(action=decision)}
+        return {"consent": types.ElicitResult(action="accept", content={"decision": decision})}
+
+    with web(gw) as (url, _):
+        async with streamable_http_client(url) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=never,
+                                     client_info=types.Implementation(name="round-trip", version="1")) as s:
+                await s.discover()
+
+                async def call(args=ECHO, **retry):
+                    return await s.call_tool("aai_exec", args, allow_input_required=True, **retry)
+
+                first = await call()
+                assert isinstance(first, types.InputRequiredResult), first
+                form = first.input_requests["consent"]
+                assert "round-trip wants to run `echo` of Echo" in form.params.message
+                state = first.request_state
+                assert state and "echo" not in state, "the state is sealed, not readable"
+                # A forged, cut or foreign state is refused, whatever the answer says.
+                for bad in [state[:-4] + "AAAA", "rs1.forged", ""]:
+                    with pytest.raises(MCPError) as e:
+                        await call(input_responses=answer("app"), request_state=bad)
+                    assert e.value.error.code == -32005, bad
+                other = {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 0}}
+                with pytest.raises(MCPError) as e:
+                    await call(other, input_responses=answer("app"), request_state=state)
+                assert e.value.error.code == -32005, "the state is bound to the tool it asked about"
+                # Declined: this call only, nothing remembered.
+                with pytest.raises(MCPError) as e:
+                    await call(input_responses=answer("decline"), request_state=state)
+                assert e.value.error.code == -32004
+                assert isinstance(await call(), types.InputRequiredResult), "asks again"
+                # Allowed once: runs; the next call asks again.
+                r = await call(input_responses=answer("once"), request_state=state)
+                assert r.structured_content["echo"]["text"] == "hi"
+                again = await call()
+                assert isinstance(again, types.InputRequiredResult)
+                # Always this tool: runs now and from now on without a round trip.
+                r = await call(input_responses=answer("tool"), request_state=again.request_state)
+                assert r.structured_content["echo"]["text"] == "hi"
+                r = await call()
+                assert r.structured_content["echo"]["text"] == "hi"
+    grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
+    assert [(g["caller"], g["tool"]) for g in grants] == [("round-trip@http", "echo")]

@@ -148,10 +148,15 @@ impl Server {
 
     async fn dispatch(
         &self,
-        name: &str,
-        args: Map<String, Value>,
+        request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, GatewayError> {
+    ) -> Result<CallToolResponse, GatewayError> {
+        let name = request.name.as_ref();
+        let args = request.arguments.clone().unwrap_or_default();
+        let round = Round {
+            responses: request.input_responses.as_ref(),
+            state: request.request_state.as_deref(),
+        };
         let snapshot = self.gateway.snapshot().await;
         match tools::lookup(name) {
             Some(Meta::Search) => {
@@ -162,12 +167,12 @@ impl Server {
                         invalid("limit", "`limit` must be an integer from 1 to 50")
                     })? as usize,
                 };
-                Ok(search_result(&snapshot, query, limit))
+                Ok(search_result(&snapshot, query, limit).into())
             }
             Some(Meta::Guide) => {
                 let app = string_arg(&args, "app")?;
                 let entry = find(&snapshot, app, self.gateway.host.os())?;
-                Ok(text(crate::registry::guide::render(&snapshot, entry)))
+                Ok(text(crate::registry::guide::render(&snapshot, entry)).into())
             }
             Some(Meta::WebDiscover) => {
                 let url = string_arg(&args, "url")?;
@@ -181,13 +186,13 @@ impl Server {
                 if stale {
                     guide.insert_str(0, "> The site could not be reached; this is the cached copy of its descriptor.\n\n");
                 }
-                Ok(text(guide))
+                Ok(text(guide).into())
             }
             Some(Meta::Exec) => {
                 let app = string_arg(&args, "app")?;
                 let tool = string_arg(&args, "tool")?;
                 let call_args = args.get("args").cloned();
-                self.exec(app, tool, call_args, ctx).await
+                self.exec(app, tool, call_args, ctx, round).await
             }
             None => {
                 if let Some(app) = name
@@ -195,14 +200,18 @@ impl Server {
                     .or_else(|| name.strip_prefix("app:"))
                     && let Some(entry) = snapshot.find(app)
                 {
-                    return Ok(text(crate::registry::guide::render(&snapshot, entry)));
+                    return Ok(text(crate::registry::guide::render(&snapshot, entry)).into());
                 }
                 if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
                     let (app, tool) = (entry.app.id.clone(), tool.to_owned());
-                    return self.exec(&app, &tool, Some(Value::Object(args)), ctx).await;
+                    return self
+                        .exec(&app, &tool, Some(Value::Object(args)), ctx, round)
+                        .await;
                 }
                 if let Some((app, tool)) = name.split_once(':') {
-                    return self.exec(app, tool, Some(Value::Object(args)), ctx).await;
+                    return self
+                        .exec(app, tool, Some(Value::Object(args)), ctx, round)
+                        .await;
                 }
                 Err(GatewayError::new(
                     Code::ToolNotFound,
@@ -218,29 +227,165 @@ impl Server {
         tool: &str,
         args: Option<Value>,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, GatewayError> {
+        round: Round<'_>,
+    ) -> Result<CallToolResponse, GatewayError> {
         let progress = progress_sink(ctx);
         let cancel = ctx.ct.clone();
-        let origin = crate::pipeline::Origin {
-            caller: crate::consent::Caller {
-                name: ctx
-                    .client_info()
-                    .map(|i| i.name)
-                    .filter(|n| !n.trim().is_empty())
-                    .unwrap_or_else(|| "unknown-client".to_owned()),
-                transport: self.transport,
-            },
-            prompter: ctx
-                .client_capabilities()
-                .and_then(|c| c.elicitation)
-                .map(|_| Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter),
+        let caller = crate::consent::Caller {
+            name: ctx
+                .client_info()
+                .map(|i| i.name)
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| "unknown-client".to_owned()),
+            transport: self.transport,
         };
+        let elicits = ctx
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        // From 2026-07-28 on a server cannot send requests; it asks through an
+        // input-required result, and the client retries with the answer.
+        let round_trips = ctx.protocol_version().is_some_and(|v| !v.has_initialize());
+        let prompter = match (elicits, round_trips) {
+            (false, _) => None,
+            (true, false) => {
+                Some(Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter)
+            }
+            (true, true) => match round.answer(&caller, app, tool)? {
+                Some(answer) => Some(Arc::new(crate::consent::Fixed(answer)) as _),
+                None => {
+                    if let Some(question) = self.gateway.consent_question(app, tool, &caller).await
+                    {
+                        return Ok(input_required(&question, app, tool)?.into());
+                    }
+                    None
+                }
+            },
+        };
+        let origin = crate::pipeline::Origin { caller, prompter };
         let outcome = self
             .gateway
             .call(app, tool, args, cancel, progress, &origin)
             .await?;
-        Ok(outcome_result(outcome))
+        Ok(outcome_result(outcome).into())
     }
+}
+
+/// What a retried `tools/call` of the 2026-07-28 revision brings back.
+#[derive(Debug, Clone, Copy)]
+struct Round<'a> {
+    responses: Option<&'a rmcp::model::InputResponses>,
+    state: Option<&'a str>,
+}
+
+/// The key of the consent question in an input-required result.
+const CONSENT_INPUT: &str = "consent";
+
+/// How long a consent question asked through an input-required result may be answered.
+const ROUND_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Seals `requestState` with a key random per run: the client echoes it unverified.
+fn codec() -> &'static rmcp::model::RequestStateCodec {
+    static CODEC: std::sync::OnceLock<rmcp::model::RequestStateCodec> = std::sync::OnceLock::new();
+    CODEC.get_or_init(|| {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the OS has randomness");
+        rmcp::model::RequestStateCodec::try_new(key.to_vec()).expect("a 32-byte key")
+    })
+}
+
+/// What the state is bound to: this caller, this app and tool as the client named them.
+fn bound_to(caller: &crate::consent::Caller, app: &str, tool: &str) -> Vec<u8> {
+    format!("{}\n{app}\n{tool}", caller.key()).into_bytes()
+}
+
+impl Round<'_> {
+    /// The user's answer to an earlier consent question: `None` when this is no retry,
+    /// `Some(None)` when they declined or cancelled. A state that does not verify (forged,
+    /// expired, from another run, or for another caller, app or tool) is refused.
+    fn answer(
+        &self,
+        caller: &crate::consent::Caller,
+        app: &str,
+        tool: &str,
+    ) -> Result<Option<Option<crate::consent::Choice>>, GatewayError> {
+        let Some(state) = self.state else {
+            return Ok(None);
+        };
+        codec()
+            .open_with(state, &bound_to(caller, app, tool))
+            .map_err(|e| {
+                tracing::debug!("requestState refused: {e}");
+                GatewayError::new(
+                    Code::InvalidParams,
+                    "the requestState of this retry is not one this gateway issued for this call (or it expired); call the tool again without it",
+                )
+            })?;
+        let reply = self.responses.and_then(|r| r.get(CONSENT_INPUT));
+        let choice = reply
+            .and_then(|v| serde_json::from_value::<rmcp::model::ElicitResult>(v.clone()).ok())
+            .filter(|r| r.action == rmcp::model::ElicitationAction::Accept)
+            .and_then(|r| r.content)
+            .and_then(|c| {
+                c.get("decision")?
+                    .as_str()
+                    .and_then(crate::consent::Choice::parse)
+            });
+        Ok(Some(choice))
+    }
+}
+
+/// The consent question as an input-required result, its state sealed and bound to the
+/// call.
+fn input_required(
+    question: &crate::consent::Question,
+    app: &str,
+    tool: &str,
+) -> Result<rmcp::model::InputRequiredResult, GatewayError> {
+    use rmcp::model::{
+        ElicitRequest, InputRequest, InputRequests, InputRequiredResult, SealOptions,
+    };
+    let form = consent_form(question).ok_or_else(|| {
+        GatewayError::new(
+            Code::AutomationFailed,
+            "the consent form could not be built",
+        )
+    })?;
+    let mut requests = InputRequests::new();
+    requests.insert(
+        CONSENT_INPUT.to_owned(),
+        InputRequest::Elicitation(ElicitRequest::new(form)),
+    );
+    let bound = bound_to(&question.caller, app, tool);
+    let options = SealOptions::new().associated_data(&bound).ttl(ROUND_TTL);
+    let state = codec().seal_with(b"consent", &options);
+    Ok(InputRequiredResult::new(Some(requests), Some(state)))
+}
+
+/// The consent question as an elicitation form with one choice.
+fn consent_form(question: &crate::consent::Question) -> Option<rmcp::model::ElicitRequestParams> {
+    use crate::consent::Choice;
+    use rmcp::model::{ElicitRequestParams, ElicitationSchema, EnumSchema};
+    let values = Choice::ALL
+        .iter()
+        .map(|(_, v, _)| (*v).to_owned())
+        .collect();
+    let titles = Choice::ALL
+        .iter()
+        .map(|(_, _, t)| (*t).to_owned())
+        .collect();
+    let choice = EnumSchema::builder(values)
+        .enum_titles(titles)
+        .ok()?
+        .build();
+    let schema = ElicitationSchema::builder()
+        .required_enum_schema("decision", choice)
+        .build()
+        .ok()?;
+    Some(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question.text(),
+        requested_schema: schema,
+    })
 }
 
 /// Asks the user through MCP elicitation: a form with one choice.
@@ -260,31 +405,11 @@ impl crate::consent::Prompter for Elicit {
         Box<dyn std::future::Future<Output = Option<crate::consent::Choice>> + Send + 'a>,
     > {
         use crate::consent::Choice;
-        use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema};
+        use rmcp::model::ElicitationAction;
         Box::pin(async move {
-            let values = Choice::ALL
-                .iter()
-                .map(|(_, v, _)| (*v).to_owned())
-                .collect();
-            let titles = Choice::ALL
-                .iter()
-                .map(|(_, _, t)| (*t).to_owned())
-                .collect();
-            let choice = EnumSchema::builder(values)
-                .enum_titles(titles)
-                .ok()?
-                .build();
-            let schema = ElicitationSchema::builder()
-                .required_enum_schema("decision", choice)
-                .build()
-                .ok()?;
             let answer = self
                 .0
-                .create_elicitation(ElicitRequestParams::FormElicitationParams {
-                    meta: None,
-                    message: question.text(),
-                    requested_schema: schema,
-                })
+                .create_elicitation(consent_form(question)?)
                 .await
                 .map_err(|e| tracing::info!("the consent question was not answered: {e}"))
                 .ok()?;
@@ -462,9 +587,8 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let args = request.arguments.clone().unwrap_or_default();
-        match self.dispatch(&request.name, args, &context).await {
-            Ok(result) => Ok(result.into()),
+        match self.dispatch(&request, &context).await {
+            Ok(response) => Ok(response),
             Err(e) => self.failure(e),
         }
     }
