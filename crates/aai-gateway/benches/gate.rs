@@ -41,6 +41,7 @@ fn main() {
         app_name: "App 0".into(),
         tool: "tool0".into(),
         description: "Tool 0".into(),
+        site: None,
     };
     // "Always allow this tool", once; every later check finds the grant in memory.
     rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))

@@ -16,7 +16,7 @@
 //!   pending list for an hour, so that the user can approve its retry.
 //! * Guides, search and lists never ask; only tool calls do, whatever name reached them.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,15 +95,28 @@ pub struct Question {
     pub tool: String,
     /// What the tool does.
     pub description: String,
+    /// For a web app: its server and certificate, which the user checks and an "always"
+    /// answer is tied to.
+    pub site: Option<crate::site::Site>,
 }
 
 impl Question {
     /// One sentence for any channel.
     pub fn text(&self) -> String {
-        format!(
+        let mut text = format!(
             "{} wants to run `{}` of {} ({}): {}",
             self.caller.name, self.tool, self.app_name, self.app, self.description
-        )
+        );
+        if let Some(site) = &self.site {
+            text.push_str(" — on ");
+            text.push_str(&site.describe());
+        }
+        text
+    }
+
+    /// The certificate fingerprint an answer is tied to.
+    fn cert(&self) -> Option<&str> {
+        self.site.as_ref().and_then(crate::site::Site::fingerprint)
     }
 }
 
@@ -140,6 +153,11 @@ pub struct Pending {
     pub tool: String,
     /// What the tool does.
     pub description: String,
+    /// For a web app: its server and certificate.
+    pub site: Option<String>,
+    /// The certificate fingerprint an "always" answer is tied to.
+    #[serde(skip)]
+    cert: Option<String>,
     /// When it asked (Unix ms).
     pub at_ms: u64,
     /// A call is waiting for the answer; else it was refused and the agent may retry.
@@ -170,8 +188,8 @@ pub struct Gate {
     state: Option<State>,
     /// The gateway's own channel (a native dialog), used when the front door has none.
     native: Option<SharedPrompter>,
-    /// `(caller key, app, tool or "*")`.
-    grants: RwLock<HashSet<Key>>,
+    /// `(caller key, app, tool or "*")` → the certificate the grant is tied to.
+    grants: RwLock<HashMap<Key, Option<String>>>,
     /// Calls without a channel, newest last.
     pending: Mutex<Vec<Slot>>,
     next_id: AtomicU64,
@@ -195,7 +213,7 @@ impl Gate {
             wait,
             state,
             native: None,
-            grants: RwLock::new(HashSet::new()),
+            grants: RwLock::new(HashMap::new()),
             pending: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             once: Mutex::new(Vec::new()),
@@ -233,8 +251,10 @@ impl Gate {
         let Some(state) = &self.state else { return };
         match state.grants() {
             Ok(all) => {
-                *self.grants.write().expect("grants lock") =
-                    all.into_iter().map(|g| (g.caller, g.app, g.tool)).collect();
+                *self.grants.write().expect("grants lock") = all
+                    .into_iter()
+                    .map(|g| ((g.caller, g.app, g.tool), g.cert))
+                    .collect();
             }
             Err(e) => tracing::warn!("{e}"),
         }
@@ -252,36 +272,43 @@ impl Gate {
             .read()
             .expect("grants lock")
             .iter()
-            .map(|(caller, app, tool)| Grant {
+            .map(|((caller, app, tool), cert)| Grant {
                 caller: caller.clone(),
                 app: app.clone(),
                 tool: tool.clone(),
                 granted_at: 0,
+                cert: cert.clone(),
             })
             .collect();
         all.sort_by(|a, b| (&a.caller, &a.app, &a.tool).cmp(&(&b.caller, &b.app, &b.tool)));
         all
     }
 
-    fn granted(&self, caller: &str, app: &str, tool: &str) -> bool {
+    /// Whether a grant covers the call; one tied to a certificate only while the site
+    /// shows that certificate (`cert`).
+    fn granted(&self, caller: &str, app: &str, tool: &str, cert: Option<&str>) -> bool {
         let grants = self.grants.read().expect("grants lock");
-        grants.contains(&(caller.to_owned(), app.to_owned(), tool.to_owned()))
-            || grants.contains(&(caller.to_owned(), app.to_owned(), "*".to_owned()))
+        [tool, "*"].iter().any(|t| {
+            grants
+                .get(&(caller.to_owned(), app.to_owned(), (*t).to_owned()))
+                .is_some_and(|pinned| pinned.is_none() || pinned.as_deref() == cert)
+        })
     }
 
-    /// Always allows `caller` to run `tool` (`*`: every tool) of `app`.
-    pub fn remember(&self, caller: &str, app: &str, tool: &str) {
-        self.grants.write().expect("grants lock").insert((
-            caller.to_owned(),
-            app.to_owned(),
-            tool.to_owned(),
-        ));
+    /// Always allows `caller` to run `tool` (`*`: every tool) of `app`; with `cert`, only
+    /// while the site shows that certificate.
+    pub fn remember(&self, caller: &str, app: &str, tool: &str, cert: Option<&str>) {
+        self.grants.write().expect("grants lock").insert(
+            (caller.to_owned(), app.to_owned(), tool.to_owned()),
+            cert.map(str::to_owned),
+        );
         if let Some(state) = &self.state {
             let grant = Grant {
                 caller: caller.to_owned(),
                 app: app.to_owned(),
                 tool: tool.to_owned(),
                 granted_at: now_ms() / 1000,
+                cert: cert.map(str::to_owned),
             };
             if let Err(e) = state.grant(&grant) {
                 tracing::warn!("the grant is kept for this run only: {e}");
@@ -301,7 +328,7 @@ impl Gate {
         };
         let mut grants = self.grants.write().expect("grants lock");
         let before = grants.len();
-        grants.retain(|k| !matches(k));
+        grants.retain(|k, _| !matches(k));
         let here = before - grants.len();
         drop(grants);
         match &self.state {
@@ -357,11 +384,11 @@ impl Gate {
                 "its next retry may run once"
             }
             Choice::Tool => {
-                self.remember(&key.0, &key.1, &key.2);
+                self.remember(&key.0, &key.1, &key.2, slot.info.cert.as_deref());
                 "the tool is allowed for this client from now on"
             }
             Choice::App => {
-                self.remember(&key.0, &key.1, "*");
+                self.remember(&key.0, &key.1, "*", slot.info.cert.as_deref());
                 "every tool of the app is allowed for this client from now on"
             }
             Choice::Deny => "dismissed",
@@ -402,6 +429,8 @@ impl Gate {
                 app_name: question.app_name.clone(),
                 tool: question.tool.clone(),
                 description: question.description.clone(),
+                site: question.site.as_ref().map(crate::site::Site::describe),
+                cert: question.cert().map(str::to_owned),
                 at_ms: now_ms(),
                 waiting: true,
             },
@@ -425,7 +454,7 @@ impl Gate {
         let caller = question.caller.key();
         self.mode(&question.app) == ConsentMode::Prompt
             && question.caller.transport != "cli"
-            && !self.granted(&caller, &question.app, &question.tool)
+            && !self.granted(&caller, &question.app, &question.tool, question.cert())
             && !self
                 .once
                 .lock()
@@ -455,15 +484,16 @@ impl Gate {
         }
         let key = (caller.clone(), question.app.clone(), question.tool.clone());
         // The user at the command line asked for this call.
+        let cert = question.cert();
         if question.caller.transport == "cli"
-            || self.granted(&caller, &question.app, &question.tool)
+            || self.granted(&caller, &question.app, &question.tool, cert)
             || self.take_once(&key)
         {
             return Ok(());
         }
         if let Some(prompter) = prompter.or(self.native.as_deref()) {
             let choice = prompter.ask(question).await;
-            return self.follow(&key, choice, "");
+            return self.follow(&key, cert, choice, "");
         }
         // No channel: the answer may come from the web UI, or a grant from the CLI.
         let (sender, mut answer) = tokio::sync::oneshot::channel();
@@ -471,7 +501,7 @@ impl Gate {
         let deadline = tokio::time::Instant::now() + self.wait;
         loop {
             self.reload();
-            if self.granted(&caller, &question.app, &question.tool) || self.take_once(&key) {
+            if self.granted(&caller, &question.app, &question.tool, cert) || self.take_once(&key) {
                 self.settle(id);
                 return Ok(());
             }
@@ -482,7 +512,7 @@ impl Gate {
             let tick = (deadline - now).min(Duration::from_millis(250));
             tokio::select! {
                 choice = &mut answer => {
-                    return self.follow(&key, choice.ok(), " in the web UI");
+                    return self.follow(&key, cert, choice.ok(), " in the web UI");
                 }
                 () = tokio::time::sleep(tick) => {}
             }
@@ -514,15 +544,21 @@ impl Gate {
     }
 
     /// What an answer means for the call that asked.
-    fn follow(&self, key: &Key, choice: Option<Choice>, channel: &str) -> Result<(), GatewayError> {
+    fn follow(
+        &self,
+        key: &Key,
+        cert: Option<&str>,
+        choice: Option<Choice>,
+        channel: &str,
+    ) -> Result<(), GatewayError> {
         match choice {
             Some(Choice::Once) => Ok(()),
             Some(Choice::Tool) => {
-                self.remember(&key.0, &key.1, &key.2);
+                self.remember(&key.0, &key.1, &key.2, cert);
                 Ok(())
             }
             Some(Choice::App) => {
-                self.remember(&key.0, &key.1, "*");
+                self.remember(&key.0, &key.1, "*", cert);
                 Ok(())
             }
             Some(Choice::Deny) => Err(GatewayError::new(
@@ -583,6 +619,7 @@ mod tests {
             app_name: "A".into(),
             tool: "send".into(),
             description: "Send".into(),
+            site: None,
         }
     }
 
@@ -638,6 +675,7 @@ mod tests {
                 app: "com.a".into(),
                 tool: "*".into(),
                 granted_at: 1,
+                cert: None,
             })
             .unwrap();
         again.check(&question("beta"), None).await.unwrap();
@@ -717,7 +755,7 @@ mod tests {
             "dismissed is not allowed"
         );
         // Revoke takes a grant back.
-        quick.remember("beta@stdio", "com.a", "*");
+        quick.remember("beta@stdio", "com.a", "*", None);
         quick.check(&q, None).await.unwrap();
         assert_eq!(
             quick
@@ -726,5 +764,64 @@ mod tests {
             1
         );
         assert!(quick.check(&q, None).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_grant_for_a_web_app_holds_while_its_certificate_does() {
+        use crate::site::{Certificate, Site};
+        let gate = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        let site = |fp: &str| {
+            Some(Site {
+                origin: "https://api.example.com".into(),
+                certificate: Some(Certificate {
+                    subject: "CN=api.example.com".into(),
+                    issuer: "CN=Example CA".into(),
+                    sha256: fp.into(),
+                }),
+            })
+        };
+        let mut q = question("alpha");
+        q.site = site("AA:AA");
+        assert!(q.text().ends_with(
+            " — on https://api.example.com, certificate of CN=api.example.com issued by CN=Example CA, SHA-256 AA:AA"
+        ));
+        gate.check(&q, Some(&Fixed(Some(Choice::Tool))))
+            .await
+            .unwrap();
+        gate.check(&q, None).await.unwrap();
+        // Another certificate: the grant does not hold; the question shows the new one.
+        q.site = site("BB:BB");
+        let e = gate.check(&q, None).await.unwrap_err();
+        assert_eq!(e.code, Code::ConsentRequired);
+        assert!(
+            gate.pending()[0]
+                .site
+                .as_deref()
+                .unwrap()
+                .ends_with("BB:BB")
+        );
+        // Allowed again: now tied to the new certificate only.
+        gate.check(&q, Some(&Fixed(Some(Choice::App))))
+            .await
+            .unwrap();
+        gate.check(&q, None).await.unwrap();
+        q.site = site("AA:AA");
+        assert!(
+            gate.check(&q, None).await.is_ok(),
+            "the tool grant still names AA:AA"
+        );
+        q.tool = "other".into();
+        assert!(
+            gate.check(&q, None).await.is_err(),
+            "the app grant names BB:BB"
+        );
+        // A grant from the CLI or the UI form names no certificate and always holds.
+        gate.remember("alpha@stdio", "com.a", "other", None);
+        gate.check(&q, None).await.unwrap();
     }
 }

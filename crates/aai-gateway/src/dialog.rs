@@ -332,6 +332,7 @@ mod tests {
             app_name: "A".into(),
             tool: "send".into(),
             description: "Send".into(),
+            site: None,
         }
     }
 

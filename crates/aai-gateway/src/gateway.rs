@@ -50,6 +50,8 @@ pub struct Gateway {
     pub(crate) history: Option<Arc<dyn crate::history::Sink>>,
     pub(crate) auth: Authenticator,
     pub(crate) web: catalog::web::Fetcher,
+    /// Web apps' servers and certificates, for consent.
+    pub(crate) sites: crate::site::Sites,
 }
 
 impl Gateway {
@@ -109,6 +111,7 @@ impl Gateway {
             consent,
             history,
             web: catalog::web::Fetcher::new(&home),
+            sites: crate::site::Sites::default(),
             auth,
             config,
             home,

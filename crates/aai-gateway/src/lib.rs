@@ -41,6 +41,7 @@ pub mod mcp;
 pub mod net;
 pub mod pipeline;
 pub mod registry;
+pub mod site;
 pub mod state;
 pub mod text;
 pub mod ui;

@@ -52,10 +52,15 @@ pub fn client(purpose: Purpose) -> Result<&'static Client, String> {
         .map_err(Clone::clone)
 }
 
+/// Installs rustls' ring provider as the process default (once; later calls do nothing).
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 #[allow(clippy::disallowed_methods)] // the one place clients are built
 fn build(purpose: Purpose) -> reqwest::Result<Client> {
     // reqwest is built without a default TLS provider; use rustls' ring.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_crypto();
     let builder = Client::builder().user_agent(USER_AGENT);
     match purpose {
         Purpose::Api => builder

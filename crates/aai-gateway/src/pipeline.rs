@@ -120,8 +120,43 @@ impl Gateway {
             app_name: snapshot.name(entry).to_owned(),
             tool: tool.name.clone(),
             description: tool.description.clone(),
+            site: self
+                .site_to_check(&entry.app.id, entry.binding(), caller)
+                .await
+                .ok()?,
         };
         self.consent.would_ask(&question).then_some(question)
+    }
+
+    /// For a web app whose calls ask for consent: its server and certificate, read before
+    /// anything is sent (a grant is tied to the certificate). Nothing is read when the
+    /// call would not ask (mode `allow`/`deny`, the command line, other executors).
+    async fn site_to_check(
+        &self,
+        app_id: &str,
+        binding: &aai_descriptor::Binding,
+        caller: &crate::consent::Caller,
+    ) -> Result<Option<crate::site::Site>, GatewayError> {
+        let aai_descriptor::Executor::Http(http) = &binding.executor else {
+            return Ok(None);
+        };
+        if caller.transport == "cli"
+            || self.consent.mode(app_id) != crate::config::ConsentMode::Prompt
+        {
+            return Ok(None);
+        }
+        self.sites
+            .site(&http.base_url)
+            .await
+            .map(Some)
+            .map_err(|e| {
+                GatewayError::new(
+                    Code::ServiceUnavailable,
+                    format!(
+                        "the site's certificate could not be checked before the first call: {e}"
+                    ),
+                )
+            })
     }
 
     /// The call itself; `secrets_out` receives the secrets the request carried (for
@@ -190,6 +225,10 @@ impl Gateway {
             app_name: snapshot.name(entry).to_owned(),
             tool: tool.name.clone(),
             description: tool.description.clone(),
+            site: self
+                .site_to_check(app_id, binding, &origin.caller)
+                .await
+                .map_err(|e| e.at(app_id, &tool.name))?,
         };
         self.consent
             .check(&question, origin.prompter.as_deref())

@@ -21,6 +21,11 @@ pub struct Grant {
     pub tool: String,
     /// Unix time of the grant.
     pub granted_at: u64,
+    /// For a web app asked about on its first https call: the SHA-256 fingerprint of the
+    /// certificate the user saw. The grant holds only while the site shows that
+    /// certificate. `None`: not tied to one (local apps, grants from the CLI or UI form).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
 }
 
 /// Why the state file could not be used.
@@ -63,6 +68,15 @@ impl State {
              );",
         )
         .map_err(fail)?;
+        // Files from before certificate pinning lack the column.
+        let has_cert: bool = conn
+            .prepare("SELECT 1 FROM pragma_table_info('grants') WHERE name = 'cert'")
+            .and_then(|mut s| s.exists([]))
+            .map_err(fail)?;
+        if !has_cert {
+            conn.execute_batch("ALTER TABLE grants ADD COLUMN cert TEXT")
+                .map_err(fail)?;
+        }
         Ok(State {
             file: file.to_owned(),
             conn: Mutex::new(conn),
@@ -85,7 +99,7 @@ impl State {
     pub fn grants(&self) -> Result<Vec<Grant>, Error> {
         let conn = self.conn.lock().expect("state lock");
         let mut stmt = conn
-            .prepare("SELECT caller, app, tool, granted_at FROM grants ORDER BY granted_at, caller, app, tool")
+            .prepare("SELECT caller, app, tool, granted_at, cert FROM grants ORDER BY granted_at, caller, app, tool")
             .map_err(|e| self.fail(e))?;
         let rows = stmt
             .query_map([], |r| {
@@ -94,6 +108,7 @@ impl State {
                     app: r.get(1)?,
                     tool: r.get(2)?,
                     granted_at: r.get::<_, i64>(3)?.max(0) as u64,
+                    cert: r.get(4)?,
                 })
             })
             .map_err(|e| self.fail(e))?;
@@ -104,12 +119,13 @@ impl State {
     pub fn grant(&self, grant: &Grant) -> Result<(), Error> {
         let conn = self.conn.lock().expect("state lock");
         conn.execute(
-            "INSERT OR REPLACE INTO grants (caller, app, tool, granted_at) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT OR REPLACE INTO grants (caller, app, tool, granted_at, cert) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 grant.caller,
                 grant.app,
                 grant.tool,
-                i64::try_from(grant.granted_at).unwrap_or(i64::MAX)
+                i64::try_from(grant.granted_at).unwrap_or(i64::MAX),
+                grant.cert
             ],
         )
         .map(drop)
@@ -146,6 +162,7 @@ mod tests {
             app: "com.a".into(),
             tool: tool.into(),
             granted_at: 5,
+            cert: None,
         };
         state.grant(&g("x@stdio", "send")).unwrap();
         state.grant(&g("x@stdio", "*")).unwrap();

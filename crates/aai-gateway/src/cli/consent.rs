@@ -48,9 +48,10 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             } else if grants.is_empty() {
                 let _ = writeln!(out, "No grants: every call asks (consent.mode `prompt`).");
             } else {
-                let mut table = Table::new(&["CALLER", "APP", "TOOL"]);
+                let mut table = Table::new(&["CALLER", "APP", "TOOL", "WHILE CERTIFICATE IS"]);
                 for g in grants {
-                    table.row(vec![g.caller, g.app, g.tool]);
+                    let cert = g.cert.unwrap_or_else(|| "-".to_owned());
+                    table.row(vec![g.caller, g.app, g.tool, cert]);
                 }
                 let _ = write!(out, "{}", table.render());
             }
@@ -61,6 +62,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 caller,
                 app,
                 tool: tool.unwrap_or_else(|| "*".to_owned()),
+                cert: None,
                 granted_at: std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),

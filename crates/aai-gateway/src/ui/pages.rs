@@ -103,6 +103,7 @@ pub(super) struct PendingRow {
     app_name: String,
     tool: String,
     description: String,
+    site: Option<String>,
     waiting: bool,
     highlight: bool,
 }
@@ -121,6 +122,7 @@ fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
             app_name: p.app_name,
             tool: p.tool,
             description: p.description,
+            site: p.site,
             waiting: p.waiting,
         })
         .collect()
@@ -515,6 +517,7 @@ pub(super) struct GrantRow {
     app: String,
     tool: String,
     time: String,
+    cert: Option<String>,
 }
 
 #[derive(Template)]
@@ -564,6 +567,7 @@ pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>)
                     caller: g.caller,
                     app: g.app,
                     tool: g.tool,
+                    cert: g.cert,
                 })
                 .collect(),
             form_caller: q.caller,
@@ -621,7 +625,7 @@ pub(super) async fn grant(State(ui): State<Ui>, Form(form): Form<GrantForm>) -> 
             false,
         );
     }
-    ui.gateway().consent.remember(caller, app, tool);
+    ui.gateway().consent.remember(caller, app, tool, None);
     let what = if tool == "*" {
         "every tool".to_owned()
     } else {
