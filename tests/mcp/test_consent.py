@@ -178,3 +178,62 @@ async def test_on_2026_07_28_consent_is_an_input_required_round_trip(gw):
                 assert r.structured_content["echo"]["text"] == "hi"
     grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
     assert [(g["caller"], g["tool"]) for g in grants] == [("round-trip@http", "echo")]
+
+
+async def test_over_http_with_a_token_the_token_is_part_of_the_caller(gw):
+    """Grants made under one bearer token do not serve another: the caller is
+    `name@http#<first 8 hex digits of the token's SHA-256>`."""
+    import hashlib
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamable_http_client
+    from test_http_transport import web
+    prompting(gw)
+    token = "consent-t0ken-one"
+    with web(gw, token=token) as (url, _):
+        import httpx2
+        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        async with streamable_http_client(url, http_client=client) as (read, write):
+            async with ClientSession(read, write, client_info=types.Implementation(name="tok", version="1")) as s:
+                await s.initialize()
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("aai_exec", ECHO)
+    token_id = hashlib.sha256(token.encode()).hexdigest()[:8]
+    assert e.value.error.data["caller"] == f"tok@http#{token_id}"
+    assert token not in json.dumps(e.value.error.data)
+
+
+async def test_elicitation_over_http_with_two_clients(gw):
+    """The same choices over Streamable HTTP (sessions of 2025-11-25), and two clients with
+    different clientInfo get separate decisions."""
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamable_http_client
+    from test_http_transport import web
+    prompting(gw)
+    other = {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 0}}
+    with web(gw) as (url, _):
+        first = Answers("decline", "cancel", "tool", "app")
+        async with streamable_http_client(url) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=first,
+                                     client_info=types.Implementation(name="first", version="1")) as s:
+                await s.initialize()
+                for _ in range(2):  # declined, then cancelled: refused, not remembered
+                    with pytest.raises(MCPError) as e:
+                        await s.call_tool("aai_exec", ECHO)
+                    assert e.value.error.code == -32004
+                r = await s.call_tool("aai_exec", ECHO)  # always this tool
+                assert r.structured_content["echo"]["text"] == "hi"
+                await s.call_tool("aai_exec", ECHO)  # not asked again
+                await s.call_tool("aai_exec", other)  # another tool asks: always this app
+                await s.call_tool("aai_exec", other)
+        assert len(first.asked) == 4
+        second = Answers("deny")
+        async with streamable_http_client(url) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=second,
+                                     client_info=types.Implementation(name="second", version="1")) as s:
+                await s.initialize()
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("aai_exec", ECHO)
+                assert e.value.error.code == -32004, "the first client's grants are its own"
+        assert len(second.asked) == 1 and second.asked[0].startswith("second wants to run `echo`")
+    grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
+    assert sorted((g["caller"], g["tool"]) for g in grants) == [("first@http", "*"), ("first@http", "echo")]

@@ -36,6 +36,7 @@ fn main() {
         caller: Caller {
             name: "bench".into(),
             transport: "stdio",
+            token: None,
         },
         app: "com.bench.app0".into(),
         app_name: "App 0".into(),

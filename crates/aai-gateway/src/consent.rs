@@ -34,6 +34,9 @@ pub struct Caller {
     pub name: String,
     /// The transport: `stdio`, `http`, `cli`.
     pub transport: &'static str,
+    /// Over HTTP with a bearer token: which token (the first 8 hex digits of its SHA-256),
+    /// so that grants made under one token do not serve another.
+    pub token: Option<String>,
 }
 
 impl Caller {
@@ -42,12 +45,16 @@ impl Caller {
         Caller {
             name: "aai-gateway".into(),
             transport: "cli",
+            token: None,
         }
     }
 
-    /// `name@transport`, the key of grants.
+    /// `name@transport` (`name@http#1a2b3c4d` with a bearer token), the key of grants.
     pub fn key(&self) -> String {
-        format!("{}@{}", self.name, self.transport)
+        match &self.token {
+            Some(id) => format!("{}@{}#{id}", self.name, self.transport),
+            None => format!("{}@{}", self.name, self.transport),
+        }
     }
 }
 
@@ -614,6 +621,7 @@ mod tests {
             caller: Caller {
                 name: caller.into(),
                 transport: "stdio",
+                token: None,
             },
             app: "com.a".into(),
             app_name: "A".into(),

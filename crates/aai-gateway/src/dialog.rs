@@ -327,6 +327,7 @@ mod tests {
             caller: Caller {
                 name: HOSTILE.into(),
                 transport: "stdio",
+                token: None,
             },
             app: "com.a".into(),
             app_name: "A".into(),

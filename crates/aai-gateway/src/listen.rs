@@ -114,7 +114,11 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
     let origin = origin_of(addr);
     let mut router = axum::Router::new();
     if options.mcp {
-        router = router.nest_service("/mcp", crate::mcp::http::service(gateway.clone(), addr));
+        let token_id = options.token.as_ref().map(token_id);
+        router = router.nest_service(
+            "/mcp",
+            crate::mcp::http::service(gateway.clone(), addr, token_id),
+        );
         tracing::info!("serving MCP on {origin}/mcp");
     }
     if options.ui {
@@ -254,6 +258,17 @@ impl Guard {
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         response
     }
+}
+
+/// A token's public name: the first 8 hex digits of its SHA-256 (part of a caller's
+/// identity; the token itself never leaves memory).
+pub fn token_id(token: &Secret) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.expose().as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn same(given: &str, token: &Secret) -> bool {

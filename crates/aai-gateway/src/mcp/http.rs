@@ -12,13 +12,14 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use super::Server;
 use crate::gateway::Gateway;
 
-/// The `/mcp` service of a listener on `addr`.
-pub fn service(gateway: Arc<Gateway>, addr: SocketAddr) -> axum::Router {
+/// The `/mcp` service of a listener on `addr`; `token` identifies the bearer token it
+/// requires (for the callers' identity).
+pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -> axum::Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(crate::listen::allowed_hosts(addr))
         .with_allowed_origins(crate::listen::allowed_origins(addr))
         .enforce_origin_validation();
-    let factory = move || Ok(Server::new(gateway.clone(), "http"));
+    let factory = move || Ok(Server::new(gateway.clone(), "http").with_token(token.clone()));
     let service =
         StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
     axum::Router::new().fallback_service(service)

@@ -51,6 +51,8 @@ pub struct Server {
     announced: Arc<tokio::sync::Mutex<u64>>,
     /// `stdio` or `http`: half of the caller's identity for consent.
     transport: &'static str,
+    /// Which bearer token the HTTP listener requires, if any (part of the identity).
+    token: Option<String>,
 }
 
 impl std::fmt::Debug for Server {
@@ -67,7 +69,14 @@ impl Server {
             gateway,
             announced: Arc::new(tokio::sync::Mutex::new(0)),
             transport,
+            token: None,
         }
+    }
+
+    /// The same, for a listener that requires the bearer token with id `token`.
+    pub fn with_token(mut self, token: Option<String>) -> Server {
+        self.token = token;
+        self
     }
 
     /// Tells `peer` of a change it has not heard of yet; false when the peer is gone.
@@ -238,6 +247,7 @@ impl Server {
                 .filter(|n| !n.trim().is_empty())
                 .unwrap_or_else(|| "unknown-client".to_owned()),
             transport: self.transport,
+            token: self.token.clone(),
         };
         let elicits = ctx
             .client_capabilities()
