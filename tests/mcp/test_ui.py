@@ -257,14 +257,19 @@ async def test_host_origin_and_token_guard_the_ui(gw):
         assert r.status_code == 303
         cookie = r.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-        jar = {"aai_token": secret}
+        assert secret not in cookie, "the cookie is derived from the token, not the token"
+        value = cookie.split(";")[0].split("=", 1)[1]
+        jar = {"aai_token": value}
+        assert get(ui + "/consent", cookies={"aai_token": secret}).status_code == 303
         assert get(ui + "/consent", cookies=jar).status_code == 200
         assert get(ui + "/consent", cookies={"aai_token": "wrong"}).status_code == 303
-        # The cookie opens the UI only, never MCP.
+        # The cookie opens the UI only, never MCP, not even as a bearer token.
         import httpx2
-        r = httpx2.post(url, content=b"{}", cookies=jar,
-                        headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
-        assert r.status_code == 401
+        for extra in [{"cookies": jar}, {"headers": {"Authorization": f"Bearer {value}"}}]:
+            headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+                       **extra.get("headers", {})}
+            r = httpx2.post(url, content=b"{}", cookies=extra.get("cookies"), headers=headers)
+            assert r.status_code == 401
 
 
 async def test_the_stdio_server_serves_the_ui_and_links_to_it(gw):

@@ -30,6 +30,7 @@ pub mod model;
 pub mod name;
 pub mod read;
 pub mod schema;
+pub mod script;
 
 pub use diagnostic::{Diagnostic, Severity, Sink};
 pub use dialect::app::{JSON_INTERFACE, path_params};

@@ -270,8 +270,8 @@ if ($form.Tag) {{ [Console]::Out.Write($form.Tag) }}
     )
 }
 
-/// What `-EncodedCommand` takes: base64 of the UTF-16LE text.
-fn encode_utf16le(script: &str) -> String {
+/// What PowerShell's `-EncodedCommand` takes: base64 of the UTF-16LE text.
+pub fn encode_utf16le(script: &str) -> String {
     use base64::Engine;
     let bytes: Vec<u8> = script.encode_utf16().flat_map(u16::to_le_bytes).collect();
     base64::engine::general_purpose::STANDARD.encode(bytes)

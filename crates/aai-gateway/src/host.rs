@@ -58,9 +58,17 @@ pub struct Host {
 }
 
 impl Host {
-    /// This machine.
+    /// This machine; `AAI_HOST_OS=macos|windows|linux` makes the gateway act as on that
+    /// OS (a testing aid: the platform executors then run their programs from `PATH`,
+    /// where tests put recording fakes).
     pub fn current() -> Host {
-        Host::new(Os::current())
+        let os = match std::env::var("AAI_HOST_OS").as_deref() {
+            Ok("macos") => Os::Macos,
+            Ok("windows") => Os::Windows,
+            Ok("linux") => Os::Linux,
+            _ => Os::current(),
+        };
+        Host::new(os)
     }
 
     /// A host running `os` (tests).

@@ -9,7 +9,8 @@
 //! * Listening on a non-loopback address requires a bearer token (`AAI_HTTP_TOKEN`); the
 //!   gateway refuses to start without one. With a token every request must carry
 //!   `Authorization: Bearer <token>` (compared in constant time), else 401; a browser may
-//!   instead sign in to the UI once at `/ui/login`, which sets an HttpOnly cookie.
+//!   instead sign in to the UI once at `/ui/login`, which sets an HttpOnly cookie holding a
+//!   value derived from the token (it opens `/ui` only).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -244,7 +245,10 @@ impl Guard {
             return next.run(req).await;
         }
         if path.starts_with("/ui") {
-            if cookie(&req, TOKEN_COOKIE).is_some_and(|t| same(t, token)) {
+            let session = ui_session(token);
+            if cookie(&req, TOKEN_COOKIE)
+                .is_some_and(|c| constant_time_eq(c.as_bytes(), session.as_bytes()))
+            {
                 return next.run(req).await;
             }
             if req.method() == axum::http::Method::GET {
@@ -258,6 +262,16 @@ impl Guard {
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         response
     }
+}
+
+/// The UI's sign-in cookie for `token`: derived from it, so that a leaked cookie opens
+/// the UI only and never serves as the bearer token of `/mcp`.
+pub fn ui_session(token: &Secret) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(b"aai-gateway web UI session\0");
+    hash.update(token.expose().as_bytes());
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A token's public name: the first 8 hex digits of its SHA-256 (part of a caller's

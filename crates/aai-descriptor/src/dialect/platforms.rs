@@ -195,7 +195,8 @@ fn tool(
     let base = tool_base(obj);
     let timeout = common::timeout(obj, "timeout", unit);
     let call = match (automation, executor) {
-        ("applescript" | "jxa", _) => script(obj, base.as_ref()),
+        ("applescript", _) => script(obj, crate::script::Lang::AppleScript, base.as_ref()),
+        ("jxa", _) => script(obj, crate::script::Lang::JavaScript, base.as_ref()),
         ("com", Some(Executor::Com(com))) => com_script(obj, com, base.as_ref()),
         ("dbus", _) => dbus_method(obj),
         ("intent", _) => intent(obj, base.as_ref()),
@@ -225,10 +226,17 @@ fn tool(
     })
 }
 
-fn script(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
+fn script(
+    obj: &mut Obj<'_>,
+    lang: crate::script::Lang,
+    base: Option<&ToolBase>,
+) -> Option<ToolCall> {
     let source = obj.req_text("script")?;
     if let Some(b) = base {
         check_placeholders(obj.sink(), &obj.at("script"), source, b.params_json);
+    }
+    if !check_script_slots(obj, lang, source, base) {
+        return None;
     }
     let output = match obj.opt_str("output_parser").map(fold).as_deref() {
         None | Some("resultastext") => ScriptOutput::Text,
@@ -245,6 +253,50 @@ fn script(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {
         source: source.to_owned(),
         output,
     })
+}
+
+/// Every placeholder of a script must be data: inside a string literal, in a comment, or
+/// (in code) a parameter the schema types as number, integer or boolean. A script whose
+/// literals do not close is refused too (its placeholders could not be placed).
+fn check_script_slots(
+    obj: &mut Obj<'_>,
+    lang: crate::script::Lang,
+    source: &str,
+    base: Option<&ToolBase>,
+) -> bool {
+    use crate::script::{Context, Piece};
+    let at = obj.at("script");
+    let pieces = match crate::script::parse(lang, source) {
+        Ok(p) => p,
+        Err(e) => {
+            obj.sink()
+                .error(at, format!("the script cannot be read: {e}"));
+            return false;
+        }
+    };
+    let mut ok = true;
+    for piece in pieces {
+        let Piece::Slot {
+            name,
+            context: Context::Code,
+        } = piece
+        else {
+            continue;
+        };
+        let ty = base
+            .and_then(|b| b.params_json.pointer(&format!("/properties/{name}/type")))
+            .and_then(Value::as_str);
+        if !matches!(ty, Some("number" | "integer" | "boolean")) {
+            obj.sink().error(
+                at.clone(),
+                format!(
+                    "placeholder `${{{name}}}` is outside a string literal, where a value would become code; put it inside quotes, or declare `{name}` as a number, integer or boolean"
+                ),
+            );
+            ok = false;
+        }
+    }
+    ok
 }
 
 fn dbus_method(obj: &mut Obj<'_>) -> Option<ToolCall> {
@@ -459,6 +511,9 @@ fn com_step(
             return None;
         }
     };
+    if !com_names_ok(step, &parsed) {
+        return None;
+    }
     if let ComStep::Create { var, .. }
     | ComStep::Call { var: Some(var), .. }
     | ComStep::Get { var: Some(var), .. } = &parsed
@@ -466,6 +521,52 @@ fn com_step(
         vars.push(var.clone());
     }
     Some(parsed)
+}
+
+/// Names that go into the PowerShell script must be plain: variables, methods and
+/// properties are identifiers, ProgIDs dotted identifiers (`Outlook.Application.16`).
+fn com_names_ok(step: &Obj<'_>, parsed: &ComStep) -> bool {
+    let ident = |s: &str| {
+        let mut c = s.chars();
+        c.next()
+            .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+            && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+    };
+    let prog = |s: &str| {
+        let mut parts = s.split('.');
+        parts.next().is_some_and(ident)
+            && parts.all(|p| {
+                !p.is_empty() && p.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            })
+    };
+    let mut names: Vec<(&str, &str, bool)> = Vec::new();
+    match parsed {
+        ComStep::Create { var, prog_id } => {
+            names.push(("var", var, ident(var)));
+            names.push(("progid", prog_id, prog(prog_id)));
+        }
+        ComStep::Call { var, method, .. } => {
+            names.extend(var.as_deref().map(|v| ("var", v, ident(v))));
+            names.push(("method", method, ident(method)));
+        }
+        ComStep::Set { property, .. } => names.push(("property", property, ident(property))),
+        ComStep::Get { var, property, .. } => {
+            names.extend(var.as_deref().map(|v| ("var", v, ident(v))));
+            names.push(("property", property, ident(property)));
+        }
+        ComStep::Return { .. } => {}
+    }
+    let mut ok = true;
+    for (key, name, good) in names {
+        if !good {
+            step.sink().error(
+                step.at(key),
+                format!("`{name}` is not a valid COM name here; letters, digits and `_` (and `.` between the parts of a ProgID)"),
+            );
+            ok = false;
+        }
+    }
+    ok
 }
 
 fn intent(obj: &mut Obj<'_>, base: Option<&ToolBase>) -> Option<ToolCall> {

@@ -4,11 +4,13 @@
 //! Executors never ask for consent and never read the secret store: they get an
 //! already-validated call. They create processes only through [`process`].
 
+pub mod com;
 #[cfg(target_os = "linux")]
 pub mod dbus;
 pub mod envelope;
 pub mod http;
 pub mod process;
+pub mod script;
 pub mod stdio;
 
 use std::future::Future;
@@ -100,6 +102,8 @@ pub trait Execute {
 pub struct Executors {
     stdio: stdio::StdioExecutor,
     http: http::HttpExecutor,
+    script: script::ScriptExecutor,
+    com: com::ComExecutor,
     #[cfg(target_os = "linux")]
     dbus: dbus::DbusExecutor,
 }
@@ -110,6 +114,8 @@ impl Executors {
         match req.executor {
             Executor::Stdio(_) => self.stdio.execute(req).await,
             Executor::Http(_) => self.http.execute(req).await,
+            Executor::Applescript | Executor::Jxa => self.script.execute(req).await,
+            Executor::Com(_) => self.com.execute(req).await,
             #[cfg(target_os = "linux")]
             Executor::Dbus(_) => self.dbus.execute(req).await,
             other => Err(GatewayError::new(

@@ -1060,7 +1060,7 @@ pub(super) async fn sign_in(State(ui): State<Ui>, Form(form): Form<SignInForm>) 
     let cookie = format!(
         "{}={}; Path=/ui; HttpOnly; SameSite=Strict",
         crate::listen::TOKEN_COOKIE,
-        token.expose()
+        crate::listen::ui_session(token)
     );
     ([(header::SET_COOKIE, cookie)], Redirect::to("/ui")).into_response()
 }

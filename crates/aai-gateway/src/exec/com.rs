@@ -1,0 +1,565 @@
+//! The COM executor (Windows) through PowerShell.
+//!
+//! * [`render`] (pure, tested on every OS) turns a D0 action list (`create`, `call`,
+//!   `set`, `get`, `return`) into one PowerShell script, or a D2 `progId` binding into a
+//!   call of `Execute(<JSON envelope>)` on the object. **No argument value is ever part of
+//!   the script**: every value a step uses (literal or `${param}` template) is filled in
+//!   here and handed to PowerShell as one JSON document on standard input, which the
+//!   script reads with `ConvertFrom-Json` and refers to by index (`$in.values[3]`). The
+//!   script holds only what the descriptor fixed and the parser validated: ProgIDs,
+//!   variable, method and property names (identifiers).
+//! * A value that is exactly one placeholder (`"${count}"`) keeps its JSON type; a mixed
+//!   template becomes text.
+//! * PowerShell runs as `powershell.exe` (else `pwsh`) with `-NoProfile -NonInteractive
+//!   -ExecutionPolicy Bypass -EncodedCommand <script>`; the JSON document is its standard
+//!   input.
+//! * `output_parser: last_result`: the script prints the last value as JSON.
+//! * Errors print `HRESULT 0x…: message`; [`failure`] maps the HRESULT to the seed's codes,
+//!   and the executor retries a busy app (`RPC_E_CALL_REJECTED`,
+//!   `RPC_E_SERVERCALL_RETRYLATER`) with bounded backoff — the seed's retry mechanism.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use aai_descriptor::{ComStep, Executor, ToolCall};
+use serde_json::{Value, json};
+
+use super::process::{self, Limits, Spec};
+use super::{Error, Execute, Request};
+use crate::error::{Code, GatewayError};
+
+/// Most output kept.
+const MAX_OUTPUT: usize = 4 * 1024 * 1024;
+/// Attempts of a call whose app is busy, and the first pause between them.
+const BUSY_ATTEMPTS: u32 = 4;
+const BUSY_PAUSE: Duration = Duration::from_millis(250);
+
+/// A PowerShell run, ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The arguments of PowerShell (the script, encoded, is the last).
+    pub args: Vec<String>,
+    /// Standard input: the JSON document with every value.
+    pub stdin: String,
+    /// The script (for golden files and tests).
+    pub script: String,
+}
+
+/// The arguments every PowerShell run gets before its script.
+pub const ARGS: [&str; 5] = [
+    "-NoProfile",
+    "-NonInteractive",
+    "-ExecutionPolicy",
+    "Bypass",
+    "-EncodedCommand",
+];
+
+/// Fills a `${param}` template value with `args`.
+fn fill(template: &Value, args: &Value) -> Value {
+    match template {
+        Value::String(s) => {
+            // Exactly one placeholder keeps the argument's type.
+            if let Some(name) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
+                && !name.contains(['$', '{', '}'])
+            {
+                return args.get(name).cloned().unwrap_or(Value::Null);
+            }
+            let mut out = String::new();
+            let mut rest = s.as_str();
+            while let Some(at) = rest.find("${") {
+                out.push_str(&rest[..at]);
+                let after = &rest[at + 2..];
+                match after.find('}') {
+                    Some(end) => {
+                        match args.get(&after[..end]) {
+                            None | Some(Value::Null) => {}
+                            Some(Value::String(v)) => out.push_str(v),
+                            Some(other) => out.push_str(&other.to_string()),
+                        }
+                        rest = &after[end + 1..];
+                    }
+                    None => {
+                        out.push_str(&rest[at..]);
+                        rest = "";
+                    }
+                }
+            }
+            out.push_str(rest);
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, args)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill(v, args)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `'…'` for PowerShell: single quotes doubled. Used only for names the parser checked
+/// (ProgIDs, identifiers), as a second wall.
+fn quoted(name: &str) -> String {
+    format!("'{}'", name.replace('\'', "''"))
+}
+
+/// A checked identifier (method, property), or an error naming it.
+fn ident(name: &str) -> Result<&str, GatewayError> {
+    let mut chars = name.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(name)
+    } else {
+        Err(GatewayError::new(
+            Code::AaiJsonInvalid,
+            format!("`{name}` is not a COM member name"),
+        ))
+    }
+}
+
+const PROLOGUE: &str = "$ErrorActionPreference = 'Stop'
+$in = [Console]::In.ReadToEnd() | ConvertFrom-Json
+$v = @{}
+$last = $null
+try {
+";
+
+const EPILOGUE: &str =
+    "  [Console]::Out.Write((ConvertTo-Json -InputObject $last -Depth 16 -Compress))
+} catch {
+  $e = $_.Exception
+  while ($e.InnerException) { $e = $e.InnerException }
+  [Console]::Error.Write(('HRESULT 0x{0:X8}: {1}' -f $e.HResult, $e.Message))
+  exit 1
+}
+";
+
+/// The PowerShell run of a D0 action list with `args`.
+pub fn render_steps(steps: &[ComStep], args: &Value) -> Result<Rendered, GatewayError> {
+    let mut values = Vec::new();
+    let mut value = |v: &Value| {
+        values.push(fill(v, args));
+        format!("$in.values[{}]", values.len() - 1)
+    };
+    let mut script = String::from(PROLOGUE);
+    for step in steps {
+        match step {
+            ComStep::Create { var, prog_id } => {
+                let _ = writeln!(
+                    script,
+                    "  $v[{}] = New-Object -ComObject {}\n  $last = $v[{0}]",
+                    quoted(ident(var)?),
+                    quoted(prog_id)
+                );
+            }
+            ComStep::Call {
+                var,
+                object,
+                method,
+                args: call_args,
+            } => {
+                let list: Vec<String> = call_args.iter().map(&mut value).collect();
+                let _ = writeln!(
+                    script,
+                    "  $last = $v[{}].{}({})",
+                    quoted(ident(object)?),
+                    ident(method)?,
+                    list.join(", ")
+                );
+                if let Some(var) = var {
+                    let _ = writeln!(script, "  $v[{}] = $last", quoted(ident(var)?));
+                }
+            }
+            ComStep::Set {
+                object,
+                property,
+                value: v,
+            } => {
+                let _ = writeln!(
+                    script,
+                    "  $v[{}].{} = {}",
+                    quoted(ident(object)?),
+                    ident(property)?,
+                    value(v)
+                );
+            }
+            ComStep::Get {
+                var,
+                object,
+                property,
+            } => {
+                let _ = writeln!(
+                    script,
+                    "  $last = $v[{}].{}",
+                    quoted(ident(object)?),
+                    ident(property)?
+                );
+                if let Some(var) = var {
+                    let _ = writeln!(script, "  $v[{}] = $last", quoted(ident(var)?));
+                }
+            }
+            ComStep::Return { value: v, var } => match (v, var) {
+                (_, Some(var)) => {
+                    let _ = writeln!(script, "  $last = $v[{}]", quoted(ident(var)?));
+                }
+                (Some(v), None) => {
+                    let _ = writeln!(script, "  $last = {}", value(v));
+                }
+                (None, None) => {}
+            },
+        }
+    }
+    script.push_str(EPILOGUE);
+    Ok(finish(script, json!({ "values": values })))
+}
+
+/// The PowerShell run of a D2 `progId` binding: `Execute(<envelope>)` on the object.
+pub fn render_envelope(prog_id: &str, envelope: &Value) -> Rendered {
+    let mut script = String::from(PROLOGUE);
+    let _ = writeln!(
+        script,
+        "  $o = New-Object -ComObject {}\n  $last = $o.Execute([string]$in.envelope)",
+        quoted(prog_id)
+    );
+    script.push_str(EPILOGUE);
+    finish(
+        script,
+        json!({ "envelope": serde_json::to_string(envelope).unwrap_or_default() }),
+    )
+}
+
+fn finish(script: String, values: Value) -> Rendered {
+    let mut args: Vec<String> = ARGS.iter().map(|s| (*s).to_owned()).collect();
+    args.push(crate::dialog::encode_utf16le(&script));
+    Rendered {
+        args,
+        stdin: values.to_string(),
+        script,
+    }
+}
+
+/// What went wrong, from the `HRESULT 0x…: message` the script prints.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// The app is busy: try again.
+    Busy(GatewayError),
+    /// Anything else.
+    Final(GatewayError),
+}
+
+/// Maps PowerShell's error text to the seed's codes.
+pub fn failure(app: &str, stderr: &str) -> Failure {
+    let said = crate::text::excerpt(stderr.trim(), 500);
+    let hresult = stderr
+        .find("HRESULT 0x")
+        .and_then(|at| u32::from_str_radix(stderr.get(at + 10..at + 18)?, 16).ok());
+    let error = |code, what: String| GatewayError::new(code, what);
+    match hresult {
+        Some(0x8004_0154) => Failure::Final(error(
+            Code::AutomationNotSupported,
+            format!(
+                "`{app}`'s COM class is not registered on this machine (is the app installed?): {said}"
+            ),
+        )),
+        Some(0x8004_01E3) => Failure::Final(error(
+            Code::AppNotRunning,
+            format!("`{app}` is not running (MK_E_UNAVAILABLE): {said}"),
+        )),
+        Some(0x8007_0005) => Failure::Final(error(
+            Code::PermissionDenied,
+            format!("access to `{app}` was denied (E_ACCESSDENIED): {said}"),
+        )),
+        Some(0x8001_0001 | 0x8001_010A) => Failure::Busy(error(
+            Code::ServiceUnavailable,
+            format!("`{app}` stayed busy and rejected the call: {said}"),
+        )),
+        _ => Failure::Final(error(
+            Code::AutomationFailed,
+            if said.is_empty() {
+                "PowerShell failed without a message".to_owned()
+            } else {
+                format!("PowerShell said: {said}")
+            },
+        )),
+    }
+}
+
+/// What the script printed: its last value as JSON (text when it is not JSON). A string
+/// that itself holds a JSON object or array (the seed's `return` of `"{\"success\":true}"`)
+/// is that object or array, as `result as text` reads it on macOS.
+pub fn read(stdout: &str) -> Value {
+    let text = stdout.trim();
+    if text.is_empty() {
+        return Value::Null;
+    }
+    match serde_json::from_str(text) {
+        Ok(Value::String(inner)) => match serde_json::from_str::<Value>(&inner) {
+            Ok(v @ (Value::Object(_) | Value::Array(_))) => v,
+            _ => Value::String(inner),
+        },
+        Ok(v) => v,
+        Err(_) => Value::String(text.to_owned()),
+    }
+}
+
+/// Runs COM tools.
+#[derive(Debug, Default)]
+pub struct ComExecutor;
+
+impl Execute for ComExecutor {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+        let Executor::Com(com) = req.executor else {
+            return Err(
+                GatewayError::new(Code::AutomationNotSupported, "not a COM binding").into(),
+            );
+        };
+        let rendered = match (&req.tool.call, &com.prog_id) {
+            (ToolCall::ComScript { steps }, _) => render_steps(steps, &req.args)?,
+            (ToolCall::Envelope, Some(prog_id)) => {
+                let id = format!("{:016x}", rand::random_id());
+                let envelope = super::envelope::request(&req.tool.name, &req.args, &id);
+                render_envelope(prog_id, &envelope)
+            }
+            _ => {
+                return Err(GatewayError::new(
+                    Code::AaiJsonInvalid,
+                    "a COM tool needs an action list or the binding's `progId`",
+                )
+                .into());
+            }
+        };
+        let program = if crate::host::on_path("powershell.exe").is_some() {
+            "powershell.exe"
+        } else {
+            "pwsh"
+        };
+        let spec = Spec {
+            program,
+            args: &rendered.args,
+            env: &[],
+            base_dir: req.base_dir,
+            label: req.app,
+        };
+        let mut pause = BUSY_PAUSE;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let limits = Limits {
+                deadline: req.ctx.timeout,
+                max_output: MAX_OUTPUT,
+                cancel: req.ctx.cancel.clone(),
+            };
+            let out = process::run(&spec, rendered.stdin.as_bytes(), &limits)
+                .await
+                .map_err(GatewayError::from)?;
+            if out.success() {
+                let value = read(&String::from_utf8_lossy(&out.stdout));
+                return match &req.tool.call {
+                    ToolCall::Envelope => envelope_reply(&value).map_err(Error::from),
+                    _ => Ok(value),
+                };
+            }
+            match failure(req.app, &String::from_utf8_lossy(&out.stderr)) {
+                Failure::Busy(e) if attempt == BUSY_ATTEMPTS => return Err(e.into()),
+                Failure::Busy(_) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = req.ctx.cancel.cancelled() => {
+                            return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
+                        }
+                    }
+                    pause *= 2;
+                }
+                Failure::Final(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// What `Execute` answered: the reply envelope, as text (or already parsed).
+fn envelope_reply(value: &Value) -> Result<Value, GatewayError> {
+    let envelope = match value {
+        Value::String(text) => super::envelope::parse(text).map_err(|e| {
+            GatewayError::new(Code::AutomationFailed, format!("the app's Execute: {e}"))
+        })?,
+        other => other.clone(),
+    };
+    match super::envelope::reply(&envelope, "the app") {
+        super::envelope::Reply::Done(result) => result,
+        super::envelope::Reply::Progress(_) => Err(GatewayError::new(
+            Code::AutomationFailed,
+            "the app's Execute answered with progress, not a result",
+        )),
+    }
+}
+
+mod rand {
+    /// A random request id.
+    pub fn random_id() -> u64 {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).expect("the OS has randomness");
+        u64::from_le_bytes(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn outlook() -> Vec<ComStep> {
+        let app = aai_descriptor::parse(
+            include_str!("../../../../fixtures/valid/d0-mail.json"),
+            "d0-mail.json",
+        )
+        .app
+        .unwrap();
+        let windows = app
+            .bindings
+            .iter()
+            .find(|b| matches!(b.executor, Executor::Com(_)))
+            .unwrap();
+        match &windows.tools[0].call {
+            ToolCall::ComScript { steps } => steps.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    const OUTLOOK_SCRIPT: &str = "$ErrorActionPreference = 'Stop'
+$in = [Console]::In.ReadToEnd() | ConvertFrom-Json
+$v = @{}
+$last = $null
+try {
+  $v['app'] = New-Object -ComObject 'Outlook.Application'
+  $last = $v['app']
+  $last = $v['app'].CreateItem($in.values[0])
+  $v['mail'] = $last
+  $v['mail'].To = $in.values[1]
+  $v['mail'].Subject = $in.values[2]
+  $v['mail'].Body = $in.values[3]
+  $last = $v['mail'].Send()
+  $last = $in.values[4]
+  [Console]::Out.Write((ConvertTo-Json -InputObject $last -Depth 16 -Compress))
+} catch {
+  $e = $_.Exception
+  while ($e.InnerException) { $e = $e.InnerException }
+  [Console]::Error.Write(('HRESULT 0x{0:X8}: {1}' -f $e.HResult, $e.Message))
+  exit 1
+}
+";
+
+    #[test]
+    fn the_seed_outlook_action_list_becomes_this_script() {
+        let r = render_steps(
+            &outlook(),
+            &json!({"to": "bob@example.com", "subject": "Hi", "body": "Text"}),
+        )
+        .unwrap();
+        assert_eq!(r.script, OUTLOOK_SCRIPT);
+        assert_eq!(
+            serde_json::from_str::<Value>(&r.stdin).unwrap(),
+            json!({"values": [0, "bob@example.com", "Hi", "Text", "{\"success\":true, \"message_id\":\"generated\"}"]})
+        );
+        assert_eq!(r.args[..5], ARGS);
+        assert_eq!(r.args.len(), 6);
+    }
+
+    #[test]
+    fn no_value_reaches_the_script() {
+        for value in [
+            "'; Remove-Item -Recurse ~; '",
+            "\"$(Get-Process)\" `n `$env:PATH",
+            "@'\nhere\n'@",
+            "\u{2018}smart\u{2019} \u{201C}quotes\u{201D}",
+            "nul\u{0}",
+            &"x".repeat(100 * 1024),
+        ] {
+            let r = render_steps(
+                &outlook(),
+                &json!({"to": value, "subject": value, "body": value}),
+            )
+            .unwrap();
+            assert_eq!(r.script, OUTLOOK_SCRIPT, "the script never changes");
+            let values: Value = serde_json::from_str(&r.stdin).unwrap();
+            assert_eq!(values["values"][2], json!(value));
+        }
+    }
+
+    #[test]
+    fn one_placeholder_keeps_its_type_and_mixed_templates_are_text() {
+        let args = json!({"n": 5, "flag": true, "name": "Bob"});
+        assert_eq!(fill(&json!("${n}"), &args), json!(5));
+        assert_eq!(fill(&json!("${flag}"), &args), json!(true));
+        assert_eq!(
+            fill(&json!("Dear ${name}, ${n} items${missing}"), &args),
+            json!("Dear Bob, 5 items")
+        );
+        assert_eq!(
+            fill(&json!(["${n}", {"k": "${name}"}]), &args),
+            json!([5, {"k": "Bob"}])
+        );
+        assert_eq!(fill(&json!("${missing}"), &args), Value::Null);
+    }
+
+    #[test]
+    fn execute_envelopes_are_data_too() {
+        let envelope = json!({"version": "1.0", "tool": "search", "params": {"query": "'; rm"}, "request_id": "1"});
+        let r = render_envelope("Example.Application", &envelope);
+        assert!(
+            r.script
+                .contains("New-Object -ComObject 'Example.Application'")
+        );
+        assert!(r.script.contains("$o.Execute([string]$in.envelope)"));
+        assert!(!r.script.contains("rm"));
+        let sent: Value = serde_json::from_str(&r.stdin).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(sent["envelope"].as_str().unwrap()).unwrap(),
+            envelope
+        );
+    }
+
+    #[test]
+    fn hresults_map_to_the_seed_codes() {
+        let code = |stderr: &str| match failure("com.example", stderr) {
+            Failure::Final(e) => (false, e.code),
+            Failure::Busy(e) => (true, e.code),
+        };
+        assert_eq!(
+            code("HRESULT 0x80040154: Class not registered"),
+            (false, Code::AutomationNotSupported)
+        );
+        assert_eq!(
+            code("HRESULT 0x800401E3: Operation unavailable"),
+            (false, Code::AppNotRunning)
+        );
+        assert_eq!(
+            code("HRESULT 0x80070005: Access is denied."),
+            (false, Code::PermissionDenied)
+        );
+        assert_eq!(
+            code("HRESULT 0x80010001: Call was rejected by callee."),
+            (true, Code::ServiceUnavailable)
+        );
+        assert_eq!(
+            code("HRESULT 0x8001010A: The message filter indicated that the application is busy."),
+            (true, Code::ServiceUnavailable)
+        );
+        assert_eq!(
+            code("HRESULT 0x80020009: Exception occurred."),
+            (false, Code::AutomationFailed)
+        );
+        assert_eq!(code("something else"), (false, Code::AutomationFailed));
+    }
+
+    #[test]
+    fn results_are_json() {
+        assert_eq!(read("{\"success\":true}"), json!({"success": true}));
+        assert_eq!(read("\"{\\\"a\\\":1}\""), json!({"a": 1}));
+        assert_eq!(read("\"plain\""), json!("plain"));
+        assert_eq!(read(""), Value::Null);
+        assert_eq!(read("not json"), json!("not json"));
+    }
+}

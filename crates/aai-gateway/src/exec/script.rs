@@ -1,0 +1,482 @@
+//! The AppleScript and JXA executors (macOS, D0 `automation: applescript | jxa`).
+//!
+//! * [`render`] (pure, tested on every OS): the template's `${param}` placeholders are
+//!   filled by where they sit (`aai_descriptor::script`). Inside a string literal the value
+//!   is escaped for exactly that literal — AppleScript `"…"`: `\` and `"` escaped, and
+//!   characters that could end or upset the literal (curly quotes, control characters, NUL,
+//!   line separators) spliced in as `" & (character id N) & "`; JavaScript `'…'`, `"…"`,
+//!   `` `…` ``: everything but letters, digits and a few safe marks as `\uXXXX`. In code
+//!   only numbers and booleans are accepted (the descriptor is refused otherwise); a
+//!   missing value there is `missing value` / `null`. In a comment: nothing. A missing or
+//!   null value renders as empty text inside a literal; arrays and objects as their JSON.
+//! * The script goes to `osascript` on standard input (never on the command line, never
+//!   through a shell): `osascript -l AppleScript|JavaScript -s h|s`.
+//! * [`read`]: `result as text` is the text (parsed as JSON when it is JSON); `result as
+//!   record` is osascript's source form (`-s s`) of a record, parsed into a JSON object
+//!   ([`record`]).
+//! * [`failure`]: osascript's error number becomes the seed's code.
+
+pub mod record;
+
+use std::fmt::Write as _;
+
+use aai_descriptor::script::{Context, Lang, Piece, Quote};
+use aai_descriptor::{Executor, ScriptOutput, ToolCall};
+use serde_json::Value;
+
+use super::process::{self, Limits, Spec};
+use super::{Error, Execute, Request};
+use crate::error::{Code, GatewayError};
+
+/// Most output kept from a script.
+const MAX_OUTPUT: usize = 4 * 1024 * 1024;
+
+/// A script ready to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The program.
+    pub program: &'static str,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The script, sent on standard input.
+    pub stdin: String,
+}
+
+/// Fills `source` with `args` for `lang`; `output` decides how osascript prints.
+pub fn render(
+    lang: Lang,
+    source: &str,
+    output: ScriptOutput,
+    args: &Value,
+) -> Result<Rendered, GatewayError> {
+    let pieces = aai_descriptor::script::parse(lang, source).map_err(|e| {
+        GatewayError::new(
+            Code::AaiJsonInvalid,
+            format!("the tool's script cannot be read: {e}"),
+        )
+    })?;
+    let mut script = String::with_capacity(source.len());
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => script.push_str(t),
+            Piece::Slot { name, context } => {
+                let value = args.get(name).unwrap_or(&Value::Null);
+                match context {
+                    Context::Comment => {}
+                    Context::String(quote) => match lang {
+                        Lang::AppleScript => applescript_text(&mut script, &text_of(value)),
+                        Lang::JavaScript => javascript_text(&mut script, &text_of(value), quote),
+                    },
+                    Context::Code => script.push_str(&code_of(lang, name, value)?),
+                }
+            }
+        }
+    }
+    let language = match lang {
+        Lang::AppleScript => "AppleScript",
+        Lang::JavaScript => "JavaScript",
+    };
+    let form = match output {
+        ScriptOutput::Text => "h",
+        ScriptOutput::Record => "s",
+    };
+    Ok(Rendered {
+        program: "osascript",
+        args: ["-l", language, "-s", form].map(str::to_owned).to_vec(),
+        stdin: script,
+    })
+}
+
+/// A value as the text a string literal receives.
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A value placed in code: numbers and booleans only.
+fn code_of(lang: Lang, name: &str, value: &Value) -> Result<String, GatewayError> {
+    match value {
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Null => Ok(match lang {
+            Lang::AppleScript => "missing value".to_owned(),
+            Lang::JavaScript => "null".to_owned(),
+        }),
+        _ => Err(GatewayError::new(
+            Code::InvalidParams,
+            format!("`{name}` must be a number or a boolean here"),
+        )),
+    }
+}
+
+/// Appends `text` inside an AppleScript `"…"` literal.
+fn applescript_text(out: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' | '\t' => out.push(c),
+            // Curly quotes (AppleScript reads “…” as quotes too), controls, NUL and line
+            // separators never appear raw: the literal is closed, the character is added
+            // by its number, and the literal goes on.
+            c if c.is_control()
+                || matches!(
+                    c,
+                    '\u{201C}' | '\u{201D}' | '\u{2028}' | '\u{2029}' | '\u{FEFF}'
+                ) =>
+            {
+                let _ = write!(out, "\" & (character id {}) & \"", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+/// Appends `text` inside a JavaScript string or template literal: everything but a few
+/// inert characters as `\uXXXX`, so no quote, backslash, `${` or line end can appear.
+fn javascript_text(out: &mut String, text: &str, _quote: Quote) {
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, ' ' | '_' | '.' | ',' | ':' | '@' | '-' | '+') {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        }
+    }
+}
+
+/// What the script printed, as the tool's result.
+pub fn read(output: ScriptOutput, stdout: &str) -> Result<Value, GatewayError> {
+    let text = stdout.strip_suffix('\n').unwrap_or(stdout);
+    let json = || serde_json::from_str::<Value>(text.trim()).ok();
+    match output {
+        ScriptOutput::Text => Ok(json().unwrap_or_else(|| Value::String(text.to_owned()))),
+        ScriptOutput::Record => {
+            if let Some(v) = json() {
+                return Ok(v);
+            }
+            let text = text.trim();
+            let not_record = |e: String| {
+                GatewayError::new(
+                    Code::AutomationFailed,
+                    format!("the script's result is not a record: {e}"),
+                )
+            };
+            let value = record::parse(text).map_err(not_record)?;
+            // Bare text that is no AppleScript value at all is not a record either.
+            if matches!(value, Value::String(_)) && !text.starts_with('"') {
+                return Err(not_record(format!("`{}`", crate::text::excerpt(text, 80))));
+            }
+            Ok(value)
+        }
+    }
+}
+
+/// osascript's error (`… execution error: Not authorized … (-1743)`) as a wire error.
+pub fn failure(app: &str, stderr: &str) -> GatewayError {
+    let message = stderr.trim();
+    let number = message
+        .strip_suffix(')')
+        .and_then(|m| m.rsplit_once('('))
+        .and_then(|(_, n)| n.trim().parse::<i32>().ok());
+    let said = crate::text::excerpt(message, 500);
+    match number {
+        Some(-1743) => GatewayError::new(
+            Code::PermissionDenied,
+            format!(
+                "macOS does not allow this process to control `{app}` (Apple events were refused, -1743). Allow it in System Settings › Privacy & Security › Automation: the entry of the program that started aai-gateway (your terminal or MCP client) needs `{app}` switched on. osascript said: {said}"
+            ),
+        ),
+        Some(-600 | -609) => GatewayError::new(
+            Code::AppNotRunning,
+            format!(
+                "`{app}` is not running or quit during the call; start it and try again. osascript said: {said}"
+            ),
+        ),
+        Some(-2740 | -2741) => GatewayError::new(
+            Code::ScriptParseError,
+            format!("the tool's script does not compile: {said}"),
+        ),
+        Some(-1712) => GatewayError::new(
+            Code::Timeout,
+            format!("`{app}` did not answer the Apple event in time: {said}"),
+        ),
+        Some(-128) => GatewayError::new(
+            Code::PermissionDenied,
+            format!("the user cancelled: {said}"),
+        ),
+        _ => GatewayError::new(
+            Code::AutomationFailed,
+            if said.is_empty() {
+                "osascript failed without a message".to_owned()
+            } else {
+                format!("osascript said: {said}")
+            },
+        ),
+    }
+}
+
+/// Runs AppleScript and JXA tools.
+#[derive(Debug, Default)]
+pub struct ScriptExecutor;
+
+impl Execute for ScriptExecutor {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+        let lang = match req.executor {
+            Executor::Applescript => Lang::AppleScript,
+            Executor::Jxa => Lang::JavaScript,
+            other => {
+                return Err(GatewayError::new(
+                    Code::AutomationNotSupported,
+                    format!("not a script binding: {}", other.kind().as_str()),
+                )
+                .into());
+            }
+        };
+        let ToolCall::Script { source, output } = &req.tool.call else {
+            return Err(GatewayError::new(
+                Code::AaiJsonInvalid,
+                "a script binding's tool has no script",
+            )
+            .into());
+        };
+        let rendered = render(lang, source, *output, &req.args)?;
+        let spec = Spec {
+            program: rendered.program,
+            args: &rendered.args,
+            env: &[],
+            base_dir: req.base_dir,
+            label: req.app,
+        };
+        let limits = Limits {
+            deadline: req.ctx.timeout,
+            max_output: MAX_OUTPUT,
+            cancel: req.ctx.cancel.clone(),
+        };
+        let out = process::run(&spec, rendered.stdin.as_bytes(), &limits)
+            .await
+            .map_err(GatewayError::from)?;
+        if !out.success() {
+            return Err(failure(req.app, &String::from_utf8_lossy(&out.stderr)).into());
+        }
+        Ok(read(*output, &String::from_utf8_lossy(&out.stdout))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const MAIL: &str = "tell application \"Mail\"\n  set newMessage to make new outgoing message with properties {subject:\"${subject}\", content:\"${body}\", visible:false}\n  tell newMessage\n    make new to recipient at beginning of to recipients with properties {address:\"${to}\"}\n    send\n  end tell\nend tell\nreturn \"{\\\"success\\\":true, \\\"message_id\\\":\\\"generated\\\"}\"";
+
+    /// Values no placeholder may turn into code.
+    fn hostile() -> Vec<String> {
+        let mut v: Vec<String> = [
+            "\"; do shell script \"rm -rf ~",
+            "\\\"; do shell script \"id",
+            "'; $(id); `id`; \\' \\\" \\\\",
+            "“smart” ‘quotes’",
+            "line\nbreak\r\nand\u{2028}sep\u{2029}",
+            "-- comment\n(* block *) # hash",
+            "«event sysoexec» |pipe|",
+            "${other} ${subject} `${x}` \\${y}",
+            "*) end tell\ndo shell script \"id\"\n(*",
+            "%s %d & ; | < > ¬",
+            "nul\u{0}byte\u{7}bell",
+            "😀 中文 é",
+            "</script>",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        v.push("x".repeat(100 * 1024));
+        v
+    }
+
+    fn args(value: &str) -> Value {
+        json!({"subject": value, "body": value, "to": value})
+    }
+
+    #[test]
+    fn the_seed_mail_example_renders_as_the_template_means() {
+        let r = render(
+            Lang::AppleScript,
+            MAIL,
+            ScriptOutput::Text,
+            &json!({"to": "bob@example.com", "subject": "Hi \"Bob\"", "body": "Line 1\nLine 2"}),
+        )
+        .unwrap();
+        assert_eq!(r.program, "osascript");
+        assert_eq!(r.args, ["-l", "AppleScript", "-s", "h"]);
+        assert!(
+            r.stdin.contains(
+                "{subject:\"Hi \\\"Bob\\\"\", content:\"Line 1\nLine 2\", visible:false}"
+            )
+        );
+        assert!(r.stdin.contains("{address:\"bob@example.com\"}"));
+    }
+
+    #[test]
+    fn no_value_changes_the_code_of_an_applescript() {
+        let template = format!("{MAIL}\n-- note ${{body}}\nset n to \"${{to}}\" & \"tail\"");
+        let benign = render(Lang::AppleScript, &template, ScriptOutput::Text, &args("x")).unwrap();
+        let expected = aai_descriptor::script::skeleton(Lang::AppleScript, &benign.stdin).unwrap();
+        for value in hostile() {
+            let r = render(
+                Lang::AppleScript,
+                &template,
+                ScriptOutput::Text,
+                &args(&value),
+            )
+            .unwrap();
+            let got = aai_descriptor::script::skeleton(Lang::AppleScript, &r.stdin).unwrap();
+            // Breaking out for `character id` adds only `" & (character id N) & "`.
+            let normalized = strip_character_ids(&got);
+            assert_eq!(normalized, expected, "value {value:?} changed the code");
+            assert!(!r.stdin.contains('\0'));
+        }
+    }
+
+    /// Removes the `& (character id N) &` joins (and the empty literals around them) that
+    /// splicing a character by number adds.
+    fn strip_character_ids(skeleton: &str) -> String {
+        let mut s = skeleton.to_owned();
+        while let Some(at) = s.find(" & (character id ") {
+            let end = s[at..].find(") & ").map(|e| at + e + 4).unwrap();
+            // `"" & (character id N) & ""` → `""`
+            s.replace_range(at..end + 2, "");
+        }
+        s
+    }
+
+    #[test]
+    fn no_value_changes_the_code_of_a_jxa_script() {
+        let template = "const mail = Application('Mail');\nconst m = mail.OutgoingMessage({subject: '${subject}', content: \"${body}\"});\nconst t = `to ${to} and ${to}`; // ${body}\nm.send(); JSON.stringify({ok: true, n: ${count}})";
+        let render_with = |value: &str| {
+            let mut a = args(value);
+            a["count"] = json!(3);
+            render(Lang::JavaScript, template, ScriptOutput::Text, &a).unwrap()
+        };
+        let expected =
+            aai_descriptor::script::skeleton(Lang::JavaScript, &render_with("x").stdin).unwrap();
+        for value in hostile() {
+            let r = render_with(&value);
+            let got = aai_descriptor::script::skeleton(Lang::JavaScript, &r.stdin).unwrap();
+            assert_eq!(got, expected, "value {value:?} changed the code");
+            assert_eq!(r.args, ["-l", "JavaScript", "-s", "h"]);
+        }
+        let r = render_with("a'b");
+        assert!(r.stdin.contains("subject: 'a\\u0027b'"));
+        assert!(r.stdin.contains("n: 3})"));
+    }
+
+    #[test]
+    fn code_placeholders_take_numbers_and_booleans_only() {
+        let t = "set n to ${n}\nset f to ${flag}";
+        let r = render(
+            Lang::AppleScript,
+            t,
+            ScriptOutput::Text,
+            &json!({"n": -2.5, "flag": true}),
+        )
+        .unwrap();
+        assert_eq!(r.stdin, "set n to -2.5\nset f to true");
+        let r = render(Lang::AppleScript, t, ScriptOutput::Text, &json!({})).unwrap();
+        assert_eq!(r.stdin, "set n to missing value\nset f to missing value");
+        let e = render(
+            Lang::AppleScript,
+            t,
+            ScriptOutput::Text,
+            &json!({"n": "1 & do shell script \"id\""}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, Code::InvalidParams);
+        assert!(!e.detail.contains("shell"), "the value is not echoed");
+    }
+
+    #[test]
+    fn missing_optional_values_render_empty_and_records_use_source_form() {
+        let r = render(
+            Lang::AppleScript,
+            "return \"[${q}]\"",
+            ScriptOutput::Record,
+            &json!({}),
+        )
+        .unwrap();
+        assert_eq!(r.stdin, "return \"[]\"");
+        assert_eq!(r.args, ["-l", "AppleScript", "-s", "s"]);
+    }
+
+    #[test]
+    fn results_are_read() {
+        assert_eq!(
+            read(ScriptOutput::Text, "{\"success\":true}\n").unwrap(),
+            json!({"success": true})
+        );
+        assert_eq!(
+            read(ScriptOutput::Text, "plain words\n").unwrap(),
+            json!("plain words")
+        );
+        assert_eq!(
+            read(
+                ScriptOutput::Record,
+                "{name:\"Bob\", age:30, tags:{\"a\", \"b\"}, done:false, due:missing value}\n"
+            )
+            .unwrap(),
+            json!({"name": "Bob", "age": 30, "tags": ["a", "b"], "done": false, "due": null})
+        );
+        assert_eq!(
+            read(ScriptOutput::Record, "not a record").unwrap_err().code,
+            Code::AutomationFailed
+        );
+    }
+
+    #[test]
+    fn error_numbers_map_to_the_seed_codes() {
+        let cases = [
+            (
+                "25:31: execution error: Not authorized to send Apple events to Mail. (-1743)",
+                Code::PermissionDenied,
+            ),
+            (
+                "execution error: Mail got an error: Application isn’t running. (-600)",
+                Code::AppNotRunning,
+            ),
+            (
+                "execution error: Connection is invalid. (-609)",
+                Code::AppNotRunning,
+            ),
+            (
+                "0:5: syntax error: Expected end of line but found identifier. (-2741)",
+                Code::ScriptParseError,
+            ),
+            (
+                "syntax error: A identifier can’t go after this identifier. (-2740)",
+                Code::ScriptParseError,
+            ),
+            (
+                "execution error: Mail got an error: AppleEvent timed out. (-1712)",
+                Code::Timeout,
+            ),
+            (
+                "execution error: User canceled. (-128)",
+                Code::PermissionDenied,
+            ),
+            (
+                "execution error: Can’t get message 1. (-1728)",
+                Code::AutomationFailed,
+            ),
+            ("", Code::AutomationFailed),
+        ];
+        for (stderr, code) in cases {
+            assert_eq!(failure("com.apple.mail", stderr).code, code, "{stderr}");
+        }
+        let e = failure("com.apple.mail", cases[0].0);
+        assert!(e.detail.contains("Privacy & Security › Automation"));
+    }
+}

@@ -1,0 +1,138 @@
+"""The macOS script executors through their command boundary: with AAI_HOST_OS=macos and a
+recording `osascript` on PATH, the seed's Mail example runs exactly the script its
+template means, hostile values stay data, results and error numbers are read.
+
+Nothing here ran on a real Mac (see docs/macos.md for the ten-minute checklist).
+
+Run: python3 -m pytest tests/mcp -q -k macos
+"""
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAKE = """#!{python}
+# A recording stand-in for osascript: appends its argv and stdin to calls.jsonl, then
+# answers with reply.json's stdout, stderr and exit code.
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+script = sys.stdin.read()
+with open(os.path.join(here, "calls.jsonl"), "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "stdin": script}}) + "\\n")
+reply = json.load(open(os.path.join(here, "reply.json")))
+sys.stdout.write(reply.get("stdout", ""))
+sys.stderr.write(reply.get("stderr", ""))
+sys.exit(reply.get("code", 0))
+"""
+
+
+@pytest.fixture
+def mac(gw, tmp_path):
+    """A gateway that acts as on macOS, with the seed's Mail descriptor and a fake osascript."""
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    fake = bindir / "osascript"
+    fake.write_text(FAKE.format(python=sys.executable))
+    fake.chmod(0o755)
+    (gw.home / "com.apple.mail").mkdir()
+    shutil.copy(ROOT / "fixtures" / "valid" / "d0-mail.json", gw.home / "com.apple.mail" / "aai.json")
+    gw.config()
+
+    class Mac:
+        home = gw.home
+        env = {"AAI_HOST_OS": "macos", "PATH": f"{bindir}:{os.environ['PATH']}"}
+
+        @staticmethod
+        def reply(stdout="", stderr="", code=0):
+            (bindir / "reply.json").write_text(json.dumps({"stdout": stdout, "stderr": stderr, "code": code}))
+
+        @staticmethod
+        def calls():
+            path = bindir / "calls.jsonl"
+            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    return Mac
+
+
+SEND = """tell application "Mail"
+  set newMessage to make new outgoing message with properties {{subject:"{subject}", content:"{body}", visible:false}}
+  tell newMessage
+    make new to recipient at beginning of to recipients with properties {{address:"{to}"}}
+    send
+  end tell
+end tell
+return "{{\\"success\\":true, \\"message_id\\":\\"generated\\"}}\""""
+
+
+async def test_the_seed_mail_example_runs_the_script_its_template_means(gw, mac):
+    mac.reply(stdout='{"success":true, "message_id":"generated"}\n')
+    args = {"to": "bob@example.com", "subject": 'Q3 "final" report', "body": "Hi Bob,\nsee attached."}
+    async with gw.session(**mac.env) as s:
+        r = await s.call_tool("aai_exec", {"app": "com.apple.mail", "tool": "send_email", "args": args})
+    assert json.loads(r.content[0].text) == {"success": True, "message_id": "generated"}
+    [call] = mac.calls()
+    assert call["argv"] == ["-l", "AppleScript", "-s", "h"]
+    assert call["stdin"] == SEND.format(to="bob@example.com", subject='Q3 \\"final\\" report',
+                                        body="Hi Bob,\nsee attached.")
+
+
+async def test_hostile_values_stay_inside_their_literals(gw, mac):
+    mac.reply(stdout="ok\n")
+    subject = '"; do shell script "rm -rf ~'
+    body = "“x” \\\" (* end *) -- «event» \u2028 nul\u0000"
+    async with gw.session(**mac.env) as s:
+        await s.call_tool("aai_exec", {"app": "com.apple.mail", "tool": "send_email",
+                                       "args": {"to": "a@b.c", "subject": subject, "body": body}})
+    [call] = mac.calls()
+    script = call["stdin"]
+    assert 'subject:"\\"; do shell script \\"rm -rf ~"' in script
+    assert ('content:"" & (character id 8220) & "x" & (character id 8221) & " \\\\\\" (* end *) -- «event» '
+            '" & (character id 8232) & " nul" & (character id 0) & ""') in script
+    assert "\u0000" not in script and "\u2028" not in script
+
+
+async def test_error_numbers_map_to_the_seed_codes(gw, mac):
+    cases = [
+        ("25:31: execution error: Not authorized to send Apple events to Mail. (-1743)", -32004),
+        ("execution error: Mail got an error: Application isn’t running. (-600)", -32009),
+        ("0:5: syntax error: Expected end of line but found identifier. (-2741)", -32010),
+        ("execution error: Mail got an error: AppleEvent timed out. (-1712)", -32008),
+        ("execution error: Something else. (-1728)", -32001),
+    ]
+    async with gw.session(**mac.env) as s:
+        for stderr, code in cases:
+            mac.reply(stderr=stderr + "\n", code=1)
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("aai_exec", {"app": "com.apple.mail", "tool": "search_emails",
+                                               "args": {"query": "x"}})
+            assert e.value.error.code == code, (stderr, e.value.error)
+            if code == -32004:
+                assert "Privacy & Security › Automation" in e.value.error.data["detail"]
+
+
+async def test_a_placeholder_in_code_refuses_the_descriptor(gw, tmp_path):
+    doc = json.loads((ROOT / "fixtures" / "valid" / "d0-mail.json").read_text())
+    doc["platforms"]["macos"]["tools"][1]["script"] = 'tell application "Mail" to get (messages whose subject contains ${query})'
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    p = gw.run("validate", str(path))
+    assert p.returncode == 1
+    assert "placeholder `${query}` is outside a string literal" in p.stdout + p.stderr
+
+
+async def test_scan_on_macos_serves_mail_through_applescript(gw, mac):
+    import subprocess
+    out = subprocess.run([str(gw.binary), "--home", str(gw.home), "--scan", "--json"],
+                         env=gw.env(**mac.env), capture_output=True, text=True, timeout=30)
+    apps = {a["id"]: a for a in json.loads(out.stdout)["apps"]}
+    assert "com.apple.mail" in apps, out.stdout[:500]
+    assert "applescript" in json.dumps(apps["com.apple.mail"])

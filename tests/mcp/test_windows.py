@@ -1,0 +1,127 @@
+"""The Windows COM executor through its command boundary: with AAI_HOST_OS=windows and a
+recording `powershell.exe` on PATH, the seed's Outlook action list becomes one PowerShell
+script that holds no argument value (values arrive as JSON on stdin), HRESULTs map to the
+seed's codes, and a busy app is retried.
+
+Nothing here ran on real Windows (docs/windows.md).
+
+Run: python3 -m pytest tests/mcp -q -k windows
+"""
+import base64
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAKE = """#!{python}
+# A recording stand-in for powershell.exe: appends argv and stdin to calls.jsonl, answers
+# with the next of replies.json (the last one repeats).
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+data = sys.stdin.read()
+with open(os.path.join(here, "calls.jsonl"), "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "stdin": data}}) + "\\n")
+n = sum(1 for _ in open(os.path.join(here, "calls.jsonl")))
+replies = json.load(open(os.path.join(here, "replies.json")))
+reply = replies[min(n, len(replies)) - 1]
+sys.stdout.write(reply.get("stdout", ""))
+sys.stderr.write(reply.get("stderr", ""))
+sys.exit(reply.get("code", 0))
+"""
+
+
+@pytest.fixture
+def win(gw, tmp_path):
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    fake = bindir / "powershell.exe"
+    fake.write_text(FAKE.format(python=sys.executable))
+    fake.chmod(0o755)
+    (gw.home / "com.apple.mail").mkdir()
+    shutil.copy(ROOT / "fixtures" / "valid" / "d0-mail.json", gw.home / "com.apple.mail" / "aai.json")
+    gw.config()
+
+    class Win:
+        env = {"AAI_HOST_OS": "windows", "PATH": f"{bindir}:{os.environ['PATH']}"}
+
+        @staticmethod
+        def replies(*replies):
+            (bindir / "calls.jsonl").unlink(missing_ok=True)
+            (bindir / "replies.json").write_text(json.dumps(list(replies)))
+
+        @staticmethod
+        def calls():
+            path = bindir / "calls.jsonl"
+            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    return Win
+
+
+SEND = {"app": "com.apple.mail", "tool": "send_email"}
+HOSTILE = "'; Remove-Item -Recurse -Force ~; '$(calc)` \"@'\n"
+
+
+async def test_the_seed_outlook_action_list_runs_with_values_as_data(gw, win):
+    win.replies({"stdout": '"{\\"success\\":true, \\"message_id\\":\\"generated\\"}"'})
+    args = {"to": "bob@example.com", "subject": HOSTILE, "body": "Hi"}
+    async with gw.session(**win.env) as s:
+        r = await s.call_tool("aai_exec", {**SEND, "args": args})
+    assert json.loads(r.content[0].text) == {"success": True, "message_id": "generated"}
+    [call] = win.calls()
+    argv = call["argv"]
+    assert argv[:5] == ["-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-EncodedCommand"]
+    script = base64.b64decode(argv[5]).decode("utf-16-le")
+    assert "$v['app'] = New-Object -ComObject 'Outlook.Application'" in script
+    assert "$v['mail'].Subject = $in.values[2]" in script
+    assert "Remove-Item" not in script and "bob@example.com" not in script
+    values = json.loads(call["stdin"])["values"]
+    assert values[:4] == [0, "bob@example.com", HOSTILE, "Hi"]
+
+
+async def test_hresults_map_to_the_seed_codes(gw, win):
+    cases = [
+        ("HRESULT 0x80040154: Class not registered", -32006),
+        ("HRESULT 0x800401E3: Operation unavailable", -32009),
+        ("HRESULT 0x80070005: Access is denied.", -32004),
+        ("HRESULT 0x80020009: Exception occurred.", -32001),
+    ]
+    async with gw.session(**win.env) as s:
+        for stderr, code in cases:
+            win.replies({"stderr": stderr, "code": 1})
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("aai_exec", {**SEND, "args": {"to": "a", "subject": "b", "body": "c"}})
+            assert e.value.error.code == code, (stderr, e.value.error)
+            assert len(win.calls()) == 1, "not retried"
+
+
+async def test_a_busy_app_is_retried_with_backoff(gw, win):
+    busy = {"stderr": "HRESULT 0x8001010A: The message filter indicated that the application is busy.", "code": 1}
+    async with gw.session(**win.env) as s:
+        win.replies(busy, busy, {"stdout": '"sent"'})
+        r = await s.call_tool("aai_exec", {**SEND, "args": {"to": "a", "subject": "b", "body": "c"}})
+        assert r.content[0].text == "sent"
+        assert len(win.calls()) == 3
+        win.replies(busy)
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {**SEND, "args": {"to": "a", "subject": "b", "body": "c"}})
+        assert e.value.error.code == -32016
+        assert len(win.calls()) == 4, "four attempts, then the busy error"
+
+
+async def test_bad_com_names_refuse_the_descriptor(gw, tmp_path):
+    doc = json.loads((ROOT / "fixtures" / "valid" / "d0-mail.json").read_text())
+    doc["platforms"]["windows"]["tools"][0]["script"][3]["property"] = "Subject; Remove-Item ~"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    p = gw.run("validate", str(path))
+    assert p.returncode == 1
+    assert "is not a valid COM name" in p.stdout + p.stderr
