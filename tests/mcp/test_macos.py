@@ -136,3 +136,32 @@ async def test_scan_on_macos_serves_mail_through_applescript(gw, mac):
     apps = {a["id"]: a for a in json.loads(out.stdout)["apps"]}
     assert "com.apple.mail" in apps, out.stdout[:500]
     assert "applescript" in json.dumps(apps["com.apple.mail"])
+
+
+async def test_the_reminders_apple_event_carries_the_envelope(gw, mac):
+    (gw.home / "com.example.reminders").mkdir()
+    shutil.copy(ROOT / "fixtures" / "valid" / "d2-reminders-macos.json",
+                gw.home / "com.example.reminders" / "aai.json")
+    mac.reply(stdout='{"version":"1.0","request_id":"x","status":"success","result":{"id":"r-1"}}\n')
+    title = 'Buy milk" » end tell\ndo shell script "id'
+    async with gw.session(**mac.env) as s:
+        r = await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "createReminder",
+                                           "args": {"title": title, "priority": "high"}})
+        assert json.loads(r.content[0].text) == {"id": "r-1"}
+        # An error envelope from the app is its error.
+        mac.reply(stdout='{"status":"error","error":{"code":"INVALID_PARAMS","message":"no list"}}\n')
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "createReminder",
+                                           "args": {"title": "x"}})
+        assert e.value.error.code == -32005
+    call = mac.calls()[0]
+    assert call["argv"] == ["-l", "AppleScript", "-s", "h"]
+    script = call["stdin"]
+    prefix = 'tell application id "com.example.reminders" to return «event AAI call» "'
+    assert script.startswith(prefix) and script.endswith('"')
+    literal = script[len(prefix):-1]
+    # Undo the AppleScript escaping: what arrives is exactly the JSON envelope.
+    sent = json.loads(literal.replace('\\"', '"').replace("\\\\", "\\"))
+    assert sent["tool"] == "createReminder" and sent["params"] == {"title": title, "priority": "high"}
+    assert sent["version"] == "1.0" and sent["request_id"]
+    assert '"' not in literal.replace('\\"', "")

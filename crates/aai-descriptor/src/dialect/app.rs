@@ -346,6 +346,15 @@ fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Opt
         }
         ExecutorKind::AppleEvents => {
             let bundle_id = exec.opt_text(case.k("bundleId")).unwrap_or(id).to_owned();
+            if !bundle_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+            {
+                exec.sink().error(
+                    exec.at(case.k("bundleId")),
+                    format!("`{bundle_id}` is not a bundle identifier (letters, digits, `.`, `-`)"),
+                );
+            }
             let event_class = four_cc(exec, case.k("eventClass"), "AAI ");
             let event_id = four_cc(exec, case.k("eventId"), "call");
             Some(Executor::AppleEvents(AppleEvents {
@@ -431,7 +440,11 @@ fn ipc(sink: &Sink, at: &str, kind: ExecutorKind, id: &str) -> Option<Executor> 
 
 fn four_cc(exec: &mut Obj<'_>, key: &'static str, default: &str) -> Option<String> {
     let code = exec.opt_str(key).unwrap_or(default);
-    if code.chars().count() != 4 || !code.is_ascii() {
+    // Printable ASCII without `"` or `\`: it is written raw into `«event …»`.
+    if code.chars().count() != 4
+        || !code.chars().all(|c| c == ' ' || c.is_ascii_graphic())
+        || code.contains(['"', '\\'])
+    {
         exec.sink().error(
             exec.at(key),
             format!("`{code}` is not a four-character code (e.g. `AAI ` or `call`)"),

@@ -114,7 +114,9 @@ impl Executors {
         match req.executor {
             Executor::Stdio(_) => self.stdio.execute(req).await,
             Executor::Http(_) => self.http.execute(req).await,
-            Executor::Applescript | Executor::Jxa => self.script.execute(req).await,
+            Executor::Applescript | Executor::Jxa | Executor::AppleEvents(_) => {
+                self.script.execute(req).await
+            }
             Executor::Com(_) => self.com.execute(req).await,
             #[cfg(target_os = "linux")]
             Executor::Dbus(_) => self.dbus.execute(req).await,

@@ -87,6 +87,40 @@ pub fn render(
     })
 }
 
+/// The osascript run that sends the JSON `envelope` as the direct parameter of the Apple
+/// event `«event <class><id>»` to the app `bundle_id` (D2 `apple-events`, D1 `ipc` on
+/// macOS). Class and id are four checked characters; the bundle id and the envelope are
+/// escaped string literals.
+pub fn render_event(events: &aai_descriptor::AppleEvents, envelope: &Value) -> Rendered {
+    let mut script = String::from("tell application id \"");
+    applescript_text(&mut script, &events.bundle_id);
+    script.push_str("\" to return «event ");
+    script.push_str(&events.event_class);
+    script.push_str(&events.event_id);
+    script.push_str("» \"");
+    applescript_text(&mut script, &envelope.to_string());
+    script.push('"');
+    Rendered {
+        program: "osascript",
+        args: ["-l", "AppleScript", "-s", "h"].map(str::to_owned).to_vec(),
+        stdin: script,
+    }
+}
+
+/// The app's reply to an Apple event: the JSON envelope it returned, read like the D-Bus
+/// JSON convention's.
+pub fn read_event_reply(stdout: &str) -> Result<Value, GatewayError> {
+    let envelope = super::envelope::parse(stdout.trim())
+        .map_err(|e| GatewayError::new(Code::AutomationFailed, format!("the app's reply: {e}")))?;
+    match super::envelope::reply(&envelope, "the app") {
+        super::envelope::Reply::Done(result) => result,
+        super::envelope::Reply::Progress(_) => Err(GatewayError::new(
+            Code::AutomationFailed,
+            "the app answered the Apple event with progress, not a result",
+        )),
+    }
+}
+
 /// A value as the text a string literal receives.
 fn text_of(value: &Value) -> String {
     match value {
@@ -221,15 +255,59 @@ pub fn failure(app: &str, stderr: &str) -> GatewayError {
     }
 }
 
-/// Runs AppleScript and JXA tools.
+/// Runs AppleScript and JXA tools, and sends Apple events.
 #[derive(Debug, Default)]
 pub struct ScriptExecutor;
+
+impl ScriptExecutor {
+    /// One tool call as an Apple event carrying the JSON envelope.
+    async fn send_event(
+        &self,
+        events: &aai_descriptor::AppleEvents,
+        req: &Request<'_>,
+    ) -> Result<Value, Error> {
+        let mut id = [0u8; 8];
+        getrandom::fill(&mut id).expect("the OS has randomness");
+        let envelope = super::envelope::request(
+            &req.tool.name,
+            &req.args,
+            &format!("{:016x}", u64::from_le_bytes(id)),
+        );
+        let rendered = render_event(events, &envelope);
+        let stdout = run(&rendered, req).await?;
+        Ok(read_event_reply(&stdout)?)
+    }
+}
+
+/// Runs osascript; its stdout, or the mapped error.
+async fn run(rendered: &Rendered, req: &Request<'_>) -> Result<String, Error> {
+    let spec = Spec {
+        program: rendered.program,
+        args: &rendered.args,
+        env: &[],
+        base_dir: req.base_dir,
+        label: req.app,
+    };
+    let limits = Limits {
+        deadline: req.ctx.timeout,
+        max_output: MAX_OUTPUT,
+        cancel: req.ctx.cancel.clone(),
+    };
+    let out = process::run(&spec, rendered.stdin.as_bytes(), &limits)
+        .await
+        .map_err(GatewayError::from)?;
+    if !out.success() {
+        return Err(failure(req.app, &String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
 
 impl Execute for ScriptExecutor {
     async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
         let lang = match req.executor {
             Executor::Applescript => Lang::AppleScript,
             Executor::Jxa => Lang::JavaScript,
+            Executor::AppleEvents(events) => return self.send_event(events, &req).await,
             other => {
                 return Err(GatewayError::new(
                     Code::AutomationNotSupported,
@@ -246,25 +324,8 @@ impl Execute for ScriptExecutor {
             .into());
         };
         let rendered = render(lang, source, *output, &req.args)?;
-        let spec = Spec {
-            program: rendered.program,
-            args: &rendered.args,
-            env: &[],
-            base_dir: req.base_dir,
-            label: req.app,
-        };
-        let limits = Limits {
-            deadline: req.ctx.timeout,
-            max_output: MAX_OUTPUT,
-            cancel: req.ctx.cancel.clone(),
-        };
-        let out = process::run(&spec, rendered.stdin.as_bytes(), &limits)
-            .await
-            .map_err(GatewayError::from)?;
-        if !out.success() {
-            return Err(failure(req.app, &String::from_utf8_lossy(&out.stderr)).into());
-        }
-        Ok(read(*output, &String::from_utf8_lossy(&out.stdout))?)
+        let stdout = run(&rendered, &req).await?;
+        Ok(read(*output, &stdout)?)
     }
 }
 
@@ -478,5 +539,38 @@ mod tests {
         }
         let e = failure("com.apple.mail", cases[0].0);
         assert!(e.detail.contains("Privacy & Security › Automation"));
+    }
+
+    #[test]
+    fn apple_events_carry_the_envelope_as_an_escaped_literal() {
+        let events = aai_descriptor::AppleEvents {
+            bundle_id: "com.example.reminders".into(),
+            event_class: "AAI ".into(),
+            event_id: "call".into(),
+        };
+        let envelope = json!({"version": "1.0", "tool": "createReminder", "params": {"title": "\"» end tell do shell script \"id"}, "request_id": "1"});
+        let r = render_event(&events, &envelope);
+        assert_eq!(r.args, ["-l", "AppleScript", "-s", "h"]);
+        assert!(r.stdin.starts_with(
+            "tell application id \"com.example.reminders\" to return «event AAI call» \"{\\\""
+        ));
+        assert!(r.stdin.contains(r#"\\\"» end tell do shell script \\\"id"#));
+        let skeleton = aai_descriptor::script::skeleton(Lang::AppleScript, &r.stdin).unwrap();
+        assert_eq!(
+            skeleton,
+            "tell application id \"\" to return «event AAI call» \"\""
+        );
+        assert_eq!(
+            read_event_reply("{\"version\":\"1.0\",\"request_id\":\"1\",\"status\":\"success\",\"result\":{\"id\":\"r1\"}}\n").unwrap(),
+            json!({"id": "r1"})
+        );
+        assert_eq!(
+            read_event_reply(
+                "{\"status\":\"error\",\"error\":{\"code\":-32005,\"message\":\"bad\"}}"
+            )
+            .unwrap_err()
+            .code,
+            Code::InvalidParams
+        );
     }
 }
