@@ -9,9 +9,11 @@ pub mod com;
 pub mod dbus;
 pub mod envelope;
 pub mod http;
+pub mod intent;
 pub mod process;
 pub mod script;
 pub mod stdio;
+pub mod url_scheme;
 
 use std::future::Future;
 use std::path::Path;
@@ -104,6 +106,8 @@ pub struct Executors {
     http: http::HttpExecutor,
     script: script::ScriptExecutor,
     com: com::ComExecutor,
+    intent: intent::IntentExecutor,
+    url_scheme: url_scheme::UrlSchemeExecutor,
     #[cfg(target_os = "linux")]
     dbus: dbus::DbusExecutor,
 }
@@ -118,6 +122,8 @@ impl Executors {
                 self.script.execute(req).await
             }
             Executor::Com(_) => self.com.execute(req).await,
+            Executor::Intent(_) => self.intent.execute(req).await,
+            Executor::UrlScheme(_) => self.url_scheme.execute(req).await,
             #[cfg(target_os = "linux")]
             Executor::Dbus(_) => self.dbus.execute(req).await,
             other => Err(GatewayError::new(

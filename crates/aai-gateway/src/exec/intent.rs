@@ -1,0 +1,380 @@
+//! The Android executor (D0 `automation: intent`) through `adb`.
+//!
+//! * [`render`] (pure): `adb [-s $ANDROID_SERIAL] shell am broadcast -a <action> -p
+//!   <package> <typed extras…>`. `adb shell` hands its words to the device's shell, so every
+//!   word is single-quoted for that shell (`'` → `'\''`): an argument value is one word of
+//!   data, whatever it holds. Extras keep their type: a value that is exactly one
+//!   placeholder takes its argument's JSON type — string `--es`, integer `--ei` (or `--el`
+//!   beyond 32 bits), number `--ef`, boolean `--ez`, missing/null `--esn` — and a mixed
+//!   template is a string. NUL cannot pass through a shell word and is refused.
+//! * Results: `result_type: content_provider` runs `adb shell content query --uri <uri>`
+//!   after the broadcast and reads its `Row: N key=value, …` lines into objects;
+//!   `broadcast` reads the broadcast's result data (`Broadcast completed: result=…,
+//!   data="…"`), as JSON when it is JSON.
+
+use aai_descriptor::{Executor, IntentResult, ToolCall};
+use serde_json::{Map, Value};
+
+use super::process::{self, Limits, Spec};
+use super::{Error, Execute, Request};
+use crate::error::{Code, GatewayError};
+
+/// Most output kept.
+const MAX_OUTPUT: usize = 4 * 1024 * 1024;
+
+/// One word for the device's shell.
+pub fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// Fills an extra's template: one placeholder keeps its type, else text.
+fn fill(template: &Value, args: &Value) -> Value {
+    match template {
+        Value::String(s) => {
+            if let Some(name) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
+                && !name.contains(['$', '{', '}'])
+            {
+                return args.get(name).cloned().unwrap_or(Value::Null);
+            }
+            let mut out = String::new();
+            let mut rest = s.as_str();
+            while let Some(at) = rest.find("${") {
+                out.push_str(&rest[..at]);
+                let after = &rest[at + 2..];
+                let Some(end) = after.find('}') else {
+                    out.push_str(&rest[at..]);
+                    rest = "";
+                    break;
+                };
+                match args.get(&after[..end]) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(v)) => out.push_str(v),
+                    Some(other) => out.push_str(&other.to_string()),
+                }
+                rest = &after[end + 1..];
+            }
+            out.push_str(rest);
+            Value::String(out)
+        }
+        other => other.clone(),
+    }
+}
+
+/// The `adb` arguments of one intent.
+pub fn render(
+    serial: Option<&str>,
+    package: &str,
+    action: &str,
+    extras: &[(String, Value)],
+    args: &Value,
+) -> Result<Vec<String>, GatewayError> {
+    let mut words: Vec<String> = Vec::new();
+    if let Some(serial) = serial {
+        words.extend(["-s".to_owned(), serial.to_owned()]);
+    }
+    words.push("shell".into());
+    let mut device = vec![
+        "am".to_owned(),
+        "broadcast".to_owned(),
+        "-a".to_owned(),
+        quote(action),
+        "-p".to_owned(),
+        quote(package),
+    ];
+    for (key, template) in extras {
+        let value = fill(template, args);
+        let (flag, text) = match &value {
+            Value::Null => ("--esn", None),
+            Value::Bool(b) => ("--ez", Some(b.to_string())),
+            Value::Number(n) if n.is_i64() || n.is_u64() => {
+                let fits = n.as_i64().is_some_and(|i| i32::try_from(i).is_ok());
+                (if fits { "--ei" } else { "--el" }, Some(n.to_string()))
+            }
+            Value::Number(n) => ("--ef", Some(n.to_string())),
+            Value::String(s) => ("--es", Some(s.clone())),
+            other => ("--es", Some(other.to_string())),
+        };
+        if text.as_deref().is_some_and(|t| t.contains('\0')) || key.contains('\0') {
+            return Err(GatewayError::new(
+                Code::InvalidParams,
+                format!(
+                    "the value of extra `{key}` holds a NUL character, which Android's shell cannot carry"
+                ),
+            ));
+        }
+        device.push(flag.to_owned());
+        device.push(quote(key));
+        if let Some(text) = text {
+            device.push(quote(&text));
+        }
+    }
+    words.extend(device);
+    Ok(words)
+}
+
+/// `adb [-s serial] shell content query --uri <uri>`.
+pub fn render_query(serial: Option<&str>, uri: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    if let Some(serial) = serial {
+        words.extend(["-s".to_owned(), serial.to_owned()]);
+    }
+    words.extend(
+        ["shell", "content", "query", "--uri"]
+            .map(str::to_owned)
+            .into_iter()
+            .chain([quote(uri)]),
+    );
+    words
+}
+
+/// `Row: 0 id=1, title=Hi, there` lines → objects (a value runs to the next `, key=`).
+pub fn read_rows(text: &str) -> Value {
+    let rows = text
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("Row: "))
+        .map(|row| {
+            let fields = row.split_once(' ').map_or("", |(_, f)| f);
+            let mut map = Map::new();
+            let mut rest = fields;
+            while let Some((key, after)) = rest.split_once('=') {
+                // The value ends where `, <word>=` begins.
+                let mut end = after.len();
+                let mut search = 0;
+                while let Some(comma) = after[search..].find(", ") {
+                    let at = search + comma;
+                    let next = &after[at + 2..];
+                    let word_len = next
+                        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .unwrap_or(next.len());
+                    if word_len > 0 && next[word_len..].starts_with('=') {
+                        end = at;
+                        break;
+                    }
+                    search = at + 2;
+                }
+                let value = &after[..end];
+                map.insert(
+                    key.trim().to_owned(),
+                    if value == "NULL" {
+                        Value::Null
+                    } else {
+                        Value::String(value.to_owned())
+                    },
+                );
+                rest = after.get(end + 2..).unwrap_or("");
+            }
+            Value::Object(map)
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// The result data of `am broadcast`'s `Broadcast completed: result=0, data="…"`.
+pub fn read_broadcast(text: &str) -> Result<Value, GatewayError> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Broadcast completed"))
+        .ok_or_else(|| {
+            GatewayError::new(
+                Code::AutomationFailed,
+                format!(
+                    "`am broadcast` did not complete: {}",
+                    crate::text::excerpt(text.trim(), 300)
+                ),
+            )
+        })?;
+    let Some(at) = line.find("data=\"") else {
+        return Ok(Value::Null);
+    };
+    let data = &line[at + 6..];
+    let data = data.strip_suffix('"').unwrap_or(data);
+    Ok(serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned())))
+}
+
+/// Runs Android tools.
+#[derive(Debug, Default)]
+pub struct IntentExecutor;
+
+impl Execute for IntentExecutor {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+        let (
+            Executor::Intent(target),
+            ToolCall::Intent {
+                action,
+                extras,
+                result,
+            },
+        ) = (req.executor, &req.tool.call)
+        else {
+            return Err(GatewayError::new(Code::AaiJsonInvalid, "not an intent tool").into());
+        };
+        let serial = std::env::var("ANDROID_SERIAL")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let words = render(
+            serial.as_deref(),
+            &target.package,
+            action,
+            extras,
+            &req.args,
+        )?;
+        let out = adb(&req, &words).await?;
+        match result {
+            IntentResult::Broadcast => Ok(read_broadcast(&out)?),
+            IntentResult::ContentProvider { uri } => {
+                // The broadcast must have gone out before its results are read.
+                read_broadcast(&out)?;
+                let rows = adb(&req, &render_query(serial.as_deref(), uri)).await?;
+                Ok(read_rows(&rows))
+            }
+        }
+    }
+}
+
+/// Runs `adb` with `words`; its stdout.
+async fn adb(req: &Request<'_>, words: &[String]) -> Result<String, Error> {
+    let spec = Spec {
+        program: "adb",
+        args: words,
+        env: &[],
+        base_dir: req.base_dir,
+        label: req.app,
+    };
+    let limits = Limits {
+        deadline: req.ctx.timeout,
+        max_output: MAX_OUTPUT,
+        cancel: req.ctx.cancel.clone(),
+    };
+    let out = process::run(&spec, b"", &limits)
+        .await
+        .map_err(GatewayError::from)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.success() {
+        let said = crate::text::excerpt(stderr.trim(), 400);
+        let code = if said.contains("no devices")
+            || said.contains("device offline")
+            || said.contains("not found")
+        {
+            Code::AppNotRunning
+        } else {
+            Code::AutomationFailed
+        };
+        return Err(GatewayError::new(code, format!("adb said: {said}")).into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn extras() -> Vec<(String, Value)> {
+        vec![
+            ("to".into(), json!("${to}")),
+            ("subject".into(), json!("Re: ${subject}")),
+            ("count".into(), json!("${count}")),
+            ("urgent".into(), json!("${urgent}")),
+            ("big".into(), json!("${big}")),
+            ("ratio".into(), json!("${ratio}")),
+            ("none".into(), json!("${none}")),
+        ]
+    }
+
+    #[test]
+    fn extras_are_typed_words_for_the_device_shell() {
+        let args = json!({"to": "a'; reboot; '", "subject": "$(id) `id` \"x\"", "count": 3, "urgent": true, "big": 5_000_000_000_i64, "ratio": 0.5});
+        let words = render(
+            Some("emulator-5554"),
+            "com.example.mail",
+            "com.example.MAIL_SEND",
+            &extras(),
+            &args,
+        )
+        .unwrap();
+        assert_eq!(
+            words,
+            [
+                "-s",
+                "emulator-5554",
+                "shell",
+                "am",
+                "broadcast",
+                "-a",
+                "'com.example.MAIL_SEND'",
+                "-p",
+                "'com.example.mail'",
+                "--es",
+                "'to'",
+                "'a'\\''; reboot; '\\'''",
+                "--es",
+                "'subject'",
+                "'Re: $(id) `id` \"x\"'",
+                "--ei",
+                "'count'",
+                "'3'",
+                "--ez",
+                "'urgent'",
+                "'true'",
+                "--el",
+                "'big'",
+                "'5000000000'",
+                "--ef",
+                "'ratio'",
+                "'0.5'",
+                "--esn",
+                "'none'"
+            ]
+        );
+        let e = render(None, "p", "a", &extras(), &json!({"to": "nul\u{0}"})).unwrap_err();
+        assert_eq!(e.code, Code::InvalidParams);
+    }
+
+    /// A real POSIX shell (the device's is one) reads each quoted word back unchanged.
+    #[tokio::test]
+    async fn quoted_words_survive_a_posix_shell_unchanged() {
+        for value in [
+            "a'b", "''", "$(id)", "`id`", "\\", "\n;|&", "'\"'\"'", "é😀",
+        ] {
+            let args = ["-c".to_owned(), format!("printf %s {}", quote(value))];
+            let spec = Spec {
+                program: "sh",
+                args: &args,
+                env: &[],
+                base_dir: std::path::Path::new("/"),
+                label: "quoting test",
+            };
+            let limits = Limits {
+                deadline: std::time::Duration::from_secs(10),
+                max_output: 4096,
+                cancel: tokio_util::sync::CancellationToken::new(),
+            };
+            let out = process::run(&spec, b"", &limits).await.unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn results_are_read() {
+        assert_eq!(
+            read_rows("Row: 0 id=1, title=Hi, there, done=NULL\nRow: 1 id=2, title=x=y\n"),
+            json!([{"id": "1", "title": "Hi, there", "done": null}, {"id": "2", "title": "x=y"}])
+        );
+        assert_eq!(read_rows("No result found.\n"), json!([]));
+        assert_eq!(
+            read_broadcast("Broadcasting: Intent { act=x }\nBroadcast completed: result=-1, data=\"{\"ok\":true}\"\n").unwrap(),
+            json!({"ok": true})
+        );
+        assert_eq!(
+            read_broadcast("Broadcast completed: result=0\n").unwrap(),
+            Value::Null
+        );
+        assert!(read_broadcast("Error: no devices").is_err());
+    }
+
+    #[test]
+    fn the_seed_extras_fill() {
+        assert_eq!(fill(&json!("${to}"), &json!({"to": "a@b"})), json!("a@b"));
+        assert_eq!(fill(&json!("x${n}y${m}"), &json!({"n": 1})), json!("x1y"));
+    }
+}

@@ -1,0 +1,210 @@
+//! The iOS executor (D0 `automation: url_scheme`) through `xcrun simctl` (the Simulator).
+//!
+//! * [`render`] (pure): the tool's `url_template` with every `${param}` value
+//!   percent-encoded (all but RFC 3986's unreserved characters, as UTF-8 bytes), so a value
+//!   is always data inside its URL component; the URL must keep the binding's scheme. It
+//!   is one argv entry of `xcrun simctl openurl booted <url>` (no shell).
+//! * Results: `result_type: clipboard` waits (up to the tool's timeout) for the
+//!   Simulator's clipboard (`xcrun simctl pbpaste booted`) to change after the URL is
+//!   opened; `app_group` waits for `aai-result.json` in the app group's container (`xcrun
+//!   simctl get_app_container booted <appId> <group>`) to change. Either is read as JSON
+//!   when it is JSON. Without a result type the call returns once the URL is opened.
+
+use std::time::Duration;
+
+use aai_descriptor::{Executor, ToolCall, UrlResult};
+use serde_json::{Value, json};
+
+use super::process::{self, Limits, Spec};
+use super::{Error, Execute, Request};
+use crate::error::{Code, GatewayError};
+
+/// How often a result is looked for.
+const POLL: Duration = Duration::from_millis(200);
+/// The file an app writes its result to in its app group.
+pub const RESULT_FILE: &str = "aai-result.json";
+
+/// `value` percent-encoded: RFC 3986 unreserved characters stay, every other byte is `%XX`.
+pub fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The URL of one call.
+pub fn render(scheme: &str, template: &str, args: &Value) -> Result<String, GatewayError> {
+    let mut url = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find("${") {
+        url.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let Some(end) = after.find('}') else {
+            url.push_str(&rest[at..]);
+            rest = "";
+            break;
+        };
+        match args.get(&after[..end]) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(v)) => url.push_str(&encode(v)),
+            Some(other) => url.push_str(&encode(&other.to_string())),
+        }
+        rest = &after[end + 1..];
+    }
+    url.push_str(rest);
+    if !url
+        .to_ascii_lowercase()
+        .starts_with(&format!("{}:", scheme.to_ascii_lowercase()))
+    {
+        return Err(GatewayError::new(
+            Code::AaiJsonInvalid,
+            format!("the tool's URL does not start with the binding's scheme `{scheme}:`"),
+        ));
+    }
+    Ok(url)
+}
+
+/// `xcrun` arguments.
+pub fn openurl(url: &str) -> Vec<String> {
+    ["simctl", "openurl", "booted", url]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// Runs iOS tools in the booted Simulator.
+#[derive(Debug, Default)]
+pub struct UrlSchemeExecutor;
+
+impl Execute for UrlSchemeExecutor {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+        let (Executor::UrlScheme(target), ToolCall::Url { template, result }) =
+            (req.executor, &req.tool.call)
+        else {
+            return Err(GatewayError::new(Code::AaiJsonInvalid, "not a URL-scheme tool").into());
+        };
+        let url = render(&target.scheme, template, &req.args)?;
+        let open = openurl(&url);
+        let open: Vec<&str> = open.iter().map(String::as_str).collect();
+        let Some(kind) = result else {
+            xcrun(&req, &open).await?;
+            return Ok(json!({"opened": url}));
+        };
+        let deadline = tokio::time::Instant::now() + req.ctx.timeout;
+        let before = current(&req, kind).await?;
+        xcrun(&req, &open).await?;
+        loop {
+            let now = current(&req, kind).await?;
+            if now != before {
+                let text = now.trim_end();
+                return Ok(
+                    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+                );
+            }
+            if tokio::time::Instant::now() + POLL > deadline {
+                return Err(GatewayError::new(
+                    Code::Timeout,
+                    format!(
+                        "the app opened the URL but wrote no result within {:.1} s",
+                        req.ctx.timeout.as_secs_f64()
+                    ),
+                )
+                .into());
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = req.ctx.cancel.cancelled() => {
+                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
+                }
+            }
+        }
+    }
+}
+
+/// Where the result is looked for, read now.
+async fn current(req: &Request<'_>, kind: &UrlResult) -> Result<String, Error> {
+    match kind {
+        UrlResult::Clipboard => xcrun(req, &["simctl", "pbpaste", "booted"]).await,
+        UrlResult::AppGroup { group_id } => Ok(read_file(&group_file(req, group_id).await?).await),
+    }
+}
+
+/// The result file in the app group's container.
+async fn group_file(req: &Request<'_>, group: &str) -> Result<std::path::PathBuf, Error> {
+    let dir = xcrun(
+        req,
+        &["simctl", "get_app_container", "booted", req.app, group],
+    )
+    .await?;
+    Ok(std::path::Path::new(dir.trim()).join(RESULT_FILE))
+}
+
+async fn read_file(path: &std::path::Path) -> String {
+    tokio::fs::read_to_string(path).await.unwrap_or_default()
+}
+
+/// Runs `xcrun` with `args`; its stdout.
+async fn xcrun(req: &Request<'_>, args: &[&str]) -> Result<String, Error> {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let spec = Spec {
+        program: "xcrun",
+        args: &args,
+        env: &[],
+        base_dir: req.base_dir,
+        label: req.app,
+    };
+    let limits = Limits {
+        deadline: req.ctx.timeout,
+        max_output: 1024 * 1024,
+        cancel: req.ctx.cancel.clone(),
+    };
+    let out = process::run(&spec, b"", &limits)
+        .await
+        .map_err(GatewayError::from)?;
+    if !out.success() {
+        let said = crate::text::excerpt(String::from_utf8_lossy(&out.stderr).trim(), 400);
+        let code = if said.contains("No devices are booted") || said.contains("Unable to lookup") {
+            Code::AppNotRunning
+        } else {
+            Code::AutomationFailed
+        };
+        return Err(GatewayError::new(code, format!("xcrun said: {said}")).into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_is_percent_encoded() {
+        let url = render(
+            "mailapp",
+            "mailapp://send?to=${to}&subject=${subject}&body=${body}",
+            &json!({"to": "a@b.c", "subject": "x&admin=1#frag", "body": "é 😀/..\n%"}),
+        )
+        .unwrap();
+        assert_eq!(
+            url,
+            "mailapp://send?to=a%40b.c&subject=x%26admin%3D1%23frag&body=%C3%A9%20%F0%9F%98%80%2F..%0A%25"
+        );
+        assert_eq!(openurl(&url), ["simctl", "openurl", "booted", url.as_str()]);
+    }
+
+    #[test]
+    fn a_template_cannot_leave_its_scheme() {
+        let e = render(
+            "mailapp",
+            "${target}",
+            &json!({"target": "https://evil.example"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, Code::AaiJsonInvalid);
+        assert!(render("mailapp", "MailApp://x", &json!({})).is_ok());
+    }
+}
