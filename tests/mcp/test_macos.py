@@ -165,3 +165,29 @@ async def test_the_reminders_apple_event_carries_the_envelope(gw, mac):
     assert sent["tool"] == "createReminder" and sent["params"] == {"title": title, "priority": "high"}
     assert sent["version"] == "1.0" and sent["request_id"]
     assert '"' not in literal.replace('\\"', "")
+
+
+async def test_built_in_reminders_apply_where_the_app_exists(gw, tmp_path):
+    """The built-in Reminders app (AppleScript returning a record) appears only when
+    Reminders.app exists, and its record result becomes JSON."""
+    import subprocess
+    bindir = tmp_path / "fakebin2"
+    bindir.mkdir()
+    fake = bindir / "osascript"
+    fake.write_text(FAKE.format(python=sys.executable))
+    fake.chmod(0o755)
+    (bindir / "reply.json").write_text(json.dumps({"stdout": '{id:"x-apple-reminder://1", name:"Buy \\"milk\\""}\n'}))
+    gw.config()
+    env = {"AAI_HOST_OS": "macos", "PATH": f"{bindir}:{os.environ['PATH']}"}
+    scan = lambda: json.loads(subprocess.run([str(gw.binary), "--home", str(gw.home), "--scan", "--json"],
+                                             env=gw.env(**env), capture_output=True, text=True, timeout=30).stdout)
+    assert "com.apple.reminders" not in {a["id"] for a in scan()["apps"]}
+    (gw.tmp / "root" / "System" / "Applications" / "Reminders.app").mkdir(parents=True)
+    assert "com.apple.reminders" in {a["id"] for a in scan()["apps"]}
+    async with gw.session(**env) as s:
+        r = await s.call_tool("aai_exec", {"app": "com.apple.reminders", "tool": "add_reminder",
+                                           "args": {"title": 'Buy "milk"'}})
+    assert json.loads(r.content[0].text) == {"id": "x-apple-reminder://1", "name": 'Buy "milk"'}
+    [call] = [json.loads(line) for line in (bindir / "calls.jsonl").read_text().splitlines()]
+    assert call["argv"] == ["-l", "AppleScript", "-s", "s"]
+    assert 'with properties {name:"Buy \\"milk\\"", body:""}' in call["stdin"]

@@ -313,6 +313,10 @@ impl Gateway {
 
 /// The folder an app's relative commands resolve against: its descriptor's.
 pub fn base_dir(entry: &crate::registry::Entry) -> &Path {
+    // Built-in apps have no folder (`builtin:…`): their programs start in `/`.
+    if entry.source.to_string_lossy().starts_with("builtin:") {
+        return Path::new("/");
+    }
     entry.source.parent().unwrap_or(Path::new("."))
 }
 

@@ -6,6 +6,12 @@
 //!   template (play, pause, toggle, next, previous, seek, set position, status, position,
 //!   current track, volume).
 //!
+//! * on macOS, Apple's own apps, each only where its bundle exists: Mail (send, search,
+//!   list unread), Reminders (add, list, complete), Calendar (add an event, list events in
+//!   a range), Notes (create, search), Finder (reveal, selection) — AppleScript written
+//!   against each app's scripting dictionary, returning records. Verified only through the
+//!   command boundary (docs/macos.md), not on a Mac.
+//!
 //! They have the lowest precedence: a descriptor for the same id anywhere else wins.
 
 use std::path::PathBuf;
@@ -17,6 +23,51 @@ use crate::catalog::{Catalog, Loaded, SourceKind};
 const NOTIFICATIONS: &str = include_str!("../../builtin/notifications.json");
 const MPRIS: &str = include_str!("../../builtin/mpris.json");
 const MPRIS_PREFIX: &str = "org.mpris.MediaPlayer2.";
+
+/// macOS built-ins: descriptor, source name, and the bundles that make it apply (under
+/// the system root).
+const MACOS: [(&str, &str, &[&str]); 5] = [
+    (
+        include_str!("../../builtin/macos/mail.json"),
+        "builtin:macos/mail",
+        &["System/Applications/Mail.app", "Applications/Mail.app"],
+    ),
+    (
+        include_str!("../../builtin/macos/reminders.json"),
+        "builtin:macos/reminders",
+        &[
+            "System/Applications/Reminders.app",
+            "Applications/Reminders.app",
+        ],
+    ),
+    (
+        include_str!("../../builtin/macos/calendar.json"),
+        "builtin:macos/calendar",
+        &[
+            "System/Applications/Calendar.app",
+            "Applications/Calendar.app",
+        ],
+    ),
+    (
+        include_str!("../../builtin/macos/notes.json"),
+        "builtin:macos/notes",
+        &["System/Applications/Notes.app", "Applications/Notes.app"],
+    ),
+    (
+        include_str!("../../builtin/macos/finder.json"),
+        "builtin:macos/finder",
+        &["System/Library/CoreServices/Finder.app"],
+    ),
+];
+
+/// The macOS built-in apps whose bundle exists under `root`.
+pub fn macos_apps(root: &std::path::Path) -> Vec<(App, PathBuf)> {
+    MACOS
+        .iter()
+        .filter(|(_, _, bundles)| bundles.iter().any(|b| root.join(b).is_dir()))
+        .map(|(text, source, _)| parse(text, source))
+        .collect()
+}
 
 /// The built-in apps that apply, given the session bus's owned and activatable names.
 pub fn apps(names: &[String]) -> Vec<(App, PathBuf)> {
@@ -130,5 +181,104 @@ mod tests {
             panic!()
         };
         assert_eq!(d.service, "org.mpris.MediaPlayer2.mpv");
+    }
+}
+
+#[cfg(test)]
+mod macos_tests {
+    use super::*;
+    use aai_descriptor::script::Lang;
+    use aai_descriptor::{Executor, ToolCall};
+    use serde_json::{Value, json};
+
+    /// Sample arguments for every parameter any built-in tool has.
+    fn sample(hostile: bool) -> Value {
+        let text = if hostile {
+            "\"; do shell script \"id\" -- “x” \\ (* «event» |p|"
+        } else {
+            "Quarterly report"
+        };
+        json!({
+            "to": if hostile { text } else { "bob@example.com" },
+            "subject": text, "body": text, "query": text, "title": text, "notes": text,
+            "calendar": if hostile { text } else { "Work" },
+            "path": if hostile { text } else { "/Users/me/Documents/report.pdf" },
+            "start": "2026-11-24T09:30", "end": "2026-11-24T10:00",
+            "from": "2026-11-24T00:00",
+            "limit": 5,
+        })
+    }
+
+    fn scripts() -> Vec<(String, String, aai_descriptor::ScriptOutput)> {
+        let root = tempfile::tempdir().unwrap();
+        for (_, _, bundles) in MACOS {
+            std::fs::create_dir_all(root.path().join(bundles[0])).unwrap();
+        }
+        let apps = macos_apps(root.path());
+        assert_eq!(apps.len(), 5, "every built-in loads");
+        let mut out = Vec::new();
+        for (app, _) in apps {
+            let binding = &app.bindings[0];
+            assert!(matches!(binding.executor, Executor::Applescript));
+            for tool in &binding.tools {
+                let ToolCall::Script { source, output } = &tool.call else {
+                    panic!("{} has no script", tool.name);
+                };
+                out.push((
+                    format!("{}__{}", app.id, tool.name),
+                    source.clone(),
+                    *output,
+                ));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rendered_scripts_match_their_golden_files() {
+        for (name, source, output) in scripts() {
+            let mut args = sample(false);
+            if name.ends_with("list_events") {
+                args["to"] = json!("2026-11-30T23:59");
+            }
+            let rendered =
+                crate::exec::script::render(Lang::AppleScript, &source, output, &args).unwrap();
+            insta::assert_snapshot!(name, rendered.stdin);
+        }
+    }
+
+    #[test]
+    fn hostile_values_change_no_built_in_code() {
+        for (name, source, output) in scripts() {
+            let benign =
+                crate::exec::script::render(Lang::AppleScript, &source, output, &sample(false))
+                    .unwrap();
+            let hostile =
+                crate::exec::script::render(Lang::AppleScript, &source, output, &sample(true))
+                    .unwrap();
+            let code = |s: &str| {
+                let skeleton = aai_descriptor::script::skeleton(Lang::AppleScript, s).unwrap();
+                // Splicing a character by number adds `" & (character id N) & "` only.
+                let mut s = skeleton;
+                while let Some(at) = s.find(" & (character id ") {
+                    let end = s[at..].find(") & ").map(|e| at + e + 4).unwrap();
+                    s.replace_range(at..end + 2, "");
+                }
+                s
+            };
+            assert_eq!(code(&hostile.stdin), code(&benign.stdin), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_built_in_applies_only_where_its_bundle_exists() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(macos_apps(root.path()).is_empty());
+        std::fs::create_dir_all(root.path().join("System/Applications/Reminders.app")).unwrap();
+        let ids: Vec<String> = macos_apps(root.path())
+            .into_iter()
+            .map(|(a, _)| a.id)
+            .collect();
+        assert_eq!(ids, ["com.apple.reminders"]);
     }
 }

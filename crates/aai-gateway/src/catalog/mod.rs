@@ -184,7 +184,11 @@ impl Broken {
 /// `--scan`, `call` and `auth`. Blocks (file I/O, a bus query); safe from any context.
 pub fn load(dirs: &[SearchDir]) -> Catalog {
     let mut catalog = scan(dirs);
-    builtin::add_to(&mut catalog, builtin::apps(&builtin::session_bus_names()));
+    let mut apps = builtin::apps(&builtin::session_bus_names());
+    if crate::host::Host::current().os() == crate::host::Os::Macos {
+        apps.extend(builtin::macos_apps(&paths::system_root()));
+    }
+    builtin::add_to(&mut catalog, apps);
     catalog
 }
 

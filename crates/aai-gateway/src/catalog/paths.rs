@@ -19,9 +19,7 @@ pub fn search_dirs(home: &Path, scan_paths: &[PathBuf], os: Os) -> Vec<SearchDir
         layout: Layout::AppDirs,
     }];
     dirs.extend(scan_paths.iter().cloned().map(SearchDir::config));
-    let root = std::env::var_os("AAI_SYSTEM_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"));
+    let root = system_root();
     let env = |k: &str| std::env::var(k).ok();
     dirs.extend(system_dirs(os, &env, &root));
     dirs.push(SearchDir {
@@ -30,6 +28,14 @@ pub fn search_dirs(home: &Path, scan_paths: &[PathBuf], os: Os) -> Vec<SearchDir
         layout: Layout::AppDirs,
     });
     dirs
+}
+
+/// Where system paths start: `$AAI_SYSTEM_ROOT`, else `/`.
+pub fn system_root() -> PathBuf {
+    std::env::var_os("AAI_SYSTEM_ROOT")
+        .filter(|r| !r.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// The system search directories of `os`, in precedence order (per-user before
