@@ -7,12 +7,12 @@ Nothing here ran on a real Mac (see docs/macos.md for the ten-minute checklist).
 Run: python3 -m pytest tests/mcp -q -k macos
 """
 import json
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+
+from fakes import Fakes
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
@@ -20,45 +20,21 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FAKE = """#!{python}
-# A recording stand-in for osascript: appends its argv and stdin to calls.jsonl, then
-# answers with reply.json's stdout, stderr and exit code.
-import json, os, sys
-here = os.path.dirname(os.path.abspath(__file__))
-script = sys.stdin.read()
-with open(os.path.join(here, "calls.jsonl"), "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "stdin": script}}) + "\\n")
-reply = json.load(open(os.path.join(here, "reply.json")))
-sys.stdout.write(reply.get("stdout", ""))
-sys.stderr.write(reply.get("stderr", ""))
-sys.exit(reply.get("code", 0))
-"""
-
-
 @pytest.fixture
 def mac(gw, tmp_path):
     """A gateway that acts as on macOS, with the seed's Mail descriptor and a fake osascript."""
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    fake = bindir / "osascript"
-    fake.write_text(FAKE.format(python=sys.executable))
-    fake.chmod(0o755)
+    fakes = Fakes(tmp_path / "fakebin", "osascript")
     (gw.home / "com.apple.mail").mkdir()
     shutil.copy(ROOT / "fixtures" / "valid" / "d0-mail.json", gw.home / "com.apple.mail" / "aai.json")
     gw.config()
 
     class Mac:
-        home = gw.home
-        env = {"AAI_HOST_OS": "macos", "PATH": f"{bindir}:{os.environ['PATH']}"}
+        env = {"AAI_HOST_OS": "macos", **fakes.env}
+        calls = staticmethod(fakes.calls)
 
         @staticmethod
         def reply(stdout="", stderr="", code=0):
-            (bindir / "reply.json").write_text(json.dumps({"stdout": stdout, "stderr": stderr, "code": code}))
-
-        @staticmethod
-        def calls():
-            path = bindir / "calls.jsonl"
-            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+            fakes.reply({"stdout": stdout, "stderr": stderr, "code": code})
 
     return Mac
 
@@ -148,13 +124,13 @@ async def test_the_reminders_apple_event_carries_the_envelope(gw, mac):
         r = await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "createReminder",
                                            "args": {"title": title, "priority": "high"}})
         assert json.loads(r.content[0].text) == {"id": "r-1"}
+        call = mac.calls()[0]
         # An error envelope from the app is its error.
         mac.reply(stdout='{"status":"error","error":{"code":"INVALID_PARAMS","message":"no list"}}\n')
         with pytest.raises(MCPError) as e:
             await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "createReminder",
                                            "args": {"title": "x"}})
         assert e.value.error.code == -32005
-    call = mac.calls()[0]
     assert call["argv"] == ["-l", "AppleScript", "-s", "h"]
     script = call["stdin"]
     prefix = 'tell application id "com.example.reminders" to return «event AAI call» "'
@@ -171,14 +147,10 @@ async def test_built_in_reminders_apply_where_the_app_exists(gw, tmp_path):
     """The built-in Reminders app (AppleScript returning a record) appears only when
     Reminders.app exists, and its record result becomes JSON."""
     import subprocess
-    bindir = tmp_path / "fakebin2"
-    bindir.mkdir()
-    fake = bindir / "osascript"
-    fake.write_text(FAKE.format(python=sys.executable))
-    fake.chmod(0o755)
-    (bindir / "reply.json").write_text(json.dumps({"stdout": '{id:"x-apple-reminder://1", name:"Buy \\"milk\\""}\n'}))
+    fakes = Fakes(tmp_path / "fakebin2", "osascript")
+    fakes.reply({"stdout": '{id:"x-apple-reminder://1", name:"Buy \\"milk\\""}\n'})
     gw.config()
-    env = {"AAI_HOST_OS": "macos", "PATH": f"{bindir}:{os.environ['PATH']}"}
+    env = {"AAI_HOST_OS": "macos", **fakes.env}
     scan = lambda: json.loads(subprocess.run([str(gw.binary), "--home", str(gw.home), "--scan", "--json"],
                                              env=gw.env(**env), capture_output=True, text=True, timeout=30).stdout)
     assert "com.apple.reminders" not in {a["id"] for a in scan()["apps"]}
@@ -188,6 +160,6 @@ async def test_built_in_reminders_apply_where_the_app_exists(gw, tmp_path):
         r = await s.call_tool("aai_exec", {"app": "com.apple.reminders", "tool": "add_reminder",
                                            "args": {"title": 'Buy "milk"'}})
     assert json.loads(r.content[0].text) == {"id": "x-apple-reminder://1", "name": 'Buy "milk"'}
-    [call] = [json.loads(line) for line in (bindir / "calls.jsonl").read_text().splitlines()]
+    [call] = fakes.calls()
     assert call["argv"] == ["-l", "AppleScript", "-s", "s"]
     assert 'with properties {name:"Buy \\"milk\\"", body:""}' in call["stdin"]

@@ -7,38 +7,17 @@ Nothing here ran against a real device or Simulator.
 Run: python3 -m pytest tests/mcp -q -k mobile
 """
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
+
+from fakes import Fakes
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
-
-FAKE = """#!{python}
-# A recording stand-in for {name}: appends argv to calls.jsonl; answers from replies.json,
-# a list of [argv prefix, stdout, stderr, code] (the first whose prefix matches).
-import json, os, sys
-here = os.path.dirname(os.path.abspath(__file__))
-argv = sys.argv[1:]
-with open(os.path.join(here, "calls.jsonl"), "a") as f:
-    f.write(json.dumps({{"program": "{name}", "argv": argv}}) + "\\n")
-state = os.path.join(here, "state.json")
-for prefix, out, err, code in json.load(open(os.path.join(here, "replies.json"))):
-    if argv[:len(prefix)] == prefix:
-        if out.startswith("@sequence:"):
-            seq = json.loads(out[len("@sequence:"):])
-            n = json.load(open(state)) if os.path.exists(state) else 0
-            json.dump(n + 1, open(state, "w"))
-            out = seq[min(n, len(seq) - 1)]
-        sys.stdout.write(out); sys.stderr.write(err); sys.exit(code)
-sys.exit(0)
-"""
-
 
 def mail_part(platform):
     doc = json.loads((ROOT / "fixtures" / "valid" / "d0-mail.json").read_text())
@@ -48,29 +27,8 @@ def mail_part(platform):
 
 @pytest.fixture
 def fakes(gw, tmp_path):
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    for name in ["adb", "xcrun"]:
-        path = bindir / name
-        path.write_text(FAKE.format(python=sys.executable, name=name))
-        path.chmod(0o755)
     gw.config()
-
-    class Fakes:
-        env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
-
-        @staticmethod
-        def replies(*rows):
-            (bindir / "replies.json").write_text(json.dumps(list(rows)))
-            (bindir / "calls.jsonl").unlink(missing_ok=True)
-            (bindir / "state.json").unlink(missing_ok=True)
-
-        @staticmethod
-        def calls():
-            path = bindir / "calls.jsonl"
-            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    return Fakes
+    return Fakes(tmp_path / "fakebin", "adb", "xcrun")
 
 
 HOSTILE = "x'; reboot; echo '$(id)`id`\"&|;\n"
@@ -78,8 +36,10 @@ HOSTILE = "x'; reboot; echo '$(id)`id`\"&|;\n"
 
 async def test_the_seed_android_intent_runs_with_quoted_extras(gw, fakes):
     gw.put("com.apple.mail", mail_part("android"))
-    fakes.replies([["-s", "emulator-5554", "shell", "am"], "Broadcasting: Intent\nBroadcast completed: result=0\n", "", 0],
-                  [["-s", "emulator-5554", "shell", "content"], "Row: 0 id=7, status=sent, note=a, b\n", "", 0])
+    fakes.reply({"prefix": ["-s", "emulator-5554", "shell", "am"],
+                 "stdout": "Broadcasting: Intent\nBroadcast completed: result=0\n"},
+                {"prefix": ["-s", "emulator-5554", "shell", "content"],
+                 "stdout": "Row: 0 id=7, status=sent, note=a, b\n"})
     async with gw.session(ANDROID_SERIAL="emulator-5554", **fakes.env) as s:
         r = await s.call_tool("aai_exec", {"app": "com.apple.mail", "tool": "send_email",
                                            "args": {"to": "bob@example.com", "subject": HOSTILE, "body": "Hi"}})
@@ -95,7 +55,7 @@ async def test_the_seed_android_intent_runs_with_quoted_extras(gw, fakes):
 
 async def test_adb_without_a_device_is_app_not_running(gw, fakes):
     gw.put("com.apple.mail", mail_part("android"))
-    fakes.replies([["shell"], "", "adb: no devices/emulators found\n", 1])
+    fakes.reply({"prefix": ["shell"], "stderr": "adb: no devices/emulators found\n", "code": 1})
     async with gw.session(**fakes.env) as s:
         with pytest.raises(MCPError) as e:
             await s.call_tool("aai_exec", {"app": "com.apple.mail", "tool": "send_email",
@@ -109,8 +69,8 @@ async def test_the_seed_ios_url_is_percent_encoded_and_its_result_read(gw, fakes
     group = tmp_path / "group"
     group.mkdir()
     (group / "aai-result.json").write_text('{"old": true}')
-    fakes.replies([["simctl", "get_app_container"], str(group) + "\n", "", 0],
-                  [["simctl", "openurl"], "", "", 0])
+    fakes.reply({"prefix": ["simctl", "get_app_container"], "stdout": str(group) + "\n"},
+                {"prefix": ["simctl", "openurl"]})
     import anyio
 
     async def app_writes_result():

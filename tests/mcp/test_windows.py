@@ -9,12 +9,12 @@ Run: python3 -m pytest tests/mcp -q -k windows
 """
 import base64
 import json
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+
+from fakes import Fakes
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
@@ -22,46 +22,17 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FAKE = """#!{python}
-# A recording stand-in for powershell.exe: appends argv and stdin to calls.jsonl, answers
-# with the next of replies.json (the last one repeats).
-import json, os, sys
-here = os.path.dirname(os.path.abspath(__file__))
-data = sys.stdin.read()
-with open(os.path.join(here, "calls.jsonl"), "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "stdin": data}}) + "\\n")
-n = sum(1 for _ in open(os.path.join(here, "calls.jsonl")))
-replies = json.load(open(os.path.join(here, "replies.json")))
-reply = replies[min(n, len(replies)) - 1]
-sys.stdout.write(reply.get("stdout", ""))
-sys.stderr.write(reply.get("stderr", ""))
-sys.exit(reply.get("code", 0))
-"""
-
-
 @pytest.fixture
 def win(gw, tmp_path):
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    fake = bindir / "powershell.exe"
-    fake.write_text(FAKE.format(python=sys.executable))
-    fake.chmod(0o755)
+    fakes = Fakes(tmp_path / "fakebin", "powershell.exe")
     (gw.home / "com.apple.mail").mkdir()
     shutil.copy(ROOT / "fixtures" / "valid" / "d0-mail.json", gw.home / "com.apple.mail" / "aai.json")
     gw.config()
 
     class Win:
-        env = {"AAI_HOST_OS": "windows", "PATH": f"{bindir}:{os.environ['PATH']}"}
-
-        @staticmethod
-        def replies(*replies):
-            (bindir / "calls.jsonl").unlink(missing_ok=True)
-            (bindir / "replies.json").write_text(json.dumps(list(replies)))
-
-        @staticmethod
-        def calls():
-            path = bindir / "calls.jsonl"
-            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        env = {"AAI_HOST_OS": "windows", **fakes.env}
+        calls = staticmethod(fakes.calls)
+        replies = staticmethod(fakes.reply)
 
     return Win
 

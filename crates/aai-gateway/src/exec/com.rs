@@ -24,7 +24,6 @@ use std::time::Duration;
 use aai_descriptor::{ComStep, Executor, ToolCall};
 use serde_json::{Value, json};
 
-use super::process::{self, Limits, Spec};
 use super::{Error, Execute, Request};
 use crate::error::{Code, GatewayError};
 
@@ -53,49 +52,6 @@ pub const ARGS: [&str; 5] = [
     "Bypass",
     "-EncodedCommand",
 ];
-
-/// Fills a `${param}` template value with `args`.
-fn fill(template: &Value, args: &Value) -> Value {
-    match template {
-        Value::String(s) => {
-            // Exactly one placeholder keeps the argument's type.
-            if let Some(name) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
-                && !name.contains(['$', '{', '}'])
-            {
-                return args.get(name).cloned().unwrap_or(Value::Null);
-            }
-            let mut out = String::new();
-            let mut rest = s.as_str();
-            while let Some(at) = rest.find("${") {
-                out.push_str(&rest[..at]);
-                let after = &rest[at + 2..];
-                match after.find('}') {
-                    Some(end) => {
-                        match args.get(&after[..end]) {
-                            None | Some(Value::Null) => {}
-                            Some(Value::String(v)) => out.push_str(v),
-                            Some(other) => out.push_str(&other.to_string()),
-                        }
-                        rest = &after[end + 1..];
-                    }
-                    None => {
-                        out.push_str(&rest[at..]);
-                        rest = "";
-                    }
-                }
-            }
-            out.push_str(rest);
-            Value::String(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, args)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), fill(v, args)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
 
 /// `'…'` for PowerShell: single quotes doubled. Used only for names the parser checked
 /// (ProgIDs, identifiers), as a second wall.
@@ -141,7 +97,7 @@ const EPILOGUE: &str =
 pub fn render_steps(steps: &[ComStep], args: &Value) -> Result<Rendered, GatewayError> {
     let mut values = Vec::new();
     let mut value = |v: &Value| {
-        values.push(fill(v, args));
+        values.push(super::template::fill(v, args));
         format!("$in.values[{}]", values.len() - 1)
     };
     let mut script = String::from(PROLOGUE);
@@ -336,25 +292,18 @@ impl Execute for ComExecutor {
         } else {
             "pwsh"
         };
-        let spec = Spec {
-            program,
-            args: &rendered.args,
-            env: &[],
-            base_dir: req.base_dir,
-            label: req.app,
-        };
         let mut pause = BUSY_PAUSE;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let limits = Limits {
-                deadline: req.ctx.timeout,
-                max_output: MAX_OUTPUT,
-                cancel: req.ctx.cancel.clone(),
-            };
-            let out = process::run(&spec, rendered.stdin.as_bytes(), &limits)
-                .await
-                .map_err(GatewayError::from)?;
+            let out = super::run_once(
+                &req,
+                program,
+                &rendered.args,
+                rendered.stdin.as_bytes(),
+                MAX_OUTPUT,
+            )
+            .await?;
             if out.success() {
                 let value = read(&String::from_utf8_lossy(&out.stdout));
                 return match &req.tool.call {
@@ -486,22 +435,6 @@ try {
             let values: Value = serde_json::from_str(&r.stdin).unwrap();
             assert_eq!(values["values"][2], json!(value));
         }
-    }
-
-    #[test]
-    fn one_placeholder_keeps_its_type_and_mixed_templates_are_text() {
-        let args = json!({"n": 5, "flag": true, "name": "Bob"});
-        assert_eq!(fill(&json!("${n}"), &args), json!(5));
-        assert_eq!(fill(&json!("${flag}"), &args), json!(true));
-        assert_eq!(
-            fill(&json!("Dear ${name}, ${n} items${missing}"), &args),
-            json!("Dear Bob, 5 items")
-        );
-        assert_eq!(
-            fill(&json!(["${n}", {"k": "${name}"}]), &args),
-            json!([5, {"k": "Bob"}])
-        );
-        assert_eq!(fill(&json!("${missing}"), &args), Value::Null);
     }
 
     #[test]

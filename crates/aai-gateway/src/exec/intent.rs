@@ -15,6 +15,7 @@
 use aai_descriptor::{Executor, IntentResult, ToolCall};
 use serde_json::{Map, Value};
 
+#[cfg(test)]
 use super::process::{self, Limits, Spec};
 use super::{Error, Execute, Request};
 use crate::error::{Code, GatewayError};
@@ -25,39 +26,6 @@ const MAX_OUTPUT: usize = 4 * 1024 * 1024;
 /// One word for the device's shell.
 pub fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
-}
-
-/// Fills an extra's template: one placeholder keeps its type, else text.
-fn fill(template: &Value, args: &Value) -> Value {
-    match template {
-        Value::String(s) => {
-            if let Some(name) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
-                && !name.contains(['$', '{', '}'])
-            {
-                return args.get(name).cloned().unwrap_or(Value::Null);
-            }
-            let mut out = String::new();
-            let mut rest = s.as_str();
-            while let Some(at) = rest.find("${") {
-                out.push_str(&rest[..at]);
-                let after = &rest[at + 2..];
-                let Some(end) = after.find('}') else {
-                    out.push_str(&rest[at..]);
-                    rest = "";
-                    break;
-                };
-                match args.get(&after[..end]) {
-                    None | Some(Value::Null) => {}
-                    Some(Value::String(v)) => out.push_str(v),
-                    Some(other) => out.push_str(&other.to_string()),
-                }
-                rest = &after[end + 1..];
-            }
-            out.push_str(rest);
-            Value::String(out)
-        }
-        other => other.clone(),
-    }
 }
 
 /// The `adb` arguments of one intent.
@@ -82,7 +50,7 @@ pub fn render(
         quote(package),
     ];
     for (key, template) in extras {
-        let value = fill(template, args);
+        let value = super::template::fill(template, args);
         let (flag, text) = match &value {
             Value::Null => ("--esn", None),
             Value::Bool(b) => ("--ez", Some(b.to_string())),
@@ -233,21 +201,7 @@ impl Execute for IntentExecutor {
 
 /// Runs `adb` with `words`; its stdout.
 async fn adb(req: &Request<'_>, words: &[String]) -> Result<String, Error> {
-    let spec = Spec {
-        program: "adb",
-        args: words,
-        env: &[],
-        base_dir: req.base_dir,
-        label: req.app,
-    };
-    let limits = Limits {
-        deadline: req.ctx.timeout,
-        max_output: MAX_OUTPUT,
-        cancel: req.ctx.cancel.clone(),
-    };
-    let out = process::run(&spec, b"", &limits)
-        .await
-        .map_err(GatewayError::from)?;
+    let out = super::run_once(req, "adb", words, b"", MAX_OUTPUT).await?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.success() {
         let said = crate::text::excerpt(stderr.trim(), 400);
@@ -370,11 +324,5 @@ mod tests {
             Value::Null
         );
         assert!(read_broadcast("Error: no devices").is_err());
-    }
-
-    #[test]
-    fn the_seed_extras_fill() {
-        assert_eq!(fill(&json!("${to}"), &json!({"to": "a@b"})), json!("a@b"));
-        assert_eq!(fill(&json!("x${n}y${m}"), &json!({"n": 1})), json!("x1y"));
     }
 }

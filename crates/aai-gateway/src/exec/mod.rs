@@ -13,6 +13,7 @@ pub mod intent;
 pub mod process;
 pub mod script;
 pub mod stdio;
+pub mod template;
 pub mod url_scheme;
 
 use std::future::Future;
@@ -94,6 +95,32 @@ pub enum Error {
 }
 
 /// An executor type.
+/// Runs `program` once for `req` (its deadline, cancellation and app label), from `/`
+/// unless the app has a folder; at most `max_output` bytes of each stream are kept.
+async fn run_once(
+    req: &Request<'_>,
+    program: &str,
+    args: &[String],
+    stdin: &[u8],
+    max_output: usize,
+) -> Result<process::Output, GatewayError> {
+    let spec = process::Spec {
+        program,
+        args,
+        env: &[],
+        base_dir: req.base_dir,
+        label: req.app,
+    };
+    let limits = process::Limits {
+        deadline: req.ctx.timeout,
+        max_output,
+        cancel: req.ctx.cancel.clone(),
+    };
+    process::run(&spec, stdin, &limits)
+        .await
+        .map_err(GatewayError::from)
+}
+
 pub trait Execute {
     /// Runs one call; the result is the tool's JSON result.
     fn execute(&self, req: Request<'_>) -> impl Future<Output = Result<Value, Error>> + Send;

@@ -24,7 +24,6 @@ use aai_descriptor::script::{Context, Lang, Piece, Quote};
 use aai_descriptor::{Executor, ScriptOutput, ToolCall};
 use serde_json::Value;
 
-use super::process::{self, Limits, Spec};
 use super::{Error, Execute, Request};
 use crate::error::{Code, GatewayError};
 
@@ -255,6 +254,20 @@ pub fn failure(app: &str, stderr: &str) -> GatewayError {
     }
 }
 
+/// The code of an AppleScript (literals emptied, comments dropped), with the joins that
+/// splicing a character by number adds (`" & (character id N) & "`) taken out: what a
+/// rendered value must never change (tests).
+#[cfg(test)]
+pub(crate) fn applescript_code(script: &str) -> String {
+    let mut s = aai_descriptor::script::skeleton(Lang::AppleScript, script).unwrap();
+    while let Some(at) = s.find(" & (character id ") {
+        let end = s[at..].find(") & ").map_or(s.len(), |e| at + e + 4);
+        // `"" & (character id N) & ""` → `""`
+        s.replace_range(at..(end + 2).min(s.len()), "");
+    }
+    s
+}
+
 /// Runs AppleScript and JXA tools, and sends Apple events.
 #[derive(Debug, Default)]
 pub struct ScriptExecutor;
@@ -281,21 +294,14 @@ impl ScriptExecutor {
 
 /// Runs osascript; its stdout, or the mapped error.
 async fn run(rendered: &Rendered, req: &Request<'_>) -> Result<String, Error> {
-    let spec = Spec {
-        program: rendered.program,
-        args: &rendered.args,
-        env: &[],
-        base_dir: req.base_dir,
-        label: req.app,
-    };
-    let limits = Limits {
-        deadline: req.ctx.timeout,
-        max_output: MAX_OUTPUT,
-        cancel: req.ctx.cancel.clone(),
-    };
-    let out = process::run(&spec, rendered.stdin.as_bytes(), &limits)
-        .await
-        .map_err(GatewayError::from)?;
+    let out = super::run_once(
+        req,
+        rendered.program,
+        &rendered.args,
+        rendered.stdin.as_bytes(),
+        MAX_OUTPUT,
+    )
+    .await?;
     if !out.success() {
         return Err(failure(req.app, &String::from_utf8_lossy(&out.stderr)).into());
     }
@@ -386,7 +392,7 @@ mod tests {
     fn no_value_changes_the_code_of_an_applescript() {
         let template = format!("{MAIL}\n-- note ${{body}}\nset n to \"${{to}}\" & \"tail\"");
         let benign = render(Lang::AppleScript, &template, ScriptOutput::Text, &args("x")).unwrap();
-        let expected = aai_descriptor::script::skeleton(Lang::AppleScript, &benign.stdin).unwrap();
+        let expected = applescript_code(&benign.stdin);
         for value in hostile() {
             let r = render(
                 Lang::AppleScript,
@@ -395,24 +401,13 @@ mod tests {
                 &args(&value),
             )
             .unwrap();
-            let got = aai_descriptor::script::skeleton(Lang::AppleScript, &r.stdin).unwrap();
-            // Breaking out for `character id` adds only `" & (character id N) & "`.
-            let normalized = strip_character_ids(&got);
-            assert_eq!(normalized, expected, "value {value:?} changed the code");
+            assert_eq!(
+                applescript_code(&r.stdin),
+                expected,
+                "value {value:?} changed the code"
+            );
             assert!(!r.stdin.contains('\0'));
         }
-    }
-
-    /// Removes the `& (character id N) &` joins (and the empty literals around them) that
-    /// splicing a character by number adds.
-    fn strip_character_ids(skeleton: &str) -> String {
-        let mut s = skeleton.to_owned();
-        while let Some(at) = s.find(" & (character id ") {
-            let end = s[at..].find(") & ").map(|e| at + e + 4).unwrap();
-            // `"" & (character id N) & ""` → `""`
-            s.replace_range(at..end + 2, "");
-        }
-        s
     }
 
     #[test]

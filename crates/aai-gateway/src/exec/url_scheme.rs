@@ -15,7 +15,6 @@ use std::time::Duration;
 use aai_descriptor::{Executor, ToolCall, UrlResult};
 use serde_json::{Value, json};
 
-use super::process::{self, Limits, Spec};
 use super::{Error, Execute, Request};
 use crate::error::{Code, GatewayError};
 
@@ -39,24 +38,7 @@ pub fn encode(value: &str) -> String {
 
 /// The URL of one call.
 pub fn render(scheme: &str, template: &str, args: &Value) -> Result<String, GatewayError> {
-    let mut url = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(at) = rest.find("${") {
-        url.push_str(&rest[..at]);
-        let after = &rest[at + 2..];
-        let Some(end) = after.find('}') else {
-            url.push_str(&rest[at..]);
-            rest = "";
-            break;
-        };
-        match args.get(&after[..end]) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(v)) => url.push_str(&encode(v)),
-            Some(other) => url.push_str(&encode(&other.to_string())),
-        }
-        rest = &after[end + 1..];
-    }
-    url.push_str(rest);
+    let url = super::template::fill_text(template, args, encode);
     if !url
         .to_ascii_lowercase()
         .starts_with(&format!("{}:", scheme.to_ascii_lowercase()))
@@ -150,21 +132,7 @@ async fn read_file(path: &std::path::Path) -> String {
 /// Runs `xcrun` with `args`; its stdout.
 async fn xcrun(req: &Request<'_>, args: &[&str]) -> Result<String, Error> {
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    let spec = Spec {
-        program: "xcrun",
-        args: &args,
-        env: &[],
-        base_dir: req.base_dir,
-        label: req.app,
-    };
-    let limits = Limits {
-        deadline: req.ctx.timeout,
-        max_output: 1024 * 1024,
-        cancel: req.ctx.cancel.clone(),
-    };
-    let out = process::run(&spec, b"", &limits)
-        .await
-        .map_err(GatewayError::from)?;
+    let out = super::run_once(req, "xcrun", &args, b"", 1024 * 1024).await?;
     if !out.success() {
         let said = crate::text::excerpt(String::from_utf8_lossy(&out.stderr).trim(), 400);
         let code = if said.contains("No devices are booted") || said.contains("Unable to lookup") {
