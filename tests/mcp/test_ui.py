@@ -325,3 +325,26 @@ async def test_enable_web_ui_false_serves_nothing(gw):
         import httpx2
         with pytest.raises(httpx2.ConnectError):
             get(f"http://127.0.0.1:{port}/ui")
+
+
+async def test_hostile_names_are_escaped_everywhere(gw):
+    """Descriptor text, caller names and recorded arguments reach pages only escaped, and
+    a `javascript:` link is never offered."""
+    x = '<script>alert(1)</script>"\'><img src=x onerror=alert(2)>'
+    app = web_app("com.example.evil", "http://127.0.0.1:9", [tool("get", "GET", "/get", {"q": {"type": "string"}})])
+    app["app"]["name"] = {"en": "Evil " + x}
+    app["app"]["description"] = "desc " + x
+    app["tools"][0]["description"] = "tool " + x
+    app["auth"] = {"type": "apiKey", "apiKey": {"location": "header", "name": "Authorization", "prefix": "Bearer",
+                                                "obtainUrl": "javascript:alert(3)", "instructions": {"short": x}}}
+    gw.put("com.example.evil", app)
+    gw.config(credentials={"store": "file"}, consent={"mode": "prompt"})
+    gw.run("call", "com.example.evil", "get", json.dumps({"q": x}))
+    with web(gw) as (url, _):
+        await call_over_http(url, "get", "com.example.evil", {"q": x}, name=x)
+        ui = ui_of(url)
+        for path in ["", "/apps", "/apps/com.example.evil", "/credentials", "/history", "/history/1",
+                     "/consent", "/config", "/apps/" + x, "/history?app=" + x]:
+            page = get(ui + path).text
+            assert "<script" not in page and "<img" not in page, path
+            assert 'href="javascript' not in page, path

@@ -15,6 +15,7 @@ pub mod bus;
 #[cfg(target_os = "linux")]
 pub mod generate;
 pub mod paths;
+pub mod sdef;
 pub mod watch;
 pub mod web;
 
