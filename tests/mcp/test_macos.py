@@ -163,3 +163,100 @@ async def test_built_in_reminders_apply_where_the_app_exists(gw, tmp_path):
     [call] = fakes.calls()
     assert call["argv"] == ["-l", "AppleScript", "-s", "s"]
     assert 'with properties {name:"Buy \\"milk\\"", body:""}' in call["stdin"]
+
+
+SDEF = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE dictionary SYSTEM "file://localhost/System/Library/DTDs/sdef.dtd">
+<dictionary title="Sketchpad Terminology">
+  <suite name="Standard Suite" code="????"><command name="close" code="coreclos"/></suite>
+  <suite name="Sketchpad Suite" code="SKPD">
+    <command name="new sketch" code="SKPDnews" description="Start a sketch">
+      <parameter name="titled" code="Titl" type="text" description="Its title"/>
+    </command>
+    <command name="export sketch" code="SKPDexpo"><direct-parameter type="document"/></command>
+  </suite>
+</dictionary>
+"""
+
+
+def bundle(root, name, bundle_id, binary=False, sdef=SDEF, key=True):
+    import plistlib
+    contents = root / f"{name}.app" / "Contents"
+    (contents / "Resources").mkdir(parents=True)
+    info = {"CFBundleIdentifier": bundle_id, "CFBundleName": name}
+    if key:
+        info["OSAScriptingDefinition"] = f"{name}.sdef"
+    (contents / "Info.plist").write_bytes(plistlib.dumps(info, fmt=plistlib.FMT_BINARY if binary else plistlib.FMT_XML))
+    if sdef is not None:
+        (contents / "Resources" / f"{name}.sdef").write_text(sdef)
+
+
+async def test_discover_on_macos_drafts_scriptable_apps(gw):
+    import subprocess
+    apps = gw.tmp / "root" / "Applications"
+    bundle(apps, "Sketchpad", "com.example.sketchpad")
+    bundle(apps, "Binary", "com.example.binary", binary=True, key=False)
+    bundle(apps, "Plain", "com.example.plain", sdef=None)
+    bundle(apps, "Escape", "..")
+    bundle(apps, "Mail", "com.apple.mail")
+    bundle(gw.tmp / "Applications", "Mine", "com.example.mine")
+
+    def discover(*extra):
+        return subprocess.run([str(gw.binary), "--home", str(gw.home), "--discover", *extra],
+                              env=gw.env(AAI_HOST_OS="macos"), capture_output=True, text=True, timeout=60)
+
+    p = discover("--json")
+    assert p.returncode == 0, p.stderr
+    plans = {a["service"]: a["plan"] for a in json.loads(p.stdout)["apps"]}
+    assert plans == {"com.example.sketchpad": "new", "com.example.binary": "new", "..": "invalid",
+                     "com.apple.mail": "builtin", "com.example.mine": "new"}, plans
+    p = discover("--yes")
+    assert p.returncode == 0, p.stderr
+    written = gw.home / "com.example.sketchpad" / "aai.json"
+    doc = json.loads(written.read_text())
+    [tool] = doc["platforms"]["macos"]["tools"]
+    assert tool["script"] == 'tell application id "com.example.sketchpad" to new sketch titled "${titled}"'
+    assert gw.run("validate", str(written)).returncode == 0
+    assert not (gw.home / ".." / "aai.json").exists() and not (gw.tmp / "aai.json").exists()
+    # A second run changes nothing; an edited draft is kept.
+    written.write_text(written.read_text().replace("Start a sketch", "Start a sketch (mine)"))
+    plans = {a["service"]: a["plan"] for a in json.loads(discover("--json").stdout)["apps"]}
+    assert plans["com.example.binary"] == "unchanged" and plans["com.example.sketchpad"] == "edited"
+
+
+async def test_an_apple_event_to_a_stopped_app_launches_it_once(gw, tmp_path):
+    (gw.home / "com.example.reminders").mkdir()
+    shutil.copy(ROOT / "fixtures" / "valid" / "d2-reminders-macos.json",
+                gw.home / "com.example.reminders" / "aai.json")
+    gw.config()
+    fakes = Fakes(tmp_path / "bin3", "osascript")
+    not_running = {"stderr": "execution error: Reminders got an error: Application isn’t running. (-600)\n", "code": 1}
+    reply = {"stdout": '{"status":"success","result":{"id":"r-2"}}\n'}
+    fakes.reply(not_running, {"stdout": ""}, reply)
+    env = {"AAI_HOST_OS": "macos", **fakes.env}
+    async with gw.session(**env) as s:
+        r = await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "createReminder",
+                                           "args": {"title": "x"}})
+        assert json.loads(r.content[0].text) == {"id": "r-2"}
+        sent, launch, again = fakes.calls()
+        assert launch["stdin"] == 'tell application id "com.example.reminders" to launch'
+        assert again["stdin"] == sent["stdin"]
+        # Still not running after the launch: APP_NOT_RUNNING, and no third attempt.
+        fakes.reply(not_running, {"stdout": ""}, not_running)
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "createReminder",
+                                           "args": {"title": "x"}})
+        assert e.value.error.code == -32009
+        assert len(fakes.calls()) == 3
+
+
+async def test_the_d1_ipc_reminders_example_is_an_apple_event(gw, mac):
+    (gw.home / "com.example.reminders").mkdir()
+    shutil.copy(ROOT / "fixtures" / "valid" / "d1-reminders-macos.json",
+                gw.home / "com.example.reminders" / "aai.json")
+    mac.reply(stdout='{"status":"success","result":[]}\n')
+    async with gw.session(**mac.env) as s:
+        r = await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "list_reminders", "args": {}})
+    assert json.loads(r.content[0].text) == []
+    [call] = mac.calls()
+    assert call["stdin"].startswith('tell application id "com.example.reminders" to return «event AAI call» "')

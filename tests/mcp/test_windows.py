@@ -96,3 +96,20 @@ async def test_bad_com_names_refuse_the_descriptor(gw, tmp_path):
     p = gw.run("validate", str(path))
     assert p.returncode == 1
     assert "is not a valid COM name" in p.stdout + p.stderr
+
+
+async def test_the_d2_com_example_calls_execute_with_the_envelope(gw, tmp_path):
+    (gw.home / "com.example.app").mkdir()
+    shutil.copy(ROOT / "fixtures" / "valid" / "d2-example-com.json", gw.home / "com.example.app" / "aai.json")
+    gw.config()
+    fakes = Fakes(tmp_path / "bin2", "powershell.exe")
+    fakes.reply({"stdout": json.dumps(json.dumps({"status": "success", "result": {"items": ["a"]}}))})
+    async with gw.session(AAI_HOST_OS="windows", **fakes.env) as s:
+        r = await s.call_tool("aai_exec", {"app": "com.example.app", "tool": "search",
+                                           "args": {"query": HOSTILE}})
+    assert json.loads(r.content[0].text) == {"items": ["a"]}
+    [call] = fakes.calls()
+    script = base64.b64decode(call["argv"][5]).decode("utf-16-le")
+    assert "New-Object -ComObject 'Example.Application'" in script and "Remove-Item" not in script
+    envelope = json.loads(json.loads(call["stdin"])["envelope"])
+    assert envelope["tool"] == "search" and envelope["params"] == {"query": HOSTILE, "limit": 10}

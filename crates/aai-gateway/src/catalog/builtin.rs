@@ -60,6 +60,14 @@ const MACOS: [(&str, &str, &[&str]); 5] = [
     ),
 ];
 
+/// The ids of the macOS built-in apps.
+pub fn macos_ids() -> Vec<String> {
+    MACOS
+        .iter()
+        .map(|(text, source, _)| parse(text, source).0.id)
+        .collect()
+}
+
 /// The macOS built-in apps whose bundle exists under `root`.
 pub fn macos_apps(root: &std::path::Path) -> Vec<(App, PathBuf)> {
     MACOS

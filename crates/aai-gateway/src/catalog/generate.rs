@@ -9,12 +9,9 @@
 //! when writable), each with its own `interface`. Names that are only activatable are
 //! listed but never started.
 //!
-//! Files go to `$AAI_HOME/<appId>/aai.json`. Beside each we keep `.generated` with a hash
-//! of what we wrote; a file whose content no longer matches (the user edited it) or that
-//! we did not write is never overwritten unless `--force`.
+//! Files are planned and written by `catalog::drafts` (edit protection).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
@@ -44,40 +41,6 @@ pub fn is_plumbing(name: &str) -> bool {
             name == *p || name.starts_with(&format!("{p}."))
         }
     })
-}
-
-/// What to do with one discovered app.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    /// No descriptor yet: write it.
-    New,
-    /// We wrote it before and nobody edited it: rewrite if different.
-    Update,
-    /// Unchanged since we wrote it.
-    Unchanged,
-    /// The user wrote or edited it: skip unless `--force`.
-    Edited,
-    /// Nothing to describe (no interfaces of its own).
-    Empty,
-    /// The generated descriptor does not pass validation (a bug of ours): never written.
-    Invalid,
-    /// A built-in app already serves this name: skipped unless `--all`.
-    BuiltIn,
-}
-
-impl Plan {
-    /// The word shown in summaries.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Plan::New => "new",
-            Plan::Update => "update",
-            Plan::Unchanged => "unchanged",
-            Plan::Edited => "edited by you (kept; --force to overwrite)",
-            Plan::Empty => "nothing to describe",
-            Plan::Invalid => "generated descriptor is invalid (not written)",
-            Plan::BuiltIn => "served by a built-in app (skipped; --all to include)",
-        }
-    }
 }
 
 /// JSON Schema for a D-Bus signature.
@@ -246,48 +209,7 @@ pub fn descriptor(
     }))
 }
 
-/// The fingerprint recorded in `.generated`.
-pub fn fingerprint(text: &str) -> String {
-    format!("{:016x}", crate::hash::stable(text))
-}
-
-/// What writing `text` to `dir/aai.json` would do. A text that does not validate is
-/// never written.
-pub fn plan(dir: &Path, text: &str) -> Plan {
-    let parsed = aai_descriptor::parse(text, "generated");
-    if parsed.app.is_none() || parsed.diagnostics.iter().any(|d| d.is_error()) {
-        for d in &parsed.diagnostics {
-            tracing::warn!("generated descriptor for {}: {d}", dir.display());
-        }
-        return Plan::Invalid;
-    }
-    let file = dir.join("aai.json");
-    let Ok(current) = std::fs::read_to_string(&file) else {
-        return Plan::New;
-    };
-    let recorded = std::fs::read_to_string(dir.join(".generated")).unwrap_or_default();
-    if recorded.trim() != fingerprint(&current) {
-        return Plan::Edited;
-    }
-    if current == text {
-        Plan::Unchanged
-    } else {
-        Plan::Update
-    }
-}
-
-/// Writes `text` and its fingerprint.
-pub fn write(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let file = dir.join("aai.json");
-    let tmp = dir.join(".aai.json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &file)?;
-    std::fs::write(dir.join(".generated"), format!("{}\n", fingerprint(text)))?;
-    Ok(file)
-}
-
-/// A one-line summary of a descriptor: objects, tools.
+/// A one-line summary of a D-Bus descriptor: objects, tools.
 pub fn summary(doc: &Value) -> String {
     let linux = &doc["platforms"]["linux"];
     let tools = linux["tools"].as_array().map_or(0, Vec::len);
@@ -371,6 +293,7 @@ mod tests {
             names.contains(&"application_activate") && names.contains(&"application_activate_2"),
             "{names:?}"
         );
+        use crate::catalog::drafts::{Plan, plan};
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(plan(dir.path(), &text), Plan::New);
         assert_eq!(plan(dir.path(), "{\"appId\": 1}"), Plan::Invalid);

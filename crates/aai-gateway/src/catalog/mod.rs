@@ -12,6 +12,7 @@
 pub mod builtin;
 #[cfg(target_os = "linux")]
 pub mod bus;
+pub mod drafts;
 #[cfg(target_os = "linux")]
 pub mod generate;
 pub mod paths;

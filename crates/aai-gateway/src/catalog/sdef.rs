@@ -164,11 +164,9 @@ pub struct Draft {
 /// A draft for the app `bundle_id` named `name` from its `.sdef` text; `None` when it has
 /// no command of its own to offer.
 pub fn draft(bundle_id: &str, name: &str, sdef: &str) -> Result<Option<Draft>, String> {
-    if !bundle_id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
-        || bundle_id.is_empty()
-    {
+    // Dotted words (`com.example.App`): it names a folder under the home directory.
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !bundle_id.split('.').all(word) {
         return Err(format!("`{bundle_id}` is not a bundle identifier"));
     }
     let options = roxmltree::ParsingOptions {
@@ -318,7 +316,9 @@ mod tests {
     #[test]
     fn bad_input_is_an_error_or_nothing() {
         assert!(draft("com.example.x", "X", "<not xml").is_err());
-        assert!(draft("bad id\"", "X", SDEF).is_err());
+        for bad in ["bad id\"", "..", "com..x", ".hidden", "a/b", ""] {
+            assert!(draft(bad, "X", SDEF).is_err(), "{bad}");
+        }
         assert!(
             draft("com.example.x", "X", "<dictionary><suite name=\"Standard Suite\"><command name=\"open\"/></suite></dictionary>")
                 .unwrap()

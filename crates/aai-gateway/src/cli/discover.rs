@@ -1,5 +1,9 @@
 //! `--discover [--yes] [--force] [--all] [--json]`: the summary first, then write on
 //! confirmation (a TTY prompt) or `--yes`. Progress goes to stderr.
+//!
+//! Where apps are found: on Linux the D-Bus session bus (`catalog::generate`); on macOS
+//! the scriptable bundles under `/Applications` and `~/Applications` (their `.sdef`,
+//! `catalog::sdef`).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -8,7 +12,7 @@ use serde_json::json;
 
 use super::Context;
 use super::table::Table;
-use crate::catalog::generate::{self, Plan};
+use crate::catalog::drafts::{self, Plan};
 
 /// Options of `--discover`.
 #[derive(Debug, Clone, Copy)]
@@ -27,16 +31,35 @@ struct Found {
 }
 
 pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
+    let gathered = match crate::host::Host::current().os() {
+        crate::host::Os::Macos => Ok(bundles(ctx, opts)),
+        #[cfg(target_os = "linux")]
+        crate::host::Os::Linux => bus(ctx, opts),
+        other => Err(format!(
+            "--discover knows no way to find apps on {}",
+            other.as_str()
+        )),
+    };
+    match gathered {
+        Ok((found, not_running)) => present(ctx, opts, &found, &not_running),
+        Err(e) => fail(&e),
+    }
+}
+
+/// The session bus's services, introspected.
+#[cfg(target_os = "linux")]
+fn bus(ctx: &Context, opts: Options) -> Result<(Vec<Found>, Vec<String>), String> {
+    use crate::catalog::generate;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(r) => r,
-        Err(e) => return fail(&format!("cannot start: {e}")),
+        Err(e) => return Err(format!("cannot start: {e}")),
     };
     let names = match runtime.block_on(crate::catalog::bus::owned_names()) {
         Ok(n) => n,
-        Err(e) => return fail(&format!("cannot reach the D-Bus session bus: {e}")),
+        Err(e) => return Err(format!("cannot reach the D-Bus session bus: {e}")),
     };
     let activatable: Vec<String> = crate::catalog::builtin::session_bus_names()
         .into_iter()
@@ -68,7 +91,7 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
             // The built-in app for this name is richer than a generated one, and a file
             // on disk would shadow it.
             Some(_) if !opts.all && crate::catalog::builtin::watches(service) => Plan::BuiltIn,
-            Some(t) => generate::plan(&ctx.home.join(service.as_str()), t),
+            Some(t) => drafts::plan(&ctx.home.join(service.as_str()), t),
             None => Plan::Empty,
         };
         if tty && i + 1 == candidates.len() {
@@ -81,6 +104,115 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
             plan,
         });
     }
+    Ok((found, activatable))
+}
+
+/// The scriptable app bundles under `/Applications` (re-rooted by `AAI_SYSTEM_ROOT`) and
+/// `~/Applications`: a draft from each one's scripting definition. Nothing is launched.
+fn bundles(ctx: &Context, opts: Options) -> (Vec<Found>, Vec<String>) {
+    let mut dirs = vec![crate::catalog::paths::system_root().join("Applications")];
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        dirs.push(std::path::PathBuf::from(home).join("Applications"));
+    }
+    let builtin = crate::catalog::builtin::macos_ids();
+    let mut found = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut apps: Vec<std::path::PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "app"))
+            .collect();
+        apps.sort();
+        for app in apps {
+            let Some(info) = bundle_info(&app) else {
+                continue;
+            };
+            let Some(sdef) = &info.sdef else {
+                continue; // not scriptable
+            };
+            let source = match std::fs::read_to_string(sdef) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("{}: {e}", sdef.display());
+                    continue;
+                }
+            };
+            let (text, summary, plan) =
+                match crate::catalog::sdef::draft(&info.id, &info.name, &source) {
+                    Ok(Some(draft)) => {
+                        let tools = draft.descriptor["platforms"]["macos"]["tools"]
+                            .as_array()
+                            .map_or(0, Vec::len);
+                        let text = format!(
+                            "{}\n",
+                            serde_json::to_string_pretty(&draft.descriptor).expect("JSON")
+                        );
+                        let plan = if !opts.all && builtin.contains(&info.id) {
+                            Plan::BuiltIn
+                        } else {
+                            drafts::plan(&ctx.home.join(&info.id), &text)
+                        };
+                        let summary = format!(
+                            "{} from {} ({} left out)",
+                            crate::text::count(tools, "tool", "tools"),
+                            sdef.file_name().unwrap_or_default().to_string_lossy(),
+                            crate::text::count(draft.skipped.len(), "command", "commands"),
+                        );
+                        (Some(text), summary, plan)
+                    }
+                    Ok(None) => (None, "no commands of its own".to_owned(), Plan::Empty),
+                    Err(e) => (None, e, Plan::Invalid),
+                };
+            found.push(Found {
+                service: info.id,
+                text,
+                summary,
+                plan,
+            });
+        }
+    }
+    (found, Vec::new())
+}
+
+/// What a bundle's `Info.plist` (XML or binary) says.
+struct BundleInfo {
+    id: String,
+    name: String,
+    sdef: Option<std::path::PathBuf>,
+}
+
+fn bundle_info(app: &std::path::Path) -> Option<BundleInfo> {
+    let info = plist::Value::from_file(app.join("Contents").join("Info.plist")).ok()?;
+    let dict = info.as_dictionary()?;
+    let text = |key: &str| dict.get(key).and_then(plist::Value::as_string);
+    let id = text("CFBundleIdentifier")?.to_owned();
+    let name = text("CFBundleName")
+        .map(str::to_owned)
+        .or_else(|| Some(app.file_stem()?.to_string_lossy().into_owned()))?;
+    let resources = app.join("Contents").join("Resources");
+    // `OSAScriptingDefinition` names the file (a plain name inside Resources only).
+    let named = text("OSAScriptingDefinition")
+        .filter(|f| !f.contains(['/', '\\']) && *f != ".." && *f != ".")
+        .map(|f| resources.join(f))
+        .filter(|p| p.is_file());
+    let sdef = named.or_else(|| {
+        let mut all: Vec<std::path::PathBuf> = std::fs::read_dir(&resources)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "sdef"))
+            .collect();
+        all.sort();
+        all.into_iter().next()
+    });
+    Some(BundleInfo { id, name, sdef })
+}
+
+/// Shows what was found, then writes what may be written.
+fn present(ctx: &Context, opts: Options, found: &[Found], activatable: &[String]) -> ExitCode {
     let writable: Vec<&Found> = found
         .iter()
         .filter(|f| {
@@ -89,8 +221,8 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
         .collect();
 
     if !opts.json {
-        let mut table = Table::new(&["SERVICE", "DESCRIPTOR", "PLAN"]);
-        for f in &found {
+        let mut table = Table::new(&["APP", "DESCRIPTOR", "PLAN"]);
+        for f in found {
             table.row(vec![
                 f.service.clone(),
                 f.summary.clone(),
@@ -116,7 +248,7 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
     if confirmed {
         for f in &writable {
             let text = f.text.as_deref().expect("planned files have text");
-            match generate::write(&ctx.home.join(&f.service), text) {
+            match drafts::write(&ctx.home.join(&f.service), text) {
                 Ok(path) => written.push(path),
                 Err(e) => {
                     return fail(&format!(

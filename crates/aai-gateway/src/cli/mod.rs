@@ -3,7 +3,6 @@
 mod auth;
 mod call;
 mod consent;
-#[cfg(target_os = "linux")]
 mod discover;
 mod history;
 mod scan;
@@ -50,8 +49,9 @@ struct Cli {
     #[arg(long)]
     scan: bool,
 
-    /// Find automatable apps on this system (Linux: the D-Bus session bus) and write
-    /// descriptors for them into the home directory.
+    /// Find automatable apps on this system (Linux: the D-Bus session bus; macOS: the
+    /// scripting definitions of apps in /Applications) and write descriptors for them into
+    /// the home directory.
     #[arg(long, conflicts_with_all = ["scan", "mcp"])]
     discover: bool,
 
@@ -63,7 +63,8 @@ struct Cli {
     #[arg(long, requires = "discover")]
     force: bool,
 
-    /// With --discover: include the desktop's own plumbing services.
+    /// With --discover: include the desktop's own plumbing services (and, on macOS, apps a
+    /// built-in descriptor already serves).
     #[arg(long, requires = "discover")]
     all: bool,
 
@@ -284,7 +285,6 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         None if cli.json && !cli.scan && !cli.discover => {
             Err("--json goes with --scan or --discover".to_owned())
         }
-        #[cfg(target_os = "linux")]
         None if cli.discover => {
             let ctx = context(cli.home, cli.config, false, false)?;
             let opts = discover::Options {
@@ -294,10 +294,6 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 json: cli.json,
             };
             Ok(discover::run(&ctx, opts))
-        }
-        #[cfg(not(target_os = "linux"))]
-        None if cli.discover => {
-            Err("--discover inspects D-Bus and is available on Linux only".to_owned())
         }
         None if cli.web => {
             let ctx = context(cli.home, cli.config, true, false)?;

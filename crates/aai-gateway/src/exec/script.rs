@@ -14,7 +14,10 @@
 //! * [`read`]: `result as text` is the text (parsed as JSON when it is JSON); `result as
 //!   record` is osascript's source form (`-s s`) of a record, parsed into a JSON object
 //!   ([`record`]).
-//! * [`failure`]: osascript's error number becomes the seed's code.
+//! * [`failure`]: osascript's error number becomes the seed's code. An Apple event that
+//!   finds its app not running (-600, -609) launches the app once and is sent again: it
+//!   never reached the app, so it had no effect. A script is not run again (it may have
+//!   done part of its work).
 
 pub mod record;
 
@@ -287,8 +290,28 @@ impl ScriptExecutor {
             &format!("{:016x}", u64::from_le_bytes(id)),
         );
         let rendered = render_event(events, &envelope);
-        let stdout = run(&rendered, req).await?;
+        let stdout = match run(&rendered, req).await {
+            // The event never reached the app: launch it once, then send it again.
+            Err(Error::Failed(e)) if e.code == Code::AppNotRunning => {
+                tracing::info!(app = %req.app, "the app is not running; launching it once");
+                run(&render_launch(&events.bundle_id), req).await?;
+                run(&rendered, req).await?
+            }
+            other => other?,
+        };
         Ok(read_event_reply(&stdout)?)
+    }
+}
+
+/// `tell application id "…" to launch`: starts the app without bringing it forward.
+pub fn render_launch(bundle_id: &str) -> Rendered {
+    let mut script = String::from("tell application id \"");
+    applescript_text(&mut script, bundle_id);
+    script.push_str("\" to launch");
+    Rendered {
+        program: "osascript",
+        args: ["-l", "AppleScript", "-s", "h"].map(str::to_owned).to_vec(),
+        stdin: script,
     }
 }
 
