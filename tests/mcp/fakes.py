@@ -63,3 +63,13 @@ class Fakes:
     def calls(self) -> list:
         path = self.bindir / "calls.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "valid"
+
+
+def install(gw, fixture: str, app_id: str):
+    """Puts fixtures/valid/<fixture> in the gateway's home as <app_id>/aai.json."""
+    folder = gw.home / app_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "aai.json").write_text((FIXTURES / fixture).read_text())

@@ -7,12 +7,11 @@ Nothing here ran on a real Mac (see docs/macos.md for the ten-minute checklist).
 Run: python3 -m pytest tests/mcp -q -k macos
 """
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from fakes import Fakes
+from fakes import Fakes, install
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
@@ -24,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def mac(gw, tmp_path):
     """A gateway that acts as on macOS, with the seed's Mail descriptor and a fake osascript."""
     fakes = Fakes(tmp_path / "fakebin", "osascript")
-    (gw.home / "com.apple.mail").mkdir()
-    shutil.copy(ROOT / "fixtures" / "valid" / "d0-mail.json", gw.home / "com.apple.mail" / "aai.json")
+    install(gw, "d0-mail.json", "com.apple.mail")
     gw.config()
 
     class Mac:
@@ -115,9 +113,7 @@ async def test_scan_on_macos_serves_mail_through_applescript(gw, mac):
 
 
 async def test_the_reminders_apple_event_carries_the_envelope(gw, mac):
-    (gw.home / "com.example.reminders").mkdir()
-    shutil.copy(ROOT / "fixtures" / "valid" / "d2-reminders-macos.json",
-                gw.home / "com.example.reminders" / "aai.json")
+    install(gw, "d2-reminders-macos.json", "com.example.reminders")
     mac.reply(stdout='{"version":"1.0","request_id":"x","status":"success","result":{"id":"r-1"}}\n')
     title = 'Buy milk" » end tell\ndo shell script "id'
     async with gw.session(**mac.env) as s:
@@ -225,9 +221,7 @@ async def test_discover_on_macos_drafts_scriptable_apps(gw):
 
 
 async def test_an_apple_event_to_a_stopped_app_launches_it_once(gw, tmp_path):
-    (gw.home / "com.example.reminders").mkdir()
-    shutil.copy(ROOT / "fixtures" / "valid" / "d2-reminders-macos.json",
-                gw.home / "com.example.reminders" / "aai.json")
+    install(gw, "d2-reminders-macos.json", "com.example.reminders")
     gw.config()
     fakes = Fakes(tmp_path / "bin3", "osascript")
     not_running = {"stderr": "execution error: Reminders got an error: Application isn’t running. (-600)\n", "code": 1}
@@ -251,9 +245,7 @@ async def test_an_apple_event_to_a_stopped_app_launches_it_once(gw, tmp_path):
 
 
 async def test_the_d1_ipc_reminders_example_is_an_apple_event(gw, mac):
-    (gw.home / "com.example.reminders").mkdir()
-    shutil.copy(ROOT / "fixtures" / "valid" / "d1-reminders-macos.json",
-                gw.home / "com.example.reminders" / "aai.json")
+    install(gw, "d1-reminders-macos.json", "com.example.reminders")
     mac.reply(stdout='{"status":"success","result":[]}\n')
     async with gw.session(**mac.env) as s:
         r = await s.call_tool("aai_exec", {"app": "com.example.reminders", "tool": "list_reminders", "args": {}})

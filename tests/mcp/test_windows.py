@@ -9,12 +9,11 @@ Run: python3 -m pytest tests/mcp -q -k windows
 """
 import base64
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from fakes import Fakes
+from fakes import Fakes, install
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
@@ -25,8 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def win(gw, tmp_path):
     fakes = Fakes(tmp_path / "fakebin", "powershell.exe")
-    (gw.home / "com.apple.mail").mkdir()
-    shutil.copy(ROOT / "fixtures" / "valid" / "d0-mail.json", gw.home / "com.apple.mail" / "aai.json")
+    install(gw, "d0-mail.json", "com.apple.mail")
     gw.config()
 
     class Win:
@@ -99,8 +97,7 @@ async def test_bad_com_names_refuse_the_descriptor(gw, tmp_path):
 
 
 async def test_the_d2_com_example_calls_execute_with_the_envelope(gw, tmp_path):
-    (gw.home / "com.example.app").mkdir()
-    shutil.copy(ROOT / "fixtures" / "valid" / "d2-example-com.json", gw.home / "com.example.app" / "aai.json")
+    install(gw, "d2-example-com.json", "com.example.app")
     gw.config()
     fakes = Fakes(tmp_path / "bin2", "powershell.exe")
     fakes.reply({"stdout": json.dumps(json.dumps({"status": "success", "result": {"items": ["a"]}}))})

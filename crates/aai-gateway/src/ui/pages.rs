@@ -465,15 +465,11 @@ pub(super) async fn history(State(ui): State<Ui>, Query(q): Query<HistoryQuery>)
 #[template(path = "ui/call.html")]
 struct CallPage {
     c: Chrome,
-    time: String,
-    caller: String,
-    app: String,
-    tool: String,
-    status: String,
-    code: Option<String>,
-    duration_ms: u64,
+    /// The request arguments, pretty.
     args: String,
+    /// The whole recorded excerpt (the row's is shortened).
     excerpt: String,
+    call: CallRow,
 }
 
 pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response {
@@ -496,15 +492,9 @@ pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response 
     page(
         CallPage {
             c: Chrome::new(&ui, format!("Call {id}"), "/ui/history", None),
-            time: utc(record.at_ms),
             args: serde_json::to_string_pretty(&record.args).unwrap_or_default(),
-            caller: record.caller,
-            app: record.app,
-            tool: record.tool,
-            status: record.status,
-            code: record.code,
-            duration_ms: record.duration_ms,
-            excerpt: record.excerpt,
+            excerpt: record.excerpt.clone(),
+            call: CallRow::new(id, record),
         }
         .render(),
     )
