@@ -53,10 +53,10 @@ def anyio_backend():
     return "asyncio"
 
 
-def _processes_of(tmp_path):
+def _processes_of(tmp_path, in_folder_only=False):
     """Live processes started for a test: their command line names its temporary folder
     (the gateway's --home, a bus config) or they run inside it (adapters run in their
-    descriptor's folder)."""
+    descriptor's folder); with `in_folder_only`, only the latter."""
     me, found = os.getpid(), []
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == me:
@@ -69,9 +69,16 @@ def _processes_of(tmp_path):
             cwd = os.readlink(f"/proc/{d}/cwd")
         except OSError:
             continue
-        if state != "Z" and (str(tmp_path) in cmd or cwd.startswith(str(tmp_path))):
-            found.append((int(d), cmd[:160]))
+        inside = cwd.startswith(str(tmp_path))
+        if state != "Z" and (inside or (str(tmp_path) in cmd and not in_folder_only)):
+            found.append((int(d), cmd if in_folder_only else cmd[:160]))
     return found
+
+
+def running(tmp_path, needle):
+    """Pids of live processes started for a test (they run in its folder) whose command
+    line names `needle`."""
+    return [pid for pid, cmd in _processes_of(tmp_path, in_folder_only=True) if needle in cmd]
 
 
 @pytest.fixture(autouse=True)

@@ -162,6 +162,8 @@ pub enum ExecutorKind {
     Stdio,
     /// An Agent Client Protocol agent.
     Acp,
+    /// A downstream MCP server (our extension).
+    Mcp,
 }
 
 impl ExecutorKind {
@@ -178,6 +180,7 @@ impl ExecutorKind {
             ExecutorKind::Http => "http",
             ExecutorKind::Stdio => "stdio",
             ExecutorKind::Acp => "acp",
+            ExecutorKind::Mcp => "mcp",
         }
     }
 }
@@ -206,6 +209,8 @@ pub enum Executor {
     Stdio(Process),
     /// ACP agent process.
     Acp(Process),
+    /// Downstream MCP server; its tools are forwarded.
+    Mcp(McpServer),
 }
 
 impl Executor {
@@ -222,6 +227,7 @@ impl Executor {
             Executor::Http(_) => ExecutorKind::Http,
             Executor::Stdio(_) => ExecutorKind::Stdio,
             Executor::Acp(_) => ExecutorKind::Acp,
+            Executor::Mcp(_) => ExecutorKind::Mcp,
         }
     }
 }
@@ -309,6 +315,22 @@ pub struct Process {
     pub env: Vec<(String, String)>,
 }
 
+/// How the gateway reaches a downstream MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "transport", rename_all = "camelCase")]
+pub enum McpServer {
+    /// A server process speaking MCP on its stdin/stdout.
+    Stdio(Process),
+    /// A streamable HTTP endpoint.
+    #[serde(rename_all = "camelCase")]
+    Http {
+        /// The endpoint URL.
+        url: String,
+        /// Headers sent with every request (before the credential's).
+        headers: Vec<(String, String)>,
+    },
+}
+
 /// One tool of a binding.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -338,8 +360,10 @@ pub struct Tool {
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ToolCall {
     /// Send the JSON envelope `{version, tool, params, request_id}` (D-Bus `Execute`,
-    /// stdio, Apple Events, COM `Execute`, ACP).
+    /// stdio, Apple Events, COM `Execute`); for ACP, a prompt template.
     Envelope,
+    /// Call the downstream MCP server's tool of the same name with the arguments as they are.
+    Forward,
     /// Run an AppleScript/JXA script template with `${param}` placeholders.
     Script {
         /// The template.

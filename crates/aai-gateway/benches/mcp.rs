@@ -698,6 +698,133 @@ async fn http(tmp: &Path) {
 }
 
 /// The adapter: echoes `params` back for every envelope, as fast as it can.
+/// Peers installed by `tests/install-peers`, for the downstream benches.
+fn peer(path: &str) -> Option<std::path::PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path);
+    if p.exists() {
+        Some(p)
+    } else {
+        println!("skipped: {path} is missing (run tests/install-peers)");
+        None
+    }
+}
+
+/// A downstream MCP server (`server-everything`'s `echo` over stdio) through the gateway
+/// beside the same server called directly; then the first call of a cold ACP agent (the
+/// Rust crate's echo agent) beside its warm calls and the agent driven directly.
+async fn downstream(tmp: &Path) {
+    let Some(everything) =
+        peer("tests/mcp/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+    else {
+        return;
+    };
+    let everything = everything.to_str().unwrap().to_owned();
+    let direct = Arc::new(Client::spawn("node", &[&everything, "stdio"], "id"));
+    direct.initialize().await;
+    let d = direct.clone();
+    measure(
+        "server-everything directly",
+        2_000,
+        Arc::new(move || {
+            let d = d.clone();
+            boxed(async move {
+                let (r, _) = d
+                    .rpc(
+                        "tools/call",
+                        json!({"name":"echo","arguments":{"message":"hi"}}),
+                    )
+                    .await;
+                assert!(r.get("result").is_some(), "{r}");
+            })
+        }),
+    )
+    .await;
+    let home = tmp.join("downstream");
+    allow_calls(&home);
+    let doc = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+        "app":{"id":"dev.mcp.everything","name":{"en":"Everything"},"defaultLang":"en","description":"bench"},
+        "execution":{"type":"mcp","command":"node","args":[everything,"stdio"]}});
+    fs::create_dir_all(home.join("dev.mcp.everything")).unwrap();
+    fs::write(home.join("dev.mcp.everything/aai.json"), doc.to_string()).unwrap();
+    let gw = Arc::new(Client::spawn(
+        GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+    ));
+    gw.initialize().await;
+    let g = gw.clone();
+    measure(
+        "aai_exec → server-everything",
+        2_000,
+        Arc::new(move || {
+            let g = g.clone();
+            boxed(async move {
+                let (r, _) = g
+                    .rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"dev.mcp.everything","tool":"echo","args":{"message":"hi"}}}))
+                    .await;
+                assert!(r.get("result").is_some(), "{r}");
+            })
+        }),
+    )
+    .await;
+
+    let Some(agent) = peer("target/test-peers/acp/bin/agent") else {
+        return;
+    };
+    let agent = agent.to_str().unwrap().to_owned();
+    let home = tmp.join("acp");
+    allow_calls(&home);
+    let doc = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+        "app":{"id":"dev.acp.echo","name":{"en":"Echo"},"defaultLang":"en","description":"bench"},
+        "execution":{"type":"acp","start":{"command":agent}},
+        "tools":[{"name":"ask","description":"Ask","parameters":{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}}]});
+    fs::create_dir_all(home.join("dev.acp.echo")).unwrap();
+    fs::write(home.join("dev.acp.echo/aai.json"), doc.to_string()).unwrap();
+    let ask = json!({"name":"aai_exec","arguments":{"app":"dev.acp.echo","tool":"ask","args":{"prompt":"hi"}}});
+    let (mut cold, mut warm, mut direct_cold) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..20 {
+        let gw = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+        gw.initialize().await;
+        // The catalog is loaded in the background: wait for it outside the timing.
+        gw.rpc("tools/list", json!({})).await;
+        let t = Instant::now();
+        let (r, _) = gw.rpc("tools/call", ask.clone()).await;
+        cold.push(t.elapsed().as_secs_f64() * 1e6);
+        assert!(r.get("result").is_some(), "{r}");
+        for _ in 0..10 {
+            let t = Instant::now();
+            gw.rpc("tools/call", ask.clone()).await;
+            warm.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+
+        let t = Instant::now();
+        let a = Client::spawn(&agent, &[], "id");
+        a.rpc(
+            "initialize",
+            json!({"protocolVersion":1,"clientCapabilities":{}}),
+        )
+        .await;
+        let (s, _) = a
+            .rpc("session/new", json!({"cwd":"/","mcpServers":[]}))
+            .await;
+        let session = s["result"]["sessionId"].clone();
+        a.rpc(
+            "session/prompt",
+            json!({"sessionId":session,"prompt":[{"type":"text","text":"hi"}]}),
+        )
+        .await;
+        direct_cold.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (c, _) = stats(cold);
+    let (w, _) = stats(warm);
+    let (d, _) = stats(direct_cold);
+    println!(
+        "ACP echo agent: first call through a fresh gateway median {c:.0} µs; warm calls median {w:.0} µs; the agent alone (start, initialize, session, prompt) median {d:.0} µs"
+    );
+}
+
 fn adapter() {
     use std::io::{BufRead, Write};
     let stdin = std::io::stdin();
@@ -752,6 +879,9 @@ fn main() {
         }
         if only.is_empty() || only == "dbus" {
             dbus(tmp.path()).await;
+        }
+        if only.is_empty() || only == "downstream" {
+            downstream(tmp.path()).await;
         }
     });
 }

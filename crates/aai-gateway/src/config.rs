@@ -71,6 +71,8 @@ pub struct AppSettings {
     pub client_id: Option<String>,
     /// `consent` mode for this app, overriding `consent.mode`.
     pub consent: Option<ConsentMode>,
+    /// ACP agents: the folder new sessions work in (else the user's home).
+    pub cwd: Option<PathBuf>,
 }
 
 /// The gateway's settings.
@@ -182,6 +184,9 @@ impl Config {
             }
             if let Some(mode) = app.consent {
                 rows.push((format!("apps.{id}.consent"), mode.as_str().into()));
+            }
+            if let Some(cwd) = &app.cwd {
+                rows.push((format!("apps.{id}.cwd"), cwd.display().to_string()));
             }
         }
         rows
@@ -389,6 +394,18 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             let settings = AppSettings {
                 client_id: app.opt_text("clientId").map(str::to_owned),
                 consent: choice(&mut app, "consent", CONSENT_MODES),
+                cwd: app.opt_text("cwd").and_then(|dir| {
+                    let dir = PathBuf::from(dir);
+                    if dir.is_absolute() {
+                        Some(dir)
+                    } else {
+                        sink.warning(
+                            app.at("cwd"),
+                            "`cwd` must be an absolute path; it is ignored",
+                        );
+                        None
+                    }
+                }),
             };
             c.apps.insert(id.clone(), settings);
         }

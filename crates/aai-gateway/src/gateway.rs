@@ -25,6 +25,8 @@ use crate::registry::{Registry, Snapshot};
 
 /// How often the registry catalog is fetched again.
 const REGISTRY_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+/// How long `tools/list` in `flat` exposure waits for downstream MCP servers.
+const FLAT_LISTING_WAIT: Duration = Duration::from_secs(15);
 
 /// The running gateway: settings, the served apps, the executors.
 #[derive(Debug)]
@@ -154,22 +156,30 @@ impl Gateway {
         }
         *reported = problems;
         drop(reported);
+        let mut catalog = catalog;
+        self.fold_in_remote_tools(&mut catalog);
         let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
         tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
-        let live = snapshot
-            .entries
-            .iter()
-            .filter_map(|e| match &e.binding().executor {
-                aai_descriptor::Executor::Stdio(process) => Some((
-                    e.app.id.clone(),
-                    crate::exec::stdio::Started {
-                        process: process.clone(),
-                        base_dir: crate::pipeline::base_dir(e).to_owned(),
-                    },
-                )),
-                _ => None,
-            })
-            .collect();
+        let mut live = crate::exec::Live::default();
+        for e in &snapshot.entries {
+            let started = |process: &aai_descriptor::Process| crate::exec::stdio::Started {
+                process: process.clone(),
+                base_dir: crate::pipeline::base_dir(e).to_owned(),
+            };
+            let id = e.app.id.clone();
+            match &e.binding().executor {
+                aai_descriptor::Executor::Stdio(p) => {
+                    live.stdio.insert(id, started(p));
+                }
+                aai_descriptor::Executor::Acp(p) => {
+                    live.acp.insert(id, started(p));
+                }
+                aai_descriptor::Executor::Mcp(server) => {
+                    live.mcp.insert(id, server.clone());
+                }
+                _ => {}
+            }
+        }
         self.executors.retire_stale(&live);
         let changed = self.registry.replace(snapshot);
         let first = !self.loaded.swap(true, Ordering::SeqCst);
@@ -182,6 +192,110 @@ impl Gateway {
             let _ = self.changes.send(generation);
         }
         changed
+    }
+
+    /// Gives each downstream MCP server's app whose descriptor lists no tools the tools
+    /// the server listed, when it has been asked (see [`Gateway::remote_tools`]).
+    fn fold_in_remote_tools(&self, catalog: &mut catalog::Catalog) {
+        for loaded in &mut catalog.apps {
+            let id = loaded.app.id.clone();
+            for binding in &mut loaded.app.bindings {
+                if matches!(binding.executor, aai_descriptor::Executor::Mcp(_))
+                    && binding.tools.is_empty()
+                    && let Some(tools) = self.executors.mcp().tools_of(&id)
+                {
+                    binding.tools = tools;
+                }
+            }
+        }
+    }
+
+    /// The snapshot, with `app`'s tools listed first when it is a downstream MCP server
+    /// whose tools are not known yet (its first use connects to it).
+    pub async fn remote_tools(self: &Arc<Self>, app: &str) -> Result<Arc<Snapshot>, GatewayError> {
+        let snapshot = self.snapshot().await;
+        let Some(entry) = snapshot.find(app) else {
+            return Ok(snapshot);
+        };
+        let binding = entry.binding();
+        let aai_descriptor::Executor::Mcp(server) = &binding.executor else {
+            return Ok(snapshot);
+        };
+        let mcp = self.executors.mcp();
+        let declared = !binding.tools.is_empty() && !mcp.lists_tools_of(&entry.app.id);
+        if declared || mcp.tools_of(&entry.app.id).is_some() {
+            return Ok(snapshot);
+        }
+        let material = self.mcp_auth(&entry.app.id, binding).await?;
+        self.executors
+            .mcp()
+            .list_tools(
+                &entry.app.id,
+                server,
+                crate::pipeline::base_dir(entry),
+                material.as_ref(),
+            )
+            .await?;
+        self.rescan_async().await;
+        Ok(self.snapshot().await)
+    }
+
+    /// The snapshot with every downstream MCP server's tools listed (`flat` exposure
+    /// names every tool). Servers are asked concurrently; one that fails is logged and
+    /// stays without tools, the others are not held up.
+    pub async fn all_remote_tools(self: &Arc<Self>) -> Arc<Snapshot> {
+        let snapshot = self.snapshot().await;
+        let pending: Vec<String> = snapshot
+            .entries
+            .iter()
+            .filter(|e| {
+                let b = e.binding();
+                let mcp = self.executors.mcp();
+                matches!(b.executor, aai_descriptor::Executor::Mcp(_))
+                    && (b.tools.is_empty() || mcp.lists_tools_of(&e.app.id))
+                    && mcp.tools_of(&e.app.id).is_none()
+            })
+            .map(|e| e.app.id.clone())
+            .collect();
+        if pending.is_empty() {
+            return snapshot;
+        }
+        let mut listing = tokio::task::JoinSet::new();
+        for app in pending {
+            let me = self.clone();
+            listing.spawn(async move {
+                if let Err(e) = me.remote_tools(&app).await {
+                    tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
+                }
+            });
+        }
+        // A hung server must not hold `tools/list` for long: what is listed by then is
+        // shown, the rest is abandoned (and asked again on the next list or first use).
+        if tokio::time::timeout(FLAT_LISTING_WAIT, listing.join_all())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "some MCP servers did not list their tools within {FLAT_LISTING_WAIT:?}"
+            );
+        }
+        self.snapshot().await
+    }
+
+    /// The credential an MCP server over HTTP is reached with, when its descriptor has
+    /// `auth`.
+    pub(crate) async fn mcp_auth(
+        &self,
+        app: &str,
+        binding: &aai_descriptor::Binding,
+    ) -> Result<Option<crate::auth::Material>, GatewayError> {
+        match (&binding.executor, &binding.auth) {
+            (
+                aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }),
+                Some(a),
+            ) => self.auth.material(app, a, url).await.map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// Rescans on a blocking thread.
@@ -237,6 +351,19 @@ impl Gateway {
         let me = self.clone();
         tokio::task::spawn_blocking(move || me.rescan());
         let mut tasks = Vec::new();
+        if let Some(mut changes) = self.executors.mcp().changes() {
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Some(app) = changes.recv().await {
+                    tracing::info!(app, "the MCP server's tools changed; listing them again");
+                    if let Err(e) = me.remote_tools(&app).await {
+                        tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
+                        // What agents see drops the old list either way.
+                        me.rescan_async().await;
+                    }
+                }
+            }));
+        }
         if self.config.enable_registry {
             let me = self.clone();
             tasks.push(tokio::spawn(async move {

@@ -14,7 +14,8 @@
 //! headers, D-Bus messages) are capped unless a directive names them; rmcp is capped at
 //! `warn` (its `info` lines dump whole protocol structs), and its per-error
 //! "response error" warning (which would make every bad argument of a client a gateway
-//! warning, payload included) is dropped: the gateway logs each failed call itself.
+//! warning, payload included) is dropped: the gateway logs each failed call itself. rmcp's
+//! client transports are silent (their errors quote downstream URLs, keys included).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -63,7 +64,8 @@ fn filter(directives: &str) -> EnvFilter {
         }
     }
     if !directives.contains("rmcp") {
-        full.push_str(",rmcp=warn");
+        full.push(',');
+        full.push_str(crate::mcp::LOG_DIRECTIVES);
     }
     EnvFilter::new(full)
 }

@@ -15,6 +15,9 @@ use crate::gateway::Gateway;
 use crate::host::Os;
 use crate::registry::{Missing, Snapshot};
 
+/// How long a prompt to an ACP agent may run when its descriptor sets no timeout.
+const AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// At most this many schema violations are listed in one INVALID_PARAMS error.
 const MAX_REPORTED_VIOLATIONS: usize = 5;
 
@@ -49,6 +52,9 @@ pub struct Outcome {
     pub value: Value,
     /// Whether the tool declares a `returns` schema (the result is then also structured).
     pub structured: bool,
+    /// Whether `value` is a whole MCP tool result to pass on as it is (downstream MCP
+    /// servers, ACP agents).
+    pub mcp: bool,
 }
 
 impl Gateway {
@@ -171,18 +177,16 @@ impl Gateway {
         secrets_out: &mut Vec<String>,
     ) -> Result<Outcome, GatewayError> {
         let Control { cancel, progress } = control;
-        let mut snapshot = self.snapshot().await;
+        let snapshot = self.snapshot().await;
         let mut app = std::borrow::Cow::Borrowed(app);
         if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() {
             match web_address(&app) {
                 Some(WebAddress::Url) => {
                     app = self.discover_web(&app).await?.0.into();
-                    snapshot = self.snapshot().await;
                 }
                 Some(WebAddress::Domain) => match self.discover_web(&app).await {
                     Ok((id, _)) => {
                         app = id.into();
-                        snapshot = self.snapshot().await;
                     }
                     Err(e) => {
                         let not_found = not_served(&snapshot, &app, self.host.os());
@@ -200,6 +204,9 @@ impl Gateway {
             }
         }
         let app = app.as_ref();
+        // The snapshot again (discovery may have added the app); a downstream MCP
+        // server's tools are listed on its first use.
+        let snapshot = self.remote_tools(app).await?;
         let entry = snapshot
             .find(app)
             .ok_or_else(|| not_served(&snapshot, app, self.host.os()))?;
@@ -234,15 +241,23 @@ impl Gateway {
             .check(&question, origin.prompter.as_deref())
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;
-        let timeout = tool
-            .timeout
-            .or(binding.timeout)
-            .unwrap_or(self.config.default_timeout);
+        let timeout = tool.timeout.or(binding.timeout).unwrap_or(
+            if matches!(binding.executor, aai_descriptor::Executor::Acp(_)) {
+                AGENT_TIMEOUT
+            } else {
+                self.config.default_timeout
+            },
+        );
         let base_dir = base_dir(entry);
         let web_auth = match (&binding.executor, &binding.auth) {
             (aai_descriptor::Executor::Http(h), Some(a)) => Some((a, h.base_url.as_str())),
+            (
+                aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }),
+                Some(a),
+            ) => Some((a, url.as_str())),
             _ => None,
         };
+        let permission = self.permission_asker(&question, origin);
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
@@ -273,6 +288,8 @@ impl Gateway {
                         cancel: cancel.clone(),
                         progress: progress.clone(),
                         retries: self.config.retries,
+                        permission: Some(permission.clone()),
+                        cwd: self.config.apps.get(app_id).and_then(|a| a.cwd.clone()),
                     },
                 })
                 .await;
@@ -297,7 +314,16 @@ impl Gateway {
                 (Err(exec::Error::Unauthorized(e) | exec::Error::Failed(e)), _) => break Err(e),
             }
         };
-        let value = result.map_err(|e| e.at(app_id, &tool.name))?;
+        let value = match result.map_err(|e| e.at(app_id, &tool.name))? {
+            exec::Reply::Mcp(value) => {
+                return Ok(Outcome {
+                    value,
+                    structured: false,
+                    mcp: true,
+                });
+            }
+            exec::Reply::Json(value) => value,
+        };
         if let Some(returns) = &tool.returns
             && let Ok(v) = returns.validator()
             && !v.is_valid(&value)
@@ -307,6 +333,47 @@ impl Gateway {
         Ok(Outcome {
             structured: tool.returns.is_some() && value.is_object(),
             value,
+            mcp: false,
+        })
+    }
+
+    /// How a running call asks the user when its app asks for permission mid-call (an
+    /// ACP agent's `session/request_permission`): as a consent question for the tool
+    /// `<tool>/<kind of action>` (so "always allow this tool" allows, say, every edit of
+    /// this agent for this caller), through the call's own channel.
+    fn permission_asker(
+        self: &Arc<Self>,
+        question: &crate::consent::Question,
+        origin: &Origin,
+    ) -> exec::Asker {
+        let gateway = Arc::downgrade(self);
+        let from_cli = origin.caller.transport == "cli";
+        let base = question.clone();
+        let prompter = origin.prompter.clone();
+        Arc::new(move |permission: exec::Permission| {
+            let gateway = gateway.clone();
+            let mut question = base.clone();
+            let prompter = prompter.clone();
+            Box::pin(async move {
+                let gateway = gateway
+                    .upgrade()
+                    .ok_or_else(|| "the gateway is stopping".to_owned())?;
+                if from_cli {
+                    // The user asked for the call, not for what the agent then wants.
+                    return match gateway.consent.mode(&question.app) {
+                        crate::config::ConsentMode::Allow => Ok(()),
+                        _ => Err("the command line cannot answer an agent's permission request; make the call through an MCP client, or set the app's consent mode to `allow`".to_owned()),
+                    };
+                }
+                question.tool = format!("{}/{}", question.tool, permission.kind);
+                question.description = permission.title;
+                question.site = None;
+                gateway
+                    .consent
+                    .check(&question, prompter.as_deref())
+                    .await
+                    .map_err(|e| e.detail)
+            })
         })
     }
 }

@@ -407,9 +407,19 @@ fn validate_exit_status_and_messages() {
         String::from_utf8_lossy(&good.stdout)
     );
     let text = String::from_utf8(good.stdout).unwrap();
+    let files = std::fs::read_dir(fixture("valid"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count();
     assert_eq!(
         text.lines().filter(|l| l.starts_with("ok ")).count(),
-        13,
+        files,
         "{text}"
     );
 
@@ -445,7 +455,12 @@ fn validate_exit_status_and_messages() {
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["valid"], false);
     let files = v["files"].as_array().unwrap();
-    assert_eq!(files.len(), 9);
+    let broken = std::fs::read_dir(fixture("broken")).unwrap().count();
+    assert_eq!(
+        files.len(),
+        broken + 1,
+        "every broken fixture and the missing file"
+    );
     assert!(files.iter().all(|f| f["valid"] == false));
     assert!(
         files.last().unwrap()["diagnostics"][0]["message"]

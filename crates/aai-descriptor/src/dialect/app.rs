@@ -19,6 +19,7 @@ use crate::diagnostic::Sink;
 use crate::model::*;
 use crate::name::AppName;
 use crate::read::Obj;
+use crate::schema::Schema;
 
 /// Key spelling of a dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,10 +128,16 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
     let auth = match root.opt_obj("auth") {
         Some(mut a) => {
             let parsed = auth(&mut a, case);
-            if parsed.is_some() && kind.is_some_and(|k| k != ExecutorKind::Http) {
+            let applies = match &executor {
+                Some(Executor::Mcp(McpServer::Http { .. })) => {
+                    matches!(parsed, Some(Auth::ApiKey(_)))
+                }
+                _ => kind == Some(ExecutorKind::Http),
+            };
+            if parsed.is_some() && kind.is_some() && !applies {
                 sink.warning(
                     a.pointer().to_owned(),
-                    "`auth` applies to http execution only; it is ignored here",
+                    "`auth` applies to http execution (and `apiKey` to MCP servers over HTTP) only; it is ignored here",
                 );
                 None
             } else {
@@ -140,21 +147,27 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
         None => None,
     };
 
-    let tools_array = root.req_array("tools")?;
-    let mut tools = Vec::new();
-    for (_, mut obj) in tools_array.objects() {
-        match kind {
-            Some(kind) => tools.extend(tool(&mut obj, kind)),
-            None => obj.allow_unknown(),
+    // A downstream MCP server lists its own tools; a descriptor may still name a subset.
+    let tools = if kind == Some(ExecutorKind::Mcp) && !root.has("tools") {
+        Vec::new()
+    } else {
+        let tools_array = root.req_array("tools")?;
+        let mut tools = Vec::new();
+        for (_, mut obj) in tools_array.objects() {
+            match kind {
+                Some(kind) => tools.extend(tool(&mut obj, kind)),
+                None => obj.allow_unknown(),
+            }
         }
-    }
-    check_unique_names(
-        sink,
-        tools_array.pointer(),
-        tools_array
-            .values()
-            .filter_map(|(i, v)| Some((i, v.get("name")?.as_str()?))),
-    );
+        check_unique_names(
+            sink,
+            tools_array.pointer(),
+            tools_array
+                .values()
+                .filter_map(|(i, v)| Some((i, v.get("name")?.as_str()?))),
+        );
+        tools
+    };
 
     Some(App {
         id: id?,
@@ -263,13 +276,14 @@ fn kind_of(sink: &Sink, at: &str, ty: &str, platform: Platform) -> Option<Execut
         "http" => Some(ExecutorKind::Http),
         "stdio" => Some(ExecutorKind::Stdio),
         "acp" => Some(ExecutorKind::Acp),
+        "mcp" => Some(ExecutorKind::Mcp),
         "appleevents" => needs(Platform::Macos, ExecutorKind::AppleEvents),
         "dbus" => needs(Platform::Linux, ExecutorKind::Dbus),
         "com" => needs(Platform::Windows, ExecutorKind::Com),
         _ => {
             sink.error(
                 at,
-                format!("`{ty}` is not an execution type; expected one of `http`, `stdio`, `acp`, `apple-events`, `dbus`, `com`, `ipc`"),
+                format!("`{ty}` is not an execution type; expected one of `http`, `stdio`, `acp`, `mcp`, `apple-events`, `dbus`, `com`, `ipc`"),
             );
             None
         }
@@ -344,6 +358,7 @@ fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Opt
             let mut start = exec.req_obj("start")?;
             process(&mut start).map(Executor::Acp)
         }
+        ExecutorKind::Mcp => mcp_server(exec),
         ExecutorKind::AppleEvents => {
             let bundle_id = exec.opt_text(case.k("bundleId")).unwrap_or(id).to_owned();
             if !bundle_id
@@ -465,6 +480,65 @@ fn process(obj: &mut Obj<'_>) -> Option<Process> {
     })
 }
 
+/// An ACP tool's parameters with the two arguments every agent call takes: `sessionId`
+/// (continue a session) and `cwd` (the folder a new session works in). A schema that
+/// already declares them keeps its own.
+fn with_session_arguments(parameters: &Schema) -> Schema {
+    let mut json = parameters.json().clone();
+    let Some(obj) = json.as_object_mut() else {
+        return parameters.clone();
+    };
+    let properties = obj
+        .entry("properties")
+        .or_insert_with(|| serde_json::json!({}));
+    let Some(properties) = properties.as_object_mut() else {
+        return parameters.clone();
+    };
+    properties.entry("sessionId").or_insert_with(|| {
+        serde_json::json!({
+            "type": "string",
+            "description": "Continue this session (the `sessionId` of an earlier result); leave out to start a new one."
+        })
+    });
+    properties.entry("cwd").or_insert_with(|| {
+        serde_json::json!({
+            "type": "string",
+            "description": "Absolute path of the folder a new session works in (default: the gateway's setting for this app, else the home folder)."
+        })
+    });
+    Schema::load(&json).unwrap_or_else(|_| parameters.clone())
+}
+
+/// `mcp`: `command`/`args`/`env` (stdio) or `url`/`headers` (streamable HTTP), not both.
+fn mcp_server(exec: &mut Obj<'_>) -> Option<Executor> {
+    let sink = exec.sink();
+    match (exec.has("command"), exec.has("url")) {
+        (true, false) => process(exec).map(|p| Executor::Mcp(McpServer::Stdio(p))),
+        (false, true) => {
+            let url = exec.req_text("url")?;
+            let headers = exec.opt_str_map("headers").unwrap_or_default();
+            check_url(sink, &exec.at("url"), url).then(|| {
+                Executor::Mcp(McpServer::Http {
+                    url: url.to_owned(),
+                    headers,
+                })
+            })
+        }
+        (both, _) => {
+            sink.error(
+                exec.pointer().to_owned(),
+                if both {
+                    "an `mcp` server has either `command` (stdio) or `url` (streamable HTTP), not both"
+                } else {
+                    "missing required field `command` or `url` (how to reach the MCP server)"
+                },
+            );
+            exec.allow_unknown();
+            None
+        }
+    }
+}
+
 fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
     let base = tool_base(obj);
     let call = match kind {
@@ -472,13 +546,19 @@ fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
         ExecutorKind::Dbus if obj.has("method") || obj.has("property") => {
             super::platforms::native_dbus(obj).flatten()
         }
+        ExecutorKind::Mcp => Some(ToolCall::Forward),
         _ => Some(ToolCall::Envelope),
     };
     let base = base?;
+    let parameters = if kind == ExecutorKind::Acp {
+        with_session_arguments(&base.parameters)
+    } else {
+        base.parameters
+    };
     Some(Tool {
         name: base.name,
         description: base.description,
-        parameters: base.parameters,
+        parameters,
         returns: base.returns,
         timeout: None,
         call: call?,

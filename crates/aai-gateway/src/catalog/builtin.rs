@@ -12,6 +12,10 @@
 //!   against each app's scripting dictionary, returning records. Verified only through the
 //!   command boundary (docs/macos.md), not on a Mac.
 //!
+//! * coding agents that speak ACP, each only when its command is on `PATH`: OpenCode
+//!   (`opencode acp`), Claude Code (`claude-code-acp`), Codex (`codex-acp`) and Gemini CLI
+//!   (`gemini --experimental-acp`), with one `ask` tool (docs/acp.md).
+//!
 //! They have the lowest precedence: a descriptor for the same id anywhere else wins.
 
 use std::path::PathBuf;
@@ -97,6 +101,99 @@ pub fn apps(names: &[String]) -> Vec<(App, PathBuf)> {
         ));
     }
     out
+}
+
+/// A coding agent offered when its command is on `PATH`.
+struct CodingAgent {
+    id: &'static str,
+    name: &'static str,
+    command: &'static str,
+    args: &'static [&'static str],
+    about: &'static str,
+}
+
+const CODING_AGENTS: [CodingAgent; 4] = [
+    CodingAgent {
+        id: "ai.opencode",
+        name: "OpenCode",
+        command: "opencode",
+        args: &["acp"],
+        about: "OpenCode, the open-source coding agent",
+    },
+    CodingAgent {
+        id: "com.anthropic.claude-code",
+        name: "Claude Code",
+        command: "claude-code-acp",
+        args: &[],
+        about: "Anthropic's Claude Code, through Zed's ACP adapter",
+    },
+    CodingAgent {
+        id: "com.openai.codex",
+        name: "Codex",
+        command: "codex-acp",
+        args: &[],
+        about: "OpenAI's Codex, through Zed's ACP adapter",
+    },
+    CodingAgent {
+        id: "com.google.gemini-cli",
+        name: "Gemini CLI",
+        command: "gemini",
+        args: &["--experimental-acp"],
+        about: "Google's Gemini CLI",
+    },
+];
+
+/// The coding agents whose command `find` locates (`host::on_path` in the gateway).
+pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
+    let platform = match crate::host::Host::current().os() {
+        crate::host::Os::Macos => "macos",
+        crate::host::Os::Windows => "windows",
+        _ => "linux",
+    };
+    CODING_AGENTS
+        .iter()
+        .filter(|a| find(a.command))
+        .map(|a| {
+            let doc = serde_json::json!({
+                "schemaVersion": "1.0",
+                "version": "1.0.0",
+                "platform": platform,
+                "app": {
+                    "id": a.id,
+                    "name": {"en": a.name},
+                    "defaultLang": "en",
+                    "description": format!(
+                        "{}: a coding agent. Delegate a coding task or question in plain language; \
+                         it reads and edits files and runs commands in the session's folder with \
+                         its own tools and model account, and asks the user before it edits or runs \
+                         anything. A task can take minutes.",
+                        a.about
+                    ),
+                    "aliases": ["coding agent", "code assistant", "delegate", "编程助手", a.command],
+                },
+                "execution": {"type": "acp", "start": {"command": a.command, "args": a.args}},
+                "tools": [{
+                    "name": "ask",
+                    "description": format!(
+                        "Give {} a task or a question. It works in `cwd` (else the gateway's \
+                         `apps.{}.cwd`, else the home folder), may ask the user for permission, and \
+                         returns its answer with the tool calls it made. Pass the returned \
+                         `sessionId` to continue the conversation.",
+                        a.name, a.id
+                    ),
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"prompt": {
+                            "type": "string",
+                            "description": "The task or question, as you would type it to the agent",
+                        }},
+                        "required": ["prompt"],
+                    },
+                }],
+            });
+            parse(&doc.to_string(), &format!("builtin:agents/{}", a.command))
+        })
+        .collect()
 }
 
 fn parse(text: &str, source: &str) -> (App, PathBuf) {
@@ -189,6 +286,31 @@ mod tests {
             panic!()
         };
         assert_eq!(d.service, "org.mpris.MediaPlayer2.mpv");
+    }
+
+    #[test]
+    fn coding_agents_follow_the_path() {
+        assert!(coding_agents(|_| false).is_empty());
+        let found = coding_agents(|c| c == "opencode" || c == "gemini");
+        let ids: Vec<&str> = found.iter().map(|(a, _)| a.id.as_str()).collect();
+        assert_eq!(ids, ["ai.opencode", "com.google.gemini-cli"]);
+        let (gemini, source) = &found[1];
+        assert_eq!(source, &PathBuf::from("builtin:agents/gemini"));
+        let aai_descriptor::Executor::Acp(start) = &gemini.bindings[0].executor else {
+            panic!("an ACP app")
+        };
+        assert_eq!(
+            (start.command.as_str(), start.args.as_slice()),
+            ("gemini", ["--experimental-acp".to_owned()].as_slice())
+        );
+        let ask = &gemini.bindings[0].tools[0];
+        assert_eq!(ask.name, "ask");
+        let props = ask.parameters.json()["properties"].as_object().unwrap();
+        assert!(
+            ["prompt", "sessionId", "cwd"]
+                .iter()
+                .all(|p| props.contains_key(*p))
+        );
     }
 }
 

@@ -22,6 +22,8 @@ pub enum Plan {
     Invalid,
     /// A built-in app already serves this name: skipped unless `--all`.
     BuiltIn,
+    /// The source cannot be imported (the summary says why).
+    Skipped,
 }
 
 impl Plan {
@@ -35,6 +37,7 @@ impl Plan {
             Plan::Empty => "nothing to describe",
             Plan::Invalid => "generated descriptor is invalid (not written)",
             Plan::BuiltIn => "served by a built-in app (skipped; --all to include)",
+            Plan::Skipped => "skipped",
         }
     }
 }

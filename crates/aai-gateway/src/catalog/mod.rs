@@ -15,6 +15,7 @@ pub mod bus;
 pub mod drafts;
 #[cfg(target_os = "linux")]
 pub mod generate;
+pub mod mcp_import;
 pub mod paths;
 pub mod sdef;
 pub mod watch;
@@ -187,6 +188,9 @@ impl Broken {
 pub fn load(dirs: &[SearchDir]) -> Catalog {
     let mut catalog = scan(dirs);
     let mut apps = builtin::apps(&builtin::session_bus_names());
+    apps.extend(builtin::coding_agents(|c| {
+        crate::host::on_path(c).is_some()
+    }));
     if crate::host::Host::current().os() == crate::host::Os::Macos {
         apps.extend(builtin::macos_apps(&paths::system_root()));
     }

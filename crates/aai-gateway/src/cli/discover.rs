@@ -8,10 +8,8 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use serde_json::json;
-
 use super::Context;
-use super::table::Table;
+use super::drafts::{Found, present};
 use crate::catalog::drafts::{self, Plan};
 
 /// Options of `--discover`.
@@ -23,11 +21,14 @@ pub(super) struct Options {
     pub json: bool,
 }
 
-struct Found {
-    service: String,
-    text: Option<String>,
-    summary: String,
-    plan: Plan,
+impl From<Options> for super::drafts::Options {
+    fn from(o: Options) -> Self {
+        super::drafts::Options {
+            yes: o.yes,
+            force: o.force,
+            json: o.json,
+        }
+    }
 }
 
 pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
@@ -41,7 +42,9 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
         )),
     };
     match gathered {
-        Ok((found, not_running)) => present(ctx, opts, &found, &not_running),
+        Ok((found, not_running)) => {
+            present(ctx, opts.into(), &found, &not_running, &mut |_| Ok(()))
+        }
         Err(e) => fail(&e),
     }
 }
@@ -98,10 +101,12 @@ fn bus(ctx: &Context, opts: Options) -> Result<(Vec<Found>, Vec<String>), String
             eprint!("\r\x1b[2K");
         }
         found.push(Found {
-            service: (*service).clone(),
+            id: (*service).clone(),
             summary: doc.as_ref().map(generate::summary).unwrap_or_default(),
             text,
             plan,
+            notes: Vec::new(),
+            secret: None,
         });
     }
     Ok((found, activatable))
@@ -167,10 +172,12 @@ fn bundles(ctx: &Context, opts: Options) -> (Vec<Found>, Vec<String>) {
                     Err(e) => (None, e, Plan::Invalid),
                 };
             found.push(Found {
-                service: info.id,
+                id: info.id,
                 text,
                 summary,
                 plan,
+                notes: Vec::new(),
+                secret: None,
             });
         }
     }
@@ -209,90 +216,6 @@ fn bundle_info(app: &std::path::Path) -> Option<BundleInfo> {
         all.into_iter().next()
     });
     Some(BundleInfo { id, name, sdef })
-}
-
-/// Shows what was found, then writes what may be written.
-fn present(ctx: &Context, opts: Options, found: &[Found], activatable: &[String]) -> ExitCode {
-    let writable: Vec<&Found> = found
-        .iter()
-        .filter(|f| {
-            matches!(f.plan, Plan::New | Plan::Update) || (opts.force && f.plan == Plan::Edited)
-        })
-        .collect();
-
-    if !opts.json {
-        let mut table = Table::new(&["APP", "DESCRIPTOR", "PLAN"]);
-        for f in found {
-            table.row(vec![
-                f.service.clone(),
-                f.summary.clone(),
-                f.plan.as_str().to_owned(),
-            ]);
-        }
-        let mut out = std::io::stdout().lock();
-        let _ = write!(out, "{}", table.render());
-        if !activatable.is_empty() {
-            let _ = writeln!(
-                out,
-                "\nNot running (start them and run --discover again): {}",
-                activatable.join(", ")
-            );
-        }
-    }
-    let confirmed = opts.yes
-        || (!writable.is_empty()
-            && !opts.json
-            && std::io::stdin().is_terminal()
-            && ask(writable.len()));
-    let mut written = Vec::new();
-    if confirmed {
-        for f in &writable {
-            let text = f.text.as_deref().expect("planned files have text");
-            match drafts::write(&ctx.home.join(&f.service), text) {
-                Ok(path) => written.push(path),
-                Err(e) => {
-                    return fail(&format!(
-                        "cannot write the descriptor of {}: {e}",
-                        f.service
-                    ));
-                }
-            }
-        }
-    }
-    let mut out = std::io::stdout().lock();
-    if opts.json {
-        let apps: Vec<_> = found
-            .iter()
-            .map(|f| json!({"service": f.service, "plan": format!("{:?}", f.plan).to_lowercase(), "summary": f.summary,
-                            "file": ctx.home.join(&f.service).join("aai.json")}))
-            .collect();
-        let body = json!({"apps": apps, "notRunning": activatable, "written": written});
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&body).expect("JSON")
-        );
-    } else if !written.is_empty() {
-        for p in &written {
-            let _ = writeln!(out, "wrote {}", p.display());
-        }
-    } else if !writable.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nNothing written; run again with --yes to write {}.",
-            crate::text::count(writable.len(), "descriptor", "descriptors")
-        );
-    }
-    ExitCode::SUCCESS
-}
-
-fn ask(n: usize) -> bool {
-    eprint!(
-        "Write {}? [y/N] ",
-        crate::text::count(n, "descriptor", "descriptors")
-    );
-    let mut answer = String::new();
-    std::io::stdin().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y")
 }
 
 fn fail(message: &str) -> ExitCode {

@@ -4,7 +4,9 @@ mod auth;
 mod call;
 mod consent;
 mod discover;
+mod drafts;
 mod history;
+mod import;
 mod scan;
 mod table;
 mod validate;
@@ -121,6 +123,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Make apps of what other tools already describe.
+    Import {
+        #[command(subcommand)]
+        what: ImportCommand,
+    },
     /// Run one tool through the full pipeline and print its result (JSON).
     Call {
         /// App id (or name).
@@ -129,6 +136,25 @@ enum Command {
         tool: String,
         /// Arguments as a JSON object; default `{}`.
         args: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ImportCommand {
+    /// The MCP servers of a client's configuration (Claude Desktop, Claude Code or Cursor
+    /// `mcpServers` JSON, VS Code `servers`, Codex `config.toml`): one app per server.
+    Mcp {
+        /// The configuration file.
+        file: PathBuf,
+        /// Write without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Also overwrite descriptors you edited.
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -277,6 +303,22 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 }
             };
             Ok(consent::run(&ctx, action))
+        }
+        Some(Command::Import {
+            what:
+                ImportCommand::Mcp {
+                    file,
+                    yes,
+                    force,
+                    json,
+                },
+        }) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            Ok(import::mcp(
+                &ctx,
+                &file,
+                drafts::Options { yes, force, json },
+            ))
         }
         Some(Command::Call { app, tool, args }) => {
             let ctx = context(cli.home, cli.config, false, false)?;

@@ -4,12 +4,14 @@
 //! Executors never ask for consent and never read the secret store: they get an
 //! already-validated call. They create processes only through [`process`].
 
+pub mod acp;
 pub mod com;
 #[cfg(target_os = "linux")]
 pub mod dbus;
 pub mod envelope;
 pub mod http;
 pub mod intent;
+pub mod mcp;
 pub mod process;
 pub mod script;
 pub mod stdio;
@@ -25,7 +27,7 @@ use aai_descriptor::{Executor, Tool};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Code, GatewayError};
+use crate::error::GatewayError;
 
 /// Progress of a long call, forwarded to the client when it asked for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +43,24 @@ pub struct Progress {
 /// Where progress goes.
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
+/// An app's request, mid-call, to do something that needs the user's permission (an ACP
+/// agent about to edit a file or run a command).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permission {
+    /// The kind of action (`edit`, `execute`, `read`, …; `other` when not said).
+    pub kind: String,
+    /// What exactly, in the app's words.
+    pub title: String,
+}
+
+/// Asks the user about a [`Permission`] on behalf of the call; `Err` says why it was not
+/// allowed. It never waits longer than consent waits (`consentWait`).
+pub type Asker = Arc<
+    dyn Fn(Permission) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// How one call runs: its deadline, its cancellation, its progress sink.
 #[derive(Clone)]
 pub struct CallContext {
@@ -52,6 +72,11 @@ pub struct CallContext {
     pub progress: Option<ProgressSink>,
     /// How often a call that is safe to retry may be retried (config `retries`).
     pub retries: u32,
+    /// How to ask the user when the app asks for permission mid-call; `None` refuses.
+    pub permission: Option<Asker>,
+    /// The working folder an agent's new session gets when the call names none
+    /// (`apps.<id>.cwd`; else the user's home).
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -94,7 +119,16 @@ pub enum Error {
     Failed(#[from] GatewayError),
 }
 
-/// An executor type.
+/// What a call returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// The tool's JSON result.
+    Json(Value),
+    /// A whole MCP tool result (`content`, `structuredContent`, `isError`) to pass on as
+    /// it is: downstream MCP servers and ACP agents.
+    Mcp(Value),
+}
+
 /// Runs `program` once for `req` (its deadline, cancellation and app label), from `/`
 /// unless the app has a folder; at most `max_output` bytes of each stream are kept.
 async fn run_once(
@@ -121,6 +155,7 @@ async fn run_once(
         .map_err(GatewayError::from)
 }
 
+/// An executor type.
 pub trait Execute {
     /// Runs one call; the result is the tool's JSON result.
     fn execute(&self, req: Request<'_>) -> impl Future<Output = Result<Value, Error>> + Send;
@@ -135,14 +170,18 @@ pub struct Executors {
     com: com::ComExecutor,
     intent: intent::IntentExecutor,
     url_scheme: url_scheme::UrlSchemeExecutor,
+    mcp: mcp::McpExecutor,
+    acp: acp::AcpExecutor,
     #[cfg(target_os = "linux")]
     dbus: dbus::DbusExecutor,
 }
 
 impl Executors {
     /// Runs `req` with the executor its binding names.
-    pub async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
-        match req.executor {
+    pub async fn execute(&self, req: Request<'_>) -> Result<Reply, Error> {
+        let json = match req.executor {
+            Executor::Mcp(_) => return self.mcp.execute(req).await.map(Reply::Mcp),
+            Executor::Acp(_) => return self.acp.execute(req).await.map(Reply::Mcp),
             Executor::Stdio(_) => self.stdio.execute(req).await,
             Executor::Http(_) => self.http.execute(req).await,
             Executor::Applescript | Executor::Jxa | Executor::AppleEvents(_) => {
@@ -153,26 +192,46 @@ impl Executors {
             Executor::UrlScheme(_) => self.url_scheme.execute(req).await,
             #[cfg(target_os = "linux")]
             Executor::Dbus(_) => self.dbus.execute(req).await,
-            other => Err(GatewayError::new(
-                Code::AutomationNotSupported,
-                format!(
-                    "this gateway build cannot run `{}` bindings yet",
-                    other.kind().as_str()
-                ),
+            #[cfg(not(target_os = "linux"))]
+            Executor::Dbus(_) => Err(GatewayError::new(
+                crate::error::Code::AutomationNotSupported,
+                "D-Bus bindings run on Linux only",
             )
             .into()),
-        }
+        };
+        json.map(Reply::Json)
+    }
+
+    /// The downstream MCP servers.
+    pub fn mcp(&self) -> &mcp::McpExecutor {
+        &self.mcp
     }
 
     /// After a reload: retires adapters whose app is gone or now starts differently
     /// (`app id → how its stdio adapter would start now`); they finish their in-flight
     /// calls first.
-    pub fn retire_stale(&self, live: &std::collections::HashMap<String, stdio::Started>) {
-        self.stdio.retire_stale(live);
+    pub fn retire_stale(&self, live: &Live) {
+        self.stdio.retire_stale(&live.stdio);
+        self.mcp.retire_stale(&live.mcp);
+        self.acp.retire_stale(&live.acp);
     }
 
     /// Stops every process the executors started.
     pub fn shutdown(&self) {
         self.stdio.shutdown();
+        self.mcp.shutdown();
+        self.acp.shutdown();
     }
+}
+
+/// How each app's long-lived process or connection would start now, by app id; anything
+/// started differently is retired after a reload.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// stdio adapters.
+    pub stdio: std::collections::HashMap<String, stdio::Started>,
+    /// Downstream MCP servers.
+    pub mcp: std::collections::HashMap<String, aai_descriptor::McpServer>,
+    /// ACP agents.
+    pub acp: std::collections::HashMap<String, stdio::Started>,
 }

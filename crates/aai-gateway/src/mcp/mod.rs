@@ -9,6 +9,15 @@
 // This module is where rmcp is allowed (clippy.toml bans its types elsewhere).
 #![allow(clippy::disallowed_types)]
 
+pub mod downstream;
+
+/// How much of rmcp's own logging the log keeps (`logging.rs`), unless `AAI_LOG` names
+/// rmcp: warnings (its `info` lines dump whole protocol structs), and nothing of its
+/// client transports, whose errors quote reqwest errors and so the full URL of a
+/// downstream server, a key in its query included (`downstream.rs` reports each failure
+/// itself, without it).
+pub const LOG_DIRECTIVES: &str =
+    "rmcp=warn,rmcp::transport::worker=off,rmcp::transport::streamable_http_client=off";
 pub mod http;
 mod names;
 pub mod stdio;
@@ -180,6 +189,9 @@ impl Server {
             }
             Some(Meta::Guide) => {
                 let app = string_arg(&args, "app")?;
+                find(&snapshot, app, self.gateway.host.os())?;
+                // A downstream MCP server is asked for its tools on first use.
+                let snapshot = self.gateway.remote_tools(app).await?;
                 let entry = find(&snapshot, app, self.gateway.host.os())?;
                 Ok(text(crate::registry::guide::render(&snapshot, entry)).into())
             }
@@ -207,8 +219,10 @@ impl Server {
                 if let Some(app) = name
                     .strip_prefix("app_")
                     .or_else(|| name.strip_prefix("app:"))
-                    && let Some(entry) = snapshot.find(app)
+                    && snapshot.find(app).is_some()
                 {
+                    let snapshot = self.gateway.remote_tools(app).await?;
+                    let entry = find(&snapshot, app, self.gateway.host.os())?;
                     return Ok(text(crate::registry::guide::render(&snapshot, entry)).into());
                 }
                 if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
@@ -274,9 +288,19 @@ impl Server {
         let origin = crate::pipeline::Origin { caller, prompter };
         let outcome = self
             .gateway
-            .call(app, tool, args, cancel, progress, &origin)
-            .await?;
-        Ok(outcome_result(outcome).into())
+            .call(
+                app,
+                tool,
+                args,
+                cancel,
+                progress.as_ref().map(ProgressForwarder::sink),
+                &origin,
+            )
+            .await;
+        if let Some(progress) = &progress {
+            progress.flush().await;
+        }
+        Ok(outcome_result(outcome?).into())
     }
 }
 
@@ -438,12 +462,19 @@ impl crate::consent::Prompter for Elicit {
 
 /// Forwards executor progress as `notifications/progress`, in order, when the client
 /// sent a progress token.
-fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressSink> {
+fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
     let token = ctx.meta.get_progress_token()?;
     let peer = ctx.peer.clone();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Forward>();
     tokio::spawn(async move {
-        while let Some(p) = rx.recv().await {
+        while let Some(item) = rx.recv().await {
+            let p = match item {
+                Forward::Progress(p) => p,
+                Forward::Flush(done) => {
+                    let _ = done.send(());
+                    continue;
+                }
+            };
             let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
             if let Some(total) = p.total {
                 param = param.with_total(total);
@@ -456,12 +487,46 @@ fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressSink> {
             }
         }
     });
-    Some(Arc::new(move |p| {
-        let _ = tx.send(p);
-    }))
+    Some(ProgressForwarder(tx))
+}
+
+enum Forward {
+    Progress(Progress),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The queue of one call's progress notifications.
+struct ProgressForwarder(tokio::sync::mpsc::UnboundedSender<Forward>);
+
+impl ProgressForwarder {
+    /// The executors' end of the queue.
+    fn sink(&self) -> ProgressSink {
+        let tx = self.0.clone();
+        Arc::new(move |p| {
+            let _ = tx.send(Forward::Progress(p));
+        })
+    }
+
+    /// Waits until the progress queued so far has been sent (a client drops progress
+    /// that arrives after the result), for at most `FLUSH_WAIT`.
+    async fn flush(&self) {
+        const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+        let (done, sent) = tokio::sync::oneshot::channel();
+        if self.0.send(Forward::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(FLUSH_WAIT, sent).await;
+        }
+    }
 }
 
 fn outcome_result(outcome: Outcome) -> CallToolResult {
+    if outcome.mcp {
+        // A downstream server's (or an agent's) result, passed on as it is.
+        return serde_json::from_value(outcome.value).unwrap_or_else(|e| {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "the downstream result could not be read: {e}"
+            ))])
+        });
+    }
     let body = match &outcome.value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -570,7 +635,10 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let snapshot = self.gateway.snapshot().await;
+        let mut snapshot = self.gateway.snapshot().await;
+        if self.exposure(&snapshot) == Exposure::Flat {
+            snapshot = self.gateway.all_remote_tools().await;
+        }
         let mut tools = Vec::new();
         match self.exposure(&snapshot) {
             Exposure::Progressive => {

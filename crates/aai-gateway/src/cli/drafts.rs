@@ -1,0 +1,140 @@
+//! Commands that write descriptors (`--discover`, `import mcp`) show what they would
+//! write first, then write on `--yes` or a TTY confirmation; files the user edited are
+//! kept unless `--force` (`catalog::drafts`).
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::Context;
+use super::table::Table;
+use crate::catalog::drafts::{self, Plan};
+
+/// How to write.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Options {
+    /// Without asking.
+    pub yes: bool,
+    /// Also over descriptors the user edited.
+    pub force: bool,
+    /// One JSON object on stdout instead of a table.
+    pub json: bool,
+}
+
+/// One descriptor that may be written.
+pub(super) struct Found {
+    /// App id (its folder under the home).
+    pub id: String,
+    /// The descriptor, when there is one.
+    pub text: Option<String>,
+    /// One line about it (never a secret).
+    pub summary: String,
+    /// What writing it would do.
+    pub plan: Plan,
+    /// What the user should know about it.
+    pub notes: Vec<String>,
+    /// A credential to store once it is written.
+    pub secret: Option<String>,
+}
+
+/// Shows what was found, then writes what may be written (`before_write` runs first for
+/// each file, and a failure stops there).
+pub(super) fn present(
+    ctx: &Context,
+    opts: Options,
+    found: &[Found],
+    activatable: &[String],
+    before_write: &mut dyn FnMut(&Found) -> Result<(), String>,
+) -> ExitCode {
+    let writable: Vec<&Found> = found
+        .iter()
+        .filter(|f| {
+            matches!(f.plan, Plan::New | Plan::Update) || (opts.force && f.plan == Plan::Edited)
+        })
+        .collect();
+
+    if !opts.json {
+        let mut table = Table::new(&["APP", "DESCRIPTOR", "PLAN"]);
+        for f in found {
+            table.row(vec![
+                f.id.clone(),
+                f.summary.clone(),
+                f.plan.as_str().to_owned(),
+            ]);
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{}", table.render());
+        for f in found {
+            for note in &f.notes {
+                let _ = writeln!(out, "note: {}: {note}", f.id);
+            }
+        }
+        if !activatable.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNot running (start them and run --discover again): {}",
+                activatable.join(", ")
+            );
+        }
+    }
+    let confirmed = opts.yes
+        || (!writable.is_empty()
+            && !opts.json
+            && std::io::stdin().is_terminal()
+            && ask(writable.len()));
+    let mut written = Vec::new();
+    if confirmed {
+        for f in &writable {
+            let text = f.text.as_deref().expect("planned files have text");
+            if let Err(e) = before_write(f) {
+                return fail(&format!("{} was not written: {e}", f.id));
+            }
+            match drafts::write(&ctx.home.join(&f.id), text) {
+                Ok(path) => written.push(path),
+                Err(e) => {
+                    return fail(&format!("cannot write the descriptor of {}: {e}", f.id));
+                }
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if opts.json {
+        let apps: Vec<_> = found
+            .iter()
+            .map(|f| json!({"service": f.id, "notes": f.notes, "plan": format!("{:?}", f.plan).to_lowercase(), "summary": f.summary,
+                            "file": ctx.home.join(&f.id).join("aai.json")}))
+            .collect();
+        let body = json!({"apps": apps, "notRunning": activatable, "written": written});
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&body).expect("JSON")
+        );
+    } else if !written.is_empty() {
+        for p in &written {
+            let _ = writeln!(out, "wrote {}", p.display());
+        }
+    } else if !writable.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nNothing written; run again with --yes to write {}.",
+            crate::text::count(writable.len(), "descriptor", "descriptors")
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn ask(n: usize) -> bool {
+    eprint!(
+        "Write {}? [y/N] ",
+        crate::text::count(n, "descriptor", "descriptors")
+    );
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y")
+}
+
+fn fail(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "aai-gateway: {message}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,322 @@
+//! The `mcp` executor (our extension; `docs/descriptors.md`): a downstream MCP server is
+//! an app, and its tools are the app's tools.
+//!
+//! A server is connected on first use (a call, or a guide that needs its tools) and kept;
+//! concurrent first uses share one connection attempt. Its tools are listed once and
+//! cached here; the gateway folds them into its snapshot (`Gateway::rescan`), so they are
+//! disclosed progressively like any app's. When the server says its tool list changed,
+//! the cache entry is marked stale and the app id is sent to the gateway, which lists the
+//! tools again and tells its own clients. A server that is down fails only its own calls
+//! (SERVICE_UNAVAILABLE); the next call connects again.
+//!
+//! Results pass through untouched (text, images, embedded resources, `structuredContent`,
+//! `isError`), and so do progress and cancellation.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aai_descriptor::{Executor, McpServer, Schema, Tool, ToolCall};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{Execute, Request, process};
+use crate::error::{Code, GatewayError};
+use crate::mcp::downstream::{self, CallError, Connection, RemoteTool, Transport};
+
+/// How long starting a server and its handshake may take (`npx` may install first).
+const CONNECT_DEADLINE: Duration = Duration::from_secs(60);
+/// How long `tools/list` may take.
+const LIST_DEADLINE: Duration = Duration::from_secs(30);
+
+/// One app's server: how it is reached, and its connection once made.
+struct Slot {
+    server: McpServer,
+    base_dir: PathBuf,
+    link: tokio::sync::Mutex<Option<Arc<Connection>>>,
+}
+
+/// Listed tools, by app id; `None` once the server said its list changed (until listed
+/// again).
+type ToolCache = Arc<Mutex<HashMap<String, Option<Vec<Tool>>>>>;
+
+/// Runs downstream MCP servers.
+pub struct McpExecutor {
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    tools: ToolCache,
+    changed_tx: mpsc::UnboundedSender<String>,
+    changed_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+}
+
+impl Default for McpExecutor {
+    fn default() -> Self {
+        let (changed_tx, changed_rx) = mpsc::unbounded_channel();
+        McpExecutor {
+            slots: Mutex::default(),
+            tools: ToolCache::default(),
+            changed_tx,
+            changed_rx: Mutex::new(Some(changed_rx)),
+        }
+    }
+}
+
+impl std::fmt::Debug for McpExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.slots.lock().map(|s| s.len()).unwrap_or(0);
+        f.debug_struct("McpExecutor").field("servers", &n).finish()
+    }
+}
+
+impl Execute for McpExecutor {
+    /// The result is the server's whole `CallToolResult`.
+    async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {
+        Ok(self.call(req).await?)
+    }
+}
+
+impl McpExecutor {
+    /// The tools of `app`'s server, when they have been listed.
+    pub fn tools_of(&self, app: &str) -> Option<Vec<Tool>> {
+        self.tools
+            .lock()
+            .expect("tools lock")
+            .get(app)
+            .cloned()
+            .flatten()
+    }
+
+    /// Whether `app`'s tools come from its server (listed at least once), as opposed to
+    /// its descriptor.
+    pub fn lists_tools_of(&self, app: &str) -> bool {
+        self.tools.lock().expect("tools lock").contains_key(app)
+    }
+
+    /// App ids whose server changed its tool list (taken once, by the gateway).
+    pub fn changes(&self) -> Option<mpsc::UnboundedReceiver<String>> {
+        self.changed_rx.lock().expect("changes lock").take()
+    }
+
+    /// Connects to `app`'s server if needed and lists its tools into the cache.
+    pub async fn list_tools(
+        &self,
+        app: &str,
+        server: &McpServer,
+        base_dir: &Path,
+        auth: Option<&crate::auth::Material>,
+    ) -> Result<(), GatewayError> {
+        let link = self.link(app, server, base_dir, auth).await?;
+        let listed = link
+            .list_tools(LIST_DEADLINE)
+            .await
+            .map_err(|why: String| {
+                self.forget(app, &link);
+                unavailable(app, &why, &link.stderr())
+            })?;
+        let tools = listed.into_iter().map(|t| to_tool(app, t)).collect();
+        self.tools
+            .lock()
+            .expect("tools lock")
+            .insert(app.to_owned(), Some(tools));
+        Ok(())
+    }
+
+    async fn call(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+        let Executor::Mcp(server) = req.executor else {
+            unreachable!("dispatched by executor type");
+        };
+        let link = self
+            .link(req.app, server, req.base_dir, req.auth.as_ref())
+            .await?;
+        let Value::Object(args) = req.args else {
+            unreachable!("validated arguments are an object");
+        };
+        let ctx = &req.ctx;
+        match link
+            .call(
+                &req.tool.name,
+                args,
+                ctx.progress.clone(),
+                &ctx.cancel,
+                ctx.timeout,
+            )
+            .await
+        {
+            Ok(result) => Ok(result),
+            Err(CallError::Closed(why)) => {
+                self.forget(req.app, &link);
+                Err(unavailable(req.app, &why, &link.stderr()))
+            }
+            Err(CallError::Rpc { code, message }) => {
+                let ours = if code == -32602 {
+                    Code::InvalidParams
+                } else {
+                    Code::AutomationFailed
+                };
+                Err(GatewayError::new(
+                    ours,
+                    format!(
+                        "the MCP server answered with an error: {}",
+                        crate::text::excerpt(&message, 2000)
+                    ),
+                )
+                .with("serverCode", code))
+            }
+            Err(CallError::Timeout) => Err(GatewayError::new(
+                Code::Timeout,
+                format!(
+                    "the MCP server did not answer within {} s; the request was cancelled there",
+                    ctx.timeout.as_secs()
+                ),
+            )),
+            Err(CallError::Cancelled) => Err(GatewayError::new(
+                Code::AutomationFailed,
+                "the call was cancelled; the MCP server was told",
+            )),
+        }
+    }
+
+    /// The live connection to `app`'s server, made now when there is none (concurrent
+    /// callers wait for the same attempt).
+    async fn link(
+        &self,
+        app: &str,
+        server: &McpServer,
+        base_dir: &Path,
+        auth: Option<&crate::auth::Material>,
+    ) -> Result<Arc<Connection>, GatewayError> {
+        let slot = {
+            let mut slots = self.slots.lock().expect("slots lock");
+            let slot = slots.entry(app.to_owned()).or_insert_with(|| {
+                Arc::new(Slot {
+                    server: server.clone(),
+                    base_dir: base_dir.to_owned(),
+                    link: tokio::sync::Mutex::new(None),
+                })
+            });
+            if slot.server != *server || slot.base_dir != base_dir {
+                *slot = Arc::new(Slot {
+                    server: server.clone(),
+                    base_dir: base_dir.to_owned(),
+                    link: tokio::sync::Mutex::new(None),
+                });
+            }
+            slot.clone()
+        };
+        let mut link = slot.link.lock().await;
+        if let Some(live) = link.as_ref().filter(|l| !l.is_closed()) {
+            return Ok(live.clone());
+        }
+        *link = None;
+        let transport = match server {
+            McpServer::Stdio(p) => Transport::Stdio(Box::new(
+                process::spawn(&process::Spec {
+                    program: &p.command,
+                    args: &p.args,
+                    env: &p.env,
+                    base_dir,
+                    label: app,
+                })
+                .map_err(|e| unavailable(app, &e.detail, ""))?,
+            )),
+            McpServer::Http { url, headers } => {
+                let mut headers = headers.clone();
+                if let Some(material) = auth {
+                    if !material.query.is_empty() {
+                        return Err(GatewayError::new(
+                            Code::AaiJsonInvalid,
+                            "an MCP server over HTTP takes its API key in a header, not the query string",
+                        ));
+                    }
+                    headers.extend(
+                        material
+                            .headers
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.expose().to_owned())),
+                    );
+                }
+                Transport::Http {
+                    url: url.clone(),
+                    headers,
+                }
+            }
+        };
+        let tools = self.tools.clone();
+        let changed = self.changed_tx.clone();
+        let id = app.to_owned();
+        let on_tools_changed = Arc::new(move || {
+            tools.lock().expect("tools lock").insert(id.clone(), None);
+            let _ = changed.send(id.clone());
+        });
+        let connection = downstream::connect(transport, CONNECT_DEADLINE, on_tools_changed)
+            .await
+            .map_err(|why: String| unavailable(app, &why, ""))?;
+        tracing::info!(app, server = ?connection.server(), "connected to the MCP server");
+        let connection = Arc::new(connection);
+        *link = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Drops `link` as `app`'s connection (it failed); the next use connects again.
+    fn forget(&self, app: &str, link: &Arc<Connection>) {
+        let slot = self.slots.lock().expect("slots lock").get(app).cloned();
+        if let Some(slot) = slot
+            && let Ok(mut current) = slot.link.try_lock()
+            && current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link))
+        {
+            *current = None;
+        }
+    }
+
+    /// After a reload: drops the connections and tool lists of apps that are gone or
+    /// now reach their server differently (`app id → server`).
+    pub fn retire_stale(&self, live: &HashMap<String, McpServer>) {
+        self.slots
+            .lock()
+            .expect("slots lock")
+            .retain(|app, slot| live.get(app) == Some(&slot.server));
+        self.tools
+            .lock()
+            .expect("tools lock")
+            .retain(|app, _| live.contains_key(app));
+    }
+
+    /// Closes every connection (stdio servers are killed with their process group).
+    pub fn shutdown(&self) {
+        self.slots.lock().expect("slots lock").clear();
+    }
+}
+
+fn unavailable(app: &str, why: &str, stderr: &str) -> GatewayError {
+    let note = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; its last stderr lines: {}",
+            crate::text::excerpt(stderr, 600)
+        )
+    };
+    GatewayError::new(
+        Code::ServiceUnavailable,
+        format!("the MCP server of `{app}` is not available: {why}{note}"),
+    )
+    .with("app", app)
+}
+
+/// A listed tool as one of the app's tools. A schema the gateway cannot use for
+/// validation is replaced by "any object" (the server still validates).
+fn to_tool(app: &str, t: RemoteTool) -> Tool {
+    let parameters = Schema::compile(&t.input_schema).unwrap_or_else(|why| {
+        tracing::warn!(app, tool = %t.name, "the tool's input schema is not usable here ({why}); arguments are passed unchecked");
+        Schema::compile(&json!({"type": "object"})).expect("a constant schema")
+    });
+    let returns = t.output_schema.and_then(|s| Schema::compile(&s).ok());
+    Tool {
+        name: t.name,
+        description: t.description,
+        parameters,
+        returns,
+        timeout: None,
+        call: ToolCall::Forward,
+    }
+}

@@ -1,0 +1,393 @@
+"""Downstream MCP servers as apps (`execution.type: "mcp"`), driven through `aai_exec` by
+the Python SDK client: the reference `server-everything` over stdio and streamable HTTP,
+`server-filesystem`, PyPI `mcp-server-time`, and a small SDK server of our own
+(`growing_server.py`) for list changes, crashes and cancellation.
+
+Run: python3 -m pytest tests/mcp -q
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, need_peer, running
+
+anyio = pytest.importorskip("anyio")
+MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
+
+pytestmark = pytest.mark.anyio
+
+NODE_MODULES = ROOT / "tests" / "mcp" / "peers" / "node_modules"
+EVERYTHING = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+FILESYSTEM = NODE_MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+GROWING = Path(__file__).with_name("growing_server.py")
+META = ["aai_search", "aai_guide", "web_discover", "aai_exec"]
+
+
+def need_npm_peer(path: Path):
+    need_peer(path.exists(), f"{path.relative_to(ROOT)} (npm ci --prefix tests/mcp/peers)")
+
+
+def mcp_app(gw, app_id, execution, description="A downstream MCP server", **extra):
+    gw.put(app_id, {
+        "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+        "app": {"id": app_id, "name": {"en": app_id.split(".")[-1].title()}, "defaultLang": "en",
+                "description": description},
+        "execution": {"type": "mcp", **execution}, **extra,
+    })
+
+
+def everything(gw, app_id="dev.mcp.everything"):
+    need_npm_peer(EVERYTHING)
+    mcp_app(gw, app_id, {"command": "node", "args": [str(EVERYTHING), "stdio"]},
+            description="The MCP reference test server: echo, sums, images, long operations")
+
+
+def growing(gw, app_id="dev.mcp.growing"):
+    mcp_app(gw, app_id, {"command": sys.executable, "args": [str(GROWING)]},
+            description="A server whose tool list grows")
+
+
+async def exec_(s, app, tool, **args):
+    return await s.call_tool("aai_exec", {"app": app, "tool": tool, "args": args})
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_a_server_is_one_app_whose_tools_cost_nothing_until_asked_for(gw, tmp_path):
+    everything(gw)
+    async with gw.session() as s:
+        listed = [t.name for t in (await s.list_tools()).tools]
+        assert listed == ["app_dev_mcp_everything", *META], "one tool for the whole server"
+        assert not running(tmp_path, "server-everything"), "not started before first use"
+
+        found = await s.call_tool("aai_search", {"query": "reference test server"})
+        assert "dev.mcp.everything" in found.content[0].text
+
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.everything"})).content[0].text
+        for name in ("echo", "get-sum", "get-tiny-image", "trigger-long-running-operation"):
+            assert f"### `{name}`" in guide
+        assert "`message` (string, required)" in guide, "the server's schema is disclosed"
+        assert len(running(tmp_path, "server-everything")) == 1
+
+        listed_again = [t.name for t in (await s.list_tools()).tools]
+        assert listed_again == listed, "its tools still cost the client's tool list nothing"
+
+
+async def test_results_pass_through_intact(gw):
+    everything(gw)
+    async with gw.session() as s:
+        r = await exec_(s, "dev.mcp.everything", "echo", message="hello ✓")
+        assert [c.type for c in r.content] == ["text"] and r.content[0].text == "Echo: hello ✓"
+
+        r = await exec_(s, "dev.mcp.everything", "get-tiny-image")
+        images = [c for c in r.content if c.type == "image"]
+        assert images and images[0].mime_type == "image/png" and len(images[0].data) > 100
+
+        r = await exec_(s, "dev.mcp.everything", "get-structured-content", location="New York")
+        assert set(r.structured_content) == {"temperature", "conditions", "humidity"}
+
+        r = await exec_(s, "dev.mcp.everything", "get-resource-reference", resourceId=2)
+        embedded = [c for c in r.content if c.type == "resource"]
+        assert embedded and str(embedded[0].resource.uri).endswith("/2")
+
+        r = await exec_(s, "dev.mcp.everything", "get-sum", a=2, b=40)
+        assert "42" in r.content[0].text
+
+
+async def test_arguments_are_checked_against_the_servers_schema(gw):
+    everything(gw)
+    async with gw.session() as s:
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "dev.mcp.everything", "get-sum", a="two", b=40)
+        assert e.value.error.data["type"] == "INVALID_PARAMS" and e.value.error.data["field"] == "/a"
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "dev.mcp.everything", "no-such-tool")
+        assert e.value.error.code == -32003 and "get-sum" in e.value.error.data["detail"]
+
+
+async def test_progress_passes_through(gw):
+    everything(gw)
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total))
+
+    async with gw.session() as s:
+        r = await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "trigger-long-running-operation",
+                                           "args": {"duration": 1, "steps": 4}}, progress_callback=on_progress)
+        assert "completed" in r.content[0].text.lower()
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+async def test_cancellation_reaches_the_server_and_the_next_call_works(gw, tmp_path):
+    growing(gw)
+    marker = tmp_path / "cancelled"
+    async with gw.session() as s:
+        pid = json.loads((await exec_(s, "dev.mcp.growing", "pid")).content[0].text)
+        with anyio.move_on_after(1):
+            await exec_(s, "dev.mcp.growing", "slow", seconds=60, marker=str(marker))
+        with anyio.fail_after(10):
+            while not marker.exists():
+                await anyio.sleep(0.05)
+        r = await exec_(s, "dev.mcp.growing", "pid")
+        assert json.loads(r.content[0].text) == pid, "the connection survives a cancelled call"
+
+
+async def test_a_call_over_its_timeout_is_cancelled_downstream(gw, tmp_path):
+    mcp_app(gw, "dev.mcp.growing", {"command": sys.executable, "args": [str(GROWING)], "timeout": 1500})
+    marker = tmp_path / "cancelled"
+    async with gw.session() as s:
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "dev.mcp.growing", "slow", seconds=60, marker=str(marker))
+        assert e.value.error.data["type"] == "TIMEOUT"
+        with anyio.fail_after(10):
+            while not marker.exists():
+                await anyio.sleep(0.05)
+
+
+async def test_a_changed_tool_list_is_fetched_again_and_announced(gw):
+    growing(gw)
+    announced = []
+
+    async def on_message(m):
+        method = getattr(getattr(m, "root", m), "method", None)
+        if method == "notifications/tools/list_changed":
+            announced.append(time.monotonic())
+
+    async with gw.session(on_message=on_message) as s:
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.growing"})).content[0].text
+        assert "### `grow`" in guide and "fresh" not in guide
+        announced.clear()
+        r = await exec_(s, "dev.mcp.growing", "grow", name="fresh")
+        assert r.content[0].text == "added fresh"
+        with anyio.fail_after(10):
+            while not announced:
+                await anyio.sleep(0.05)
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.growing"})).content[0].text
+        assert "### `fresh`" in guide and "Added at run time: fresh" in guide
+        r = await exec_(s, "dev.mcp.growing", "fresh")
+        assert r.content[0].text == "I am fresh"
+
+
+async def test_a_server_that_is_down_fails_only_its_own_app(gw, tmp_path):
+    everything(gw)
+    mcp_app(gw, "dev.mcp.missing", {"command": str(tmp_path / "no-such-server")})
+    mcp_app(gw, "dev.mcp.quitter", {"command": sys.executable, "args": ["-c", "import sys; sys.exit(4)"]})
+    mcp_app(gw, "dev.mcp.nobody", {"url": f"http://127.0.0.1:{free_port()}/mcp?key=hunter2-in-url"})
+    async with gw.session() as s:
+        for app in ("dev.mcp.missing", "dev.mcp.quitter", "dev.mcp.nobody"):
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("aai_guide", {"app": app})
+            assert e.value.error.data["type"] == "SERVICE_UNAVAILABLE", app
+            assert app in e.value.error.data["detail"]
+            with pytest.raises(MCPError) as e:
+                await exec_(s, app, "anything")
+            assert e.value.error.data["type"] == "SERVICE_UNAVAILABLE", app
+            assert "hunter2" not in json.dumps(e.value.error.data) + e.value.error.message
+        r = await exec_(s, "dev.mcp.everything", "echo", message="still here")
+        assert r.content[0].text == "Echo: still here"
+        found = await s.call_tool("aai_search", {"query": "reference test server"})
+        assert "dev.mcp.everything" in found.content[0].text
+    for log in (gw.home / "logs").iterdir():
+        assert "hunter2" not in log.read_text()
+    assert "hunter2" not in (tmp_path / "stderr.log").read_text()
+
+
+async def test_a_server_that_crashes_mid_call_fails_that_call_and_is_started_again(gw, tmp_path):
+    growing(gw)
+    async with gw.session() as s:
+        first = json.loads((await exec_(s, "dev.mcp.growing", "pid")).content[0].text)
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "dev.mcp.growing", "crash")
+        assert e.value.error.data["type"] == "SERVICE_UNAVAILABLE"
+        second = json.loads((await exec_(s, "dev.mcp.growing", "pid")).content[0].text)
+        assert second != first
+    assert not running(tmp_path, "growing_server"), "the server stops with the gateway"
+
+
+async def test_flat_exposure_lists_and_calls_the_servers_tools(gw):
+    everything(gw)
+    gw.config(exposure="flat")
+    async with gw.session() as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert "dev_mcp_everything__echo" in tools
+        assert tools["dev_mcp_everything__echo"].input_schema["required"] == ["message"]
+        r = await s.call_tool("dev_mcp_everything__echo", {"message": "flat"})
+        assert r.content[0].text == "Echo: flat"
+
+
+async def test_streamable_http_server(gw, tmp_path):
+    need_npm_peer(EVERYTHING)
+    port = free_port()
+    server = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"], cwd=tmp_path,
+                              env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "server-everything did not listen"
+                time.sleep(0.1)
+        mcp_app(gw, "dev.mcp.remote", {"url": f"http://127.0.0.1:{port}/mcp"},
+                description="The reference server over streamable HTTP")
+        seen = []
+
+        async def on_progress(progress, total, message):
+            seen.append(progress)
+
+        async with gw.session() as s:
+            r = await exec_(s, "dev.mcp.remote", "echo", message="over http")
+            assert r.content[0].text == "Echo: over http"
+            r = await exec_(s, "dev.mcp.remote", "get-tiny-image")
+            assert any(c.type == "image" for c in r.content)
+            r = await s.call_tool("aai_exec", {"app": "dev.mcp.remote", "tool": "trigger-long-running-operation",
+                                               "args": {"duration": 1, "steps": 3}}, progress_callback=on_progress)
+            assert seen == [1, 2, 3]
+            with anyio.move_on_after(1):
+                await s.call_tool("aai_exec", {"app": "dev.mcp.remote", "tool": "trigger-long-running-operation",
+                                               "args": {"duration": 30, "steps": 3}})
+            r = await exec_(s, "dev.mcp.remote", "echo", message="after cancel")
+            assert r.content[0].text == "Echo: after cancel"
+
+            # The server goes away: its app fails, and comes back with the server.
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+            with pytest.raises(MCPError) as e:
+                await exec_(s, "dev.mcp.remote", "echo", message="gone")
+            assert e.value.error.data["type"] == "SERVICE_UNAVAILABLE"
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+async def test_filesystem_server(gw, tmp_path):
+    need_npm_peer(FILESYSTEM)
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "note.txt").write_text("first line\n")
+    mcp_app(gw, "dev.mcp.files", {"command": "node", "args": [str(FILESYSTEM), str(root)]},
+            description="Files under one folder")
+    async with gw.session() as s:
+        r = await exec_(s, "dev.mcp.files", "read_text_file", path=str(root / "note.txt"))
+        assert r.content[0].text == "first line\n"
+        await exec_(s, "dev.mcp.files", "write_file", path=str(root / "new.txt"), content="written ✓")
+        assert (root / "new.txt").read_text() == "written ✓"
+        r = await exec_(s, "dev.mcp.files", "list_directory", path=str(root))
+        assert "[FILE] new.txt" in r.content[0].text and "[FILE] note.txt" in r.content[0].text
+        r = await exec_(s, "dev.mcp.files", "read_text_file", path="/etc/hostname")
+        refusal = r.content[0].text.lower()
+        assert r.is_error and ("outside allowed directories" in refusal or "denied" in refusal)
+
+
+async def test_time_server_from_pypi(gw):
+    server = Path(sys.executable).with_name("mcp-server-time")
+    need_peer(server.exists(), "PyPI package mcp-server-time")
+    mcp_app(gw, "dev.mcp.time", {"command": str(server), "args": ["--local-timezone", "UTC"]},
+            description="Current time and time zone conversion")
+    async with gw.session() as s:
+        r = await exec_(s, "dev.mcp.time", "get_current_time", timezone="Asia/Tokyo")
+        now = json.loads(r.content[0].text)
+        assert now["timezone"] == "Asia/Tokyo" and now["datetime"].endswith("+09:00")
+        r = await exec_(s, "dev.mcp.time", "convert_time", source_timezone="UTC", time="12:00",
+                        target_timezone="Europe/Berlin")
+        assert json.loads(r.content[0].text)["target"]["timezone"] == "Europe/Berlin"
+
+
+def start_http_growing(tmp_path):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(GROWING), "--http", str(port)], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server, port
+        except OSError:
+            assert time.monotonic() < deadline and server.poll() is None, "growing_server did not listen"
+            time.sleep(0.1)
+
+
+def stop(server):
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+async def test_import_mcp_makes_apps_of_a_claude_config_and_keeps_the_key_out_of_files(gw, tmp_path):
+    need_npm_peer(EVERYTHING)
+    server, port = start_http_growing(tmp_path)
+    try:
+        gw.config(credentials={"store": "file"})
+        config = tmp_path / "claude_desktop_config.json"
+        config.write_text(json.dumps({"mcpServers": {
+            "everything": {"command": "node", "args": [str(EVERYTHING), "stdio"]},
+            "Team Tools": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp",
+                           "headers": {"Authorization": "Bearer tok-SECRET-123"}},
+            "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+        }}))
+        shown = gw.run("import", "mcp", str(config))
+        assert shown.returncode == 0, shown.stderr
+        assert "mcp.everything" in shown.stdout and "mcp.team-tools" in shown.stdout
+        assert "SSE" in shown.stdout and "run again with --yes" in shown.stdout
+        assert not (gw.home / "mcp.everything").exists(), "nothing written without --yes or a TTY"
+        assert "tok-SECRET" not in shown.stdout + shown.stderr
+
+        done = gw.run("import", "mcp", str(config), "--yes", "--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert len(report["written"]) == 2
+        assert "tok-SECRET" not in (gw.home / "mcp.team-tools" / "aai.json").read_text()
+
+        async with gw.session() as s:
+            r = await exec_(s, "mcp.everything", "echo", message="imported")
+            assert r.content[0].text == "Echo: imported"
+            r = await exec_(s, "mcp.team-tools", "authorization")
+            assert r.content[0].text == "Bearer tok-SECRET-123", "the stored key is sent as configured"
+        for log in (gw.home / "logs").iterdir():
+            assert "tok-SECRET" not in log.read_text()
+        assert "tok-SECRET" not in (tmp_path / "stderr.log").read_text()
+
+        again = gw.run("import", "mcp", str(config), "--json")
+        plans = {a["service"]: a["plan"] for a in json.loads(again.stdout)["apps"]}
+        assert plans == {"mcp.everything": "unchanged", "mcp.team-tools": "unchanged", "mcp.legacy": "skipped"}
+    finally:
+        stop(server)
+
+
+async def test_import_mcp_reads_codex_toml(gw, tmp_path):
+    server = Path(sys.executable).with_name("mcp-server-time")
+    need_peer(server.exists(), "PyPI package mcp-server-time")
+    config = tmp_path / "config.toml"
+    config.write_text(f'model = "o3"\n\n[mcp_servers.time]\ncommand = "{server}"\n'
+                      f'args = ["--local-timezone", "UTC"]\ntool_timeout_sec = 20\n')
+    done = gw.run("import", "mcp", str(config), "--yes")
+    assert done.returncode == 0 and "wrote" in done.stdout, done.stderr
+    assert json.loads((gw.home / "mcp.time" / "aai.json").read_text())["execution"]["timeout"] == 20000
+    async with gw.session() as s:
+        r = await exec_(s, "mcp.time", "get_current_time", timezone="UTC")
+        assert json.loads(r.content[0].text)["timezone"] == "UTC"
+
+
+def test_import_mcp_refuses_what_it_cannot_read(gw, tmp_path):
+    for name, text, says in [("a.json", "{", "not valid JSON"), ("b.json", "{}", "mcpServers"),
+                             ("c.toml", "x = [", "TOML")]:
+        (tmp_path / name).write_text(text)
+        r = gw.run("import", "mcp", str(tmp_path / name))
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+    r = gw.run("import", "mcp", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and "cannot read" in r.stderr
