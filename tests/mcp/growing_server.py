@@ -25,6 +25,13 @@ async def grow(name: str, ctx: Context) -> str:
     return f"added {name}"
 
 
+@server.tool(description="Announces a changed tool list `n` times in a row")
+async def storm(n: int, ctx: Context) -> str:
+    for _ in range(n):
+        await ctx.request_context.session.send_tool_list_changed()
+    return "stormed"
+
+
 @server.tool(description="This server's process id")
 async def pid() -> int:
     return os.getpid()

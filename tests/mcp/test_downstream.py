@@ -180,6 +180,20 @@ async def test_a_changed_tool_list_is_fetched_again_and_announced(gw):
         assert r.content[0].text == "I am fresh"
 
 
+async def test_a_storm_of_list_changes_is_coalesced_and_keeps_the_tools(gw):
+    growing(gw)
+    async with gw.session() as s:
+        await exec_(s, "dev.mcp.growing", "storm", n=2000)
+        for _ in range(20):
+            r = await exec_(s, "dev.mcp.growing", "pid")
+            assert not r.is_error, "the last list stays in use while it is fetched again"
+            await anyio.sleep(0.05)
+        await anyio.sleep(1)
+    log = (gw.home / "logs" / "aai-gateway.log").read_text()
+    relisted = log.count("listing them again")
+    assert 1 <= relisted <= 10, f"{relisted} relistings for 2,000 notifications"
+
+
 async def test_a_server_that_is_down_fails_only_its_own_app(gw, tmp_path):
     everything(gw)
     mcp_app(gw, "dev.mcp.missing", {"command": str(tmp_path / "no-such-server")})

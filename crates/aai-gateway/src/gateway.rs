@@ -25,6 +25,8 @@ use crate::registry::{Registry, Snapshot};
 
 /// How often the registry catalog is fetched again.
 const REGISTRY_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+/// How long after a downstream server's `list_changed` its tools are listed again.
+const CHANGE_DEBOUNCE: Duration = Duration::from_millis(250);
 /// How long `tools/list` in `flat` exposure waits for downstream MCP servers.
 const FLAT_LISTING_WAIT: Duration = Duration::from_secs(15);
 
@@ -223,7 +225,7 @@ impl Gateway {
         };
         let mcp = self.executors.mcp();
         let declared = !binding.tools.is_empty() && !mcp.lists_tools_of(&entry.app.id);
-        if declared || mcp.tools_of(&entry.app.id).is_some() {
+        if declared || !mcp.needs_listing(&entry.app.id) {
             return Ok(snapshot);
         }
         let material = self.mcp_auth(&entry.app.id, binding).await?;
@@ -253,7 +255,7 @@ impl Gateway {
                 let mcp = self.executors.mcp();
                 matches!(b.executor, aai_descriptor::Executor::Mcp(_))
                     && (b.tools.is_empty() || mcp.lists_tools_of(&e.app.id))
-                    && mcp.tools_of(&e.app.id).is_none()
+                    && mcp.needs_listing(&e.app.id)
             })
             .map(|e| e.app.id.clone())
             .collect();
@@ -355,6 +357,9 @@ impl Gateway {
             let me = self.clone();
             tasks.push(tokio::spawn(async move {
                 while let Some(app) = changes.recv().await {
+                    // A server that announces changes in a loop is listed at most a few
+                    // times a second.
+                    tokio::time::sleep(CHANGE_DEBOUNCE).await;
                     tracing::info!(app, "the MCP server's tools changed; listing them again");
                     if let Err(e) = me.remote_tools(&app).await {
                         tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);

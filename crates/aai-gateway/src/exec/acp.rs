@@ -66,11 +66,22 @@ struct RpcError {
 #[derive(Default)]
 struct Heard {
     text: String,
-    /// Tool calls by id, in the order first seen.
+    /// Text left out past `MAX_TEXT` (bytes).
+    text_dropped: usize,
+    /// Tool calls by id, in the order first seen (at most `MAX_TOOL_CALLS`).
     tool_calls: Vec<(String, Map<String, Value>)>,
+    /// Where each tool call is in `tool_calls`.
+    tool_index: HashMap<String, usize>,
+    /// Tool calls left out past `MAX_TOOL_CALLS`.
+    tool_calls_dropped: usize,
     plan: Option<Value>,
     chunks: u64,
 }
+
+/// Most of an agent's answer kept in a result (the rest is counted, not kept).
+const MAX_TEXT: usize = 1024 * 1024;
+/// Most tool calls listed in a result.
+const MAX_TOOL_CALLS: usize = 500;
 
 /// The turn running in a session: where its updates and permission requests go.
 struct Turn {
@@ -323,7 +334,11 @@ fn on_update(agent: &Agent, params: &Value) {
             let Some(text) = update.pointer("/content/text").and_then(Value::as_str) else {
                 return;
             };
-            heard.text.push_str(text);
+            if heard.text.len() + text.len() <= MAX_TEXT {
+                heard.text.push_str(text);
+            } else {
+                heard.text_dropped += text.len();
+            }
             heard.chunks += 1;
             if let Some(sink) = &turn.progress {
                 sink(Progress {
@@ -349,9 +364,14 @@ fn on_update(agent: &Agent, params: &Value) {
                 .into_iter()
                 .filter(|(k, v)| keep.contains(&k.as_str()) && !v.is_null())
                 .collect();
-            match heard.tool_calls.iter_mut().find(|(i, _)| *i == id) {
-                Some((_, known)) => known.extend(fresh),
-                None => heard.tool_calls.push((id, fresh)),
+            match heard.tool_index.get(&id).copied() {
+                Some(at) => heard.tool_calls[at].1.extend(fresh),
+                None if heard.tool_calls.len() >= MAX_TOOL_CALLS => heard.tool_calls_dropped += 1,
+                None => {
+                    let at = heard.tool_calls.len();
+                    heard.tool_index.insert(id.clone(), at);
+                    heard.tool_calls.push((id, fresh));
+                }
             }
         }
         "plan" => heard.plan = update.get("entries").cloned(),
@@ -776,6 +796,12 @@ fn prompt_text(tool: &aai_descriptor::Tool, args: &Map<String, Value>) -> String
 /// The MCP tool result of a finished turn.
 fn result(session: &str, stop: &str, heard: Heard) -> Value {
     let mut text = heard.text;
+    if heard.text_dropped > 0 {
+        text.push_str(&format!(
+            "\n\n(… {} more bytes of the answer were left out: a result keeps at most 1 MiB.)",
+            heard.text_dropped
+        ));
+    }
     let tool_calls: Vec<Value> = heard
         .tool_calls
         .into_iter()
@@ -795,6 +821,12 @@ fn result(session: &str, stop: &str, heard: Heard) -> Value {
                 field("status")
             ));
         }
+    }
+    if heard.tool_calls_dropped > 0 {
+        text.push_str(&format!(
+            "\n- … and {} more tool calls (not listed)",
+            heard.tool_calls_dropped
+        ));
     }
     if let Some(Value::Array(entries)) = &heard.plan {
         text.push_str("\n\nPlan:");

@@ -5,7 +5,7 @@
 //! concurrent first uses share one connection attempt. Its tools are listed once and
 //! cached here; the gateway folds them into its snapshot (`Gateway::rescan`), so they are
 //! disclosed progressively like any app's. When the server says its tool list changed,
-//! the cache entry is marked stale and the app id is sent to the gateway, which lists the
+//! the app is marked stale (once, however many notifications come; its last list stays in use) and the app id is sent to the gateway, which lists the
 //! tools again and tells its own clients. A server that is down fails only its own calls
 //! (SERVICE_UNAVAILABLE); the next call connects again.
 //!
@@ -37,14 +37,18 @@ struct Slot {
     link: tokio::sync::Mutex<Option<Arc<Connection>>>,
 }
 
-/// Listed tools, by app id; `None` once the server said its list changed (until listed
-/// again).
-type ToolCache = Arc<Mutex<HashMap<String, Option<Vec<Tool>>>>>;
+/// Listed tools, by app id (kept while a changed list is fetched again).
+type ToolCache = Arc<Mutex<HashMap<String, Vec<Tool>>>>;
+
+/// Apps whose server said its list changed and that are not being listed yet: one pending
+/// relisting per app however many notifications arrive.
+type Stale = Arc<Mutex<std::collections::HashSet<String>>>;
 
 /// Runs downstream MCP servers.
 pub struct McpExecutor {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     tools: ToolCache,
+    stale: Stale,
     changed_tx: mpsc::UnboundedSender<String>,
     changed_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
 }
@@ -55,6 +59,7 @@ impl Default for McpExecutor {
         McpExecutor {
             slots: Mutex::default(),
             tools: ToolCache::default(),
+            stale: Stale::default(),
             changed_tx,
             changed_rx: Mutex::new(Some(changed_rx)),
         }
@@ -78,12 +83,14 @@ impl Execute for McpExecutor {
 impl McpExecutor {
     /// The tools of `app`'s server, when they have been listed.
     pub fn tools_of(&self, app: &str) -> Option<Vec<Tool>> {
-        self.tools
-            .lock()
-            .expect("tools lock")
-            .get(app)
-            .cloned()
-            .flatten()
+        self.tools.lock().expect("tools lock").get(app).cloned()
+    }
+
+    /// Whether `app`'s server must be asked for its tools: never asked, or its list
+    /// changed since.
+    pub fn needs_listing(&self, app: &str) -> bool {
+        !self.tools.lock().expect("tools lock").contains_key(app)
+            || self.stale.lock().expect("stale lock").contains(app)
     }
 
     /// Whether `app`'s tools come from its server (listed at least once), as opposed to
@@ -106,6 +113,8 @@ impl McpExecutor {
         auth: Option<&crate::auth::Material>,
     ) -> Result<(), GatewayError> {
         let link = self.link(app, server, base_dir, auth).await?;
+        // A change announced from here on is listed again after this listing.
+        self.stale.lock().expect("stale lock").remove(app);
         let listed = link
             .list_tools(LIST_DEADLINE)
             .await
@@ -117,7 +126,7 @@ impl McpExecutor {
         self.tools
             .lock()
             .expect("tools lock")
-            .insert(app.to_owned(), Some(tools));
+            .insert(app.to_owned(), tools);
         Ok(())
     }
 
@@ -241,12 +250,13 @@ impl McpExecutor {
                 }
             }
         };
-        let tools = self.tools.clone();
+        let stale = self.stale.clone();
         let changed = self.changed_tx.clone();
         let id = app.to_owned();
         let on_tools_changed = Arc::new(move || {
-            tools.lock().expect("tools lock").insert(id.clone(), None);
-            let _ = changed.send(id.clone());
+            if stale.lock().expect("stale lock").insert(id.clone()) {
+                let _ = changed.send(id.clone());
+            }
         });
         let connection = downstream::connect(transport, CONNECT_DEADLINE, on_tools_changed)
             .await
@@ -279,6 +289,10 @@ impl McpExecutor {
             .lock()
             .expect("tools lock")
             .retain(|app, _| live.contains_key(app));
+        self.stale
+            .lock()
+            .expect("stale lock")
+            .retain(|app| live.contains_key(app));
     }
 
     /// Closes every connection (stdio servers are killed with their process group).
