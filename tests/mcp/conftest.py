@@ -81,6 +81,18 @@ def running(tmp_path, needle):
     return [pid for pid, cmd in _processes_of(tmp_path, in_folder_only=True) if needle in cmd]
 
 
+def deciding(answers, asked):
+    """An elicitation callback: records each question and answers with the first entry of
+    `answers` whose key is in the question (a consent decision)."""
+    from mcp import types
+
+    async def elicit(ctx, params):
+        asked.append(params.message)
+        decision = next(d for key, d in answers.items() if key in params.message)
+        return types.ElicitResult(action="accept", content={"decision": decision})
+    return elicit
+
+
 @pytest.fixture(autouse=True)
 def no_process_outlives_its_test(tmp_path):
     """After each test, nothing it started may still run (given 5 s to exit)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need_peer, running
+from conftest import ROOT, deciding, need_peer, running
 
 anyio = pytest.importorskip("anyio")
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
@@ -62,18 +62,6 @@ async def wait_until(check, seconds=10.0):
     with anyio.fail_after(seconds):
         while not check():
             await anyio.sleep(0.05)
-
-
-def deciding(answers, asked):
-    """An elicitation callback: records each question and answers with the first entry of
-    `answers` whose key is in the question (a consent decision)."""
-    from mcp import types
-
-    async def elicit(ctx, params):
-        asked.append(params.message)
-        decision = next(d for key, d in answers.items() if key in params.message)
-        return types.ElicitResult(action="accept", content={"decision": decision})
-    return elicit
 
 
 async def ask(s, app, prompt, on_progress=None, **args):

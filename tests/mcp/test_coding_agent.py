@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need_peer, running
+from conftest import ROOT, deciding, need_peer, running
 
 anyio = pytest.importorskip("anyio")
 pytest.importorskip("mcp", reason="PyPI package mcp is not installed")
@@ -125,11 +125,7 @@ async def test_opencode_edits_and_runs_a_command_with_the_users_consent(gw, tmp_
         opencode_app(gw, tmp_path / "opencode", url)
         gw.config(consent={"mode": "prompt"})
         asked = []
-
-        async def elicit(ctx, params):
-            from mcp import types
-            asked.append(params.message)
-            return types.ElicitResult(action="accept", content={"decision": "once"})
+        elicit = deciding({"": "once"}, asked)
 
         seen = []
 
@@ -174,12 +170,7 @@ async def test_a_refused_command_is_not_run(gw, tmp_path):
         opencode_app(gw, tmp_path / "opencode", url)
         gw.config(consent={"mode": "prompt"})
         asked = []
-
-        async def elicit(ctx, params):
-            from mcp import types
-            asked.append(params.message)
-            decision = "deny" if "`ask/execute`" in params.message else "once"
-            return types.ElicitResult(action="accept", content={"decision": decision})
+        elicit = deciding({"`ask/execute`": "deny", "": "once"}, asked)
 
         async with gw.session(elicitation=elicit) as s:
             with anyio.fail_after(60):

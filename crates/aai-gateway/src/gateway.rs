@@ -212,23 +212,35 @@ impl Gateway {
         }
     }
 
-    /// The snapshot, with `app`'s tools listed first when it is a downstream MCP server
-    /// whose tools are not known yet (its first use connects to it).
-    pub async fn remote_tools(self: &Arc<Self>, app: &str) -> Result<Arc<Snapshot>, GatewayError> {
-        let snapshot = self.snapshot().await;
-        let Some(entry) = snapshot.find(app) else {
-            return Ok(snapshot);
-        };
+    /// The server to ask for `entry`'s tools, when it is a downstream MCP server whose
+    /// descriptor declares none and whose list is not known (or changed since).
+    fn unlisted_server<'e>(
+        &self,
+        entry: &'e crate::registry::Entry,
+    ) -> Option<&'e aai_descriptor::McpServer> {
         let binding = entry.binding();
         let aai_descriptor::Executor::Mcp(server) = &binding.executor else {
-            return Ok(snapshot);
+            return None;
         };
         let mcp = self.executors.mcp();
         let declared = !binding.tools.is_empty() && !mcp.lists_tools_of(&entry.app.id);
-        if declared || !mcp.needs_listing(&entry.app.id) {
+        (!declared && mcp.needs_listing(&entry.app.id)).then_some(server)
+    }
+
+    /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
+    /// server whose tools are not known yet (its first use connects to it).
+    pub async fn remote_tools(
+        self: &Arc<Self>,
+        snapshot: Arc<Snapshot>,
+        app: &str,
+    ) -> Result<Arc<Snapshot>, GatewayError> {
+        let Some(entry) = snapshot.find(app) else {
             return Ok(snapshot);
-        }
-        let material = self.mcp_auth(&entry.app.id, binding).await?;
+        };
+        let Some(server) = self.unlisted_server(entry) else {
+            return Ok(snapshot);
+        };
+        let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
         self.executors
             .mcp()
             .list_tools(
@@ -250,13 +262,7 @@ impl Gateway {
         let pending: Vec<String> = snapshot
             .entries
             .iter()
-            .filter(|e| {
-                let b = e.binding();
-                let mcp = self.executors.mcp();
-                matches!(b.executor, aai_descriptor::Executor::Mcp(_))
-                    && (b.tools.is_empty() || mcp.lists_tools_of(&e.app.id))
-                    && mcp.needs_listing(&e.app.id)
-            })
+            .filter(|e| self.unlisted_server(e).is_some())
             .map(|e| e.app.id.clone())
             .collect();
         if pending.is_empty() {
@@ -264,9 +270,9 @@ impl Gateway {
         }
         let mut listing = tokio::task::JoinSet::new();
         for app in pending {
-            let me = self.clone();
+            let (me, snapshot) = (self.clone(), snapshot.clone());
             listing.spawn(async move {
-                if let Err(e) = me.remote_tools(&app).await {
+                if let Err(e) = me.remote_tools(snapshot, &app).await {
                     tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
                 }
             });
@@ -361,10 +367,10 @@ impl Gateway {
                     // times a second.
                     tokio::time::sleep(CHANGE_DEBOUNCE).await;
                     tracing::info!(app, "the MCP server's tools changed; listing them again");
-                    if let Err(e) = me.remote_tools(&app).await {
+                    // On failure the last list stays in use (and is asked again on the
+                    // server's next change).
+                    if let Err(e) = me.remote_tools(me.snapshot().await, &app).await {
                         tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
-                        // What agents see drops the old list either way.
-                        me.rescan_async().await;
                     }
                 }
             }));

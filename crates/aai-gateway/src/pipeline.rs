@@ -177,16 +177,18 @@ impl Gateway {
         secrets_out: &mut Vec<String>,
     ) -> Result<Outcome, GatewayError> {
         let Control { cancel, progress } = control;
-        let snapshot = self.snapshot().await;
+        let mut snapshot = self.snapshot().await;
         let mut app = std::borrow::Cow::Borrowed(app);
         if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() {
             match web_address(&app) {
                 Some(WebAddress::Url) => {
                     app = self.discover_web(&app).await?.0.into();
+                    snapshot = self.snapshot().await;
                 }
                 Some(WebAddress::Domain) => match self.discover_web(&app).await {
                     Ok((id, _)) => {
                         app = id.into();
+                        snapshot = self.snapshot().await;
                     }
                     Err(e) => {
                         let not_found = not_served(&snapshot, &app, self.host.os());
@@ -204,9 +206,8 @@ impl Gateway {
             }
         }
         let app = app.as_ref();
-        // The snapshot again (discovery may have added the app); a downstream MCP
-        // server's tools are listed on its first use.
-        let snapshot = self.remote_tools(app).await?;
+        // A downstream MCP server's tools are listed on its first use.
+        let snapshot = self.remote_tools(snapshot, app).await?;
         let entry = snapshot
             .find(app)
             .ok_or_else(|| not_served(&snapshot, app, self.host.os()))?;
@@ -241,13 +242,12 @@ impl Gateway {
             .check(&question, origin.prompter.as_deref())
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;
-        let timeout = tool.timeout.or(binding.timeout).unwrap_or(
-            if matches!(binding.executor, aai_descriptor::Executor::Acp(_)) {
-                AGENT_TIMEOUT
-            } else {
-                self.config.default_timeout
-            },
-        );
+        let agent = matches!(binding.executor, aai_descriptor::Executor::Acp(_));
+        let timeout = tool.timeout.or(binding.timeout).unwrap_or(if agent {
+            AGENT_TIMEOUT
+        } else {
+            self.config.default_timeout
+        });
         let base_dir = base_dir(entry);
         let web_auth = match (&binding.executor, &binding.auth) {
             (aai_descriptor::Executor::Http(h), Some(a)) => Some((a, h.base_url.as_str())),
@@ -257,7 +257,14 @@ impl Gateway {
             ) => Some((a, url.as_str())),
             _ => None,
         };
-        let permission = self.permission_asker(&question, origin);
+        // Only agents ask for permission mid-call and open sessions in a folder.
+        let permission = agent.then(|| self.permission_asker(&question, origin));
+        let cwd = self
+            .config
+            .apps
+            .get(app_id)
+            .and_then(|a| a.cwd.clone())
+            .filter(|_| agent);
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
@@ -288,8 +295,8 @@ impl Gateway {
                         cancel: cancel.clone(),
                         progress: progress.clone(),
                         retries: self.config.retries,
-                        permission: Some(permission.clone()),
-                        cwd: self.config.apps.get(app_id).and_then(|a| a.cwd.clone()),
+                        permission: permission.clone(),
+                        cwd: cwd.clone(),
                     },
                 })
                 .await;

@@ -38,12 +38,9 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             .map(|(_, auth)| auth.clone())
     };
     let store = Store::new(ctx.config.credentials, &ctx.home);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime() {
         Ok(r) => r,
-        Err(e) => return fail(&format!("cannot start: {e}")),
+        Err(e) => return fail(&e),
     };
     match action {
         Action::Status(only) => {

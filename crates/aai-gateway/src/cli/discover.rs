@@ -53,13 +53,7 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
 #[cfg(target_os = "linux")]
 fn bus(ctx: &Context, opts: Options) -> Result<(Vec<Found>, Vec<String>), String> {
     use crate::catalog::generate;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return Err(format!("cannot start: {e}")),
-    };
+    let runtime = super::runtime()?;
     let names = match runtime.block_on(crate::catalog::bus::owned_names()) {
         Ok(n) => n,
         Err(e) => return Err(format!("cannot reach the D-Bus session bus: {e}")),

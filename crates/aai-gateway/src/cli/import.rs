@@ -55,12 +55,9 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
         })
         .collect();
     let store = Store::new(ctx.config.credentials, &ctx.home);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime() {
         Ok(r) => r,
-        Err(e) => return fail(&format!("cannot start: {e}")),
+        Err(e) => return fail(&e),
     };
     drafts::present(ctx, opts, &found, &[], &mut |f| {
         let Some(secret) = &f.secret else {

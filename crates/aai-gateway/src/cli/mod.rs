@@ -245,6 +245,14 @@ impl Context {
     }
 }
 
+/// The single-threaded runtime a command's async work runs on.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start: {e}"))
+}
+
 /// Runs the command line; the binary's `main` is only this.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

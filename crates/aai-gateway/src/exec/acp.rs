@@ -133,15 +133,7 @@ impl Agent {
     }
 
     fn stderr_note(&self) -> String {
-        let tail = self.stderr.text();
-        if tail.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; its last stderr lines: {}",
-                crate::text::excerpt(&tail, 600)
-            )
-        }
+        self.stderr.note()
     }
 
     async fn write(&self, message: &Value) -> std::io::Result<()> {
@@ -279,8 +271,7 @@ fn dispatch(agent: &Arc<Agent>, message: Value) {
             let _ = tx.send(answer);
         }
         (Some("session/update"), None) => {
-            let params = message.get("params").cloned().unwrap_or(Value::Null);
-            on_update(agent, &params);
+            on_update(agent, message.get("params").unwrap_or(&Value::Null));
         }
         (Some("session/request_permission"), Some(id)) => {
             let agent = agent.clone();
@@ -349,7 +340,7 @@ fn on_update(agent: &Agent, params: &Value) {
             }
         }
         "tool_call" | "tool_call_update" => {
-            let Some(Value::Object(fields)) = Some(update.clone()) else {
+            let Some(fields) = update.as_object() else {
                 return;
             };
             let Some(id) = fields
@@ -361,8 +352,9 @@ fn on_update(agent: &Agent, params: &Value) {
             };
             let keep = ["title", "kind", "status"];
             let fresh: Map<String, Value> = fields
-                .into_iter()
+                .iter()
                 .filter(|(k, v)| keep.contains(&k.as_str()) && !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             match heard.tool_index.get(&id).copied() {
                 Some(at) => heard.tool_calls[at].1.extend(fresh),
@@ -769,10 +761,7 @@ impl AcpExecutor {
 }
 
 fn home() -> PathBuf {
-    std::env::var_os("HOME")
-        .or_else(|| std::env::var_os("USERPROFILE"))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"))
+    std::env::home_dir().unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// The prompt of a call: the `prompt` argument, or the tool's description and its

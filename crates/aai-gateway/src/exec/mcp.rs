@@ -120,7 +120,7 @@ impl McpExecutor {
             .await
             .map_err(|why: String| {
                 self.forget(app, &link);
-                unavailable(app, &why, &link.stderr())
+                unavailable(app, &why, &link.stderr_note())
             })?;
         let tools = listed.into_iter().map(|t| to_tool(app, t)).collect();
         self.tools
@@ -154,7 +154,7 @@ impl McpExecutor {
             Ok(result) => Ok(result),
             Err(CallError::Closed(why)) => {
                 self.forget(req.app, &link);
-                Err(unavailable(req.app, &why, &link.stderr()))
+                Err(unavailable(req.app, &why, &link.stderr_note()))
             }
             Err(CallError::Rpc { code, message }) => {
                 let ours = if code == -32602 {
@@ -301,15 +301,8 @@ impl McpExecutor {
     }
 }
 
-fn unavailable(app: &str, why: &str, stderr: &str) -> GatewayError {
-    let note = if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; its last stderr lines: {}",
-            crate::text::excerpt(stderr, 600)
-        )
-    };
+/// SERVICE_UNAVAILABLE for `app`; `note` is the server's stderr note (or nothing).
+fn unavailable(app: &str, why: &str, note: &str) -> GatewayError {
     GatewayError::new(
         Code::ServiceUnavailable,
         format!("the MCP server of `{app}` is not available: {why}{note}"),

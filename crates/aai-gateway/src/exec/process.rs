@@ -141,6 +141,19 @@ impl StderrTail {
         lines.iter().cloned().collect::<Vec<_>>().join(" | ")
     }
 
+    /// `; its last stderr lines: …` for an error message, or nothing when there are none.
+    pub fn note(&self) -> String {
+        let tail = self.text();
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; its last stderr lines: {}",
+                crate::text::excerpt(&tail, 600)
+            )
+        }
+    }
+
     fn push(&self, line: String) {
         let mut lines = self.0.lock().expect("stderr tail lock");
         if lines.len() == STDERR_TAIL {

@@ -91,12 +91,7 @@ impl Adapter {
     }
 
     fn stderr_note(&self) -> String {
-        let tail = self.stderr.text();
-        if tail.is_empty() {
-            String::new()
-        } else {
-            format!("; its last stderr lines: {}", excerpt(&tail, 600))
-        }
+        self.stderr.note()
     }
 }
 

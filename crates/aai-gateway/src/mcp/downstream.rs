@@ -166,15 +166,7 @@ pub async fn connect(
                 stderr_tail,
             } = *spawned;
             let started = tokio::time::timeout(deadline, handler.serve((stdout, stdin))).await;
-            let tail = stderr_tail.text();
-            let note = if tail.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; its last stderr lines: {}",
-                    crate::text::excerpt(&tail, 600)
-                )
-            };
+            let note = stderr_tail.note();
             let service = match started {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => return Err(format!("the MCP handshake failed: {e}{note}")),
@@ -263,11 +255,11 @@ impl Connection {
         self.service.is_transport_closed()
     }
 
-    /// The server's last stderr lines (stdio), for error messages.
-    pub fn stderr(&self) -> String {
+    /// The server's last stderr lines (stdio) as a note for error messages.
+    pub fn stderr_note(&self) -> String {
         self.stderr
             .as_ref()
-            .map(StderrTail::text)
+            .map(StderrTail::note)
             .unwrap_or_default()
     }
 

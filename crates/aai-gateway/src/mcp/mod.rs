@@ -10,14 +10,6 @@
 #![allow(clippy::disallowed_types)]
 
 pub mod downstream;
-
-/// How much of rmcp's own logging the log keeps (`logging.rs`), unless `AAI_LOG` names
-/// rmcp: warnings (its `info` lines dump whole protocol structs), and nothing of its
-/// client transports, whose errors quote reqwest errors and so the full URL of a
-/// downstream server, a key in its query included (`downstream.rs` reports each failure
-/// itself, without it).
-pub const LOG_DIRECTIVES: &str =
-    "rmcp=warn,rmcp::transport::worker=off,rmcp::transport::streamable_http_client=off";
 pub mod http;
 mod names;
 pub mod stdio;
@@ -44,6 +36,14 @@ use crate::host::Os;
 use crate::pipeline::Outcome;
 use crate::registry::{Entry, Snapshot};
 use tools::Meta;
+
+/// How much of rmcp's own logging the log keeps (`logging.rs`), unless `AAI_LOG` names
+/// rmcp: warnings (its `info` lines dump whole protocol structs), and nothing of its
+/// client transports, whose errors quote reqwest errors and so the full URL of a
+/// downstream server, a key in its query included (`downstream.rs` reports each failure
+/// itself, without it).
+pub const LOG_DIRECTIVES: &str =
+    "rmcp=warn,rmcp::transport::worker=off,rmcp::transport::streamable_http_client=off";
 
 const INSTRUCTIONS: &str = "This server lets you use applications on this computer and on the web directly. \
 Find an app with `aai_search` (any language), read its guide with `aai_guide` (or the app's `app_*` tool), \
@@ -189,9 +189,8 @@ impl Server {
             }
             Some(Meta::Guide) => {
                 let app = string_arg(&args, "app")?;
-                find(&snapshot, app, self.gateway.host.os())?;
                 // A downstream MCP server is asked for its tools on first use.
-                let snapshot = self.gateway.remote_tools(app).await?;
+                let snapshot = self.gateway.remote_tools(snapshot, app).await?;
                 let entry = find(&snapshot, app, self.gateway.host.os())?;
                 Ok(text(crate::registry::guide::render(&snapshot, entry)).into())
             }
@@ -221,7 +220,7 @@ impl Server {
                     .or_else(|| name.strip_prefix("app:"))
                     && snapshot.find(app).is_some()
                 {
-                    let snapshot = self.gateway.remote_tools(app).await?;
+                    let snapshot = self.gateway.remote_tools(snapshot.clone(), app).await?;
                     let entry = find(&snapshot, app, self.gateway.host.os())?;
                     return Ok(text(crate::registry::guide::render(&snapshot, entry)).into());
                 }
