@@ -1,12 +1,14 @@
 """ACP agents as apps (`execution.type: "acp"`), driven through `aai_exec` by the Python
 SDK client: the `agent` example of the Rust `agent-client-protocol` crate (it echoes the
 prompt), the TypeScript example agent of npm `@zed-industries/agent-client-protocol` (it
-streams, reports tool calls and asks permission to edit), and a not-signed-in agent of our
-own (`acp_login_agent.py`). Then the ways an agent goes wrong: it crashes mid-prompt, it
-hangs, the call is cancelled, the gateway is killed; nothing may be left running.
+streams, reports tool calls and asks permission to edit), and scripted agents of our own
+(`acp_scripted_agent.py`: not signed in, asking permission in a loop, closing its output,
+never starting). Then the ways an agent goes wrong: it crashes mid-prompt, it hangs, the
+call is cancelled, the gateway is killed; nothing may be left running.
 
 Run: python3 -m pytest tests/mcp -q
 """
+import json
 import os
 import signal
 import sys
@@ -25,7 +27,7 @@ ECHO_AGENT = ROOT / "target" / "test-peers" / "acp" / "bin" / "agent"
 NODE_MODULES = ROOT / "tests" / "mcp" / "peers" / "node_modules"
 TSX = NODE_MODULES / ".bin" / "tsx"
 TS_AGENT = NODE_MODULES / "@zed-industries" / "agent-client-protocol" / "typescript" / "examples" / "agent.ts"
-LOGIN_AGENT = Path(__file__).with_name("acp_login_agent.py")
+SCRIPTED_AGENT = Path(__file__).with_name("acp_scripted_agent.py")
 
 ASK = {"name": "ask", "description": "Give the agent a task in plain language",
        "parameters": {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}}
@@ -197,7 +199,7 @@ async def test_without_a_consent_channel_the_permission_is_refused_not_left_hang
 
 
 async def test_an_agent_that_needs_a_login_says_so(gw):
-    acp_app(gw, "dev.acp.login", sys.executable, [LOGIN_AGENT])
+    acp_app(gw, "dev.acp.login", sys.executable, [SCRIPTED_AGENT, "login"])
     async with gw.session() as s:
         with anyio.fail_after(20):
             with pytest.raises(MCPError) as e:
@@ -302,3 +304,66 @@ async def test_a_coding_agent_on_path_is_offered_as_a_built_in_app(gw, tmp_path)
     async with gw.session() as s:
         found = (await s.call_tool("aai_search", {"query": "coding agent"})).content[0].text
         assert "ai.opencode" not in found, "not on PATH, not offered"
+
+
+async def test_permission_requests_are_capped_cleaned_and_never_asked_without_options(gw):
+    acp_app(gw, "dev.acp.asker", sys.executable, [SCRIPTED_AGENT, "asks", 25])
+    gw.config(consent={"mode": "prompt"})
+    asked = []
+    async with gw.session(elicitation=deciding({"`ask/edit`": "once", "`ask`": "once"}, asked)) as s:
+        with anyio.fail_after(60):
+            r = await ask(s, "dev.acp.asker", "edit everything")
+    outcomes = json.loads(r.content[0].text.split("\n\n")[0])
+    edits = [q for q in asked if "`ask/edit`" in q]
+    assert len(edits) == 20, "at most 20 questions in one turn"
+    assert outcomes[:20] == [{"outcome": "selected", "optionId": "yes"}] * 20
+    assert outcomes[20:25] == [{"outcome": "selected", "optionId": "no"}] * 5, "the rest rejected unasked"
+    assert outcomes[25] == {"outcome": "cancelled"}, "no options: cancelled, not asked"
+    assert "no options" not in "".join(asked)
+    for q in edits:
+        assert not any(c in q for c in "\x1b\r\x07"), repr(q)
+        assert "edit file" in q
+
+
+async def test_an_agent_that_closes_its_output_is_stopped_at_once(gw, tmp_path):
+    pidfile = tmp_path / "closes.pid"
+    acp_app(gw, "dev.acp.closes", sys.executable, [SCRIPTED_AGENT, "closes", pidfile])
+    async with gw.session() as s:
+        with anyio.fail_after(30):
+            with pytest.raises(MCPError) as e:
+                await ask(s, "dev.acp.closes", "hello")
+        assert e.value.error.data["type"] in ("APP_NOT_RUNNING", "AUTOMATION_FAILED"), e.value.error
+        pid = int(pidfile.read_text())
+        # Stopped without waiting for another call.
+        await wait_until(lambda: not Path(f"/proc/{pid}").exists() or
+                         Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z"), 10)
+
+
+async def test_an_agent_that_never_starts_is_bounded_by_the_calls_timeout_and_started_once(gw, tmp_path):
+    acp_app(gw, "dev.acp.silent", sys.executable, [SCRIPTED_AGENT, "silent", tmp_path], timeout_ms=1500)
+    errors = []
+
+    async def one(s):
+        try:
+            await ask(s, "dev.acp.silent", "hello")
+        except MCPError as e:
+            errors.append(e.error)
+
+    async with gw.session() as s:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(one, s)
+    assert len(errors) == 3 and all(e.data["type"] == "APP_NOT_RUNNING" for e in errors), errors
+    assert all("within 1 s" in e.data["detail"] for e in errors), errors[0]
+    log = (gw.home / "logs" / "aai-gateway.log").read_text()
+    assert log.count("started child") == 1, "the waiting calls took the first start's failure"
+
+
+async def test_an_agent_with_a_string_protocol_version_is_named_as_such(gw):
+    acp_app(gw, "dev.acp.version", sys.executable, [SCRIPTED_AGENT, "version"])
+    async with gw.session() as s:
+        with pytest.raises(MCPError) as e:
+            await ask(s, "dev.acp.version", "hello")
+    assert e.value.error.data["type"] == "AUTOMATION_NOT_SUPPORTED"
+    assert 'speaks ACP version "1.0"' in e.value.error.data["detail"]

@@ -27,7 +27,7 @@ NODE_MODULES = ROOT / "tests" / "mcp" / "peers" / "node_modules"
 EVERYTHING = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 FILESYSTEM = NODE_MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 GROWING = Path(__file__).with_name("growing_server.py")
-META = ["aai_search", "aai_guide", "web_discover", "aai_exec"]
+META = ["aai_search", "aai_guide", "web_discover", "aai_exec", "aai_batch"]
 
 
 def need_npm_peer(path: Path):
@@ -405,3 +405,122 @@ def test_import_mcp_refuses_what_it_cannot_read(gw, tmp_path):
         assert r.returncode == 2 and says in r.stderr, r.stderr
     r = gw.run("import", "mcp", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and "cannot read" in r.stderr
+
+
+HOSTILE = Path(__file__).with_name("hostile_mcp_server.py")
+
+
+def hostile(gw, app_id, *args, **extra):
+    mcp_app(gw, app_id, {"command": sys.executable, "args": [str(HOSTILE), *map(str, args)], **extra})
+
+
+async def test_a_tool_list_with_broken_entries_keeps_every_usable_tool(gw):
+    hostile(gw, "dev.mcp.broken", "broken-list")
+    async with gw.session() as s:
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.broken"})).content[0].text
+        listed = [line[5:-1] for line in guide.splitlines() if line.startswith("### `")]
+        assert listed == ["notobj", "arr", "typestr", "noschema", "dup", "echo"], listed
+        assert "second dup" not in guide
+        # A tool without a usable schema takes any object; the server still gets it.
+        r = await exec_(s, "dev.mcp.broken", "notobj", anything=1)
+        assert r.content[0].text == 'notobj: {"anything": 1}'
+        r = await exec_(s, "dev.mcp.broken", "echo", text="still here")
+        assert r.content[0].text == 'echo: {"text": "still here"}'
+    log = (gw.home / "logs" / "aai-gateway.log").read_text()
+    assert "listed twice" in log and "is not a tool name" in log
+
+
+async def test_a_server_with_thousands_of_tools_gets_a_short_guide_and_short_errors(gw):
+    hostile(gw, "dev.mcp.many", "many", 3000)
+    async with gw.session() as s:
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.many"})).content[0].text
+        assert "## Tools (1000)" in guide, "at most 1000 tools are kept"
+        assert "- `tool_00999`: Tool number 999\n" in guide, "one line per tool"
+        assert "Second line" not in guide and "Parameters" not in guide
+        one = (await s.call_tool("aai_guide", {"app": "dev.mcp.many", "tool": "tool_00042"})).content[0].text
+        assert "### `tool_00042`" in one and "`a` (string)" in one and "tool_00043" not in one
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "dev.mcp.many", "tool_0004")
+        detail = e.value.error.data["detail"]
+        assert e.value.error.data["type"] == "TOOL_NOT_FOUND"
+        assert "close names: tool_00040, tool_00041" in detail and len(detail) < 1000, detail
+        r = await exec_(s, "dev.mcp.many", "tool_00999", a="x")
+        assert r.content[0].text == 'tool_00999: {"a": "x"}'
+
+
+async def test_a_result_too_large_to_pass_on_fails_at_once_and_the_server_is_reached_again(gw):
+    hostile(gw, "dev.mcp.big", "big", timeout=120000)
+    async with gw.session() as s:
+        r = await exec_(s, "dev.mcp.big", "big", mb=15)
+        assert len(r.content[0].text) == 15 * 1024 * 1024
+        # Well inside the 120 s timeout: the call does not wait for it.
+        with anyio.fail_after(60):
+            with pytest.raises(MCPError) as e:
+                await exec_(s, "dev.mcp.big", "big", mb=17)
+        assert e.value.error.data["type"] == "SERVICE_UNAVAILABLE"
+        assert "over 16 MiB" in e.value.error.data["detail"]
+        r = await exec_(s, "dev.mcp.big", "echo", text="after")
+        assert r.content[0].text == 'echo: {"text": "after"}'
+
+
+async def test_a_server_that_never_finishes_its_handshake_is_bounded_by_the_calls_timeout(gw, tmp_path):
+    starts = tmp_path / "starts.txt"
+    hostile(gw, "dev.mcp.silent", "silent", starts, timeout=1500)
+    mcp_app(gw, "dev.mcp.fine", {"command": sys.executable, "args": [str(HOSTILE), "big"]})
+    errors = []
+
+    async def one(s):
+        try:
+            await exec_(s, "dev.mcp.silent", "echo", text="x")
+        except MCPError as e:
+            errors.append(e.error)
+
+    async with gw.session() as s:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(one, s)
+        r = await exec_(s, "dev.mcp.fine", "echo", text="unaffected")
+        assert r.content[0].text == 'echo: {"text": "unaffected"}'
+    assert len(errors) == 3, errors
+    assert all(e.data["type"] == "SERVICE_UNAVAILABLE" and "within 1 s" in e.data["detail"] for e in errors), errors
+    assert starts.read_text().count("started") == 1, "the waiting calls took the first attempt's failure"
+
+
+async def test_keys_in_headers_and_the_url_never_reach_errors_logs_or_history(gw, tmp_path):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(HOSTILE), "echo-http", str(port)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the echo server did not listen"
+                time.sleep(0.1)
+        secrets = ["HDR-SEKRIT-1234", "KEY-SEKRIT-5678", "PATH-SEKRIT-9012", "QUERY-SEKRIT-3456"]
+        mcp_app(gw, "dev.mcp.echoer", {
+            "url": f"http://127.0.0.1:{port}/mcp/{secrets[2]}?key={secrets[3]}",
+            "headers": {"Authorization": f"Bearer {secrets[0]}", "X-Api-Key": secrets[1],
+                        "X-Team": "blue-team-7"}},
+            tools=[{"name": "echo", "description": "Says it back",
+                    "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}])
+        seen = ""
+        async with gw.session() as s:
+            for call in (exec_(s, "dev.mcp.echoer", "echo", text="x"),
+                         s.call_tool("aai_guide", {"app": "dev.mcp.echoer"})):
+                try:
+                    r = await call
+                    seen += json.dumps(r.model_dump(), default=str)
+                except MCPError as e:
+                    seen += json.dumps(e.error.model_dump(), default=str)
+        assert "SERVICE_UNAVAILABLE" in seen and "refused" in seen, seen
+        assert "blue-team-7" in seen, "a header that is not a secret stays readable"
+        history = gw.run("history", "--json").stdout
+        logs = (gw.home / "logs" / "aai-gateway.log").read_text() + (tmp_path / "stderr.log").read_text()
+        for secret in secrets:
+            for where, text in (("the answers", seen), ("history", history), ("the logs", logs)):
+                assert secret not in text, f"{secret} in {where}"
+    finally:
+        stop(server)

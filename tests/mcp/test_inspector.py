@@ -23,7 +23,8 @@ def run(gw, *args):
 def test_inspector_lists_and_calls(gw):
     gw.add_app("com.example.echo", name={"en": "Echo", "zh-CN": "回声"})
     tools = run(gw, "--method", "tools/list")["tools"]
-    assert [t["name"] for t in tools] == ["app_com_example_echo", "aai_search", "aai_guide", "web_discover", "aai_exec"]
+    assert [t["name"] for t in tools] == ["app_com_example_echo", "aai_search", "aai_guide", "web_discover",
+                                          "aai_exec", "aai_batch"]
     result = run(gw, "--method", "tools/call", "--tool-name", "aai_exec",
                  "--tool-arg", "app=com.example.echo", "--tool-arg", "tool=echo",
                  "--tool-arg", 'args={"text": "inspected"}')

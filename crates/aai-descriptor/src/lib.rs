@@ -31,6 +31,7 @@ pub mod name;
 pub mod read;
 pub mod schema;
 pub mod script;
+pub mod versions;
 
 pub use diagnostic::{Diagnostic, Severity, Sink};
 pub use dialect::app::{JSON_INTERFACE, path_params};

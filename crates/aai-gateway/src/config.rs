@@ -118,6 +118,10 @@ pub struct Config {
     pub history_days: u32,
     /// Call history retention: rows.
     pub history_rows: u64,
+    /// Most calls in one `aai_batch` (`batch.maxCalls`).
+    pub batch_max_calls: usize,
+    /// Most calls of one parallel batch running at once (`batch.concurrency`).
+    pub batch_concurrency: usize,
 }
 
 impl Config {
@@ -177,6 +181,11 @@ impl Config {
             ),
             ("history.days".into(), self.history_days.to_string()),
             ("history.rows".into(), self.history_rows.to_string()),
+            ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
+            (
+                "batch.concurrency".into(),
+                self.batch_concurrency.to_string(),
+            ),
         ];
         for (id, app) in &self.apps {
             if let Some(client_id) = &app.client_id {
@@ -215,6 +224,8 @@ impl Config {
             apps: BTreeMap::new(),
             history_days: 30,
             history_rows: 100_000,
+            batch_max_calls: 100,
+            batch_concurrency: 8,
         }
     }
 
@@ -382,6 +393,14 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
         }
         if let Some(rows) = integer(&mut history, "rows", 100, 100_000_000) {
             c.history_rows = rows;
+        }
+    }
+    if let Some(mut batch) = obj.opt_obj("batch") {
+        if let Some(n) = integer(&mut batch, "maxCalls", 1, 1000) {
+            c.batch_max_calls = n as usize;
+        }
+        if let Some(n) = integer(&mut batch, "concurrency", 1, 64) {
+            c.batch_concurrency = n as usize;
         }
     }
     if let Some(apps) = obj.opt_obj("apps") {

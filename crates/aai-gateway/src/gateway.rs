@@ -183,6 +183,7 @@ impl Gateway {
             }
         }
         self.executors.retire_stale(&live);
+        warn_of_breaking_releases(&self.registry.snapshot(), &snapshot);
         let changed = self.registry.replace(snapshot);
         let first = !self.loaded.swap(true, Ordering::SeqCst);
         if first {
@@ -248,6 +249,7 @@ impl Gateway {
                 server,
                 crate::pipeline::base_dir(entry),
                 material.as_ref(),
+                entry.binding().timeout,
             )
             .await?;
         self.rescan_async().await;
@@ -485,5 +487,32 @@ async fn terminated() -> &'static str {
     {
         let _ = tokio::signal::ctrl_c().await;
         "Ctrl-C"
+    }
+}
+
+/// Logs a warning for each app whose reloaded descriptor breaks agents (a MAJOR change,
+/// see `aai_descriptor::versions`) without a MAJOR version bump. Apps whose tools come
+/// from their MCP server are left out: their lists are not releases.
+fn warn_of_breaking_releases(old: &Snapshot, new: &Snapshot) {
+    use aai_descriptor::versions::{self, Bump};
+    for entry in &new.entries {
+        let Some(before) = old.entries.iter().find(|e| e.app.id == entry.app.id) else {
+            continue;
+        };
+        if matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_)) {
+            continue;
+        }
+        let report = versions::compare(&before.app, &entry.app);
+        if report.needed == Bump::Major && !report.enough() {
+            let first = &report.changes[0].what;
+            tracing::warn!(
+                target: crate::logging::DESCRIPTORS,
+                app = %entry.app.id,
+                "the reloaded descriptor breaks agents ({first}{}) but its version went from {} to {} without a MAJOR bump",
+                if report.changes.len() > 1 { format!(" and {} more changes", report.changes.len() - 1) } else { String::new() },
+                report.versions.0,
+                report.versions.1,
+            );
+        }
     }
 }

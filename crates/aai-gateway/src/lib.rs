@@ -23,6 +23,7 @@
 //! The descriptor model and its parsers live in the `aai-descriptor` crate (no I/O).
 
 pub mod auth;
+pub mod batch;
 pub mod catalog;
 pub mod cli;
 pub mod config;

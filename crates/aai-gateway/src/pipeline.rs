@@ -215,11 +215,12 @@ impl Gateway {
         let binding = entry.binding();
         let Some(tool) = binding.tool(tool) else {
             let names: Vec<&str> = binding.tools.iter().map(|t| t.name.as_str()).collect();
+            let shown = crate::text::excerpt(&tool.escape_debug().to_string(), 100);
             return Err(GatewayError::new(
                 Code::ToolNotFound,
                 format!(
-                    "`{app_id}` has no tool `{tool}`; its tools are: {}",
-                    names.join(", ")
+                    "`{app_id}` has no tool `{shown}`; {}",
+                    crate::registry::guide::tool_hint(&names, tool, app_id)
                 ),
             )
             .at(app_id, tool));

@@ -171,7 +171,8 @@ async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
             "aai_search",
             "aai_guide",
             "web_discover",
-            "aai_exec"
+            "aai_exec",
+            "aai_batch"
         ]
     );
 

@@ -45,21 +45,31 @@ impl Material {
     /// Every form in which the secrets this material carries could come back in a
     /// service's answer (see [`forms`]).
     pub fn secret_forms(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (_, secret) in self.headers.iter().chain(&self.query) {
-            let value = secret.expose();
-            out.extend(forms(value));
-            // `Bearer <token>`, `a=1; sid=<value>`: the parts too.
-            for part in value.split([' ', ';', '=', ',']) {
-                if part.len() >= MIN_SCRUBBED {
-                    out.extend(forms(part));
-                }
+        echoes(
+            self.headers
+                .iter()
+                .chain(&self.query)
+                .map(|(_, s)| s.expose()),
+        )
+    }
+}
+
+/// Every form in which `values` (header values, keys) could come back in an answer: each
+/// whole value and, for `Bearer <token>` or `a=1; sid=<value>`, its parts, each in its
+/// [`forms`]; longest first, as [`crate::text::scrub`] wants them.
+pub fn echoes<'a>(values: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out = Vec::new();
+    for value in values {
+        out.extend(forms(value));
+        for part in value.split([' ', ';', '=', ',']) {
+            if part.len() >= MIN_SCRUBBED {
+                out.extend(forms(part));
             }
         }
-        out.sort_by_key(|f| std::cmp::Reverse(f.len()));
-        out.dedup();
-        out
     }
+    out.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    out.dedup();
+    out
 }
 
 /// Fragments shorter than this are not scrubbed on their own (they would blot out

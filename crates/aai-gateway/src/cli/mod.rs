@@ -88,6 +88,10 @@ enum Command {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// The previous release of the (one) descriptor: report each change with the
+        /// semver bump it needs, and exit 1 when the version was not bumped enough.
+        #[arg(long, value_name = "OLD")]
+        against: Option<PathBuf>,
     },
     /// Show, store or remove the credentials of web apps (values are never shown).
     Auth {
@@ -267,7 +271,14 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
-        Some(Command::Validate { paths, json }) => Ok(validate::run(&paths, json)),
+        Some(Command::Validate {
+            paths,
+            json,
+            against,
+        }) => Ok(match against {
+            Some(old) => validate::against(&paths, &old, json),
+            None => validate::run(&paths, json),
+        }),
         Some(Command::Auth { action }) => {
             let ctx = context(cli.home, cli.config, false, false)?;
             let action = match action {

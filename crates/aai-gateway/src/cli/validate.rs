@@ -2,6 +2,10 @@
 //!
 //! Directories are searched like a config `scanPaths` entry. Exit status 1 when any file
 //! has an error (warnings alone pass), 0 otherwise.
+//!
+//! `validate NEW --against OLD`: also the seeds' version rules
+//! (`aai_descriptor::versions`): each change with the bump it needs; exit status 1 when the
+//! new version is not bumped enough.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -80,6 +84,86 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `validate NEW --against OLD`.
+pub(super) fn against(paths: &[PathBuf], old: &Path, as_json: bool) -> ExitCode {
+    let [new] = paths else {
+        eprintln!(
+            "error: --against compares one descriptor file with its previous release; give one file"
+        );
+        return ExitCode::from(2);
+    };
+    let (older, newer) = (read_app(old), read_app(new));
+    let (older, newer) = match (older, newer) {
+        (Ok(o), Ok(n)) => (o, n),
+        (o, n) => {
+            for (path, result) in [(old, o), (new.as_path(), n)] {
+                if let Err(diagnostics) = result {
+                    eprintln!("invalid {}", path.display());
+                    for d in diagnostics {
+                        eprintln!("  {d}");
+                    }
+                }
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = aai_descriptor::versions::compare(&older, &newer);
+    let text = if as_json {
+        let mut s = serde_json::to_string_pretty(&json!({
+            "enough": report.enough(),
+            "needed": report.needed,
+            "made": report.made,
+            "old": report.versions.0,
+            "new": report.versions.1,
+            "problem": report.problem,
+            "changes": report.changes,
+        }))
+        .expect("JSON values serialize");
+        s.push('\n');
+        s
+    } else {
+        let mut out = String::new();
+        for c in &report.changes {
+            out.push_str(&format!("{:<6} {}\n", c.bump.to_string(), c.what));
+        }
+        if report.changes.is_empty() {
+            out.push_str("no changes that agents can see\n");
+        }
+        let (from, to) = &report.versions;
+        match &report.problem {
+            Some(why) => out.push_str(&format!("error: {why}\n")),
+            None if report.enough() => out.push_str(&format!(
+                "ok: {from} → {to} is a {} bump; the changes need {}\n",
+                report.made, report.needed
+            )),
+            None => out.push_str(&format!(
+                "error: the changes need a {} bump, but {from} → {to} is {}\n",
+                report.needed,
+                if report.made == aai_descriptor::versions::Bump::None {
+                    "no bump".to_owned()
+                } else {
+                    format!("a {} bump", report.made)
+                }
+            )),
+        }
+        out
+    };
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    if report.enough() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The app `path` describes, or its diagnostics.
+fn read_app(path: &Path) -> Result<aai_descriptor::App, Vec<Diagnostic>> {
+    let checked = std::fs::read_to_string(path)
+        .map_err(|e| missing(path, &format!("cannot read the file: {e}")).diagnostics)?;
+    let parsed = aai_descriptor::parse(&checked, &path.display().to_string());
+    parsed.app.ok_or(parsed.diagnostics)
 }
 
 fn check(path: &Path) -> Checked {

@@ -83,11 +83,17 @@ const MAX_TEXT: usize = 1024 * 1024;
 /// Most tool calls listed in a result.
 const MAX_TOOL_CALLS: usize = 500;
 
+/// Most permission requests put to the user in one turn; later ones are rejected without
+/// asking (an agent asking in a loop must not flood the user).
+const MAX_ASKS: usize = 20;
+
 /// The turn running in a session: where its updates and permission requests go.
 struct Turn {
     heard: Mutex<Heard>,
     progress: Option<ProgressSink>,
     asker: Option<Asker>,
+    /// Permission requests of this turn so far.
+    asks: AtomicU64,
 }
 
 /// One running agent.
@@ -240,8 +246,14 @@ async fn read_messages(agent: Arc<Agent>, stdout: ChildStdout) {
         dispatch(&agent, message);
     }
     agent.alive.store(false, Ordering::SeqCst);
-    let why = match agent.guard.lock().expect("guard lock").as_mut() {
-        Some(_) => format!("the agent exited{}", agent.stderr_note()),
+    // An agent that closed its stdout cannot answer any more, even if it still runs:
+    // stop it (and its process group) now rather than on its next call.
+    let guard = agent.guard.lock().expect("guard lock").take();
+    let why = match guard {
+        Some(mut guard) => {
+            guard.kill();
+            format!("the agent exited{}", agent.stderr_note())
+        }
         None => "the agent was stopped".to_owned(),
     };
     agent.fail_all(&why);
@@ -397,6 +409,10 @@ async fn permission(agent: &Agent, params: &Value) -> Value {
     };
     let reject =
         || pick(&["reject_once", "reject_always"]).unwrap_or(json!({"outcome": "cancelled"}));
+    if options.is_empty() {
+        tracing::info!(app = %agent.app, "the agent asked for permission without options; cancelled");
+        return json!({"outcome": "cancelled"});
+    }
     let session = params
         .get("sessionId")
         .and_then(Value::as_str)
@@ -407,20 +423,28 @@ async fn permission(agent: &Agent, params: &Value) -> Value {
         .expect("turns lock")
         .get(session)
         .cloned();
-    let Some(asker) = turn.and_then(|t| t.asker.clone()) else {
+    let Some((turn, asker)) = turn.and_then(|t| t.asker.clone().map(|a| (t, a))) else {
         tracing::info!(app = %agent.app, "the agent asked for permission outside a call; rejected");
         return reject();
     };
+    if turn.asks.fetch_add(1, Ordering::SeqCst) >= MAX_ASKS as u64 {
+        tracing::warn!(app = %agent.app, "the agent asked for permission more than {MAX_ASKS} times in one turn; rejected without asking");
+        return reject();
+    }
     let call = params.get("toolCall").cloned().unwrap_or(Value::Null);
     let kind = call
         .get("kind")
         .and_then(Value::as_str)
         .filter(|k| !k.is_empty())
         .unwrap_or("other");
-    let title = call
+    // The title is the agent's text, shown to the user: no control characters.
+    let title: String = call
         .get("title")
         .and_then(Value::as_str)
-        .unwrap_or("an action it did not describe");
+        .unwrap_or("an action it did not describe")
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     let asked = Permission {
         kind: kind
             .chars()
@@ -429,7 +453,7 @@ async fn permission(agent: &Agent, params: &Value) -> Value {
             .collect(),
         title: format!(
             "the agent asks permission for: {}",
-            crate::text::excerpt(title, 300)
+            crate::text::excerpt(title.trim(), 300)
         ),
     };
     match asker(asked).await {
@@ -448,6 +472,9 @@ type AgentSlot = Arc<tokio::sync::Mutex<Option<Arc<Agent>>>>;
 #[derive(Default)]
 pub struct AcpExecutor {
     agents: Mutex<HashMap<String, AgentSlot>>,
+    /// Each app's last failed start: when it ended, and why. Callers that were waiting
+    /// for that start take its answer instead of each starting (and waiting) again.
+    failed: Mutex<HashMap<String, (std::time::Instant, GatewayError)>>,
 }
 
 impl std::fmt::Debug for AcpExecutor {
@@ -474,7 +501,14 @@ impl AcpExecutor {
             process: process.clone(),
             base_dir: req.base_dir.to_owned(),
         };
-        let agent = self.agent(req.app, &started).await?;
+        let begun = std::time::Instant::now();
+        let deadline = req.ctx.timeout.min(START_DEADLINE);
+        let agent = tokio::select! {
+            agent = self.agent(req.app, &started, deadline) => agent?,
+            () = req.ctx.cancel.cancelled() => {
+                return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled while the agent was starting"));
+            }
+        };
         let args = req.args.as_object().cloned().unwrap_or_default();
         let session = self.session(&agent, &args, &req).await?;
 
@@ -482,6 +516,7 @@ impl AcpExecutor {
             heard: Mutex::default(),
             progress: req.ctx.progress.clone(),
             asker: req.ctx.permission.clone(),
+            asks: AtomicU64::new(0),
         });
         {
             let mut turns = agent.turns.lock().expect("turns lock");
@@ -501,7 +536,8 @@ impl AcpExecutor {
         tokio::pin!(prompt);
         let ended = tokio::select! {
             answer = &mut prompt => Ok(answer),
-            () = tokio::time::sleep(req.ctx.timeout) => Err(Code::Timeout),
+            // Starting the agent took part of the call's time.
+            () = tokio::time::sleep(req.ctx.timeout.saturating_sub(begun.elapsed())) => Err(Code::Timeout),
             () = req.ctx.cancel.cancelled() => Err(Code::AutomationFailed),
         };
         let answer = match ended {
@@ -644,8 +680,14 @@ impl AcpExecutor {
         .with("agentCode", e.code)
     }
 
-    /// The running agent of `app`, started and initialized if needed.
-    async fn agent(&self, app: &str, started: &Started) -> Result<Arc<Agent>, GatewayError> {
+    /// The running agent of `app`, started and initialized (within `deadline`) if needed.
+    /// Concurrent callers wait for the same start, and share its failure.
+    async fn agent(
+        &self,
+        app: &str,
+        started: &Started,
+        deadline: Duration,
+    ) -> Result<Arc<Agent>, GatewayError> {
         let slot = self
             .agents
             .lock()
@@ -653,6 +695,7 @@ impl AcpExecutor {
             .entry(app.to_owned())
             .or_default()
             .clone();
+        let asked = std::time::Instant::now();
         let mut slot = slot.lock().await;
         if let Some(agent) = slot.as_ref() {
             if agent.alive.load(Ordering::SeqCst) && agent.started == *started {
@@ -662,6 +705,32 @@ impl AcpExecutor {
             agent.kill();
         }
         *slot = None;
+        if let Some((at, why)) = self.failed.lock().expect("failed lock").get(app)
+            && *at >= asked
+        {
+            return Err(why.clone());
+        }
+        match Self::start(app, started, deadline).await {
+            Ok(agent) => {
+                *slot = Some(agent.clone());
+                Ok(agent)
+            }
+            Err(why) => {
+                self.failed
+                    .lock()
+                    .expect("failed lock")
+                    .insert(app.to_owned(), (std::time::Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    /// Starts `app`'s agent and runs `initialize`, within `deadline`.
+    async fn start(
+        app: &str,
+        started: &Started,
+        deadline: Duration,
+    ) -> Result<Arc<Agent>, GatewayError> {
         let spawned = process::spawn(&process::Spec {
             program: &started.process.command,
             args: &started.process.args,
@@ -692,7 +761,7 @@ impl AcpExecutor {
             "clientInfo": {"name": "aai-gateway", "version": env!("CARGO_PKG_VERSION")},
         });
         let info = agent
-            .request("initialize", params, START_DEADLINE)
+            .request("initialize", params, deadline)
             .await
             .map_err(|e| {
                 let note = agent.stderr_note();
@@ -705,20 +774,22 @@ impl AcpExecutor {
                     ),
                 )
             })?;
-        let version = info.get("protocolVersion").and_then(Value::as_u64);
-        if version != Some(PROTOCOL_VERSION) {
+        let version = info.get("protocolVersion");
+        if version.and_then(Value::as_u64) != Some(PROTOCOL_VERSION) {
             agent.kill();
             return Err(GatewayError::new(
                 Code::AutomationNotSupported,
                 format!(
                     "the agent speaks ACP version {}, the gateway speaks {PROTOCOL_VERSION}",
-                    version.map_or_else(|| "(none given)".to_owned(), |v| v.to_string())
+                    version.map_or_else(
+                        || "(none given)".to_owned(),
+                        |v| crate::text::excerpt(&v.to_string(), 40)
+                    )
                 ),
             ));
         }
         *agent.info.lock().expect("info lock") = info;
         tracing::info!(app, "agent started");
-        *slot = Some(agent.clone());
         Ok(agent)
     }
 

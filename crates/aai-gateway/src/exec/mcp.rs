@@ -25,7 +25,8 @@ use super::{Execute, Request, process};
 use crate::error::{Code, GatewayError};
 use crate::mcp::downstream::{self, CallError, Connection, RemoteTool, Transport};
 
-/// How long starting a server and its handshake may take (`npx` may install first).
+/// How long starting a server and its handshake may take at most (`npx` may install
+/// first); a call's own timeout bounds it too.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(60);
 /// How long `tools/list` may take.
 const LIST_DEADLINE: Duration = Duration::from_secs(30);
@@ -35,6 +36,20 @@ struct Slot {
     server: McpServer,
     base_dir: PathBuf,
     link: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// The last failed attempt to connect: when it ended, and why. Callers that were
+    /// waiting for that attempt take its answer instead of each trying (and waiting) again.
+    failed: Mutex<Option<(std::time::Instant, GatewayError)>>,
+}
+
+impl Slot {
+    fn new(server: &McpServer, base_dir: &Path) -> Slot {
+        Slot {
+            server: server.clone(),
+            base_dir: base_dir.to_owned(),
+            link: tokio::sync::Mutex::new(None),
+            failed: Mutex::new(None),
+        }
+    }
 }
 
 /// Listed tools, by app id (kept while a changed list is fetched again).
@@ -104,15 +119,18 @@ impl McpExecutor {
         self.changed_rx.lock().expect("changes lock").take()
     }
 
-    /// Connects to `app`'s server if needed and lists its tools into the cache.
+    /// Connects to `app`'s server if needed and lists its tools into the cache. Connecting
+    /// takes at most the app's `timeout` when it has one (and 60 s at most).
     pub async fn list_tools(
         &self,
         app: &str,
         server: &McpServer,
         base_dir: &Path,
         auth: Option<&crate::auth::Material>,
+        timeout: Option<Duration>,
     ) -> Result<(), GatewayError> {
-        let link = self.link(app, server, base_dir, auth).await?;
+        let deadline = timeout.map_or(CONNECT_DEADLINE, |t| t.min(CONNECT_DEADLINE));
+        let link = self.link(app, server, base_dir, auth, deadline).await?;
         // A change announced from here on is listed again after this listing.
         self.stale.lock().expect("stale lock").remove(app);
         let listed = link
@@ -134,20 +152,26 @@ impl McpExecutor {
         let Executor::Mcp(server) = req.executor else {
             unreachable!("dispatched by executor type");
         };
-        let link = self
-            .link(req.app, server, req.base_dir, req.auth.as_ref())
-            .await?;
+        let ctx = &req.ctx;
+        let started = std::time::Instant::now();
+        let link = tokio::select! {
+            link = self.link(req.app, server, req.base_dir, req.auth.as_ref(), ctx.timeout.min(CONNECT_DEADLINE)) => link?,
+            () = ctx.cancel.cancelled() => {
+                return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled while the MCP server was starting"));
+            }
+        };
         let Value::Object(args) = req.args else {
             unreachable!("validated arguments are an object");
         };
-        let ctx = &req.ctx;
+        // Starting the server took part of the call's time.
+        let left = ctx.timeout.saturating_sub(started.elapsed());
         match link
             .call(
                 &req.tool.name,
                 args,
                 ctx.progress.clone(),
                 &ctx.cancel,
-                ctx.timeout,
+                left,
             )
             .await
         {
@@ -185,38 +209,60 @@ impl McpExecutor {
         }
     }
 
-    /// The live connection to `app`'s server, made now when there is none (concurrent
-    /// callers wait for the same attempt).
+    /// The live connection to `app`'s server, made now (within `deadline`) when there is
+    /// none. Concurrent callers wait for the same attempt, and share its failure.
     async fn link(
         &self,
         app: &str,
         server: &McpServer,
         base_dir: &Path,
         auth: Option<&crate::auth::Material>,
+        deadline: Duration,
     ) -> Result<Arc<Connection>, GatewayError> {
         let slot = {
             let mut slots = self.slots.lock().expect("slots lock");
-            let slot = slots.entry(app.to_owned()).or_insert_with(|| {
-                Arc::new(Slot {
-                    server: server.clone(),
-                    base_dir: base_dir.to_owned(),
-                    link: tokio::sync::Mutex::new(None),
-                })
-            });
+            let slot = slots
+                .entry(app.to_owned())
+                .or_insert_with(|| Arc::new(Slot::new(server, base_dir)));
             if slot.server != *server || slot.base_dir != base_dir {
-                *slot = Arc::new(Slot {
-                    server: server.clone(),
-                    base_dir: base_dir.to_owned(),
-                    link: tokio::sync::Mutex::new(None),
-                });
+                *slot = Arc::new(Slot::new(server, base_dir));
             }
             slot.clone()
         };
+        let asked = std::time::Instant::now();
         let mut link = slot.link.lock().await;
         if let Some(live) = link.as_ref().filter(|l| !l.is_closed()) {
             return Ok(live.clone());
         }
+        if let Some((at, why)) = slot.failed.lock().expect("failed lock").as_ref()
+            && *at >= asked
+        {
+            return Err(why.clone());
+        }
         *link = None;
+        let made = self.connect(app, server, base_dir, auth, deadline).await;
+        match made {
+            Ok(connection) => {
+                *link = Some(connection.clone());
+                Ok(connection)
+            }
+            Err(why) => {
+                *slot.failed.lock().expect("failed lock") =
+                    Some((std::time::Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    /// Starts or reaches `app`'s server and runs the handshake, within `deadline`.
+    async fn connect(
+        &self,
+        app: &str,
+        server: &McpServer,
+        base_dir: &Path,
+        auth: Option<&crate::auth::Material>,
+        deadline: Duration,
+    ) -> Result<Arc<Connection>, GatewayError> {
         let transport = match server {
             McpServer::Stdio(p) => Transport::Stdio(Box::new(
                 process::spawn(&process::Spec {
@@ -229,6 +275,12 @@ impl McpExecutor {
                 .map_err(|e| unavailable(app, &e.detail, ""))?,
             )),
             McpServer::Http { url, headers } => {
+                let mut secrets = crate::auth::echoes(
+                    headers
+                        .iter()
+                        .filter(|(name, _)| secret_header(name))
+                        .map(|(_, value)| value.as_str()),
+                );
                 let mut headers = headers.clone();
                 if let Some(material) = auth {
                     if !material.query.is_empty() {
@@ -243,10 +295,12 @@ impl McpExecutor {
                             .iter()
                             .map(|(k, v)| (k.clone(), v.expose().to_owned())),
                     );
+                    secrets.extend(material.secret_forms());
                 }
                 Transport::Http {
                     url: url.clone(),
                     headers,
+                    secrets,
                 }
             }
         };
@@ -258,13 +312,11 @@ impl McpExecutor {
                 let _ = changed.send(id.clone());
             }
         });
-        let connection = downstream::connect(transport, CONNECT_DEADLINE, on_tools_changed)
+        let connection = downstream::connect(transport, deadline, on_tools_changed)
             .await
             .map_err(|why: String| unavailable(app, &why, ""))?;
         tracing::info!(app, server = ?connection.server(), "connected to the MCP server");
-        let connection = Arc::new(connection);
-        *link = Some(connection.clone());
-        Ok(connection)
+        Ok(Arc::new(connection))
     }
 
     /// Drops `link` as `app`'s connection (it failed); the next use connects again.
@@ -299,6 +351,17 @@ impl McpExecutor {
     pub fn shutdown(&self) {
         self.slots.lock().expect("slots lock").clear();
     }
+}
+
+/// Whether a header the descriptor sets by value looks like it carries a secret (its
+/// value is then scrubbed from errors like a stored credential).
+fn secret_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "auth", "key", "token", "secret", "cookie", "session", "pass", "sig", "cred",
+    ]
+    .iter()
+    .any(|hint| name.contains(hint))
 }
 
 /// SERVICE_UNAVAILABLE for `app`; `note` is the server's stderr note (or nothing).

@@ -7,19 +7,24 @@
 //! are routed to the call that sent the token; `tools/list_changed` calls the connection's
 //! hook; dropping a connection closes it (and, for stdio, kills the child's group).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    Implementation, ProgressNotificationParam, ServerResult,
+    CustomRequest, Implementation, ProgressNotificationParam, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ServiceExt};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::exec::process::{ChildGuard, Spawned, StderrTail};
@@ -35,6 +40,9 @@ pub enum Transport {
         url: String,
         /// Headers, the credential's last.
         headers: Vec<(String, String)>,
+        /// The forms of the header values that are secrets ([`crate::auth::echoes`]),
+        /// never to be shown; the URL's path, query and password are added here.
+        secrets: Vec<String>,
     },
 }
 
@@ -43,9 +51,9 @@ impl std::fmt::Debug for Transport {
         match self {
             Transport::Stdio(s) => f.debug_tuple("Stdio").field(&s.guard.pid()).finish(),
             // Header values may be credentials: names only.
-            Transport::Http { url, headers } => f
+            Transport::Http { url, headers, .. } => f
                 .debug_struct("Http")
-                .field("url", &hide_query(url, query_of(url)))
+                .field("url", &crate::text::scrub(url, &url_secrets(url)))
                 .field(
                     "headers",
                     &headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -133,8 +141,11 @@ pub struct Connection {
     /// Kills the stdio server's process group when the connection is dropped.
     _child: Option<ChildGuard>,
     stderr: Option<StderrTail>,
-    /// The endpoint's query string (HTTP), kept out of every error text: a key may be in it.
-    query: Option<String>,
+    /// What every error text is scrubbed of: the endpoint's path, query and password and
+    /// the secret header values (HTTP), in the forms a server may echo them.
+    secrets: Vec<String>,
+    /// Set when the server sent a message longer than the transport takes (stdio).
+    oversized: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -157,7 +168,8 @@ pub async fn connect(
         sinks: sinks.clone(),
         on_tools_changed,
     };
-    let (service, child, stderr, query) = match transport {
+    let oversized = Arc::new(AtomicBool::new(false));
+    let (service, child, stderr, secrets) = match transport {
         Transport::Stdio(spawned) => {
             let Spawned {
                 guard,
@@ -165,10 +177,18 @@ pub async fn connect(
                 stdout,
                 stderr_tail,
             } = *spawned;
+            let stdout = Capped {
+                inner: stdout,
+                line: 0,
+                over: oversized.clone(),
+            };
             let started = tokio::time::timeout(deadline, handler.serve((stdout, stdin))).await;
             let note = stderr_tail.note();
             let service = match started {
                 Ok(Ok(s)) => s,
+                Ok(Err(_)) if oversized.load(Ordering::SeqCst) => {
+                    return Err(format!("{OVERSIZED}{note}"));
+                }
                 Ok(Err(e)) => return Err(format!("the MCP handshake failed: {e}{note}")),
                 Err(_) => {
                     return Err(format!(
@@ -177,14 +197,24 @@ pub async fn connect(
                     ));
                 }
             };
-            (service, Some(guard), Some(stderr_tail), None)
+            (service, Some(guard), Some(stderr_tail), Vec::new())
         }
-        Transport::Http { url, headers } => {
+        Transport::Http {
+            url,
+            headers,
+            mut secrets,
+        } => {
+            secrets.extend(url_secrets(&url));
+            secrets.sort_by_key(|f| std::cmp::Reverse(f.len()));
             let client = crate::net::client(crate::net::Purpose::Api)?.clone();
             let mut custom = HashMap::new();
             for (name, value) in &headers {
-                let name = axum::http::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| format!("`{name}` is not a valid header name"))?;
+                let name = axum::http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    format!(
+                        "the header name `{}` is not valid (letters, digits and `-` only)",
+                        crate::text::excerpt(&name.escape_debug().to_string(), 40)
+                    )
+                })?;
                 let mut value = axum::http::HeaderValue::from_str(value)
                     .map_err(|_| format!("the value of header `{name}` is not valid"))?;
                 value.set_sensitive(true);
@@ -195,9 +225,8 @@ pub async fn connect(
             let transport = StreamableHttpClientTransport::with_client(client, config);
             let service = match tokio::time::timeout(deadline, handler.serve(transport)).await {
                 Ok(Ok(s)) => s,
-                // rmcp's error may quote the request; only its kind is kept.
                 Ok(Err(e)) => {
-                    let why = hide_query(&http_error(&e), query_of(&url));
+                    let why = crate::text::scrub(&http_error(&e), &secrets);
                     return Err(format!("the MCP handshake failed: {why}"));
                 }
                 Err(_) => {
@@ -207,7 +236,7 @@ pub async fn connect(
                     ));
                 }
             };
-            (service, None, None, query_of(&url).map(str::to_owned))
+            (service, None, None, secrets)
         }
     };
     Ok(Connection {
@@ -215,39 +244,162 @@ pub async fn connect(
         sinks,
         _child: child,
         stderr,
-        query,
+        secrets,
+        oversized,
     })
 }
 
-/// The query string of `url`, if it has one.
-fn query_of(url: &str) -> Option<&str> {
-    url.split_once('?')
-        .map(|(_, q)| q.split('#').next().unwrap_or(q))
-        .filter(|q| !q.is_empty())
-}
+/// Paths this short (`/mcp`, `/v1/mcp`) are left readable in errors; longer ones may
+/// carry a key (`/mcp/<key>`) and are hidden.
+const SHORT_PATH: usize = 8;
 
-/// `text` with `query` (an endpoint's query string) replaced by `…`.
-fn hide_query(text: &str, query: Option<&str>) -> String {
-    match query {
-        Some(q) => text.replace(q, "…"),
-        None => text.to_owned(),
+/// The parts of an endpoint that may carry a key, as written and as a URL parser
+/// normalizes them (errors quote either): its query, its password, and its path unless
+/// short.
+fn url_secrets(url: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut add = |path: &str, query: Option<&str>, password: Option<&str>| {
+        if path.len() >= SHORT_PATH {
+            out.push(path.to_owned());
+        }
+        out.extend(query.filter(|q| !q.is_empty()).map(str::to_owned));
+        out.extend(password.filter(|p| !p.is_empty()).map(str::to_owned));
+    };
+    if let Some((_, rest)) = url.split_once("://") {
+        let rest = rest.split('#').next().unwrap_or(rest);
+        let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+        let (path, query) = match tail.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (tail, None),
+        };
+        let password = authority
+            .rsplit_once('@')
+            .and_then(|(info, _)| info.split_once(':'))
+            .map(|(_, p)| p);
+        add(path, query, password);
     }
+    if let Ok(parsed) = url::Url::parse(url) {
+        add(parsed.path(), parsed.query(), parsed.password());
+    }
+    out.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    out.dedup();
+    out
 }
 
-/// An HTTP handshake error, said without the request (headers carry the credential).
+/// An HTTP handshake error in words: no Rust type names, no request (headers carry the
+/// credential), long bodies cut.
 fn http_error(e: &rmcp::service::ClientInitializeError) -> String {
     if e.is_authorization_required() {
         return "the server requires authorization (HTTP 401/403)".to_owned();
     }
-    let text = e.to_string();
-    // Errors of reqwest name the URL at most; never the headers. Cut long bodies.
-    crate::text::excerpt(&text, 300)
+    crate::text::excerpt(&without_type_names(&e.to_string()), 300)
+}
+
+/// rmcp's transport errors open with the transport's Rust type (`Transport
+/// [rmcp::transport::worker::WorkerTransport<…>] error: …`); users need what follows.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(len) = bracketed_len(&rest[open..]) else {
+            break;
+        };
+        let inner = &rest[open + 1..open + len - 1];
+        out.push_str(&rest[..open]);
+        if !inner.contains("::") {
+            out.push_str(&rest[open..open + len]);
+        }
+        rest = &rest[open + len..];
+    }
+    out.push_str(rest);
+    out.replace("Transport  error", "transport error")
+        .replace("Transport error", "transport error")
+}
+
+/// The length of the balanced `[…]` group `text` starts with.
+fn bracketed_len(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why a stdio connection ended when the server sent a line longer than the transport
+/// takes.
+const OVERSIZED: &str = "the server sent a message over 16 MiB (a result too large to pass on); the connection was closed and is opened again on the next call";
+
+/// A stdio server's stdout that ends at the first line longer than rmcp takes. rmcp drops
+/// such a line and reads on, so the call it answered would wait for its whole timeout;
+/// ending the stream fails the connection's calls at once, and `over` says why.
+struct Capped<R> {
+    inner: R,
+    /// Bytes of the current line so far.
+    line: usize,
+    over: Arc<AtomicBool>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.over.load(Ordering::Relaxed) {
+            return Poll::Ready(Ok(())); // end of stream
+        }
+        let before = buf.filled().len();
+        std::task::ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        let mut line = self.line;
+        let mut kept = None;
+        for (i, &b) in buf.filled()[before..].iter().enumerate() {
+            if b == b'\n' {
+                line = 0;
+            } else {
+                line += 1;
+                if line > DEFAULT_MAX_LINE_LENGTH {
+                    // Keep the whole lines before this one; the stream ends after them.
+                    kept = Some(
+                        buf.filled()[before..before + i]
+                            .iter()
+                            .rposition(|&b| b == b'\n')
+                            .map_or(0, |n| n + 1),
+                    );
+                    break;
+                }
+            }
+        }
+        if let Some(kept) = kept {
+            buf.set_filled(before + kept);
+            self.over.store(true, Ordering::Relaxed);
+        }
+        self.line = line;
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl Connection {
-    /// `text` without the endpoint's query string.
+    /// `text` without anything secret about the endpoint.
     fn clean(&self, text: &str) -> String {
-        hide_query(text, self.query.as_deref())
+        crate::text::scrub(text, &self.secrets)
+    }
+
+    /// Why the connection closed, in words (`detail` is the transport's, cleaned).
+    fn closed(&self, detail: &str) -> CallError {
+        if self.oversized.load(Ordering::SeqCst) {
+            CallError::Closed(OVERSIZED.to_owned())
+        } else {
+            CallError::Closed(self.clean(&without_type_names(detail)))
+        }
     }
 
     /// Whether the server has gone away.
@@ -270,21 +422,71 @@ impl Connection {
         Some(format!("{} {}", server.name, server.version))
     }
 
-    /// Every tool, all pages.
+    /// Every tool, all pages, read leniently: a tool the gateway cannot offer (no name, a
+    /// name used before, too many tools) is left out with a warning, and a tool whose
+    /// `inputSchema` is not an object schema takes any object (the server still checks).
+    /// rmcp's typed listing would refuse the whole list for one such tool.
     pub async fn list_tools(&self, deadline: Duration) -> Result<Vec<RemoteTool>, String> {
-        let tools = tokio::time::timeout(deadline, self.service.list_all_tools())
+        let listing = async {
+            let mut tools = Vec::new();
+            let mut seen = HashSet::new();
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+                let request =
+                    ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
+                let page =
+                    match self.service.peer().send_request(request).await {
+                        Ok(ServerResult::ListToolsResult(r)) => {
+                            serde_json::to_value(r).unwrap_or_default()
+                        }
+                        Ok(ServerResult::CustomResult(r)) => r.0,
+                        Ok(_) => return Err(
+                            "the server answered tools/list with something other than a tool list"
+                                .to_owned(),
+                        ),
+                        Err(e) => {
+                            return Err(format!(
+                                "tools/list failed: {}",
+                                self.clean(&without_type_names(&e.to_string()))
+                            ));
+                        }
+                    };
+                let Some(listed) = page.get("tools").and_then(Value::as_array) else {
+                    return Err("the server's tools/list answer has no `tools` list".to_owned());
+                };
+                for raw in listed {
+                    match read_tool(raw, &seen) {
+                        Ok(_) if tools.len() >= MAX_TOOLS => {
+                            tracing::warn!(
+                                "the server lists more than {MAX_TOOLS} tools; the rest are left out"
+                            );
+                            return Ok(tools);
+                        }
+                        Ok(tool) => {
+                            seen.insert(tool.name.clone());
+                            tools.push(tool);
+                        }
+                        Err(why) => tracing::warn!("a listed tool is left out: {why}"),
+                    }
+                }
+                cursor = page
+                    .get("nextCursor")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned);
+                if cursor.is_none() {
+                    return Ok(tools);
+                }
+            }
+            tracing::warn!(
+                "the server's tool list has more than {MAX_PAGES} pages; the rest are left out"
+            );
+            Ok(tools)
+        };
+        tokio::time::timeout(deadline, listing)
             .await
             .map_err(|_| format!("tools/list got no answer within {} s", deadline.as_secs()))?
-            .map_err(|e| self.clean(&format!("tools/list failed: {e}")))?;
-        Ok(tools
-            .into_iter()
-            .map(|t| RemoteTool {
-                name: t.name.into_owned(),
-                description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
-                input_schema: Value::Object((*t.input_schema).clone()),
-                output_schema: t.output_schema.map(|s| Value::Object((*s).clone())),
-            })
-            .collect())
     }
 
     /// Calls `name` with `args`; the result is the server's `CallToolResult` as JSON,
@@ -305,7 +507,7 @@ impl Connection {
         let handle = peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
-            .map_err(|e| CallError::Closed(self.clean(&e.to_string())))?;
+            .map_err(|e| self.closed(&e.to_string()))?;
         let key = token_key(&handle.progress_token);
         if let Some(sink) = progress {
             self.sinks
@@ -357,13 +559,61 @@ impl Connection {
                 message: "the server answered tools/call with something other than a tool result"
                     .to_owned(),
             }),
+            // A server may echo the request's headers in its error.
             Err(rmcp::ServiceError::McpError(e)) => Err(CallError::Rpc {
                 code: e.code.0,
-                message: e.message.into_owned(),
+                message: self.clean(&e.message),
             }),
-            Err(e) => Err(CallError::Closed(self.clean(&e.to_string()))),
+            Err(e) => Err(self.closed(&e.to_string())),
         }
     }
+}
+
+/// Most pages of a tool list read, and most tools kept: a server listing more is broken
+/// or hostile, and a guide of more would not fit any agent's context.
+const MAX_PAGES: usize = 100;
+const MAX_TOOLS: usize = 1000;
+
+/// One listed tool as the gateway can offer it, or why it cannot (`seen`: names so far).
+fn read_tool(raw: &Value, seen: &HashSet<String>) -> Result<RemoteTool, String> {
+    let name = raw.get("name").and_then(Value::as_str).unwrap_or("");
+    let shown = crate::text::excerpt(&name.escape_debug().to_string(), 60);
+    if !valid_tool_name(name) {
+        return Err(format!(
+            "the name `{shown}` is not a tool name (1–128 letters, digits, `_`, `-`, `.`, `/`)"
+        ));
+    }
+    if seen.contains(name) {
+        return Err(format!("`{shown}` is listed twice; the first is kept"));
+    }
+    let input_schema = match raw.get("inputSchema") {
+        Some(s) if s.get("type").and_then(Value::as_str) == Some("object") => s.clone(),
+        _ => {
+            tracing::warn!(
+                tool = name,
+                "the tool's inputSchema is not an object schema; it takes any object"
+            );
+            json!({"type": "object"})
+        }
+    };
+    Ok(RemoteTool {
+        name: name.to_owned(),
+        description: raw
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        input_schema,
+        output_schema: raw.get("outputSchema").filter(|s| s.is_object()).cloned(),
+    })
+}
+
+/// The MCP specification's tool names: 1–128 of `A–Z a–z 0–9 _ - . /`.
+fn valid_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/'))
 }
 
 #[cfg(test)]
@@ -371,15 +621,76 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_endpoints_query_never_reaches_an_error() {
-        let url = "https://mcp.example.com/mcp?api_key=sk-123&team=1#frag";
-        let q = query_of(url);
-        assert_eq!(q, Some("api_key=sk-123&team=1"));
-        let text = format!("error sending request for url ({url})");
-        let clean = hide_query(&text, q);
+    fn an_endpoints_key_never_reaches_an_error() {
+        let scrub = |url: &str| {
+            let text = format!("error sending request for url ({url})");
+            crate::text::scrub(&text, &url_secrets(url))
+        };
+        let clean = scrub("https://mcp.example.com/mcp?api_key=sk-123&team=1#frag");
         assert!(!clean.contains("sk-123"), "{clean}");
-        assert!(clean.contains("https://mcp.example.com/mcp?…"));
-        assert_eq!(query_of("http://127.0.0.1/mcp"), None);
-        assert_eq!(query_of("http://127.0.0.1/mcp?"), None);
+        assert!(clean.contains("https://mcp.example.com/mcp?***"), "{clean}");
+        let clean = scrub("https://mcp.example.com/mcp/sk-4567890/x");
+        assert!(!clean.contains("sk-4567890"), "{clean}");
+        let clean = scrub("https://user:pa55w0rd@mcp.example.com/mcp");
+        assert!(!clean.contains("pa55w0rd"), "{clean}");
+        // Short paths stay readable.
+        assert_eq!(
+            scrub("http://127.0.0.1/mcp"),
+            "error sending request for url (http://127.0.0.1/mcp)"
+        );
+        assert!(url_secrets("http://127.0.0.1/mcp?").is_empty());
+    }
+
+    #[test]
+    fn rust_type_names_are_left_out_of_transport_errors() {
+        let text = "Transport [rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>] error: Client error: HTTP status client error (400 Bad Request) [x]";
+        assert_eq!(
+            without_type_names(text),
+            "transport error: Client error: HTTP status client error (400 Bad Request) [x]"
+        );
+    }
+
+    #[test]
+    fn listed_tools_are_read_leniently() {
+        let mut seen = HashSet::new();
+        let ok = read_tool(&json!({"name": "echo", "inputSchema": "nope"}), &seen).unwrap();
+        assert_eq!(ok.input_schema, json!({"type": "object"}));
+        seen.insert("echo".to_owned());
+        assert!(
+            read_tool(&json!({"name": "echo"}), &seen)
+                .unwrap_err()
+                .contains("twice")
+        );
+        for bad in [
+            "",
+            "has space",
+            "new\nline",
+            "`tick`|pipe",
+            &"x".repeat(129),
+        ] {
+            assert!(read_tool(&json!({"name": bad}), &seen).is_err(), "{bad:?}");
+        }
+        let err = read_tool(&json!({"name": "a\u{1b}[31mred"}), &seen).unwrap_err();
+        assert!(!err.contains('\u{1b}'), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_oversized_line_ends_the_stream_after_the_whole_lines() {
+        use tokio::io::AsyncReadExt;
+        let mut data = b"{\"ok\":1}\n".to_vec();
+        data.extend(std::iter::repeat_n(b'x', DEFAULT_MAX_LINE_LENGTH + 10));
+        data.extend(b"\n{\"after\":1}\n");
+        let over = Arc::new(AtomicBool::new(false));
+        let mut capped = Capped {
+            inner: &data[..],
+            line: 0,
+            over: over.clone(),
+        };
+        let mut out = Vec::new();
+        capped.read_to_end(&mut out).await.unwrap();
+        assert!(over.load(Ordering::SeqCst));
+        assert!(out.starts_with(b"{\"ok\":1}\n"));
+        assert!(out.len() <= 9 + DEFAULT_MAX_LINE_LENGTH, "{}", out.len());
+        assert!(!out.ends_with(b"{\"after\":1}\n"));
     }
 }

@@ -192,7 +192,36 @@ impl Server {
                 // A downstream MCP server is asked for its tools on first use.
                 let snapshot = self.gateway.remote_tools(snapshot, app).await?;
                 let entry = find(&snapshot, app, self.gateway.host.os())?;
-                Ok(text(crate::registry::guide::render(&snapshot, entry)).into())
+                let guide = match args.get("tool") {
+                    None | Some(Value::Null) => crate::registry::guide::render(&snapshot, entry),
+                    Some(_) => {
+                        let tool = string_arg(&args, "tool")?;
+                        crate::registry::guide::render_tool(&snapshot, entry, tool).ok_or_else(
+                            || {
+                                let names: Vec<&str> = entry
+                                    .binding()
+                                    .tools
+                                    .iter()
+                                    .map(|t| t.name.as_str())
+                                    .collect();
+                                GatewayError::new(
+                                    Code::ToolNotFound,
+                                    format!(
+                                        "`{}` has no tool `{}`; {}",
+                                        entry.app.id,
+                                        crate::text::excerpt(&tool.escape_debug().to_string(), 100),
+                                        crate::registry::guide::tool_hint(
+                                            &names,
+                                            tool,
+                                            &entry.app.id
+                                        )
+                                    ),
+                                )
+                            },
+                        )?
+                    }
+                };
+                Ok(text(guide).into())
             }
             Some(Meta::WebDiscover) => {
                 let url = string_arg(&args, "url")?;
@@ -214,6 +243,7 @@ impl Server {
                 let call_args = args.get("args").cloned();
                 self.exec(app, tool, call_args, ctx, round).await
             }
+            Some(Meta::Batch) => self.batch(&args, ctx).await,
             None => {
                 if let Some(app) = name
                     .strip_prefix("app_")
@@ -253,21 +283,8 @@ impl Server {
     ) -> Result<CallToolResponse, GatewayError> {
         let progress = progress_sink(ctx);
         let cancel = ctx.ct.clone();
-        let caller = crate::consent::Caller {
-            name: ctx
-                .client_info()
-                .map(|i| i.name)
-                .filter(|n| !n.trim().is_empty())
-                .unwrap_or_else(|| "unknown-client".to_owned()),
-            transport: self.transport,
-            token: self.token.clone(),
-        };
-        let elicits = ctx
-            .client_capabilities()
-            .is_some_and(|c| c.elicitation.is_some());
-        // From 2026-07-28 on a server cannot send requests; it asks through an
-        // input-required result, and the client retries with the answer.
-        let round_trips = ctx.protocol_version().is_some_and(|v| !v.has_initialize());
+        let caller = self.caller(ctx);
+        let (elicits, round_trips) = asking(ctx);
         let prompter = match (elicits, round_trips) {
             (false, _) => None,
             (true, false) => {
@@ -301,6 +318,229 @@ impl Server {
         }
         Ok(outcome_result(outcome?).into())
     }
+}
+
+impl Server {
+    /// Who is calling: the client's name, the transport, the HTTP token.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> crate::consent::Caller {
+        crate::consent::Caller {
+            name: ctx
+                .client_info()
+                .map(|i| i.name)
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| "unknown-client".to_owned()),
+            transport: self.transport,
+            token: self.token.clone(),
+        }
+    }
+
+    /// `aai_batch`: every call through the pipeline; progress after each call ends.
+    async fn batch(
+        &self,
+        args: &Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, GatewayError> {
+        let (batch, labels) = read_batch(args)?;
+        // A batch cannot carry the input-required round trips of 2026-07-28 clients (one
+        // question per retried request): their calls that need consent are refused, as
+        // for a client that cannot be asked. Elicitation asks per call.
+        let prompter = match asking(ctx) {
+            (true, false) => {
+                Some(Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter)
+            }
+            _ => None,
+        };
+        let origin = crate::pipeline::Origin {
+            caller: self.caller(ctx),
+            prompter,
+        };
+        let progress = progress_sink(ctx);
+        let on_done = progress.as_ref().map(|p| {
+            let sink = p.sink();
+            Arc::new(
+                move |done: usize, total: usize, status: &crate::batch::Status| {
+                    sink(Progress {
+                        progress: done as f64,
+                        total: Some(total as f64),
+                        message: Some(format!(
+                            "{done} of {total} calls done (the last: {})",
+                            status.name()
+                        )),
+                    });
+                },
+            ) as crate::batch::OnDone
+        });
+        let statuses = self
+            .gateway
+            .batch(batch, ctx.ct.clone(), on_done, &origin)
+            .await?;
+        if let Some(progress) = &progress {
+            progress.flush().await;
+        }
+        Ok(batch_result(&labels, statuses).into())
+    }
+}
+
+/// Whether the client takes elicitation requests, and whether it is a 2026-07-28 client
+/// (asked through input-required results instead: a server cannot send it requests).
+fn asking(ctx: &RequestContext<RoleServer>) -> (bool, bool) {
+    let elicits = ctx
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some());
+    let round_trips = ctx.protocol_version().is_some_and(|v| !v.has_initialize());
+    (elicits, round_trips)
+}
+
+/// The batch `args` describe, with each call's `(app, tool)` as written (for the result).
+/// A call that cannot be read fails alone (INVALID_PARAMS naming it); the others run.
+fn read_batch(
+    args: &Map<String, Value>,
+) -> Result<(crate::batch::Batch, Vec<(String, String)>), GatewayError> {
+    use crate::batch::{Batch, Call, Mode};
+    let calls = match args.get("calls") {
+        Some(Value::Array(calls)) => calls,
+        Some(_) => {
+            return Err(invalid(
+                "calls",
+                "`calls` must be an array of {app, tool, args}",
+            ));
+        }
+        None => return Err(invalid("calls", "`calls` is required")),
+    };
+    let mode = match args.get("mode") {
+        None | Some(Value::Null) => Mode::Parallel,
+        Some(Value::String(m)) if m == "parallel" => Mode::Parallel,
+        Some(Value::String(m)) if m == "sequence" => Mode::Sequence,
+        Some(_) => {
+            return Err(invalid(
+                "mode",
+                "`mode` must be \"parallel\" or \"sequence\"",
+            ));
+        }
+    };
+    let stop_on_error = match args.get("stopOnError") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(invalid(
+                "stopOnError",
+                "`stopOnError` must be true or false",
+            ));
+        }
+    };
+    let mut read = Vec::with_capacity(calls.len());
+    let mut labels = Vec::with_capacity(calls.len());
+    for (i, call) in calls.iter().enumerate() {
+        let field = |key: &str| {
+            call.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let (app, tool) = (field("app"), field("tool"));
+        labels.push((app.clone(), tool.clone()));
+        let problem = match call {
+            Value::Object(c) => match (c.get("app"), c.get("tool"), c.get("args")) {
+                (
+                    Some(Value::String(a)),
+                    Some(Value::String(t)),
+                    None | Some(Value::Object(_) | Value::Null),
+                ) if !a.trim().is_empty() && !t.trim().is_empty() => None,
+                (_, _, Some(a)) if !a.is_object() && !a.is_null() => {
+                    Some(("args", "`args` must be an object"))
+                }
+                (Some(Value::String(a)), _, _) if !a.trim().is_empty() => {
+                    Some(("tool", "`tool` must be a non-empty string"))
+                }
+                _ => Some(("app", "`app` must be a non-empty string")),
+            },
+            _ => Some(("", "each call must be an object {app, tool, args}")),
+        };
+        read.push(match problem {
+            None => Ok(Call {
+                app,
+                tool,
+                args: call.get("args").filter(|a| !a.is_null()).cloned(),
+            }),
+            Some((key, why)) => {
+                let at = if key.is_empty() {
+                    format!("calls/{i}")
+                } else {
+                    format!("calls/{i}/{key}")
+                };
+                Err(invalid(&at, &format!("call {i}: {why}")))
+            }
+        });
+    }
+    Ok((
+        Batch {
+            calls: read,
+            mode,
+            stop_on_error,
+        },
+        labels,
+    ))
+}
+
+/// A batch's result: one line per call in the text, and in `structuredContent`
+/// `{results: [{index, app, tool, status, result | error | reason}], ok, failed, skipped}`
+/// with each error in the seed's shape and each result as the `aai_exec` result it would be.
+fn batch_result(
+    labels: &[(String, String)],
+    statuses: Vec<crate::batch::Status>,
+) -> CallToolResult {
+    use crate::batch::Status;
+    let (mut ok, mut failed, mut skipped) = (0, 0, 0);
+    let mut lines = Vec::with_capacity(statuses.len());
+    let mut results = Vec::with_capacity(statuses.len());
+    for (index, ((app, tool), status)) in labels.iter().zip(statuses).enumerate() {
+        let mut item = json!({"index": index, "app": app, "tool": tool});
+        let (name, line) = match status {
+            Status::Ok(outcome) => {
+                let result = outcome_result(outcome);
+                let head = result
+                    .content
+                    .iter()
+                    .find_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .unwrap_or_default();
+                let failed_here = result.is_error == Some(true);
+                item["result"] = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let name = if failed_here { "error" } else { "ok" };
+                (name, crate::text::excerpt(head.trim(), 200))
+            }
+            Status::Failed(e) => {
+                let line = format!(
+                    "{}: {}",
+                    e.code.name(),
+                    crate::text::excerpt(&e.detail, 300)
+                );
+                item["error"] = e.to_json();
+                ("error", line)
+            }
+            Status::Skipped(why) => {
+                item["reason"] = why.into();
+                ("skipped", why.to_owned())
+            }
+        };
+        match name {
+            "ok" => ok += 1,
+            "error" => failed += 1,
+            _ => skipped += 1,
+        }
+        item["status"] = name.into();
+        lines.push(format!("{index}. {app} {tool}: {name}: {line}"));
+        results.push(item);
+    }
+    let summary = format!(
+        "{}: {ok} ok, {failed} failed, {skipped} skipped\n\n{}",
+        crate::text::count(results.len(), "call", "calls"),
+        lines.join("\n")
+    );
+    let mut result = CallToolResult::success(vec![ContentBlock::text(summary)]);
+    result.structured_content = Some(json!({
+        "results": results, "ok": ok, "failed": failed, "skipped": skipped,
+    }));
+    result
 }
 
 /// What a retried `tools/call` of the 2026-07-28 revision brings back.

@@ -11,12 +11,14 @@ use serde_json::{Map, Value, json};
 pub(super) enum Meta {
     /// `aai_search {query, limit?}`.
     Search,
-    /// `aai_guide {app}`.
+    /// `aai_guide {app, tool?}`.
     Guide,
     /// `web_discover {url}`.
     WebDiscover,
     /// `aai_exec {app, tool, args}`.
     Exec,
+    /// `aai_batch {calls, mode?, stopOnError?}`.
+    Batch,
 }
 
 /// One row: the listed name, the seed spelling accepted on `tools/call`, the meaning.
@@ -45,10 +47,11 @@ const TABLE: &[Row] = &[
         name: "aai_guide",
         seed: "aai:guide",
         meta: Meta::Guide,
-        description: "Show an app's guide: its tools, their parameters, and a ready aai_exec example.",
+        description: "Show an app's guide: its tools, their parameters, and a ready aai_exec example. Apps with many tools list them one per line; add `tool` for one tool's parameters.",
         schema: || {
             json!({"type":"object","properties":{
-                "app":{"type":"string","description":"App id (or name) from aai_search"}},
+                "app":{"type":"string","description":"App id (or name) from aai_search"},
+                "tool":{"type":"string","description":"Only this tool's parameters (for apps with many tools)"}},
                 "required":["app"]})
         },
     },
@@ -74,6 +77,24 @@ const TABLE: &[Row] = &[
                 "tool":{"type":"string","description":"Tool name from the guide"},
                 "args":{"type":"object","description":"The tool's arguments"}},
                 "required":["app","tool"]})
+        },
+    },
+    Row {
+        name: "aai_batch",
+        seed: "aai:batch",
+        meta: Meta::Batch,
+        description: "Run many tool calls in one request (each as aai_exec would, consent included) and get one result per call. Use it when a task needs several independent calls.",
+        schema: || {
+            json!({"type":"object","properties":{
+                "calls":{"type":"array","description":"The calls, each {app, tool, args}","items":{
+                    "type":"object","properties":{
+                        "app":{"type":"string"},"tool":{"type":"string"},"args":{"type":"object"}},
+                    "required":["app","tool"]}},
+                "mode":{"type":"string","enum":["parallel","sequence"],"default":"parallel",
+                        "description":"parallel: side by side; sequence: one after the other, in order"},
+                "stopOnError":{"type":"boolean","default":false,
+                               "description":"After a failure, start no further calls (they are reported skipped)"}},
+                "required":["calls"]})
         },
     },
 ];

@@ -11,6 +11,11 @@ use serde_json::{Map, Value, json};
 
 use crate::registry::{Entry, Snapshot};
 
+/// Apps with more tools than this get a guide that lists each tool in one line (a full
+/// guide of hundreds of tools would fill an agent's context); `aai_guide {app, tool}`
+/// then gives one tool's parameters.
+pub const FULL_GUIDE_MAX: usize = 40;
+
 /// The guide of `entry`.
 pub fn render(snapshot: &Snapshot, entry: &Entry) -> String {
     let app = &entry.app;
@@ -36,14 +41,79 @@ pub fn render(snapshot: &Snapshot, entry: &Entry) -> String {
     let _ = writeln!(out, "- Auth: {}", auth(binding.auth.as_ref()));
     let _ = writeln!(
         out,
-        "\nCall a tool with `aai_exec` and `{{\"app\": \"{}\", \"tool\": <name>, \"args\": {{…}}}}`.\n",
+        "\nCall a tool with `aai_exec` and `{{\"app\": \"{}\", \"tool\": <name>, \"args\": {{…}}}}`. \
+         When a task needs many calls, send them together with `aai_batch` and \
+         `{{\"calls\": [{{\"app\", \"tool\", \"args\"}}, …], \"mode\": \"parallel\" | \"sequence\", \"stopOnError\": false}}`: \
+         one result per call.\n",
         app.id
     );
     let _ = writeln!(out, "## Tools ({})", binding.tools.len());
+    if binding.tools.len() > FULL_GUIDE_MAX {
+        let _ = writeln!(
+            out,
+            "\nOne line per tool; `aai_guide` with `{{\"app\": \"{}\", \"tool\": <name>}}` shows a tool's parameters.\n",
+            app.id
+        );
+        for tool in &binding.tools {
+            let first = tool.description.lines().next().unwrap_or("").trim();
+            if first.is_empty() {
+                let _ = writeln!(out, "- `{}`", tool.name);
+            } else {
+                let _ = writeln!(
+                    out,
+                    "- `{}`: {}",
+                    tool.name,
+                    crate::text::excerpt(first, 160)
+                );
+            }
+        }
+        return out;
+    }
     for tool in &binding.tools {
         tool_section(&mut out, &app.id, tool);
     }
     out
+}
+
+/// The guide of one tool of `entry` (its parameters, returns and an example), or `None`
+/// when the app has no such tool.
+pub fn render_tool(snapshot: &Snapshot, entry: &Entry, tool: &str) -> Option<String> {
+    let tool = entry.binding().tool(tool)?;
+    let mut out = format!(
+        "# {} (`{}`): one tool\n",
+        snapshot.name(entry),
+        entry.app.id
+    );
+    tool_section(&mut out, &entry.app.id, tool);
+    Some(out)
+}
+
+/// What to say when `wanted` is not a tool of an app with tools `names`: all of a small
+/// app's names; of a large one, those that contain `wanted` or that it contains (at most
+/// 20), and a pointer to the guide.
+pub fn tool_hint(names: &[&str], wanted: &str, app_id: &str) -> String {
+    if names.len() <= FULL_GUIDE_MAX {
+        return format!("its tools are: {}", names.join(", "));
+    }
+    let lower = wanted.to_lowercase();
+    let close: Vec<&str> = names
+        .iter()
+        .filter(|n| {
+            let n = n.to_lowercase();
+            !lower.is_empty() && (n.contains(&lower) || lower.contains(&n))
+        })
+        .take(20)
+        .copied()
+        .collect();
+    let guide = format!(
+        "`aai_guide {{\"app\": \"{app_id}\"}}` lists all {}",
+        names.len()
+    );
+    if close.is_empty() {
+        guide
+    } else {
+        format!("close names: {}; {guide}", close.join(", "))
+    }
 }
 
 fn auth(auth: Option<&Auth>) -> String {
