@@ -108,8 +108,11 @@ async def test_a_sequence_runs_in_order_and_stops_at_the_first_failure(gw, tmp_p
         assert [x["status"] for x in r.structured_content["results"]] == ["ok", "ok", "error", "ok"]
     # Started one after the other, in order: each call began after the one before it ended
     # (history has the end time and the duration, in whole milliseconds).
-    first = sorted(wait_for(gw, 7), key=lambda h: h["at_ms"] - h["duration_ms"])[:3]
-    assert [h["args"].get("text") or h["tool"] for h in first] == ["one", "two", "fail"], first
+    # History lists the newest first; reversed, equal start times keep the order of writing.
+    rows = list(reversed(wait_for(gw, 7)))
+    first = sorted(rows, key=lambda h: h["at_ms"] - h["duration_ms"])[:3]
+    shown = [(h["at_ms"], h["duration_ms"], h["args"].get("text") or h["tool"]) for h in rows]
+    assert [h["args"].get("text") or h["tool"] for h in first] == ["one", "two", "fail"], shown
     for before, after in zip(first, first[1:]):
         assert after["at_ms"] - after["duration_ms"] >= before["at_ms"] - 2, (before, after)
 

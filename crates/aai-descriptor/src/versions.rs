@@ -78,20 +78,17 @@ impl Report {
     }
 }
 
-/// A `MAJOR.MINOR.PATCH` version (pre-release and build parts are ignored).
+/// `MAJOR.MINOR.PATCH` of a semver version (pre-release and build parts do not count).
 fn semver(text: &str) -> Option<(u64, u64, u64)> {
-    let core = text.trim().trim_start_matches('v');
-    let core = core.split(['-', '+']).next()?;
-    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
-    let v = (parts.next()??, parts.next()??, parts.next()??);
-    parts.next().is_none().then_some(v)
+    let v = semver::Version::parse(text.trim()).ok()?;
+    Some((v.major, v.minor, v.patch))
 }
 
 /// The bump from `old` to `new`, or why there is none.
 fn made(old: &str, new: &str) -> Result<Bump, String> {
     let (Some(o), Some(n)) = (semver(old), semver(new)) else {
         return Err(format!(
-            "versions must be MAJOR.MINOR.PATCH to be compared (old `{old}`, new `{new}`)"
+            "versions must be semver MAJOR.MINOR.PATCH to be compared (old `{old}`, new `{new}`)"
         ));
     };
     Ok(match () {
@@ -393,6 +390,7 @@ mod tests {
                 .unwrap()
                 .contains("MAJOR.MINOR.PATCH")
         );
-        assert_eq!(semver("v2.0.1-beta+7"), Some((2, 0, 1)));
+        assert_eq!(semver("2.0.1-beta.1+7"), Some((2, 0, 1)));
+        assert_eq!(made("1.4.2", "2.0.0-rc.1"), Ok(Bump::Major));
     }
 }

@@ -1,0 +1,73 @@
+//! `schema/config.schema.json` cannot drift from the config reader: it names every key
+//! `docs/config.md` documents, and it accepts or refuses each sample exactly when
+//! `Config::parse` does.
+//!
+//! Run: `cargo test -p aai-gateway --test config_schema`
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string(root().join("schema/config.schema.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn every_documented_key_is_in_the_schema() {
+    let schema = schema();
+    let docs = std::fs::read_to_string(root().join("docs/config.md")).unwrap();
+    let mut keys = 0;
+    // The key table: from its `| key |` header to the first line that is not a row.
+    let table = docs
+        .lines()
+        .skip_while(|l| !l.starts_with("| key |"))
+        .take_while(|l| l.starts_with('|'));
+    for line in table.filter(|l| l.starts_with("| `")) {
+        let key = line.split('`').nth(1).unwrap();
+        let mut at = &schema;
+        for part in key.split('.') {
+            at = if part == "<appId>" {
+                &at["additionalProperties"]
+            } else {
+                &at["properties"][part]
+            };
+            assert!(!at.is_null(), "`{key}` is documented but not in the schema");
+        }
+        keys += 1;
+    }
+    assert!(keys >= 20, "only {keys} documented keys found");
+}
+
+#[test]
+fn the_schema_accepts_what_the_gateway_accepts() {
+    let validator = jsonschema::draft7::new(&schema()).unwrap();
+    let samples = [
+        json!({}),
+        json!({"consent": {"mode": "allow", "waitSeconds": 30}}),
+        json!({"$schema": "https://raw.githubusercontent.com/aai-protocol/aai-gateway/main/schema/config.schema.json",
+               "scanPaths": ["~/apps"], "defaultTimeout": 2.5, "logLevel": "debug", "httpPort": 8080,
+               "exposure": "search", "errors": "result", "retries": 0, "history": {"days": 7, "rows": 1000},
+               "batch": {"maxCalls": 1000, "concurrency": 1}, "credentials": {"store": "file"},
+               "apps": {"com.example.a": {"consent": "deny", "cwd": "/tmp", "clientId": "x"}}}),
+        json!({"httpPort": 0}),
+        json!({"httpPort": "80"}),
+        json!({"batch": {"concurrency": 0}}),
+        json!({"batch": {"maxCalls": 1001}}),
+        json!({"consent": {"mode": "sometimes"}}),
+        json!({"logLevel": "loud"}),
+        json!({"retries": 11}),
+        json!({"history": {"rows": 99}}),
+        json!({"exposure": "all"}),
+    ];
+    for sample in samples {
+        let gateway =
+            aai_gateway::config::Config::parse(&sample.to_string(), Path::new("config.json"))
+                .is_ok();
+        assert_eq!(validator.is_valid(&sample), gateway, "{sample}");
+    }
+}
