@@ -306,6 +306,12 @@ async def test_filesystem_server(gw, tmp_path):
         r = await exec_(s, "dev.mcp.files", "read_text_file", path="/etc/hostname")
         refusal = r.content[0].text.lower()
         assert r.is_error and ("outside allowed directories" in refusal or "denied" in refusal)
+        # In a batch, a downstream result marked isError counts as a failed call.
+        r = await s.call_tool("aai_batch", {"calls": [
+            {"app": "dev.mcp.files", "tool": "read_text_file", "args": {"path": "/etc/hostname"}},
+            {"app": "dev.mcp.files", "tool": "read_text_file", "args": {"path": str(root / "note.txt")}}]})
+        assert [x["status"] for x in r.structured_content["results"]] == ["error", "ok"]
+        assert r.structured_content["results"][0]["result"]["isError"] is True
 
 
 async def test_time_server_from_pypi(gw):

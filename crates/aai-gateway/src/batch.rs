@@ -48,13 +48,14 @@ pub enum Status {
 }
 
 impl Status {
-    /// `ok`, `error` or `skipped`.
+    /// `ok`, `error` (see [`Status::failed`]) or `skipped`.
     pub fn name(&self) -> &'static str {
-        match self {
-            _ if self.failed() => "error",
-            Status::Ok(_) => "ok",
-            Status::Failed(_) => "error",
-            Status::Skipped(_) => "skipped",
+        if self.failed() {
+            "error"
+        } else if matches!(self, Status::Skipped(_)) {
+            "skipped"
+        } else {
+            "ok"
         }
     }
 

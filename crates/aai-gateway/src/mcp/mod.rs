@@ -494,8 +494,9 @@ fn batch_result(
     let mut lines = Vec::with_capacity(statuses.len());
     let mut results = Vec::with_capacity(statuses.len());
     for (index, ((app, tool), status)) in labels.iter().zip(statuses).enumerate() {
-        let mut item = json!({"index": index, "app": app, "tool": tool});
-        let (name, line) = match status {
+        let name = status.name();
+        let mut item = json!({"index": index, "app": app, "tool": tool, "status": name});
+        let line = match status {
             Status::Ok(outcome) => {
                 let result = outcome_result(outcome);
                 let head = result
@@ -503,10 +504,8 @@ fn batch_result(
                     .iter()
                     .find_map(|c| c.as_text().map(|t| t.text.clone()))
                     .unwrap_or_default();
-                let failed_here = result.is_error == Some(true);
                 item["result"] = serde_json::to_value(&result).unwrap_or(Value::Null);
-                let name = if failed_here { "error" } else { "ok" };
-                (name, crate::text::excerpt(head.trim(), 200))
+                crate::text::excerpt(head.trim(), 200)
             }
             Status::Failed(e) => {
                 let line = format!(
@@ -515,11 +514,11 @@ fn batch_result(
                     crate::text::excerpt(&e.detail, 300)
                 );
                 item["error"] = e.to_json();
-                ("error", line)
+                line
             }
             Status::Skipped(why) => {
                 item["reason"] = why.into();
-                ("skipped", why.to_owned())
+                why.to_owned()
             }
         };
         match name {
@@ -527,7 +526,6 @@ fn batch_result(
             "error" => failed += 1,
             _ => skipped += 1,
         }
-        item["status"] = name.into();
         lines.push(format!("{index}. {app} {tool}: {name}: {line}"));
         results.push(item);
     }
