@@ -8,7 +8,6 @@ Run: python3 -m pytest tests/mcp -q
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, need_peer, running
+from test_http import free_port, wait_port
 
 anyio = pytest.importorskip("anyio")
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
@@ -56,12 +56,6 @@ def growing(gw, app_id="dev.mcp.growing"):
 
 async def exec_(s, app, tool, **args):
     return await s.call_tool("aai_exec", {"app": app, "tool": tool, "args": args})
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def test_a_server_is_one_app_whose_tools_cost_nothing_until_asked_for(gw, tmp_path):
@@ -248,14 +242,7 @@ async def test_streamable_http_server(gw, tmp_path):
                               env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, "server-everything did not listen"
-                time.sleep(0.1)
+        wait_port(port, server)
         mcp_app(gw, "dev.mcp.remote", {"url": f"http://127.0.0.1:{port}/mcp"},
                 description="The reference server over streamable HTTP")
         seen = []
@@ -332,14 +319,8 @@ def start_http_growing(tmp_path):
     port = free_port()
     server = subprocess.Popen([sys.executable, str(GROWING), "--http", str(port)], cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return server, port
-        except OSError:
-            assert time.monotonic() < deadline and server.poll() is None, "growing_server did not listen"
-            time.sleep(0.1)
+    wait_port(port, server)
+    return server, port
 
 
 def stop(server):
@@ -497,14 +478,7 @@ async def test_keys_in_headers_and_the_url_never_reach_errors_logs_or_history(gw
     port = free_port()
     server = subprocess.Popen([sys.executable, str(HOSTILE), "echo-http", str(port)], start_new_session=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the echo server did not listen"
-                time.sleep(0.1)
+        wait_port(port, server)
         secrets = ["HDR-SEKRIT-1234", "KEY-SEKRIT-5678", "PATH-SEKRIT-9012", "QUERY-SEKRIT-3456"]
         mcp_app(gw, "dev.mcp.echoer", {
             "url": f"http://127.0.0.1:{port}/mcp/{secrets[2]}?key={secrets[3]}",

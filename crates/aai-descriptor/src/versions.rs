@@ -197,7 +197,7 @@ fn compare_tool(platform: &str, old: &Tool, new: &Tool, add: &mut impl FnMut(Bum
         );
     }
     let (old_schema, new_schema) = (old.parameters.json(), new.parameters.json());
-    let props = |s: &Value| s.get("properties").and_then(Value::as_object).cloned();
+    let none = serde_json::Map::new();
     let required = |s: &Value| -> Vec<String> {
         s.get("required")
             .and_then(Value::as_array)
@@ -210,12 +210,12 @@ fn compare_tool(platform: &str, old: &Tool, new: &Tool, add: &mut impl FnMut(Bum
             .unwrap_or_default()
     };
     let (before, after) = (
-        props(old_schema).unwrap_or_default(),
-        props(new_schema).unwrap_or_default(),
+        properties(old_schema).unwrap_or(&none),
+        properties(new_schema).unwrap_or(&none),
     );
     let (was_required, is_required) = (required(old_schema), required(new_schema));
     let param = |p: &str| format!("parameter `{p}` of tool `{name}` ({platform})");
-    for (p, schema) in &before {
+    for (p, schema) in before {
         let Some(now) = after.get(p) else {
             add(Bump::Major, format!("{} was removed", param(p)));
             continue;
@@ -260,6 +260,11 @@ fn compare_tool(platform: &str, old: &Tool, new: &Tool, add: &mut impl FnMut(Bum
             add(Bump::Minor, format!("optional {} was added", param(p)));
         }
     }
+}
+
+/// A schema's `properties`.
+fn properties(schema: &Value) -> Option<&serde_json::Map<String, Value>> {
+    schema.get("properties").and_then(Value::as_object)
 }
 
 #[cfg(test)]

@@ -495,8 +495,10 @@ async fn terminated() -> &'static str {
 /// from their MCP server are left out: their lists are not releases.
 fn warn_of_breaking_releases(old: &Snapshot, new: &Snapshot) {
     use aai_descriptor::versions::{self, Bump};
+    let before: std::collections::HashMap<&str, &crate::registry::Entry> =
+        old.entries.iter().map(|e| (e.app.id.as_str(), e)).collect();
     for entry in &new.entries {
-        let Some(before) = old.entries.iter().find(|e| e.app.id == entry.app.id) else {
+        let Some(before) = before.get(entry.app.id.as_str()) else {
             continue;
         };
         if matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_)) {

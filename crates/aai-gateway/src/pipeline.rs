@@ -214,16 +214,7 @@ impl Gateway {
         let app_id = entry.app.id.as_str();
         let binding = entry.binding();
         let Some(tool) = binding.tool(tool) else {
-            let names: Vec<&str> = binding.tools.iter().map(|t| t.name.as_str()).collect();
-            let shown = crate::text::excerpt(&tool.escape_debug().to_string(), 100);
-            return Err(GatewayError::new(
-                Code::ToolNotFound,
-                format!(
-                    "`{app_id}` has no tool `{shown}`; {}",
-                    crate::registry::guide::tool_hint(&names, tool, app_id)
-                ),
-            )
-            .at(app_id, tool));
+            return Err(no_such_tool(app_id, binding, tool).at(app_id, tool));
         };
         let args = validate(tool, args)
             .await
@@ -384,6 +375,20 @@ impl Gateway {
             })
         })
     }
+}
+
+/// TOOL_NOT_FOUND for `tool` of the app `app_id` reached through `binding`, naming its
+/// tools (or, for a large app, the close ones).
+pub fn no_such_tool(app_id: &str, binding: &aai_descriptor::Binding, tool: &str) -> GatewayError {
+    let names: Vec<&str> = binding.tools.iter().map(|t| t.name.as_str()).collect();
+    GatewayError::new(
+        Code::ToolNotFound,
+        format!(
+            "`{app_id}` has no tool `{}`; {}",
+            crate::text::excerpt(&tool.escape_debug().to_string(), 100),
+            crate::registry::guide::tool_hint(&names, tool, app_id)
+        ),
+    )
 }
 
 /// The folder an app's relative commands resolve against: its descriptor's.

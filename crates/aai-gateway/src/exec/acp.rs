@@ -472,9 +472,7 @@ type AgentSlot = Arc<tokio::sync::Mutex<Option<Arc<Agent>>>>;
 #[derive(Default)]
 pub struct AcpExecutor {
     agents: Mutex<HashMap<String, AgentSlot>>,
-    /// Each app's last failed start: when it ended, and why. Callers that were waiting
-    /// for that start take its answer instead of each starting (and waiting) again.
-    failed: Mutex<HashMap<String, (std::time::Instant, GatewayError)>>,
+    failures: super::Failures,
 }
 
 impl std::fmt::Debug for AcpExecutor {
@@ -705,24 +703,14 @@ impl AcpExecutor {
             agent.kill();
         }
         *slot = None;
-        if let Some((at, why)) = self.failed.lock().expect("failed lock").get(app)
-            && *at >= asked
-        {
-            return Err(why.clone());
+        if let Some(why) = self.failures.since(app, asked) {
+            return Err(why);
         }
-        match Self::start(app, started, deadline).await {
-            Ok(agent) => {
-                *slot = Some(agent.clone());
-                Ok(agent)
-            }
-            Err(why) => {
-                self.failed
-                    .lock()
-                    .expect("failed lock")
-                    .insert(app.to_owned(), (std::time::Instant::now(), why.clone()));
-                Err(why)
-            }
-        }
+        let agent = Self::start(app, started, deadline)
+            .await
+            .inspect_err(|why| self.failures.record(app, why))?;
+        *slot = Some(agent.clone());
+        Ok(agent)
     }
 
     /// Starts `app`'s agent and runs `initialize`, within `deadline`.

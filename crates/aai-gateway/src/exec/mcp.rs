@@ -36,9 +36,6 @@ struct Slot {
     server: McpServer,
     base_dir: PathBuf,
     link: tokio::sync::Mutex<Option<Arc<Connection>>>,
-    /// The last failed attempt to connect: when it ended, and why. Callers that were
-    /// waiting for that attempt take its answer instead of each trying (and waiting) again.
-    failed: Mutex<Option<(std::time::Instant, GatewayError)>>,
 }
 
 impl Slot {
@@ -47,7 +44,6 @@ impl Slot {
             server: server.clone(),
             base_dir: base_dir.to_owned(),
             link: tokio::sync::Mutex::new(None),
-            failed: Mutex::new(None),
         }
     }
 }
@@ -62,6 +58,7 @@ type Stale = Arc<Mutex<std::collections::HashSet<String>>>;
 /// Runs downstream MCP servers.
 pub struct McpExecutor {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    failures: super::Failures,
     tools: ToolCache,
     stale: Stale,
     changed_tx: mpsc::UnboundedSender<String>,
@@ -73,6 +70,7 @@ impl Default for McpExecutor {
         let (changed_tx, changed_rx) = mpsc::unbounded_channel();
         McpExecutor {
             slots: Mutex::default(),
+            failures: super::Failures::default(),
             tools: ToolCache::default(),
             stale: Stale::default(),
             changed_tx,
@@ -234,24 +232,16 @@ impl McpExecutor {
         if let Some(live) = link.as_ref().filter(|l| !l.is_closed()) {
             return Ok(live.clone());
         }
-        if let Some((at, why)) = slot.failed.lock().expect("failed lock").as_ref()
-            && *at >= asked
-        {
-            return Err(why.clone());
+        if let Some(why) = self.failures.since(app, asked) {
+            return Err(why);
         }
         *link = None;
-        let made = self.connect(app, server, base_dir, auth, deadline).await;
-        match made {
-            Ok(connection) => {
-                *link = Some(connection.clone());
-                Ok(connection)
-            }
-            Err(why) => {
-                *slot.failed.lock().expect("failed lock") =
-                    Some((std::time::Instant::now(), why.clone()));
-                Err(why)
-            }
-        }
+        let connection = self
+            .connect(app, server, base_dir, auth, deadline)
+            .await
+            .inspect_err(|why| self.failures.record(app, why))?;
+        *link = Some(connection.clone());
+        Ok(connection)
     }
 
     /// Starts or reaches `app`'s server and runs the handshake, within `deadline`.

@@ -235,3 +235,29 @@ pub struct Live {
     /// ACP agents.
     pub acp: std::collections::HashMap<String, stdio::Started>,
 }
+
+/// Each app's last failed start (of a server or an agent): when it ended, and why. A
+/// caller that was already waiting for that start takes its answer instead of starting
+/// (and waiting) again; a caller that comes later tries anew.
+#[derive(Debug, Default)]
+pub struct Failures(
+    std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, GatewayError)>>,
+);
+
+impl Failures {
+    /// The failure of a start of `app` that ended after `asked` (when the caller began
+    /// to wait), if any.
+    pub fn since(&self, app: &str, asked: std::time::Instant) -> Option<GatewayError> {
+        let failures = self.0.lock().expect("failures lock");
+        let (at, why) = failures.get(app)?;
+        (*at >= asked).then(|| why.clone())
+    }
+
+    /// Records that a start of `app` failed now.
+    pub fn record(&self, app: &str, why: &GatewayError) {
+        self.0
+            .lock()
+            .expect("failures lock")
+            .insert(app.to_owned(), (std::time::Instant::now(), why.clone()));
+    }
+}

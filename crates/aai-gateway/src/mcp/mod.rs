@@ -197,27 +197,7 @@ impl Server {
                     Some(_) => {
                         let tool = string_arg(&args, "tool")?;
                         crate::registry::guide::render_tool(&snapshot, entry, tool).ok_or_else(
-                            || {
-                                let names: Vec<&str> = entry
-                                    .binding()
-                                    .tools
-                                    .iter()
-                                    .map(|t| t.name.as_str())
-                                    .collect();
-                                GatewayError::new(
-                                    Code::ToolNotFound,
-                                    format!(
-                                        "`{}` has no tool `{}`; {}",
-                                        entry.app.id,
-                                        crate::text::excerpt(&tool.escape_debug().to_string(), 100),
-                                        crate::registry::guide::tool_hint(
-                                            &names,
-                                            tool,
-                                            &entry.app.id
-                                        )
-                                    ),
-                                )
-                            },
+                            || crate::pipeline::no_such_tool(&entry.app.id, entry.binding(), tool),
                         )?
                     }
                 };
@@ -318,9 +298,7 @@ impl Server {
         }
         Ok(outcome_result(outcome?).into())
     }
-}
 
-impl Server {
     /// Who is calling: the client's name, the transport, the HTTP token.
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> crate::consent::Caller {
         crate::consent::Caller {
@@ -439,22 +417,19 @@ fn read_batch(
         };
         let (app, tool) = (field("app"), field("tool"));
         labels.push((app.clone(), tool.clone()));
-        let problem = match call {
-            Value::Object(c) => match (c.get("app"), c.get("tool"), c.get("args")) {
-                (
-                    Some(Value::String(a)),
-                    Some(Value::String(t)),
-                    None | Some(Value::Object(_) | Value::Null),
-                ) if !a.trim().is_empty() && !t.trim().is_empty() => None,
-                (_, _, Some(a)) if !a.is_object() && !a.is_null() => {
-                    Some(("args", "`args` must be an object"))
-                }
-                (Some(Value::String(a)), _, _) if !a.trim().is_empty() => {
-                    Some(("tool", "`tool` must be a non-empty string"))
-                }
-                _ => Some(("app", "`app` must be a non-empty string")),
-            },
-            _ => Some(("", "each call must be an object {app, tool, args}")),
+        let args_ok = call
+            .get("args")
+            .is_none_or(|a| a.is_object() || a.is_null());
+        let problem = if !call.is_object() {
+            Some(("", "each call must be an object {app, tool, args}"))
+        } else if app.trim().is_empty() {
+            Some(("app", "`app` must be a non-empty string"))
+        } else if tool.trim().is_empty() {
+            Some(("tool", "`tool` must be a non-empty string"))
+        } else if !args_ok {
+            Some(("args", "`args` must be an object"))
+        } else {
+            None
         };
         read.push(match problem {
             None => Ok(Call {
