@@ -375,6 +375,59 @@ async fn exec(tmp: &Path, adapter: &Path) {
     .await;
 }
 
+/// 50 calls of the stdio adapter: one `aai_batch` (parallel, the default concurrency of 8)
+/// beside 50 `aai_exec` one after the other, and 50 `aai_exec` sent at once.
+async fn batch(tmp: &Path, adapter: &Path) {
+    let home = tmp.join("batch");
+    write_apps(&home, 1, adapter);
+    let gw = Arc::new(Client::spawn(
+        GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+    ));
+    gw.initialize().await;
+    let one = json!({"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}});
+    let calls: Vec<Value> = (0..50).map(|_| one.clone()).collect();
+    let exec = json!({"name":"aai_exec","arguments": one});
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for run in 0..220 {
+        let t = Instant::now();
+        let (reply, _) = gw
+            .rpc(
+                "tools/call",
+                json!({"name":"aai_batch","arguments":{"calls": calls}}),
+            )
+            .await;
+        assert_eq!(reply["result"]["structuredContent"]["ok"], 50, "{reply}");
+        let batched = t.elapsed();
+        let t = Instant::now();
+        for _ in 0..50 {
+            gw.rpc("tools/call", exec.clone()).await;
+        }
+        let sequential = t.elapsed();
+        let t = Instant::now();
+        let all: Vec<_> = (0..50)
+            .map(|_| {
+                let (gw, exec) = (gw.clone(), exec.clone());
+                tokio::spawn(async move { gw.rpc("tools/call", exec).await })
+            })
+            .collect();
+        for call in all {
+            call.await.unwrap();
+        }
+        let at_once = t.elapsed();
+        if run >= 20 {
+            for (i, d) in [batched, sequential, at_once].into_iter().enumerate() {
+                times[i].push(d.as_secs_f64() * 1000.0);
+            }
+        }
+    }
+    let [b, s, a] = times.map(|t| stats(t).0);
+    println!(
+        "50 calls: one aai_batch median {b:.2} ms; 50 aai_exec in turn {s:.2} ms; 50 aai_exec at once {a:.2} ms"
+    );
+}
+
 /// `aai_exec` of a trivial D-Bus method (`Ping() → s` of the tests' typed service on a
 /// private bus) beside a direct zbus call and `gdbus call` for the same method.
 async fn dbus(tmp: &Path) {
@@ -879,6 +932,9 @@ fn main() {
         }
         if only.is_empty() || only == "dbus" {
             dbus(tmp.path()).await;
+        }
+        if only.is_empty() || only == "batch" {
+            batch(tmp.path(), &adapter).await;
         }
         if only.is_empty() || only == "downstream" {
             downstream(tmp.path()).await;
