@@ -6,7 +6,11 @@ Its answers are a script: a JSON list of replies in a file, each one either
 {"tool": NAME, "arguments": {...}} (the model calls a tool) or {"text": "..."} (the model
 answers). A request gets the reply numbered by how many tool results the conversation
 already holds (so the first turn calls the tool, the turn after the result answers); past
-the end the last reply repeats. Requests that are not part of the conversation with the
+the end the last reply repeats. A conversation of the gateway's `--generate` (its system
+prompt says it writes `aai.json` descriptors) is numbered by its assistant messages instead, so
+each repair round gets the next reply. A reply may add "stream": false (answer with one
+JSON document even when a stream was asked for, as some servers do) or "status": CODE
+(fail with that HTTP status and the text as the error message). Requests that are not part of the conversation with the
 user (a title for the session, a summary: no tool list, or a system prompt that asks for
 a title) get a short text. Every request is appended to a JSON-lines log.
 
@@ -15,12 +19,15 @@ a title) get a short text. Every request is appended to a JSON-lines log.
 It listens on 127.0.0.1 on a free port, writes the port to PORTFILE when ready, and stops
 by itself after 10 minutes or when its standard input closes.
 """
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 MODEL = "fake-model"
 LIFETIME = 600
@@ -28,6 +35,12 @@ LIFETIME = 600
 
 def tool_results(messages):
     return sum(1 for m in messages if m.get("role") == "tool")
+
+
+def is_generate(body):
+    """A conversation of `aai-gateway --generate`."""
+    return any(m.get("role") == "system" and "`aai.json` descriptors" in str(m.get("content"))
+               for m in body.get("messages", []))
 
 
 def is_side_request(body):
@@ -76,11 +89,16 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             return self.send_json(400, {"error": {"message": "not JSON"}})
-        side = is_side_request(body)
-        self.record({"method": "POST", "path": self.path, "side": side, "body": body})
+        generate = is_generate(body)
+        side = not generate and is_side_request(body)
+        self.record({"method": "POST", "path": self.path, "side": side, "body": body,
+                     "authorization": self.headers.get("Authorization")})
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self.send_json(404, {"error": {"message": f"no such path {self.path}"}})
-        if side:
+        if generate:
+            n = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+            reply = self.script[min(n, len(self.script) - 1)]
+        elif side:
             reply = {"text": "Fake session"}
         else:
             n = tool_results(body.get("messages", []))
@@ -88,7 +106,9 @@ class Handler(BaseHTTPRequestHandler):
         with self.lock:
             Handler.calls += 1
             call_id = f"call_{Handler.calls}"
-        if body.get("stream"):
+        if "status" in reply:
+            self.send_json(reply["status"], {"error": {"message": reply["text"], "type": "invalid_request_error"}})
+        elif body.get("stream") and reply.get("stream", True):
             self.stream(reply, call_id, body)
         else:
             self.send_json(200, self.whole(reply, call_id))
@@ -140,6 +160,34 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True
+
+
+@contextlib.contextmanager
+def fake_llm(folder: Path, script: list):
+    """Runs fake_llm.py in `folder` with `script`; yields (base URL, a function returning
+    the requests it got). It stops when its standard input closes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "script.json").write_text(json.dumps(script))
+    log, portfile = folder / "requests.jsonl", folder / "port"
+    proc = subprocess.Popen([sys.executable, str(Path(__file__)), "script.json", str(log), str(portfile)],
+                            stdin=subprocess.PIPE, cwd=folder)
+    try:
+        deadline = time.monotonic() + 10
+        while not portfile.exists():
+            assert proc.poll() is None, "the fake LLM exited"
+            assert time.monotonic() < deadline, "the fake LLM did not start"
+            time.sleep(0.05)
+
+        def requests():
+            return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        yield f"http://127.0.0.1:{portfile.read_text()}", requests
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main():

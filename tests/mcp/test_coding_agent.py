@@ -16,14 +16,12 @@ Run: python3 -m pytest tests/mcp/test_coding_agent.py -q
 """
 import contextlib
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, deciding, need_peer, running
+from fake_llm import fake_llm
 
 anyio = pytest.importorskip("anyio")
 pytest.importorskip("mcp", reason="PyPI package mcp is not installed")
@@ -31,37 +29,8 @@ pytest.importorskip("mcp", reason="PyPI package mcp is not installed")
 pytestmark = pytest.mark.anyio
 
 OPENCODE = ROOT / "tests" / "mcp" / "agents" / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"
-FAKE_LLM = Path(__file__).with_name("fake_llm.py")
 APP = "dev.opencode.test"
 FINAL = "Done: notes.txt is written and out.txt says hi."
-
-
-@contextlib.contextmanager
-def fake_llm(folder: Path, script: list):
-    """Runs fake_llm.py in `folder` with `script`; yields (base URL, a function returning
-    the requests it got). It stops when its standard input closes."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "script.json").write_text(json.dumps(script))
-    log, portfile = folder / "requests.jsonl", folder / "port"
-    proc = subprocess.Popen([sys.executable, str(FAKE_LLM), "script.json", str(log), str(portfile)],
-                            stdin=subprocess.PIPE, cwd=folder)
-    try:
-        deadline = time.monotonic() + 10
-        while not portfile.exists():
-            assert proc.poll() is None, "the fake LLM exited"
-            assert time.monotonic() < deadline, "the fake LLM did not start"
-            time.sleep(0.05)
-
-        def requests():
-            return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        yield f"http://127.0.0.1:{portfile.read_text()}", requests
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def opencode_app(gw, base: Path, llm_url: str):

@@ -420,8 +420,14 @@ pub enum ToolCall {
         method: HttpMethod,
         /// Path below the base URL, with `{name}` segments.
         path: String,
-        /// Headers for this tool, applied last.
+        /// Headers for this tool, applied last; `{name}` in a value is filled with that
+        /// argument (the header is left out when the argument is absent).
         headers: Vec<(String, String)>,
+        /// Arguments sent in the query string whatever the method.
+        query: Vec<String>,
+        /// The argument that is the whole request body; the other arguments not in the
+        /// path or headers then go to the query string.
+        body: Option<String>,
     },
 }
 

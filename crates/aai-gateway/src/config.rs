@@ -122,6 +122,22 @@ pub struct Config {
     pub batch_max_calls: usize,
     /// Most calls of one parallel batch running at once (`batch.concurrency`).
     pub batch_concurrency: usize,
+    /// `--generate`'s model service and how it is used (`generate.*`).
+    pub generate: GenerateSettings,
+}
+
+/// `generate.*`: the OpenAI-compatible chat-completions service `--generate` drafts
+/// descriptors with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerateSettings {
+    /// Base URL (`…/v1`): `generate.baseUrl`.
+    pub base_url: String,
+    /// Model name: `generate.model`.
+    pub model: String,
+    /// Most answers asked for (the first and the repairs): `generate.rounds`.
+    pub rounds: u32,
+    /// Time for one answer: `generate.timeoutSeconds`.
+    pub timeout: Duration,
 }
 
 impl Config {
@@ -186,6 +202,13 @@ impl Config {
                 "batch.concurrency".into(),
                 self.batch_concurrency.to_string(),
             ),
+            ("generate.baseUrl".into(), self.generate.base_url.clone()),
+            ("generate.model".into(), self.generate.model.clone()),
+            ("generate.rounds".into(), self.generate.rounds.to_string()),
+            (
+                "generate.timeoutSeconds".into(),
+                secs(self.generate.timeout),
+            ),
         ];
         for (id, app) in &self.apps {
             if let Some(client_id) = &app.client_id {
@@ -226,6 +249,12 @@ impl Config {
             history_rows: 100_000,
             batch_max_calls: 100,
             batch_concurrency: 8,
+            generate: GenerateSettings {
+                base_url: "https://api.openai.com/v1".to_owned(),
+                model: "gpt-4o-mini".to_owned(),
+                rounds: 3,
+                timeout: Duration::from_secs(300),
+            },
         }
     }
 
@@ -401,6 +430,28 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
         }
         if let Some(n) = integer(&mut batch, "concurrency", 1, 64) {
             c.batch_concurrency = n as usize;
+        }
+    }
+    if let Some(mut generate) = obj.opt_obj("generate") {
+        if let Some(url) = generate.opt_text("baseUrl") {
+            match reqwest::Url::parse(url) {
+                Ok(u) if crate::net::check_fetchable(&u).is_ok() => {
+                    c.generate.base_url = url.trim_end_matches('/').to_owned();
+                }
+                _ => sink.error(
+                    generate.at("baseUrl"),
+                    format!("`{url}` is not an https URL (plain http only for this machine)"),
+                ),
+            }
+        }
+        if let Some(model) = generate.opt_text("model") {
+            c.generate.model = model.to_owned();
+        }
+        if let Some(n) = integer(&mut generate, "rounds", 1, 10) {
+            c.generate.rounds = n as u32;
+        }
+        if let Some(n) = integer(&mut generate, "timeoutSeconds", 5, 3600) {
+            c.generate.timeout = Duration::from_secs(n);
         }
     }
     if let Some(apps) = obj.opt_obj("apps") {

@@ -584,15 +584,37 @@ fn http_tool(obj: &mut Obj<'_>, params: Option<&serde_json::Value>) -> Option<To
         );
         return None;
     }
-    let mut ok = true;
-    for segment in path_params(path) {
-        if params.is_some_and(|p| !common::has_property(p, segment)) {
-            sink.error(
-                exec.at("path"),
-                format!("path placeholder `{{{segment}}}` is not a parameter of the tool"),
-            );
-            ok = false;
+    let headers = exec.opt_str_map("headers").unwrap_or_default();
+    let query = exec.opt_str_list("query").unwrap_or_default();
+    let body = exec.opt_str("body").map(str::to_owned);
+
+    // Each argument named by the binding is a parameter and goes to one place.
+    let mut places = Places {
+        sink,
+        params,
+        taken: Vec::new(),
+        ok: true,
+    };
+    for name in path_params(path) {
+        places.take(name, exec.at("path"), "URL path");
+    }
+    for (header, value) in &headers {
+        for name in header_params(value) {
+            places.take(name, exec.at("headers"), "headers");
         }
+        if !header.bytes().all(is_token_byte) || header.is_empty() {
+            places.sink.error(
+                exec.at("headers"),
+                format!("`{header}` is not a valid HTTP header name"),
+            );
+            places.ok = false;
+        }
+    }
+    for name in &query {
+        places.take(name, exec.at("query"), "query string");
+    }
+    if let Some(name) = &body {
+        places.take(name, exec.at("body"), "body");
     }
     let method = match exec.opt_str("method") {
         None => Some(HttpMethod::Post),
@@ -607,12 +629,62 @@ fn http_tool(obj: &mut Obj<'_>, params: Option<&serde_json::Value>) -> Option<To
             parsed
         }
     };
-    let headers = exec.opt_str_map("headers").unwrap_or_default();
     let method = method?;
-    ok.then(|| ToolCall::Http {
+    places.ok.then(|| ToolCall::Http {
         method,
         path: path.to_owned(),
         headers,
+        query,
+        body,
+    })
+}
+
+/// Where the arguments of an HTTP tool go, checked as they are named.
+struct Places<'a> {
+    sink: &'a crate::diagnostic::Sink,
+    params: Option<&'a serde_json::Value>,
+    taken: Vec<(String, &'static str)>,
+    ok: bool,
+}
+
+impl Places<'_> {
+    fn take(&mut self, name: &str, pointer: String, place: &'static str) {
+        if self.params.is_some_and(|p| !common::has_property(p, name)) {
+            let what = if place == "URL path" {
+                format!("path placeholder `{{{name}}}`")
+            } else {
+                format!("`{name}` (in the {place})")
+            };
+            self.sink
+                .error(pointer, format!("{what} is not a parameter of the tool"));
+            self.ok = false;
+        } else if let Some((_, before)) = self.taken.iter().find(|(n, _)| n == name) {
+            if *before != place {
+                self.sink.error(
+                    pointer,
+                    format!("argument `{name}` is sent in the {before} and in the {place}; it goes to one place"),
+                );
+                self.ok = false;
+            }
+        } else {
+            self.taken.push((name.to_owned(), place));
+        }
+    }
+}
+
+/// Whether `b` may appear in an HTTP header name (RFC 9110 `token`).
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The `{name}` placeholders of a header value: names of letters, digits, `_`, `-`, `.`
+/// and `$` (other braces, as in a JSON value, are literal text).
+pub fn header_params(value: &str) -> impl Iterator<Item = &str> {
+    path_params(value).filter(|name| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'$'))
     })
 }
 
@@ -788,4 +860,75 @@ fn instructions(o: &mut Obj<'_>, case: Case) -> Option<Option<Instructions>> {
         help_url,
         screenshot_url,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ToolCall;
+
+    fn http_tool(execution: serde_json::Value) -> (Option<ToolCall>, Vec<String>) {
+        let doc = serde_json::json!({
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "web",
+            "app": {"id": "com.example.api", "name": "Api", "description": "d"},
+            "execution": {"type": "http", "baseUrl": "https://api.example.com"},
+            "tools": [{"name": "t", "description": "t", "execution": execution,
+                       "parameters": {"type": "object", "properties": {
+                           "id": {}, "status": {}, "trace": {}, "pet": {}}}}]
+        });
+        let parsed = crate::parse(&doc.to_string(), "t.json");
+        let errors = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.message.clone())
+            .collect();
+        let call = parsed.app.map(|a| a.bindings[0].tools[0].call.clone());
+        (call, errors)
+    }
+
+    #[test]
+    fn http_tools_place_each_argument_once() {
+        let (call, errors) = http_tool(serde_json::json!({
+            "path": "/pets/{id}", "method": "PUT", "query": ["status"], "body": "pet",
+            "headers": {"X-Trace": "{trace}", "X-Json": "{\"a\":1}"}}));
+        assert!(errors.is_empty(), "{errors:?}");
+        let Some(ToolCall::Http { query, body, .. }) = call else {
+            panic!("{call:?}")
+        };
+        assert_eq!(
+            (query, body),
+            (vec!["status".to_owned()], Some("pet".to_owned()))
+        );
+
+        for (execution, message) in [
+            (
+                serde_json::json!({"path": "/p", "query": ["nope"]}),
+                "`nope` (in the query string) is not a parameter of the tool",
+            ),
+            (
+                serde_json::json!({"path": "/p", "body": "ghost"}),
+                "`ghost` (in the body) is not a parameter of the tool",
+            ),
+            (
+                serde_json::json!({"path": "/p", "headers": {"X-A": "{missing}"}}),
+                "`missing` (in the headers) is not a parameter of the tool",
+            ),
+            (
+                serde_json::json!({"path": "/p/{id}", "query": ["id"]}),
+                "argument `id` is sent in the URL path and in the query string; it goes to one place",
+            ),
+            (
+                serde_json::json!({"path": "/p", "query": ["pet"], "body": "pet"}),
+                "argument `pet` is sent in the query string and in the body; it goes to one place",
+            ),
+            (
+                serde_json::json!({"path": "/p", "headers": {"Bad Header": "x"}}),
+                "`Bad Header` is not a valid HTTP header name",
+            ),
+        ] {
+            let (call, errors) = http_tool(execution.clone());
+            assert!(call.is_none(), "{execution}");
+            assert_eq!(errors, [message], "{execution}");
+        }
+    }
 }

@@ -66,6 +66,50 @@ pub async fn describe_service(
     service: &str,
     max_objects: usize,
 ) -> Result<Vec<ObjectDescription>, String> {
+    let mut out = Vec::new();
+    for (path, xml) in introspect_tree(service, max_objects).await? {
+        let Ok(node) = zbus_xml::Node::from_reader(xml.as_bytes()) else {
+            continue;
+        };
+        let interfaces: Vec<InterfaceDescription> = node
+            .interfaces()
+            .iter()
+            .filter(|i| !STANDARD.contains(&i.name().as_str()))
+            .map(|i| InterfaceDescription {
+                name: i.name().to_string(),
+                methods: i
+                    .methods()
+                    .iter()
+                    .map(|m| {
+                        let args = m
+                            .args()
+                            .iter()
+                            .filter(|a| !matches!(a.direction(), Some(zbus_xml::ArgDirection::Out)))
+                            .map(|a| (a.name().map(str::to_owned), a.ty().to_string()))
+                            .collect();
+                        (m.name().to_string(), args)
+                    })
+                    .collect(),
+                properties: i
+                    .properties()
+                    .iter()
+                    .map(|p| (p.name().to_string(), p.ty().to_string(), p.access().write()))
+                    .collect(),
+            })
+            .collect();
+        if !interfaces.is_empty() {
+            out.push(ObjectDescription { path, interfaces });
+        }
+    }
+    Ok(out)
+}
+
+/// The introspection XML of each object of `service` that has interfaces of its own (at
+/// most `max_objects`), as `(path, xml)`, depth first from `/`. Nothing is started.
+pub async fn introspect_tree(
+    service: &str,
+    max_objects: usize,
+) -> Result<Vec<(String, String)>, String> {
     let conn = Connection::session().await.map_err(|e| e.to_string())?;
     let mut todo = vec!["/".to_owned()];
     let mut out = Vec::new();
@@ -95,34 +139,12 @@ pub async fn describe_service(
                 todo.push(format!("{base}/{name}"));
             }
         }
-        let interfaces: Vec<InterfaceDescription> = node
+        if node
             .interfaces()
             .iter()
-            .filter(|i| !STANDARD.contains(&i.name().as_str()))
-            .map(|i| InterfaceDescription {
-                name: i.name().to_string(),
-                methods: i
-                    .methods()
-                    .iter()
-                    .map(|m| {
-                        let args = m
-                            .args()
-                            .iter()
-                            .filter(|a| !matches!(a.direction(), Some(zbus_xml::ArgDirection::Out)))
-                            .map(|a| (a.name().map(str::to_owned), a.ty().to_string()))
-                            .collect();
-                        (m.name().to_string(), args)
-                    })
-                    .collect(),
-                properties: i
-                    .properties()
-                    .iter()
-                    .map(|p| (p.name().to_string(), p.ty().to_string(), p.access().write()))
-                    .collect(),
-            })
-            .collect();
-        if !interfaces.is_empty() {
-            out.push(ObjectDescription { path, interfaces });
+            .any(|i| !STANDARD.contains(&i.name().as_str()))
+        {
+            out.push((path, xml));
         }
     }
     Ok(out)

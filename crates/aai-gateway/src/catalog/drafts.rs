@@ -24,6 +24,8 @@ pub enum Plan {
     BuiltIn,
     /// The source cannot be imported (the summary says why).
     Skipped,
+    /// A file the user named already exists: kept unless `--force`.
+    Exists,
 }
 
 impl Plan {
@@ -38,6 +40,7 @@ impl Plan {
             Plan::Invalid => "generated descriptor is invalid (not written)",
             Plan::BuiltIn => "served by a built-in app (skipped; --all to include)",
             Plan::Skipped => "skipped",
+            Plan::Exists => "file exists (kept; --force to overwrite)",
         }
     }
 }
@@ -70,6 +73,18 @@ pub fn plan(dir: &Path, text: &str) -> Plan {
     } else {
         Plan::Update
     }
+}
+
+/// Writes `text` to a file the user named (no fingerprint: the user owns it), through a
+/// temporary file beside it.
+pub fn write_file(file: &Path, text: &str) -> std::io::Result<()> {
+    let name = file.file_name().map_or_else(
+        || "aai.json".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let tmp = file.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, file)
 }
 
 /// Writes `text` and its fingerprint.

@@ -9,6 +9,7 @@
 //! Files are read and parsed in parallel; the merge is sequential and deterministic
 //! (directories in precedence order, files sorted by path).
 
+pub mod author;
 pub mod builtin;
 #[cfg(target_os = "linux")]
 pub mod bus;
@@ -16,6 +17,7 @@ pub mod drafts;
 #[cfg(target_os = "linux")]
 pub mod generate;
 pub mod mcp_import;
+pub mod openapi;
 pub mod paths;
 pub mod sdef;
 pub mod watch;

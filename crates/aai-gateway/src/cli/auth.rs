@@ -83,12 +83,17 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             }
         }
         Action::Set { app, stdin } => {
-            let Some(auth) = find(&app) else {
-                return fail(&format!(
-                    "no app `{app}` that needs credentials; see `aai-gateway auth status`"
-                ));
+            // `--generate`'s model service key is stored like an app's API key.
+            let kind = if app == super::generate::KEY_ID {
+                AuthKind::ApiKey
+            } else {
+                let Some(auth) = find(&app) else {
+                    return fail(&format!(
+                        "no app `{app}` that needs credentials; see `aai-gateway auth status`"
+                    ));
+                };
+                auth.kind()
             };
-            let kind = auth.kind();
             if kind == AuthKind::OAuth2 {
                 return fail(&format!(
                     "this app signs in with OAuth 2: run `aai-gateway auth login {app}`"

@@ -101,6 +101,7 @@ fn bus(ctx: &Context, opts: Options) -> Result<(Vec<Found>, Vec<String>), String
             plan,
             notes: Vec::new(),
             secret: None,
+            file: None,
         });
     }
     Ok((found, activatable))
@@ -172,6 +173,7 @@ fn bundles(ctx: &Context, opts: Options) -> (Vec<Found>, Vec<String>) {
                 plan,
                 notes: Vec::new(),
                 secret: None,
+                file: None,
             });
         }
     }

@@ -1,8 +1,9 @@
-//! Commands that write descriptors (`--discover`, `import mcp`) show what they would
+//! Commands that write descriptors (`--discover`, `--generate`, `import`) show what they would
 //! write first, then write on `--yes` or a TTY confirmation; files the user edited are
 //! kept unless `--force` (`catalog::drafts`).
 
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::json;
@@ -36,6 +37,17 @@ pub(super) struct Found {
     pub notes: Vec<String>,
     /// A credential to store once it is written.
     pub secret: Option<String>,
+    /// Write exactly this file instead of `$AAI_HOME/<id>/aai.json`.
+    pub file: Option<PathBuf>,
+}
+
+impl Found {
+    /// Where it goes.
+    fn target(&self, home: &Path) -> PathBuf {
+        self.file
+            .clone()
+            .unwrap_or_else(|| home.join(&self.id).join("aai.json"))
+    }
 }
 
 /// Shows what was found, then writes what may be written (`before_write` runs first for
@@ -50,7 +62,8 @@ pub(super) fn present(
     let writable: Vec<&Found> = found
         .iter()
         .filter(|f| {
-            matches!(f.plan, Plan::New | Plan::Update) || (opts.force && f.plan == Plan::Edited)
+            matches!(f.plan, Plan::New | Plan::Update)
+                || (opts.force && matches!(f.plan, Plan::Edited | Plan::Exists))
         })
         .collect();
 
@@ -90,7 +103,11 @@ pub(super) fn present(
             if let Err(e) = before_write(f) {
                 return fail(&format!("{} was not written: {e}", f.id));
             }
-            match drafts::write(&ctx.home.join(&f.id), text) {
+            let wrote = match &f.file {
+                Some(file) => drafts::write_file(file, text).map(|()| file.clone()),
+                None => drafts::write(&ctx.home.join(&f.id), text),
+            };
+            match wrote {
                 Ok(path) => written.push(path),
                 Err(e) => {
                     return fail(&format!("cannot write the descriptor of {}: {e}", f.id));
@@ -103,7 +120,7 @@ pub(super) fn present(
         let apps: Vec<_> = found
             .iter()
             .map(|f| json!({"service": f.id, "notes": f.notes, "plan": format!("{:?}", f.plan).to_lowercase(), "summary": f.summary,
-                            "file": ctx.home.join(&f.id).join("aai.json")}))
+                            "file": f.target(&ctx.home)}))
             .collect();
         let body = json!({"apps": apps, "notRunning": activatable, "written": written});
         let _ = writeln!(

@@ -1,16 +1,22 @@
-//! `import mcp <file> [--yes] [--force] [--json]`: one descriptor per MCP server of a
-//! client's configuration (`catalog::mcp_import`), shown, then written into the home
-//! directory on `--yes` or a TTY confirmation. A server's credential goes to the
-//! credential store as its descriptor is written.
+//! `import mcp <file>`: one descriptor per MCP server of a client's configuration
+//! (`catalog::mcp_import`); a server's credential goes to the credential store as its
+//! descriptor is written.
+//!
+//! `import openapi <file|url>`: one web descriptor from an OpenAPI document
+//! (`catalog::openapi`), into the home directory or `-o FILE`.
+//!
+//! Both show what they would write, then write on `--yes` or a TTY confirmation.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use super::Context;
 use super::drafts::{self, Found};
 use crate::auth::store::{Credential, Store};
 use crate::catalog::drafts::{Plan, plan};
+use crate::catalog::openapi;
 
 /// Largest configuration file read (they are a few KiB).
 const MAX_FILE: u64 = 4 * 1024 * 1024;
@@ -51,6 +57,7 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
                 plan,
                 notes: s.notes,
                 secret: s.secret,
+                file: None,
             }
         })
         .collect();
@@ -70,15 +77,148 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
     })
 }
 
+/// What `import openapi` reads and where it writes.
+#[derive(Debug)]
+pub(super) struct OpenApi {
+    /// A file or an https (loopback http) URL.
+    pub source: String,
+    /// Only these tags or operationIds.
+    pub only: Vec<String>,
+    /// The API's base URL instead of the document's servers.
+    pub base_url: Option<String>,
+    /// The app id instead of one made from the base URL.
+    pub id: Option<String>,
+    /// Write here instead of `$AAI_HOME/<appId>/aai.json`.
+    pub output: Option<PathBuf>,
+}
+
+pub(super) fn openapi(ctx: &Context, args: &OpenApi, opts: drafts::Options) -> ExitCode {
+    let started = Instant::now();
+    let is_url = args.source.starts_with("https://") || args.source.starts_with("http://");
+    let text = if is_url {
+        fetch(&args.source)
+    } else {
+        read_capped(
+            Path::new(&args.source),
+            openapi::MAX_DOCUMENT as u64,
+            "an OpenAPI document",
+        )
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => return fail(&e),
+    };
+    let doc = match openapi::parse(&text) {
+        Ok(d) => d,
+        Err(e) => return fail(&format!("{}: {e}", args.source)),
+    };
+    drop(text);
+    let import = openapi::import(
+        &doc,
+        openapi::Options {
+            only: &args.only,
+            base_url: args.base_url.as_deref(),
+            source_url: is_url.then_some(args.source.as_str()),
+            id: args.id.as_deref(),
+        },
+    );
+    let import = match import {
+        Ok(i) => i,
+        Err(e) => return fail(&format!("{}: {e}", args.source)),
+    };
+    let text = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&import.descriptor).expect("JSON")
+    );
+    let mut notes = import.notes;
+    let problems = aai_descriptor::parse(&text, "imported").diagnostics;
+    notes.extend(problems.iter().filter(|d| d.is_error()).take(5).map(|d| {
+        format!("the descriptor would not validate (a bug of the importer; please report it): {d}")
+    }));
+    let plan = match &args.output {
+        Some(file) => drafts_plan_file(file, &text),
+        None => plan(&ctx.home.join(&import.id), &text),
+    };
+    tracing::info!(
+        tools = import.tools,
+        bytes = text.len(),
+        "imported {} in {:.0?}",
+        args.source,
+        started.elapsed()
+    );
+    let title = import.descriptor["app"]["name"].as_str().unwrap_or("");
+    let summary = format!(
+        "{title}: {}{}",
+        crate::text::count(import.tools, "tool", "tools"),
+        import
+            .auth
+            .map(|a| format!(", auth {a}"))
+            .unwrap_or_default()
+    );
+    let found = [Found {
+        id: import.id,
+        text: Some(text),
+        summary,
+        plan,
+        notes,
+        secret: None,
+        file: args.output.clone(),
+    }];
+    drafts::present(ctx, opts, &found, &[], &mut |_| Ok(()))
+}
+
+/// What writing `text` to a file of the user's choosing would do: new, unchanged, or
+/// kept unless `--force`.
+fn drafts_plan_file(file: &Path, text: &str) -> Plan {
+    let parsed = aai_descriptor::parse(text, "imported");
+    if parsed.app.is_none() {
+        return Plan::Invalid;
+    }
+    match std::fs::read_to_string(file) {
+        Err(_) => Plan::New,
+        Ok(current) if current == text => Plan::Unchanged,
+        Ok(_) => Plan::Exists,
+    }
+}
+
+/// An OpenAPI document from an https (or loopback http) URL.
+fn fetch(source: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(source).map_err(|e| format!("`{source}` is not a URL: {e}"))?;
+    crate::net::check_fetchable(&url)?;
+    let shown = crate::net::redact(&url);
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let client = crate::net::client(crate::net::Purpose::Descriptor)?;
+        let response = client
+            .get(url)
+            .timeout(std::time::Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| format!("cannot fetch the document: {}", crate::net::describe(&e)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("{shown} answered {status}"));
+        }
+        let body = crate::net::read_capped(response, openapi::MAX_DOCUMENT)
+            .await
+            .map_err(|e| format!("{shown}: {e}"))?;
+        String::from_utf8(body).map_err(|_| format!("{shown}: the document is not UTF-8 text"))
+    })
+}
+
 fn read(file: &Path) -> Result<String, String> {
+    read_capped(file, MAX_FILE, "a client configuration")
+}
+
+fn read_capped(file: &Path, max: u64, what: &str) -> Result<String, String> {
     let meta =
         std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     if !meta.is_file() {
         return Err(format!("{} is not a file", file.display()));
     }
-    if meta.len() > MAX_FILE {
+    if meta.len() > max {
         return Err(format!(
-            "{} is {} bytes; a client configuration is at most {MAX_FILE}",
+            "{} is {} bytes; {what} is at most {max}",
             file.display(),
             meta.len()
         ));

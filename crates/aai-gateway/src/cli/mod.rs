@@ -5,6 +5,7 @@ mod call;
 mod consent;
 mod discover;
 mod drafts;
+mod generate;
 mod history;
 mod import;
 mod scan;
@@ -24,6 +25,7 @@ use crate::host::{Host, Os};
 /// Lets AI agents call applications directly: an MCP gateway for aai.json apps.
 #[derive(Debug, Parser)]
 #[command(name = "aai-gateway", version, about, long_about = None)]
+#[command(group(clap::ArgGroup::new("writer").args(["discover", "generate"]).multiple(false)))]
 struct Cli {
     /// The AAI home directory (descriptors, config, state); default ~/.aai.
     #[arg(long, global = true, env = "AAI_HOME", value_name = "DIR")]
@@ -57,12 +59,24 @@ struct Cli {
     #[arg(long, conflicts_with_all = ["scan", "mcp"])]
     discover: bool,
 
-    /// With --discover: write without asking.
-    #[arg(long, requires = "discover")]
+    /// Draft the descriptor of an app with a language model (any OpenAI-compatible
+    /// chat-completions service, config `generate.*`): from the introspection of a D-Bus
+    /// name, a command's --help, or the file given with --from; checked and repaired until
+    /// it validates, then written into the home directory.
+    #[arg(long, value_name = "APP", conflicts_with_all = ["scan", "mcp", "discover"])]
+    generate: Option<String>,
+
+    /// With --generate: what the model reads (D-Bus introspection XML, a .sdef, an OpenAPI
+    /// document, or --help text); <APP> is then the app id.
+    #[arg(long, requires = "generate", value_name = "FILE")]
+    from: Option<PathBuf>,
+
+    /// With --discover or --generate: write without asking.
+    #[arg(long, requires = "writer")]
     yes: bool,
 
-    /// With --discover: also overwrite descriptors you edited.
-    #[arg(long, requires = "discover")]
+    /// With --discover or --generate: also overwrite descriptors you edited.
+    #[arg(long, requires = "writer")]
     force: bool,
 
     /// With --discover: include the desktop's own plumbing services (and, on macOS, apps a
@@ -70,7 +84,7 @@ struct Cli {
     #[arg(long, requires = "discover")]
     all: bool,
 
-    /// With --scan or --discover: print one JSON object instead of a table.
+    /// With --scan, --discover or --generate: print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
 
@@ -145,6 +159,33 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ImportCommand {
+    /// An OpenAPI 3.0 or 3.1 document (JSON or YAML, a file or an https URL): one web
+    /// app whose tools are the document's operations.
+    Openapi {
+        /// The document: a file, or an https URL (http only for this machine).
+        source: String,
+        /// Only operations with this tag or operationId (repeatable).
+        #[arg(long, value_name = "TAG|OPERATION_ID")]
+        only: Vec<String>,
+        /// The API's address, instead of the document's first server.
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// The app id, instead of one made from the API's host.
+        #[arg(long)]
+        id: Option<String>,
+        /// Write this file instead of `$AAI_HOME/<appId>/aai.json`.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Write without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Also overwrite a descriptor you edited (or the existing `-o` file).
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// The MCP servers of a client's configuration (Claude Desktop, Claude Code or Cursor
     /// `mcpServers` JSON, VS Code `servers`, Codex `config.toml`): one app per server.
     Mcp {
@@ -339,12 +380,49 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 drafts::Options { yes, force, json },
             ))
         }
+        Some(Command::Import {
+            what:
+                ImportCommand::Openapi {
+                    source,
+                    only,
+                    base_url,
+                    id,
+                    output,
+                    yes,
+                    force,
+                    json,
+                },
+        }) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            let args = import::OpenApi {
+                source,
+                only,
+                base_url,
+                id,
+                output,
+            };
+            Ok(import::openapi(
+                &ctx,
+                &args,
+                drafts::Options { yes, force, json },
+            ))
+        }
         Some(Command::Call { app, tool, args }) => {
             let ctx = context(cli.home, cli.config, false, false)?;
             Ok(call::run(ctx, &app, &tool, args.as_deref()))
         }
-        None if cli.json && !cli.scan && !cli.discover => {
-            Err("--json goes with --scan or --discover".to_owned())
+        None if cli.json && !cli.scan && !cli.discover && cli.generate.is_none() => {
+            Err("--json goes with --scan, --discover or --generate".to_owned())
+        }
+        None if cli.generate.is_some() => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            let app = cli.generate.unwrap_or_default();
+            let opts = drafts::Options {
+                yes: cli.yes,
+                force: cli.force,
+                json: cli.json,
+            };
+            Ok(generate::run(&ctx, &app, cli.from.as_deref(), opts))
         }
         None if cli.discover => {
             let ctx = context(cli.home, cli.config, false, false)?;

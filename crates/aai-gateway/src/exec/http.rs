@@ -42,6 +42,8 @@ impl Execute for HttpExecutor {
             method,
             path,
             headers,
+            query,
+            body,
         } = &req.tool.call
         else {
             return Err(GatewayError::new(
@@ -56,11 +58,22 @@ impl Execute for HttpExecutor {
                 format!("cannot start the HTTP client: {e}"),
             )
         })?;
-        let mut args = match std::mem::take(&mut req.args) {
+        let args = match std::mem::take(&mut req.args) {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        let mut url = build_url(&http.base_url, path, &mut args, *method)?;
+        let wire = Wire::new(
+            &http.base_url,
+            &Binding {
+                method: *method,
+                path,
+                headers,
+                query,
+                body: body.as_deref(),
+            },
+            args,
+        )?;
+        let mut url = wire.url;
         let auth = req.auth.take().unwrap_or_default();
         if !auth.query.is_empty() {
             let mut pairs = url.query_pairs_mut();
@@ -77,13 +90,9 @@ impl Execute for HttpExecutor {
             http.default_headers
                 .iter()
                 .chain(&auth_headers)
-                .chain(headers),
+                .chain(&wire.headers),
         )?;
-        let body = (!matches!(
-            method,
-            HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
-        ))
-        .then(|| Value::Object(args).to_string());
+        let body = wire.body.map(|b| b.to_string());
         let deadline = Instant::now() + req.ctx.timeout;
         let mut attempt = 0;
         loop {
@@ -204,14 +213,96 @@ fn reqwest_method(m: HttpMethod) -> Method {
     }
 }
 
-/// `base` + `path` with `{name}` segments filled (and removed from `args`); the remaining
-/// arguments in the query string for GET, DELETE and HEAD.
-pub fn build_url(
+/// A tool's HTTP binding: where each argument goes.
+#[derive(Debug)]
+pub struct Binding<'a> {
+    /// The method.
+    pub method: HttpMethod,
+    /// Path below the base URL with `{name}` segments.
+    pub path: &'a str,
+    /// The tool's headers, with `{name}` placeholders.
+    pub headers: &'a [(String, String)],
+    /// Arguments always sent in the query string.
+    pub query: &'a [String],
+    /// The argument that is the whole body.
+    pub body: Option<&'a str>,
+}
+
+/// One request as it goes on the wire (before auth).
+#[derive(Debug)]
+pub struct Wire {
+    /// `baseUrl` + the filled path + the query string.
+    pub url: Url,
+    /// The tool's headers, filled.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body, if any.
+    pub body: Option<Value>,
+}
+
+impl Wire {
+    /// Places the arguments: `{name}` path segments and header placeholders first, then
+    /// the binding's `query` names; then the `body` argument, with what is left going to
+    /// the query string; without `body`, what is left is the query string for GET,
+    /// DELETE and HEAD and a JSON object body otherwise.
+    pub fn new(
+        base: &str,
+        binding: &Binding<'_>,
+        mut args: Map<String, Value>,
+    ) -> Result<Self, GatewayError> {
+        let mut filled = fill_path(base, binding.path, &mut args)?;
+        let headers = fill_headers(binding.headers, &mut args)?;
+        let mut query: Vec<(String, Value)> = binding
+            .query
+            .iter()
+            .filter_map(|name| args.shift_remove_entry(name))
+            .collect();
+        let body = match binding.body {
+            Some(name) => {
+                let body = args.shift_remove(name).filter(|b| !b.is_null());
+                query.extend(std::mem::take(&mut args));
+                body
+            }
+            None if matches!(
+                binding.method,
+                HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
+            ) =>
+            {
+                query.extend(std::mem::take(&mut args));
+                None
+            }
+            None => Some(Value::Object(args)),
+        };
+        append_query(&mut filled, &query);
+        let url = Url::parse(&filled).map_err(|e| {
+            GatewayError::new(
+                Code::AaiJsonInvalid,
+                format!("the tool's URL is invalid: {e}"),
+            )
+        })?;
+        // Whatever the template and the arguments, the request stays under `baseUrl`.
+        if let Ok(base) = Url::parse(base) {
+            let root = base.path().trim_end_matches('/');
+            let inside = url.origin() == base.origin()
+                && (url.path() == root
+                    || url.path().starts_with(&format!("{root}/"))
+                    || root.is_empty());
+            if !inside {
+                return Err(GatewayError::new(
+                    Code::InvalidParams,
+                    "the filled URL would leave the API's base URL; refused",
+                ));
+            }
+        }
+        Ok(Self { url, headers, body })
+    }
+}
+
+/// `base` + `path` with `{name}` segments filled (and removed from `args`).
+fn fill_path(
     base: &str,
     path: &str,
     args: &mut Map<String, Value>,
-    method: HttpMethod,
-) -> Result<Url, GatewayError> {
+) -> Result<String, GatewayError> {
     let mut filled = String::with_capacity(base.len() + path.len());
     filled.push_str(base.trim_end_matches('/'));
     let mut rest = path;
@@ -259,56 +350,74 @@ pub fn build_url(
             "the path arguments would make a `.` or `..` URL segment, which leaves the API's path; they are refused",
         ));
     }
-    if matches!(
-        method,
-        HttpMethod::Get | HttpMethod::Delete | HttpMethod::Head
-    ) {
-        let mut query = String::new();
-        for (k, v) in args.iter() {
-            let values: Vec<String> = match v {
-                Value::Null => continue,
-                Value::Array(items) => items
-                    .iter()
-                    .map(|i| scalar_text(i).unwrap_or_else(|| i.to_string()))
-                    .collect(),
-                other => vec![scalar_text(other).unwrap_or_else(|| other.to_string())],
+    Ok(filled)
+}
+
+/// The tool's headers with `{name}` placeholders filled from (and removed from) `args`;
+/// a header whose argument is absent or null is left out.
+fn fill_headers(
+    headers: &[(String, String)],
+    args: &mut Map<String, Value>,
+) -> Result<Vec<(String, String)>, GatewayError> {
+    let mut out = Vec::with_capacity(headers.len());
+    let mut used = Vec::new();
+    'header: for (name, template) in headers {
+        let mut value = template.clone();
+        for param in aai_descriptor::header_params(template) {
+            used.push(param.to_owned());
+            let text = match args.get(param) {
+                None | Some(Value::Null) => continue 'header,
+                Some(v) => scalar_text(v).ok_or_else(|| {
+                    GatewayError::new(
+                        Code::InvalidParams,
+                        format!("argument `{param}` must be a string, number or boolean (it is sent in the `{name}` header)"),
+                    )
+                    .with("field", format!("/{param}"))
+                })?,
             };
-            for value in values {
-                query.push(if query.is_empty() { '?' } else { '&' });
-                query.push_str(&encode(k));
-                query.push('=');
-                query.push_str(&encode(&value));
+            if text.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(GatewayError::new(
+                    Code::InvalidParams,
+                    format!("argument `{param}` must not contain line breaks (it is sent in the `{name}` header)"),
+                )
+                .with("field", format!("/{param}")));
             }
+            value = value.replace(&format!("{{{param}}}"), &text);
         }
-        if !query.is_empty() {
-            if filled.contains('?') {
-                query.replace_range(0..1, "&");
-            }
-            filled.push_str(&query);
-        }
-        args.clear();
+        out.push((name.clone(), value));
     }
-    let url = Url::parse(&filled).map_err(|e| {
-        GatewayError::new(
-            Code::AaiJsonInvalid,
-            format!("the tool's URL is invalid: {e}"),
-        )
-    })?;
-    // Whatever the template and the arguments, the request stays under `baseUrl`.
-    if let Ok(base) = Url::parse(base) {
-        let root = base.path().trim_end_matches('/');
-        let inside = url.origin() == base.origin()
-            && (url.path() == root
-                || url.path().starts_with(&format!("{root}/"))
-                || root.is_empty());
-        if !inside {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                "the filled URL would leave the API's base URL; refused",
-            ));
+    for param in used {
+        args.shift_remove(&param);
+    }
+    Ok(out)
+}
+
+/// Appends `pairs` to `url` as a query string (arrays as repeated keys, objects as JSON
+/// text, nulls left out).
+fn append_query(url: &mut String, pairs: &[(String, Value)]) {
+    let mut query = String::new();
+    for (k, v) in pairs {
+        let values: Vec<String> = match v {
+            Value::Null => continue,
+            Value::Array(items) => items
+                .iter()
+                .map(|i| scalar_text(i).unwrap_or_else(|| i.to_string()))
+                .collect(),
+            other => vec![scalar_text(other).unwrap_or_else(|| other.to_string())],
+        };
+        for value in values {
+            query.push(if query.is_empty() { '?' } else { '&' });
+            query.push_str(&encode(k));
+            query.push('=');
+            query.push_str(&encode(&value));
         }
     }
-    Ok(url)
+    if !query.is_empty() {
+        if url.contains('?') {
+            query.replace_range(0..1, "&");
+        }
+        url.push_str(&query);
+    }
 }
 
 /// `.` or `..`, also percent-encoded (`%2e`, `.%2E`, …), as the URL standard reads them.
@@ -410,10 +519,94 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn build_url(
+        base: &str,
+        path: &str,
+        args: &mut Map<String, Value>,
+        method: HttpMethod,
+    ) -> Result<Url, GatewayError> {
+        let binding = Binding {
+            method,
+            path,
+            headers: &[],
+            query: &[],
+            body: None,
+        };
+        let wire = Wire::new(base, &binding, std::mem::take(args))?;
+        if let Some(Value::Object(rest)) = wire.body {
+            *args = rest;
+        }
+        Ok(wire.url)
+    }
+
     fn url(path: &str, args: Value, method: HttpMethod) -> (String, Value) {
         let mut map = args.as_object().unwrap().clone();
         let u = build_url("http://127.0.0.1:8080/api/", path, &mut map, method).unwrap();
         (u.to_string(), Value::Object(map))
+    }
+
+    #[test]
+    fn query_names_headers_and_a_body_argument_place_each_argument() {
+        let headers = [
+            ("X-Request-Id".to_owned(), "{requestId}".to_owned()),
+            ("X-Trace".to_owned(), "t-{trace}".to_owned()),
+            ("X-Json".to_owned(), "{\"a\":1}".to_owned()),
+        ];
+        let query = ["status".to_owned()];
+        let binding = Binding {
+            method: HttpMethod::Post,
+            path: "/pets/{id}",
+            headers: &headers,
+            query: &query,
+            body: Some("pet"),
+        };
+        let args = json!({"id": 7, "requestId": "r1", "status": ["a", "b"],
+                          "pet": [1, 2], "dryRun": true});
+        let wire = Wire::new(
+            "http://127.0.0.1:9/v1",
+            &binding,
+            args.as_object().unwrap().clone(),
+        )
+        .unwrap();
+        assert_eq!(
+            wire.url.as_str(),
+            "http://127.0.0.1:9/v1/pets/7?status=a&status=b&dryRun=true"
+        );
+        // The header of an absent argument is left out; braces that are no name stay.
+        assert_eq!(
+            wire.headers,
+            vec![
+                ("X-Request-Id".to_owned(), "r1".to_owned()),
+                ("X-Json".to_owned(), "{\"a\":1}".to_owned())
+            ]
+        );
+        assert_eq!(wire.body, Some(json!([1, 2])));
+
+        // Without `body`, a POST sends the rest as an object; `query` names still go up.
+        let binding = Binding {
+            body: None,
+            ..binding
+        };
+        let args = json!({"id": 7, "status": "s", "name": "Rex"});
+        let wire = Wire::new(
+            "http://127.0.0.1:9/v1",
+            &binding,
+            args.as_object().unwrap().clone(),
+        )
+        .unwrap();
+        assert_eq!(wire.url.as_str(), "http://127.0.0.1:9/v1/pets/7?status=s");
+        assert_eq!(wire.body, Some(json!({"name": "Rex"})));
+
+        // A header argument may not smuggle a second header.
+        let args = json!({"id": 7, "requestId": "r\r\nX-Evil: 1"});
+        let e = Wire::new(
+            "http://127.0.0.1:9/v1",
+            &binding,
+            args.as_object().unwrap().clone(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, Code::InvalidParams);
+        assert!(e.detail.contains("line breaks"), "{e}");
     }
 
     #[test]
