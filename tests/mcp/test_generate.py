@@ -5,6 +5,7 @@ answers (streamed and not); the app is a real D-Bus service on a private bus.
 
 Run: python3 -m pytest tests/mcp/test_generate.py -q
 """
+import base64
 import json
 import os
 import pty
@@ -134,6 +135,13 @@ def test_generate_failures_are_clear_and_keep_the_key_out(dgw, tmp_path):
         assert r.returncode == 2
         assert "401" in r.stderr and "Incorrect API key provided: ***" in r.stderr, r.stderr
         assert KEY not in r.stdout + r.stderr
+    # The same key base64-encoded (as in a Basic header a service echoes) is scrubbed too.
+    encoded = base64.b64encode(KEY.encode()).decode()
+    with fake_llm(tmp_path / "llm2", [{"text": f"bad credentials {encoded}", "status": 401}]) as (url, _):
+        use_model(dgw, url)
+        r = dgw.run("--generate", SERVICE)
+        assert r.returncode == 2 and "bad credentials ***" in r.stderr, r.stderr
+        assert encoded not in r.stdout + r.stderr
         # Neither a bus name nor a command.
         r = dgw.run("--generate", "com.example.Nowhere")
         assert r.returncode == 2

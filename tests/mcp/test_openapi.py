@@ -185,8 +185,26 @@ def test_import_rules_only_overwrite_urls_and_hostile_input(gw, tmp_path):
     # Hostile and wrong input: clear errors, nothing written.
     r = gw.run("import", "openapi", "http://api.example.com/openapi.json")
     assert r.returncode == 2 and "must use https" in r.stderr
-    r = gw.run("import", "openapi", src, "--id", "../../escape", "--yes", *https)
-    assert "invalid" in r.stdout and not (gw.home.parent / "escape").exists(), r.stdout
+    for bad_id in ["../../escape", "..", "a/b", "com.example.\u00fc", ""]:
+        r = gw.run("import", "openapi", src, "--id", bad_id, "--yes", *https)
+        assert r.returncode == 2 and "an app id is" in r.stderr, (bad_id, r.stderr)
+    assert not (gw.home.parent / "escape").exists()
+    # -o must be a regular file (or a new one in an existing folder): not a directory,
+    # a symbolic link or a device; a failed write leaves no temporary file behind.
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "link.json").symlink_to(tmp_path / "pets.json")
+    for target, message in [(tmp_path / "adir", "not a regular file"), ("/dev/null", "not a regular file"),
+                            (tmp_path / "link.json", "symbolic link"),
+                            (tmp_path / "no" / "such.json", "does not exist")]:
+        r = gw.run("import", "openapi", src, "-o", str(target), "--yes", "--force", *https)
+        assert r.returncode == 2 and message in r.stderr, (target, r.stderr)
+    assert (tmp_path / "link.json").is_symlink() and not list(tmp_path.glob(".*.tmp"))
+    # Terminal escapes in the document are shown, not obeyed.
+    spec = json.loads((FIXTURES / "petstore.json").read_text())
+    spec["info"]["title"] = "Pets\u001b[2K\r\u001b[1Aevil"
+    (tmp_path / "ansi.json").write_text(json.dumps(spec))
+    r = gw.run("import", "openapi", str(tmp_path / "ansi.json"), *https)
+    assert r.returncode == 0 and "\x1b" not in r.stdout and "\\u{1b}[2K" in r.stdout, r.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("openapi: 3.0.0\npaths: [unclosed\n")
     r = gw.run("import", "openapi", str(bad))

@@ -139,11 +139,16 @@ impl Chat {
         Ok(text)
     }
 
-    /// `message` without the key in it.
+    /// `message` without the key in it, in any of the forms services echo it in (plain,
+    /// percent-encoded, base64).
     fn scrub(&self, message: &str) -> String {
-        match &self.key {
-            Some(key) if !key.expose().is_empty() => message.replace(key.expose(), "***"),
-            _ => message.to_owned(),
+        let Some(key) = self.key.as_ref().filter(|k| !k.expose().is_empty()) else {
+            return message.to_owned();
+        };
+        let mut out = message.to_owned();
+        for form in crate::auth::echoes(std::iter::once(key.expose())) {
+            out = out.replace(&form, "***");
         }
+        out
     }
 }

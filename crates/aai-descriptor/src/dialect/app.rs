@@ -343,6 +343,13 @@ fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Opt
             let default_headers = exec
                 .opt_str_map(case.k("defaultHeaders"))
                 .unwrap_or_default();
+            let mut ok = ok;
+            for (name, _) in &default_headers {
+                if let Some(why) = header_name_problem(name) {
+                    sink.error(exec.at(case.k("defaultHeaders")), why);
+                    ok = false;
+                }
+            }
             ok.then(|| {
                 Executor::Http(Http {
                     base_url: base_url
@@ -602,11 +609,8 @@ fn http_tool(obj: &mut Obj<'_>, params: Option<&serde_json::Value>) -> Option<To
         for name in header_params(value) {
             places.take(name, exec.at("headers"), "headers");
         }
-        if !header.bytes().all(is_token_byte) || header.is_empty() {
-            places.sink.error(
-                exec.at("headers"),
-                format!("`{header}` is not a valid HTTP header name"),
-            );
+        if let Some(why) = header_name_problem(header) {
+            places.sink.error(exec.at("headers"), why);
             places.ok = false;
         }
     }
@@ -672,9 +676,34 @@ impl Places<'_> {
     }
 }
 
-/// Whether `b` may appear in an HTTP header name (RFC 9110 `token`).
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+/// Headers that frame or route the request: the HTTP client sets them, and one set by a
+/// descriptor (or an argument) could desynchronize a pooled connection or retarget it.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "proxy-authorization",
+    "expect",
+];
+
+/// Why `name` cannot be a descriptor's header, if it cannot.
+pub fn header_name_problem(name: &str) -> Option<String> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(token) {
+        Some(format!("`{name}` is not a valid HTTP header name"))
+    } else if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        Some(format!(
+            "`{name}` is set by the HTTP client (it frames or routes the request); a descriptor may not set it"
+        ))
+    } else {
+        None
+    }
 }
 
 /// The `{name}` placeholders of a header value: names of letters, digits, `_`, `-`, `.`
@@ -924,6 +953,10 @@ mod tests {
             (
                 serde_json::json!({"path": "/p", "headers": {"Bad Header": "x"}}),
                 "`Bad Header` is not a valid HTTP header name",
+            ),
+            (
+                serde_json::json!({"path": "/p", "headers": {"Content-Length": "{trace}"}}),
+                "`Content-Length` is set by the HTTP client (it frames or routes the request); a descriptor may not set it",
             ),
         ] {
             let (call, errors) = http_tool(execution.clone());

@@ -135,15 +135,19 @@ pub(crate) fn check_unique_names<'n>(
     tools_pointer: &str,
     names: impl IntoIterator<Item = (usize, &'n str)>,
 ) {
-    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (index, name) in names {
-        if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
-            sink.error(
+        match seen.entry(name) {
+            std::collections::hash_map::Entry::Occupied(first) => sink.error(
                 format!("{tools_pointer}/{index}/name"),
-                format!("duplicate tool name `{name}` (first defined at {tools_pointer}/{first})"),
-            );
-        } else {
-            seen.push((name, index));
+                format!(
+                    "duplicate tool name `{name}` (first defined at {tools_pointer}/{})",
+                    first.get()
+                ),
+            ),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(index);
+            }
         }
     }
 }

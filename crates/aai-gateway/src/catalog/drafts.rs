@@ -84,7 +84,9 @@ pub fn write_file(file: &Path, text: &str) -> std::io::Result<()> {
     );
     let tmp = file.with_file_name(format!(".{name}.tmp"));
     std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, file)
+    std::fs::rename(&tmp, file).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// Writes `text` and its fingerprint.

@@ -12,7 +12,8 @@
 //! * Local `$ref`s are resolved; a recursive or very deep reference stops at a stub that
 //!   names it. OpenAPI 3.0's `nullable`, boolean `exclusiveMinimum`/`Maximum` and
 //!   `example` become their draft-07 forms; keywords JSON Schema does not know are dropped.
-//! * The first 2xx (else `default`) JSON response → `returns`.
+//! * The first 2xx (else `default`) JSON response → `returns` (inlined less deeply when
+//!   it would pass 16 KiB).
 //! * Security: the most used scheme that maps — `apiKey` in a header or the query, `http`
 //!   bearer (→ apiKey `Authorization` with prefix `Bearer`), `oauth2` authorizationCode
 //!   (→ oauth2 with PKCE). Others are named in a note.
@@ -23,7 +24,7 @@
 //!
 //! Pure: text in, descriptor out. Reading files and URLs is `cli::import`'s.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
@@ -34,6 +35,10 @@ pub const MAX_DOCUMENT: usize = 64 * 1024 * 1024;
 const PARAMS_DEPTH: usize = 8;
 /// How deep `$ref`s are followed inside one `returns` schema (results are only read).
 const RETURNS_DEPTH: usize = 3;
+/// Most schema nodes one parameters or returns schema expands to.
+const MAX_SCHEMA_NODES: usize = 5_000;
+/// A `returns` schema larger than this (bytes of JSON) is inlined less deeply.
+const MAX_RETURNS: usize = 16 * 1024;
 /// Longest description kept (tool or schema); longer ones are cut at a word.
 const MAX_DESCRIPTION: usize = 1500;
 /// Longest tool name MCP clients accept everywhere.
@@ -75,7 +80,16 @@ pub fn parse(text: &str) -> Result<Value, String> {
     if text.trim_start().starts_with('{') {
         serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
     } else {
-        serde_saphyr::from_str::<Value>(text).map_err(|e| format!("invalid YAML: {e}"))
+        // Budgets sized for documents up to MAX_DOCUMENT; aliases stay bounded by the
+        // crate's defaults, so an alias bomb is refused rather than expanded.
+        let mut budget = serde_saphyr::Budget::default();
+        budget.max_events = 40_000_000;
+        budget.max_nodes = 20_000_000;
+        budget.max_depth = 512;
+        let mut options = serde_saphyr::Options::default();
+        options.budget = Some(budget);
+        serde_saphyr::from_str_with_options::<Value>(text, options)
+            .map_err(|e| format!("invalid YAML: {e}"))
     }
 }
 
@@ -111,7 +125,9 @@ pub fn import(doc: &Value, opts: Options<'_>) -> Result<Import, String> {
     let mut importer = Importer {
         doc,
         notes: Notes::default(),
+        budget: 0,
         names: HashSet::new(),
+        suffixes: HashMap::new(),
         usage: Vec::new(),
         secured: Vec::new(),
     };
@@ -252,8 +268,12 @@ enum Dir {
 struct Importer<'a> {
     doc: &'a Value,
     notes: Notes,
+    /// Schema nodes the current schema may still expand (`$ref`s become stubs after).
+    budget: usize,
     /// Tool names taken so far.
     names: HashSet<String>,
+    /// The next suffix to try for each base name (so many clashes stay linear).
+    suffixes: HashMap<String, usize>,
     /// How often each security requirement is used, in order of first use.
     usage: Vec<(&'a Map<String, Value>, usize)>,
     /// Each tool's security requirements, to name the tools the chosen scheme cannot open.
@@ -362,7 +382,30 @@ impl<'a> Importer<'a> {
                 None => json!({ "type": "string" }),
             };
             describe(&mut schema, p.get("description"), p.get("deprecated"));
-            let arg_name = unique_arg(&args, name, place);
+            let required = place == "path" || p.get("required") == Some(&Value::Bool(true));
+            // Query names go on the wire as the argument's name, so they are kept as they
+            // are; a clash leaves the parameter out. Header names must be headers a
+            // descriptor may set.
+            let refused = match place {
+                "query" if name.is_empty() || args.iter().any(|a| a.name == name) => Some(format!(
+                    "query parameter `{name}` has the name of another parameter"
+                )),
+                "header" => aai_descriptor::header_name_problem(name)
+                    .map(|why| format!("header parameter: {why}")),
+                _ => None,
+            };
+            if let Some(why) = refused {
+                if required {
+                    return Err(why);
+                }
+                self.notes.push(format!("{method} {path}: {why}; not sent"));
+                continue;
+            }
+            let arg_name = if place == "query" {
+                name.to_owned()
+            } else {
+                unique_arg(&args, name, place)
+            };
             match place {
                 "path" => {
                     template = template.replace(&format!("{{{name}}}"), &format!("{{{arg_name}}}"));
@@ -381,7 +424,7 @@ impl<'a> Importer<'a> {
             }
             args.push(Arg {
                 name: arg_name,
-                required: place == "path" || p.get("required") == Some(&Value::Bool(true)),
+                required,
                 schema,
             });
         }
@@ -458,9 +501,13 @@ impl<'a> Importer<'a> {
                             types.join(" or ")
                         ));
                     }
-                    self.notes.push(format!(
-                        "{method} {path}: its optional {} body is not sent",
+                    let what = if types.is_empty() {
+                        "request".to_owned()
+                    } else {
                         types.join("/")
+                    };
+                    self.notes.push(format!(
+                        "{method} {path}: its optional {what} body is not sent"
                     ));
                 }
             }
@@ -523,7 +570,14 @@ impl<'a> Importer<'a> {
             if let Some(schema) =
                 json_content(response.get("content")).and_then(|m| m.get("schema"))
             {
-                let mut schema = self.schema(schema, Dir::Response, RETURNS_DEPTH);
+                // Results are only read: a large schema is inlined less deeply.
+                let mut depth = RETURNS_DEPTH;
+                let mut converted = self.schema(schema, Dir::Response, depth);
+                while depth > 0 && converted.to_string().len() > MAX_RETURNS {
+                    depth -= 1;
+                    converted = self.schema(schema, Dir::Response, depth);
+                }
+                let mut schema = converted;
                 if aai_descriptor::Schema::load(&schema).is_err() {
                     strip(&mut schema, "pattern");
                 }
@@ -538,6 +592,7 @@ impl<'a> Importer<'a> {
     /// An OpenAPI schema as a draft-07 JSON Schema, `$ref`s inlined up to `depth`.
     fn schema(&mut self, s: &'a Value, dir: Dir, depth: usize) -> Value {
         let mut stack = Vec::new();
+        self.budget = MAX_SCHEMA_NODES;
         self.convert(s, dir, depth, &mut stack)
     }
 
@@ -546,12 +601,15 @@ impl<'a> Importer<'a> {
             // 3.1 allows `true` and `false` as schemas.
             return if s.is_boolean() { s.clone() } else { json!({}) };
         };
+        self.budget = self.budget.saturating_sub(1);
         if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
             let short = reference.rsplit('/').next().unwrap_or(reference);
             let Some(target) = self.lookup(reference) else {
                 return json!({});
             };
-            if stack.contains(&reference) || stack.len() >= depth {
+            // A cycle, too deep, or the schema has grown enough (references that fan out
+            // grow it exponentially with depth).
+            if stack.contains(&reference) || stack.len() >= depth || self.budget == 0 {
                 // A stub that keeps the type and names what was not expanded.
                 let mut stub = Map::new();
                 if let Some(t) = target.get("type") {
@@ -710,12 +768,12 @@ impl<'a> Importer<'a> {
             .collect();
         base.truncate(MAX_TOOL_NAME);
         let mut name = base.clone();
-        let mut n = 2;
+        let next = self.suffixes.entry(base.clone()).or_insert(2);
         while self.names.contains(&name) {
-            let suffix = format!("_{n}");
+            let suffix = format!("_{next}");
             let keep = MAX_TOOL_NAME.saturating_sub(suffix.len()).min(base.len());
             name = format!("{}{suffix}", &base[..keep]);
-            n += 1;
+            *next += 1;
         }
         self.names.insert(name.clone());
         name
@@ -964,6 +1022,11 @@ fn base_url(root: &Map<String, Value>, opts: Options<'_>) -> Result<String, Stri
                     url = url.replace(&format!("{{{name}}}"), default);
                 }
             }
+            if let Some(name) = aai_descriptor::path_params(&url).next() {
+                return Err(format!(
+                    "the server `{url}` has a variable `{name}` without a default; give the API's address with --base-url"
+                ));
+            }
             url
         }
     };
@@ -992,6 +1055,12 @@ fn base_url(root: &Map<String, Value>, opts: Options<'_>) -> Result<String, Stri
             "the API's address `{absolute}` is not https (plain http is allowed only for loopback); give another with --base-url"
         ));
     }
+    if !absolute.username().is_empty() || absolute.password().is_some() {
+        return Err(
+            "the API's address carries a user name or password; give it without them with --base-url"
+                .to_owned(),
+        );
+    }
     if absolute.query().is_some() || absolute.fragment().is_some() {
         return Err(format!(
             "the API's address `{absolute}` has a query or fragment"
@@ -1008,7 +1077,12 @@ fn app_id(base_url: &str, title: &str) -> String {
         _ => None,
     });
     match host {
-        Some(h) => h.split('.').rev().collect::<Vec<_>>().join("."),
+        Some(h) => h
+            .split('.')
+            .filter(|label| !label.is_empty())
+            .rev()
+            .collect::<Vec<_>>()
+            .join("."),
         None => {
             let mut slug = String::new();
             for c in title.chars() {
@@ -1592,5 +1666,109 @@ paths:
         assert_eq!(names[0].len(), 64);
         assert_eq!(names[1], format!("{}_2", "x".repeat(62)));
         assert_eq!(names[2], "list_users__v2_");
+    }
+
+    #[test]
+    fn fanning_references_stay_bounded() {
+        // Nine schemas, each referring to all nine: without a budget, depth 8 would
+        // expand 9!/1! paths.
+        let n = 9;
+        let mut schemas = Map::new();
+        for i in 0..n {
+            let props: Map<String, Value> = (0..n)
+                .map(|j| {
+                    (
+                        format!("p{j}"),
+                        json!({"$ref": format!("#/components/schemas/S{j}")}),
+                    )
+                })
+                .collect();
+            schemas.insert(
+                format!("S{i}"),
+                json!({"type": "object", "properties": props}),
+            );
+        }
+        let doc = json!({"openapi": "3.0.0", "info": {"title": "Fan", "version": "1.0.0"},
+            "servers": [{"url": "https://api.example.com"}],
+            "components": {"schemas": schemas},
+            "paths": {"/a": {"post": {
+                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}},
+                "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/S1"}}}}}}}}});
+        let started = std::time::Instant::now();
+        let i = import(&doc, Options::default()).unwrap();
+        let size = i.descriptor.to_string().len();
+        assert!(size < 2_000_000, "{size} bytes");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn query_names_go_on_the_wire_as_written_and_framing_headers_are_refused() {
+        let text = r#"
+openapi: 3.0.0
+info: { title: T, version: 1.0.0 }
+servers: [{ url: "https://api.example.com" }]
+paths:
+  /items/{id}:
+    get:
+      operationId: list
+      parameters:
+        - { name: id, in: path, required: true, schema: { type: string } }
+        - { name: "filter[status]", in: query, schema: { type: string } }
+        - { name: "a b", in: query, schema: { type: string } }
+        - { name: id, in: query, schema: { type: string } }
+        - { name: Content-Length, in: header, schema: { type: string } }
+        - { name: Host, in: header, schema: { type: string } }
+        - { name: X-Request-Id, in: header, schema: { type: string } }
+      responses: {}
+  /must:
+    get:
+      parameters: [{ name: Transfer-Encoding, in: header, required: true, schema: { type: string } }]
+      responses: {}
+"#;
+        let i = import_yaml(text);
+        let t = tool(&i, "list");
+        let props: Vec<&String> = t["parameters"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(props, ["id", "filter[status]", "a b", "X-Request-Id"]);
+        assert_eq!(
+            t["execution"]["headers"],
+            json!({"X-Request-Id": "{X-Request-Id}"})
+        );
+        let notes = i.notes.join("\n");
+        assert!(
+            notes.contains("query parameter `id` has the name of another parameter; not sent"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("`Content-Length` is set by the HTTP client"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("GET /must: header parameter: `Transfer-Encoding`"),
+            "{notes}"
+        );
+        assert_eq!(i.tools, 1);
+    }
+
+    #[test]
+    fn servers_with_open_variables_or_credentials_are_refused() {
+        let doc = |server: &str| {
+            json!({"openapi": "3.1.0", "info": {"title": "T", "version": "1.0.0"},
+                   "servers": [{"url": server, "variables": {"v": {"default": "v1"}}}],
+                   "paths": {"/a": {"get": {"responses": {}}}}})
+        };
+        let e = import(&doc("https://{host}/{v}"), Options::default()).unwrap_err();
+        assert!(e.contains("variable `host` without a default"), "{e}");
+        let e = import(&doc("https://u:p@api.example.com/{v}"), Options::default()).unwrap_err();
+        assert!(e.contains("user name or password"), "{e}");
+        let i = import(&doc("https://api.example.com./{v}"), Options::default()).unwrap();
+        assert_eq!(i.id, "com.example.api");
+        assert_eq!(
+            i.descriptor["execution"]["baseUrl"],
+            "https://api.example.com./v1"
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use super::Context;
-use super::table::Table;
+use super::table::{Table, printable};
 use crate::catalog::drafts::{self, Plan};
 
 /// How to write.
@@ -80,7 +80,7 @@ pub(super) fn present(
         let _ = write!(out, "{}", table.render());
         for f in found {
             for note in &f.notes {
-                let _ = writeln!(out, "note: {}: {note}", f.id);
+                let _ = writeln!(out, "note: {}: {}", printable(&f.id), printable(note));
             }
         }
         if !activatable.is_empty() {

@@ -136,17 +136,22 @@ pub(super) fn run(
 /// What the model is shown about `app`.
 async fn gather(app: &str, from: Option<&Path>) -> Result<Source, String> {
     if let Some(file) = from {
-        let meta =
-            std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        if meta.len() > MAX_FROM {
+        // Capped as it is read: devices and pipes have no length to check first.
+        let mut bytes = Vec::new();
+        std::fs::File::open(file)
+            .and_then(|f| {
+                std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_FROM + 1), &mut bytes)
+            })
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        if bytes.len() as u64 > MAX_FROM {
             return Err(format!(
                 "{} is larger than {} MiB",
                 file.display(),
                 MAX_FROM / 1024 / 1024
             ));
         }
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("{} is not UTF-8 text", file.display()))?;
         return Ok(Source {
             kind: SourceKind::of_text(&text),
             id: app_id(app),
@@ -237,11 +242,11 @@ fn app_id(app: &str) -> String {
             }
         })
         .collect();
-    let clean = clean.trim_matches(['.', '-']);
+    let clean: String = clean.trim_matches(['.', '-']).chars().take(120).collect();
     if clean.contains('.') && !clean.contains("..") {
-        clean.to_owned()
+        clean
     } else {
-        format!("local.{}", if clean.is_empty() { "app" } else { clean })
+        format!("local.{}", if clean.is_empty() { "app" } else { &clean })
     }
 }
 

@@ -94,6 +94,16 @@ pub(super) struct OpenApi {
 
 pub(super) fn openapi(ctx: &Context, args: &OpenApi, opts: drafts::Options) -> ExitCode {
     let started = Instant::now();
+    if let Some(id) = &args.id
+        && let Err(e) = check_id(id)
+    {
+        return fail(&e);
+    }
+    if let Some(file) = &args.output
+        && let Err(e) = check_output(file)
+    {
+        return fail(&e);
+    }
     let is_url = args.source.starts_with("https://") || args.source.starts_with("http://");
     let text = if is_url {
         fetch(&args.source)
@@ -164,20 +174,71 @@ pub(super) fn openapi(ctx: &Context, args: &OpenApi, opts: drafts::Options) -> E
         secret: None,
         file: args.output.clone(),
     }];
-    drafts::present(ctx, opts, &found, &[], &mut |_| Ok(()))
+    let invalid = found[0].plan == Plan::Invalid;
+    let code = drafts::present(ctx, opts, &found, &[], &mut |_| Ok(()));
+    if invalid {
+        return fail("the imported descriptor does not validate (see the notes); nothing written");
+    }
+    code
+}
+
+/// An app id given with `--id`: the descriptor rules (it names a folder of the home).
+fn check_id(id: &str) -> Result<(), String> {
+    let fits = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        && !id.starts_with('.')
+        && !id.ends_with('.')
+        && !id.contains("..");
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "--id `{}`: an app id is 1-128 letters, digits, `.`, `-` and `_`, in reverse-DNS form (e.g. `com.example.api`)",
+            super::table::printable(id)
+        ))
+    }
+}
+
+/// `-o FILE` must be a regular file, or not exist yet in an existing folder.
+fn check_output(file: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(file) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(format!(
+            "-o {}: is a symbolic link; name the file itself",
+            file.display()
+        )),
+        Ok(meta) if !meta.is_file() => Err(format!("-o {}: is not a regular file", file.display())),
+        Ok(_) => Ok(()),
+        Err(_) => {
+            let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+            match parent {
+                Some(dir) if !dir.is_dir() => Err(format!(
+                    "-o {}: the folder {} does not exist",
+                    file.display(),
+                    dir.display()
+                )),
+                _ => Ok(()),
+            }
+        }
+    }
 }
 
 /// What writing `text` to a file of the user's choosing would do: new, unchanged, or
-/// kept unless `--force`.
+/// kept unless `--force`. (`check_output` made sure it is a regular file or absent.)
 fn drafts_plan_file(file: &Path, text: &str) -> Plan {
     let parsed = aai_descriptor::parse(text, "imported");
     if parsed.app.is_none() {
         return Plan::Invalid;
     }
-    match std::fs::read_to_string(file) {
+    match std::fs::metadata(file) {
         Err(_) => Plan::New,
-        Ok(current) if current == text => Plan::Unchanged,
-        Ok(_) => Plan::Exists,
+        Ok(meta) if meta.len() != text.len() as u64 => Plan::Exists,
+        Ok(_) => match std::fs::read_to_string(file) {
+            Ok(current) if current == text => Plan::Unchanged,
+            _ => Plan::Exists,
+        },
     }
 }
 

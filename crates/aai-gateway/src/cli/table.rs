@@ -18,7 +18,8 @@ impl Table {
 
     /// Adds a row.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows
+            .push(cells.into_iter().map(|c| printable(&c)).collect());
     }
 
     /// The table as text, two spaces between columns, no trailing spaces.
@@ -48,4 +49,21 @@ impl Table {
         }
         out
     }
+}
+
+/// `text` with control characters (terminal escapes, carriage returns, line breaks) shown
+/// as `\u{…}`, so text from a document, a model or an app cannot redraw the terminal.
+pub(super) fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
