@@ -212,6 +212,26 @@ class Gateway:
         return subprocess.run([str(self.binary), "--home", str(self.home), *args], env=self.env(),
                               capture_output=True, text=True, timeout=timeout, check=check)
 
+    def run_on_tty(self, *args, timeout=60):
+        """Runs the binary with its stderr on a pseudo-terminal (stdin closed, stdout a
+        pipe); returns (exit status, everything the terminal got)."""
+        import pty
+        master, slave = pty.openpty()
+        p = subprocess.run([str(self.binary), "--home", str(self.home), *args], env=self.env(),
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, timeout=timeout)
+        os.close(slave)
+        tty = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            tty += chunk
+        os.close(master)
+        return p.returncode, tty
+
 
 @pytest.fixture
 def gw(binary, tmp_path) -> Gateway:

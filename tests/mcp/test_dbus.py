@@ -208,23 +208,8 @@ def test_discover_generates_descriptors_that_load_and_work(dgw):
     assert "org.freedesktop.DBus" not in preview.stdout, "bus plumbing is skipped"
 
     # On a terminal, progress shows on one overwritten stderr line.
-    import os, pty, subprocess
-    master, slave = pty.openpty()
-    p = subprocess.run([str(dgw.binary), "--home", str(dgw.home), "--discover"], env=dgw.env(),
-                       stdin=subprocess.DEVNULL, capture_output=False, stdout=subprocess.PIPE,
-                       stderr=slave, timeout=60)
-    os.close(slave)
-    tty = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        tty += chunk
-    os.close(master)
-    assert p.returncode == 0
+    status, tty = dgw.run_on_tty("--discover")
+    assert status == 0
     assert b"introspecting" in tty and b"com.example.Typed" in tty and b"\r" in tty, tty
 
     done = dgw.run("--discover", "--yes", "--json")

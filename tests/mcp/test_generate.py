@@ -7,8 +7,6 @@ Run: python3 -m pytest tests/mcp/test_generate.py -q
 """
 import base64
 import json
-import os
-import pty
 import subprocess
 
 import pytest
@@ -167,22 +165,8 @@ def test_generate_from_a_file_streams_progress_on_a_terminal(dgw, tmp_path):
                                        "required": ["text"]}}])
     with fake_llm(tmp_path / "llm", [{"text": fenced(doc)}]) as (url, requests):
         use_model(dgw, url)
-        master, slave = pty.openpty()
-        p = subprocess.run([str(dgw.binary), "--home", str(dgw.home), "--generate", "local.notes",
-                            "--from", str(help_text), "--yes"], env=dgw.env(), stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=slave, timeout=60)
-        os.close(slave)
-        tty = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty += chunk
-        os.close(master)
-        assert p.returncode == 0, tty
+        status, tty = dgw.run_on_tty("--generate", "local.notes", "--from", str(help_text), "--yes")
+        assert status == 0, tty
         assert b"receiving" in tty and b"characters" in tty and b"\r" in tty, tty
         first = [r for r in requests() if r["method"] == "POST"][0]
         assert "command's --help text" in user_text(first) and "add TEXT" in user_text(first)

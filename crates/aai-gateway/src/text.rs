@@ -32,6 +32,28 @@ pub fn scrub(text: &str, forms: &[String]) -> String {
     out
 }
 
+/// `name` as lowercase ASCII letters and digits joined by single `-` (`Swagger Petstore!`
+/// → `swagger-petstore`); empty when it has neither.
+pub fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.truncate(out.trim_end_matches('-').len());
+    out
+}
+
+/// `text` with every character `keep` refuses replaced by `with`.
+pub fn replace_outside(text: &str, keep: impl Fn(char) -> bool, with: char) -> String {
+    text.chars()
+        .map(|c| if keep(c) { c } else { with })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -104,12 +104,14 @@ pub fn first_messages(source: &Source) -> Vec<Message> {
 }
 
 /// What is wrong with one answer.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Verdict {
     /// It validates: the descriptor, pretty-printed, and its warnings.
     Valid {
         /// The descriptor as it will be written.
         text: String,
+        /// What it describes.
+        app: Box<aai_descriptor::App>,
         /// Warnings (not fed back).
         warnings: Vec<String>,
     },
@@ -152,15 +154,20 @@ pub fn check(answer: &str, id: &str) -> Verdict {
         problems
             .push("/tools: the descriptor has no tools; describe what the app can do".to_owned());
     }
-    if problems.is_empty() && parsed.app.is_some() {
-        let warnings = parsed
-            .diagnostics
-            .iter()
-            .map(|d| format!("{}: {}", pointer_or_root(&d.pointer), d.message))
-            .collect();
-        Verdict::Valid { text, warnings }
-    } else {
-        Verdict::Invalid(problems)
+    match parsed.app {
+        Some(app) if problems.is_empty() => {
+            let warnings = parsed
+                .diagnostics
+                .iter()
+                .map(|d| format!("{}: {}", pointer_or_root(&d.pointer), d.message))
+                .collect();
+            Verdict::Valid {
+                text,
+                app: Box::new(app),
+                warnings,
+            }
+        }
+        _ => Verdict::Invalid(problems),
     }
 }
 
@@ -261,26 +268,15 @@ mod tests {
 
     #[test]
     fn sources_are_told_apart_and_cut() {
-        assert_eq!(
-            SourceKind::of_text("<node name=\"/\"><interface"),
-            SourceKind::DbusIntrospection
-        );
-        assert_eq!(
-            SourceKind::of_text("<?xml?><dictionary title=\"x\">"),
-            SourceKind::Sdef
-        );
-        assert_eq!(
-            SourceKind::of_text("openapi: 3.1.0\ninfo:"),
-            SourceKind::OpenApi
-        );
-        assert_eq!(
-            SourceKind::of_text("{\n \"openapi\": \"3.0.0\""),
-            SourceKind::OpenApi
-        );
-        assert_eq!(
-            SourceKind::of_text("Usage: tool [OPTIONS]"),
-            SourceKind::Help
-        );
+        for (text, kind) in [
+            ("<node name=\"/\"><interface", SourceKind::DbusIntrospection),
+            ("<?xml?><dictionary title=\"x\">", SourceKind::Sdef),
+            ("openapi: 3.1.0\ninfo:", SourceKind::OpenApi),
+            ("{\n \"openapi\": \"3.0.0\"", SourceKind::OpenApi),
+            ("Usage: tool [OPTIONS]", SourceKind::Help),
+        ] {
+            assert_eq!(SourceKind::of_text(text), kind, "{text}");
+        }
         let source = Source {
             kind: SourceKind::Help,
             id: "a.b".into(),

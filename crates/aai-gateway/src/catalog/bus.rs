@@ -67,10 +67,7 @@ pub async fn describe_service(
     max_objects: usize,
 ) -> Result<Vec<ObjectDescription>, String> {
     let mut out = Vec::new();
-    for (path, xml) in introspect_tree(service, max_objects).await? {
-        let Ok(node) = zbus_xml::Node::from_reader(xml.as_bytes()) else {
-            continue;
-        };
+    for Introspected { path, node, .. } in introspect_tree(service, max_objects).await? {
         let interfaces: Vec<InterfaceDescription> = node
             .interfaces()
             .iter()
@@ -104,12 +101,12 @@ pub async fn describe_service(
     Ok(out)
 }
 
-/// The introspection XML of each object of `service` that has interfaces of its own (at
-/// most `max_objects`), as `(path, xml)`, depth first from `/`. Nothing is started.
+/// Each object of `service` that has interfaces of its own (at most `max_objects`), depth
+/// first from `/`. Nothing is started.
 pub async fn introspect_tree(
     service: &str,
     max_objects: usize,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<Introspected>, String> {
     let conn = Connection::session().await.map_err(|e| e.to_string())?;
     let mut todo = vec!["/".to_owned()];
     let mut out = Vec::new();
@@ -144,10 +141,21 @@ pub async fn introspect_tree(
             .iter()
             .any(|i| !STANDARD.contains(&i.name().as_str()))
         {
-            out.push((path, xml));
+            out.push(Introspected { path, xml, node });
         }
     }
     Ok(out)
+}
+
+/// One object of a service, as it describes itself.
+#[derive(Debug)]
+pub struct Introspected {
+    /// Its object path.
+    pub path: String,
+    /// Its introspection XML, as the service sent it.
+    pub xml: String,
+    /// The same, parsed.
+    pub node: zbus_xml::Node<'static>,
 }
 
 /// Calls `changed` whenever a name for which `watched` is true gets or loses its owner on

@@ -60,6 +60,11 @@ pub fn plan(dir: &Path, text: &str) -> Plan {
         }
         return Plan::Invalid;
     }
+    plan_valid(dir, text)
+}
+
+/// What writing `text`, already validated, to `dir/aai.json` would do.
+pub fn plan_valid(dir: &Path, text: &str) -> Plan {
     let file = dir.join("aai.json");
     let Ok(current) = std::fs::read_to_string(&file) else {
         return Plan::New;

@@ -377,15 +377,7 @@ fn secret_name(name: &str) -> bool {
 
 /// A server name as the last part of an app id: lowercase ASCII letters, digits and `-`.
 fn slug(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    let out = out.trim_matches('-').to_owned();
+    let out = crate::text::slug(name);
     if out.is_empty() {
         "server".to_owned()
     } else {

@@ -310,7 +310,8 @@ impl<'a> Importer<'a> {
             ));
             return None;
         };
-        let pointer = percent_decode(pointer);
+        // A `$ref` fragment is a percent-encoded JSON pointer.
+        let pointer = percent_encoding::percent_decode_str(pointer).decode_utf8_lossy();
         let found = self.doc.pointer(&pointer);
         if found.is_none() {
             self.notes
@@ -756,16 +757,11 @@ impl<'a> Importer<'a> {
                 name
             }
         };
-        let mut base: String = raw
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let mut base = crate::text::replace_outside(
+            &raw,
+            |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'),
+            '_',
+        );
         base.truncate(MAX_TOOL_NAME);
         let mut name = base.clone();
         let next = self.suffixes.entry(base.clone()).or_insert(2);
@@ -1084,16 +1080,8 @@ fn app_id(base_url: &str, title: &str) -> String {
             .collect::<Vec<_>>()
             .join("."),
         None => {
-            let mut slug = String::new();
-            for c in title.chars() {
-                if c.is_ascii_alphanumeric() {
-                    slug.push(c.to_ascii_lowercase());
-                } else if !slug.ends_with('-') && !slug.is_empty() {
-                    slug.push('-');
-                }
-            }
-            let slug = slug.trim_end_matches('-');
-            format!("local.{}", if slug.is_empty() { "api" } else { slug })
+            let slug = crate::text::slug(title);
+            format!("local.{}", if slug.is_empty() { "api" } else { &slug })
         }
     }
 }
@@ -1163,16 +1151,11 @@ fn flattenable(schema: &Value, args: &[Arg]) -> bool {
 /// An argument name for parameter `name`, unique among `args` and fit for a header
 /// placeholder.
 fn unique_arg(args: &[Arg], name: &str, place: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let clean = crate::text::replace_outside(
+        name,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'),
+        '_',
+    );
     let clean = if clean.is_empty() {
         "arg".to_owned()
     } else {
@@ -1268,26 +1251,6 @@ fn strip(schema: &mut Value, keyword: &str) {
         Value::Array(items) => items.iter_mut().for_each(|i| strip(i, keyword)),
         _ => {}
     }
-}
-
-/// `%xx` decoded and JSON pointer as written in a `$ref` fragment.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(hex) = text.get(i + 1..i + 3)
-            && let Ok(b) = u8::from_str_radix(hex, 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -1609,6 +1572,7 @@ components:
   schemas:
     A: { $ref: "#/components/schemas/B" }
     B: { $ref: "#/components/schemas/A" }
+    "With Space/Slash": { type: integer }
 paths:
   /a:
     post:
@@ -1621,10 +1585,16 @@ paths:
                 loop: { $ref: "#/components/schemas/A" }
                 gone: { $ref: "#/components/schemas/Missing" }
                 far: { $ref: "other.yaml#/X" }
+                spaced: { $ref: "#/components/schemas/With%20Space~1Slash" }
       responses: {}
 "##;
         let i = import_yaml(text);
         let notes = i.notes.join("\n");
+        // Percent-encoded and `~1`-escaped pointers resolve.
+        assert_eq!(
+            tool(&i, "post_a")["parameters"]["properties"]["spaced"],
+            json!({"type": "integer"})
+        );
         assert!(
             notes.contains("points at nothing") && notes.contains("outside the document"),
             "{notes}"

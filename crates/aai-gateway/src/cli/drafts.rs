@@ -12,14 +12,17 @@ use super::Context;
 use super::table::{Table, printable};
 use crate::catalog::drafts::{self, Plan};
 
-/// How to write.
-#[derive(Debug, Clone, Copy)]
+/// How to write (also the `import` subcommands' flags).
+#[derive(Debug, Clone, Copy, clap::Args)]
 pub(super) struct Options {
-    /// Without asking.
+    /// Write without asking.
+    #[arg(long)]
     pub yes: bool,
-    /// Also over descriptors the user edited.
+    /// Also overwrite descriptors you edited (and an existing `-o` file).
+    #[arg(long)]
     pub force: bool,
-    /// One JSON object on stdout instead of a table.
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
     pub json: bool,
 }
 

@@ -18,7 +18,7 @@ use super::drafts::{self, Found};
 use crate::auth::Secret;
 use crate::auth::store::{Credential, Store};
 use crate::catalog::author::{self, Source, SourceKind, Verdict};
-use crate::catalog::drafts::plan;
+use crate::catalog::drafts::plan_valid;
 use crate::llm::{Chat, Message};
 
 /// The credential-store entry of the model service's key (`auth set aai-gateway.generate`).
@@ -82,22 +82,21 @@ pub(super) fn run(
             Err(e) => return fail(&e),
         };
         match author::check(&answer, &source.id) {
-            Verdict::Valid { text, warnings } => {
+            Verdict::Valid {
+                text,
+                app,
+                warnings,
+            } => {
                 say(&format!("round {round}: the descriptor is valid"));
-                let summary = aai_descriptor::parse(&text, "generated")
-                    .app
-                    .map(|a| {
-                        let tools: usize = a.bindings.iter().map(|b| b.tools.len()).sum();
-                        format!(
-                            "{}: {} (drafted by {})",
-                            a.name.resolve(None),
-                            crate::text::count(tools, "tool", "tools"),
-                            chat.model
-                        )
-                    })
-                    .unwrap_or_default();
+                let tools: usize = app.bindings.iter().map(|b| b.tools.len()).sum();
+                let summary = format!(
+                    "{}: {} (drafted by {})",
+                    app.name.resolve(None),
+                    crate::text::count(tools, "tool", "tools"),
+                    chat.model
+                );
                 let found = [Found {
-                    plan: plan(&ctx.home.join(&source.id), &text),
+                    plan: plan_valid(&ctx.home.join(&source.id), &text),
                     id: source.id.clone(),
                     text: Some(text),
                     summary,
@@ -174,7 +173,7 @@ async fn gather(app: &str, from: Option<&Path>) -> Result<Source, String> {
         }
         let text = objects
             .iter()
-            .map(|(path, xml)| format!("<!-- object {path} -->\n{}", xml.trim()))
+            .map(|o| format!("<!-- object {} -->\n{}", o.path, o.xml.trim()))
             .collect::<Vec<_>>()
             .join("\n\n");
         return Ok(Source {
@@ -232,16 +231,11 @@ async fn help_text(app: &str) -> Result<Source, String> {
 /// `app` as an app id: as given when it is reverse-DNS, else `local.<app>` (letters,
 /// digits, `.`, `-`, `_` only).
 fn app_id(app: &str) -> String {
-    let clean: String = app
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let clean = crate::text::replace_outside(
+        app,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'),
+        '-',
+    );
     let clean: String = clean.trim_matches(['.', '-']).chars().take(120).collect();
     if clean.contains('.') && !clean.contains("..") {
         clean

@@ -15,7 +15,7 @@ use std::time::Instant;
 use super::Context;
 use super::drafts::{self, Found};
 use crate::auth::store::{Credential, Store};
-use crate::catalog::drafts::{Plan, plan};
+use crate::catalog::drafts::{Plan, plan, plan_valid};
 use crate::catalog::openapi;
 
 /// Largest configuration file read (they are a few KiB).
@@ -141,13 +141,14 @@ pub(super) fn openapi(ctx: &Context, args: &OpenApi, opts: drafts::Options) -> E
         serde_json::to_string_pretty(&import.descriptor).expect("JSON")
     );
     let mut notes = import.notes;
-    let problems = aai_descriptor::parse(&text, "imported").diagnostics;
-    notes.extend(problems.iter().filter(|d| d.is_error()).take(5).map(|d| {
+    let parsed = aai_descriptor::parse(&text, "imported");
+    notes.extend(parsed.diagnostics.iter().filter(|d| d.is_error()).take(5).map(|d| {
         format!("the descriptor would not validate (a bug of the importer; please report it): {d}")
     }));
-    let plan = match &args.output {
-        Some(file) => drafts_plan_file(file, &text),
-        None => plan(&ctx.home.join(&import.id), &text),
+    let plan = match (&parsed.app, &args.output) {
+        (None, _) => Plan::Invalid,
+        (Some(_), Some(file)) => plan_file(file, &text),
+        (Some(_), None) => plan_valid(&ctx.home.join(&import.id), &text),
     };
     tracing::info!(
         tools = import.tools,
@@ -225,13 +226,10 @@ fn check_output(file: &Path) -> Result<(), String> {
     }
 }
 
-/// What writing `text` to a file of the user's choosing would do: new, unchanged, or
-/// kept unless `--force`. (`check_output` made sure it is a regular file or absent.)
-fn drafts_plan_file(file: &Path, text: &str) -> Plan {
-    let parsed = aai_descriptor::parse(text, "imported");
-    if parsed.app.is_none() {
-        return Plan::Invalid;
-    }
+/// What writing `text` (validated) to a file of the user's choosing would do: new,
+/// unchanged, or kept unless `--force`. (`check_output` made sure it is a regular file or
+/// absent.)
+fn plan_file(file: &Path, text: &str) -> Plan {
     match std::fs::metadata(file) {
         Err(_) => Plan::New,
         Ok(meta) if meta.len() != text.len() as u64 => Plan::Exists,

@@ -176,30 +176,16 @@ enum ImportCommand {
         /// Write this file instead of `$AAI_HOME/<appId>/aai.json`.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
-        /// Write without asking.
-        #[arg(long)]
-        yes: bool,
-        /// Also overwrite a descriptor you edited (or the existing `-o` file).
-        #[arg(long)]
-        force: bool,
-        /// Print one JSON object instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        write: drafts::Options,
     },
     /// The MCP servers of a client's configuration (Claude Desktop, Claude Code or Cursor
     /// `mcpServers` JSON, VS Code `servers`, Codex `config.toml`): one app per server.
     Mcp {
         /// The configuration file.
         file: PathBuf,
-        /// Write without asking.
-        #[arg(long)]
-        yes: bool,
-        /// Also overwrite descriptors you edited.
-        #[arg(long)]
-        force: bool,
-        /// Print one JSON object instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        write: drafts::Options,
     },
 }
 
@@ -365,20 +351,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(consent::run(&ctx, action))
         }
         Some(Command::Import {
-            what:
-                ImportCommand::Mcp {
-                    file,
-                    yes,
-                    force,
-                    json,
-                },
+            what: ImportCommand::Mcp { file, write },
         }) => {
             let ctx = context(cli.home, cli.config, false, false)?;
-            Ok(import::mcp(
-                &ctx,
-                &file,
-                drafts::Options { yes, force, json },
-            ))
+            Ok(import::mcp(&ctx, &file, write))
         }
         Some(Command::Import {
             what:
@@ -388,9 +364,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     base_url,
                     id,
                     output,
-                    yes,
-                    force,
-                    json,
+                    write,
                 },
         }) => {
             let ctx = context(cli.home, cli.config, false, false)?;
@@ -401,11 +375,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 id,
                 output,
             };
-            Ok(import::openapi(
-                &ctx,
-                &args,
-                drafts::Options { yes, force, json },
-            ))
+            Ok(import::openapi(&ctx, &args, write))
         }
         Some(Command::Call { app, tool, args }) => {
             let ctx = context(cli.home, cli.config, false, false)?;
