@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConsentMode;
 use crate::error::{Code, GatewayError};
+pub use crate::exec::start::Start;
 use crate::state::{Grant, State};
 
 /// Who is calling.
@@ -105,18 +106,41 @@ pub struct Question {
     /// For a web app: its server and certificate, which the user checks and an "always"
     /// answer is tied to.
     pub site: Option<crate::site::Site>,
+    /// What must start first (a downstream MCP server, an ACP agent) when that is not
+    /// allowed yet: an allowing answer allows it too, and an "always" one is tied to its
+    /// command.
+    pub start: Option<Start>,
 }
+
+/// The tool name of a question about starting an app only (its guide or tool list needs
+/// it running): no tool can have it, `@` is outside tool names.
+pub const START: &str = "@start";
+
+/// The caller of start grants: starting an app is allowed for every client alike (one
+/// server process serves them all).
+pub const ANY_CALLER: &str = "*";
 
 impl Question {
     /// One sentence for any channel.
     pub fn text(&self) -> String {
-        let mut text = format!(
-            "{} wants to run `{}` of {} ({}): {}",
-            self.caller.name, self.tool, self.app_name, self.app, self.description
-        );
+        let mut text = if self.tool == START {
+            format!(
+                "{} needs {} ({}) running to see its tools",
+                self.caller.name, self.app_name, self.app
+            )
+        } else {
+            format!(
+                "{} wants to run `{}` of {} ({}): {}",
+                self.caller.name, self.tool, self.app_name, self.app, self.description
+            )
+        };
         if let Some(site) = &self.site {
             text.push_str(" — on ");
             text.push_str(&site.describe());
+        }
+        if let Some(start) = &self.start {
+            text.push_str(" — this will first ");
+            text.push_str(&start.describe());
         }
         text
     }
@@ -127,14 +151,26 @@ impl Question {
     }
 }
 
-/// A way to ask the user, supplied by the front door (MCP elicitation…). `None` means
-/// no answer: declined, cancelled, or the channel failed.
+/// What asking through a channel gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The user chose.
+    Chosen(Choice),
+    /// The user declined, cancelled, closed the question or let it time out: this call is
+    /// refused (and nothing is remembered).
+    Declined,
+    /// The channel could not ask (a dialog that cannot open its display, a client whose
+    /// elicitation request failed): no answer at all, so the next channel is tried.
+    Unavailable(String),
+}
+
+/// A way to ask the user, supplied by the front door (MCP elicitation…).
 pub trait Prompter: Send + Sync + std::fmt::Debug {
     /// Asks `question`.
     fn ask<'a>(
         &'a self,
         question: &'a Question,
-    ) -> Pin<Box<dyn Future<Output = Option<Choice>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
 }
 
 /// How long a refused call stays in the pending list for the user to approve its retry.
@@ -165,6 +201,11 @@ pub struct Pending {
     /// The certificate fingerprint an "always" answer is tied to.
     #[serde(skip)]
     cert: Option<String>,
+    /// What an allowing answer also starts (a command line, or the server reached).
+    pub start: Option<String>,
+    /// The digest an "always" answer ties the start to.
+    #[serde(skip)]
+    start_pin: Option<String>,
     /// When it asked (Unix ms).
     pub at_ms: u64,
     /// A call is waiting for the answer; else it was refused and the agent may retry.
@@ -204,6 +245,11 @@ pub struct Gate {
     once: Mutex<Vec<(Key, u64)>>,
     /// The web UI's address, once it listens (for the link in CONSENT_REQUIRED).
     ui: OnceLock<String>,
+    /// Starts allowed for this run ("allow once"): `(app, pin)`.
+    started: Mutex<std::collections::HashSet<(String, String)>>,
+    /// One question at a time per key: concurrent calls that need the same answer wait
+    /// for the first one's question instead of asking again.
+    asking: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Gate {
@@ -225,6 +271,8 @@ impl Gate {
             next_id: AtomicU64::new(1),
             once: Mutex::new(Vec::new()),
             ui: OnceLock::new(),
+            started: Mutex::default(),
+            asking: Mutex::default(),
         };
         gate.reload();
         gate
@@ -289,6 +337,38 @@ impl Gate {
             .collect();
         all.sort_by(|a, b| (&a.caller, &a.app, &a.tool).cmp(&(&b.caller, &b.app, &b.tool)));
         all
+    }
+
+    /// Whether starting `start` for `app` is allowed now: mode `allow`, an "always" grant
+    /// tied to this very command, or an "allow once" earlier in this run.
+    pub fn start_allowed(&self, app: &str, start: &Start) -> bool {
+        match self.mode(app) {
+            ConsentMode::Allow => return true,
+            ConsentMode::Deny => return false,
+            ConsentMode::Prompt => {}
+        }
+        self.grants
+            .read()
+            .expect("grants lock")
+            .get(&(ANY_CALLER.to_owned(), app.to_owned(), START.to_owned()))
+            .is_some_and(|pin| pin.as_deref() == Some(start.pin.as_str()))
+            || self
+                .started
+                .lock()
+                .expect("started lock")
+                .contains(&(app.to_owned(), start.pin.clone()))
+    }
+
+    /// Allows starting `app` with the command `pin` names, for this run or always.
+    fn allow_start(&self, app: &str, pin: &str, always: bool) {
+        if always {
+            self.remember(ANY_CALLER, app, START, Some(pin));
+        } else {
+            self.started
+                .lock()
+                .expect("started lock")
+                .insert((app.to_owned(), pin.to_owned()));
+        }
     }
 
     /// Whether a grant covers the call; one tied to a certificate only while the site
@@ -383,13 +463,21 @@ impl Gate {
                 _ => "the waiting call goes on",
             });
         }
+        if let Some(pin) = &slot.info.start_pin
+            && choice != Choice::Deny
+        {
+            self.allow_start(&key.1, pin, choice != Choice::Once);
+        }
+        let start_only = key.2 == START;
         Ok(match choice {
+            Choice::Once if start_only => "the app may start in this run",
             Choice::Once => {
                 let mut once = self.once.lock().expect("once lock");
                 once.retain(|(k, _)| *k != key);
                 once.push((key, now_ms() + ONCE_KEPT_MS));
                 "its next retry may run once"
             }
+            Choice::Tool if start_only => "the app may start from now on",
             Choice::Tool => {
                 self.remember(&key.0, &key.1, &key.2, slot.info.cert.as_deref());
                 "the tool is allowed for this client from now on"
@@ -438,6 +526,8 @@ impl Gate {
                 description: question.description.clone(),
                 site: question.site.as_ref().map(crate::site::Site::describe),
                 cert: question.cert().map(str::to_owned),
+                start: question.start.as_ref().map(Start::describe),
+                start_pin: question.start.as_ref().map(|s| s.pin.clone()),
                 at_ms: now_ms(),
                 waiting: true,
             },
@@ -455,30 +545,53 @@ impl Gate {
     }
 
     /// Whether a call of `question` would have to ask the user now (mode `prompt`, no
-    /// grant, no "allow once" waiting for it, not the command line). Front doors that ask
-    /// in a round trip of their own (MCP's input-required result) check this first.
+    /// grant, no "allow once" waiting for it, not the command line, and what it starts
+    /// allowed). Front doors that ask in a round trip of their own (MCP's input-required
+    /// result) check this first.
     pub fn would_ask(&self, question: &Question) -> bool {
         let caller = question.caller.key();
         self.mode(&question.app) == ConsentMode::Prompt
             && question.caller.transport != "cli"
-            && !self.granted(&caller, &question.app, &question.tool, question.cert())
-            && !self
-                .once
-                .lock()
-                .expect("once lock")
-                .iter()
-                .any(|((c, a, t), expires)| {
-                    *c == caller && *a == question.app && *t == question.tool && *expires > now_ms()
-                })
+            && !(self.start_ok(question)
+                && (question.tool == START
+                    || self.granted(&caller, &question.app, &question.tool, question.cert())
+                    || self.once_waiting(&caller, question)))
     }
 
-    /// Decides whether `question` may run: Ok to run, else the refusal.
+    fn once_waiting(&self, caller: &str, question: &Question) -> bool {
+        self.once
+            .lock()
+            .expect("once lock")
+            .iter()
+            .any(|((c, a, t), expires)| {
+                c == caller && *a == question.app && *t == question.tool && *expires > now_ms()
+            })
+    }
+
+    /// Whether what `question` starts (if anything) is allowed.
+    fn start_ok(&self, question: &Question) -> bool {
+        question
+            .start
+            .as_ref()
+            .is_none_or(|s| self.start_allowed(&question.app, s))
+    }
+
+    /// Whether `question` may run without asking now; consumes an "allow once" waiting
+    /// for it.
+    fn allowed_now(&self, question: &Question, key: &Key) -> bool {
+        self.start_ok(question)
+            && (question.tool == START
+                || self.granted(&key.0, &question.app, &question.tool, question.cert())
+                || self.take_once(key))
+    }
+
+    /// Decides whether `question` may run: Ok to run, else the refusal. Starting what the
+    /// question starts is decided with it.
     pub async fn check(
         &self,
         question: &Question,
         prompter: Option<&dyn Prompter>,
     ) -> Result<(), GatewayError> {
-        let caller = question.caller.key();
         match self.mode(&question.app) {
             ConsentMode::Allow => return Ok(()),
             ConsentMode::Deny => {
@@ -489,18 +602,61 @@ impl Gate {
             }
             ConsentMode::Prompt => {}
         }
-        let key = (caller.clone(), question.app.clone(), question.tool.clone());
-        // The user at the command line asked for this call.
-        let cert = question.cert();
-        if question.caller.transport == "cli"
-            || self.granted(&caller, &question.app, &question.tool, cert)
-            || self.take_once(&key)
-        {
+        // The user at the command line asked for this call (and for what it starts).
+        if question.caller.transport == "cli" {
+            if let Some(start) = &question.start {
+                self.allow_start(&question.app, &start.pin, false);
+            }
             return Ok(());
         }
-        if let Some(prompter) = prompter.or(self.native.as_deref()) {
-            let choice = prompter.ask(question).await;
-            return self.follow(&key, cert, choice, "");
+        let key = (
+            question.caller.key(),
+            question.app.clone(),
+            question.tool.clone(),
+        );
+        if self.allowed_now(question, &key) {
+            return Ok(());
+        }
+        // Concurrent calls that need the same answer ask once: the others wait for it,
+        // then look again (an "always" answer lets them all run).
+        let turn = self
+            .asking
+            .lock()
+            .expect("asking lock")
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let result = {
+            let _turn = turn.lock().await;
+            if self.allowed_now(question, &key) {
+                Ok(())
+            } else {
+                self.ask(question, &key, prompter).await
+            }
+        };
+        let mut asking = self.asking.lock().expect("asking lock");
+        if Arc::strong_count(&turn) <= 2 {
+            asking.remove(&key);
+        }
+        result
+    }
+
+    /// Asks through the front door's channel, then the native one; with neither (or
+    /// neither able to ask), waits for an answer from the web UI or the CLI.
+    async fn ask(
+        &self,
+        question: &Question,
+        key: &Key,
+        prompter: Option<&dyn Prompter>,
+    ) -> Result<(), GatewayError> {
+        for channel in [prompter, self.native.as_deref()].into_iter().flatten() {
+            match channel.ask(question).await {
+                Reply::Chosen(choice) => return self.follow(question, key, Some(choice), ""),
+                Reply::Declined => return self.follow(question, key, None, ""),
+                Reply::Unavailable(why) => {
+                    tracing::info!("the consent question could not be asked there ({why})");
+                }
+            }
         }
         // No channel: the answer may come from the web UI, or a grant from the CLI.
         let (sender, mut answer) = tokio::sync::oneshot::channel();
@@ -508,7 +664,7 @@ impl Gate {
         let deadline = tokio::time::Instant::now() + self.wait;
         loop {
             self.reload();
-            if self.granted(&caller, &question.app, &question.tool, cert) || self.take_once(&key) {
+            if self.allowed_now(question, key) {
                 self.settle(id);
                 return Ok(());
             }
@@ -519,49 +675,88 @@ impl Gate {
             let tick = (deadline - now).min(Duration::from_millis(250));
             tokio::select! {
                 choice = &mut answer => {
-                    return self.follow(&key, cert, choice.ok(), " in the web UI");
+                    return self.follow(question, key, choice.ok(), " in the web UI");
                 }
                 () = tokio::time::sleep(tick) => {}
             }
         }
         // Kept (not waiting any more) so that the user can approve the retry.
         drop(answer);
-        let command = format!(
-            "aai-gateway consent grant {} --tool {} --caller '{}'",
-            question.app, question.tool, caller
-        );
+        Err(self.consent_required(question, &key.0, id))
+    }
+
+    /// CONSENT_REQUIRED for `question`, refused as pending entry `id`: where to approve
+    /// it, and the command that grants it, quoted for a POSIX shell and for PowerShell.
+    fn consent_required(&self, question: &Question, caller: &str, id: u64) -> GatewayError {
+        let start_only = question.tool == START;
+        let mut words = vec!["aai-gateway", "consent", "grant", question.app.as_str()];
+        if !start_only {
+            words.extend(["--tool", question.tool.as_str(), "--caller", caller]);
+        }
+        if question.start.is_some() && !self.start_ok(question) {
+            words.push("--start");
+        }
+        let join = |quote: fn(&str) -> String| {
+            words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+        };
+        let command = join(crate::text::sh_quote);
+        let powershell = join(crate::text::ps_quote).replacen("'aai-gateway'", "aai-gateway", 1);
         let ui = self.ui().map(|base| format!("{base}/consent?pending={id}"));
         let where_ = match &ui {
             Some(link) => format!("approve it at {link} or run `{command}`"),
             None => format!("run `{command}`"),
         };
-        let mut error = GatewayError::new(
-            Code::ConsentRequired,
-            format!(
-                "the user has not allowed `{caller}` to run `{}` of `{}`, and this client cannot ask them; ask the user to {where_} (or allow every tool of the app), then try again",
-                question.tool, question.app
+        let detail = match &question.start {
+            Some(start) if start_only => format!(
+                "the user has not allowed the gateway to {} for `{}`, and this client cannot ask them; ask the user to {where_}, then try again",
+                start.describe(),
+                question.app
             ),
-        )
-        .with("caller", caller)
-        .with("command", command);
+            _ => format!(
+                "the user has not allowed `{caller}` to run `{}` of `{}`{}, and this client cannot ask them; ask the user to {where_} (or allow every tool of the app), then try again",
+                question.tool,
+                question.app,
+                question
+                    .start
+                    .as_ref()
+                    .map(|s| format!(" (which will first {})", s.describe()))
+                    .unwrap_or_default()
+            ),
+        };
+        let mut error = GatewayError::new(Code::ConsentRequired, detail)
+            .with("caller", caller)
+            .with("command", command)
+            .with("powershellCommand", powershell);
+        if let Some(start) = &question.start {
+            error = error.with("start", start.describe());
+        }
         if let Some(link) = ui {
             error = error.with("ui", link);
         }
-        Err(error)
+        error
     }
 
-    /// What an answer means for the call that asked.
+    /// What an answer means for the call that asked: an allowing answer also allows what
+    /// the call starts (for this run, or always, tied to its command).
     fn follow(
         &self,
+        question: &Question,
         key: &Key,
-        cert: Option<&str>,
         choice: Option<Choice>,
         channel: &str,
     ) -> Result<(), GatewayError> {
+        let cert = question.cert();
+        if let (Some(start), Some(choice)) = (&question.start, choice)
+            && choice != Choice::Deny
+        {
+            self.allow_start(&question.app, &start.pin, choice != Choice::Once);
+        }
         match choice {
             Some(Choice::Once) => Ok(()),
             Some(Choice::Tool) => {
-                self.remember(&key.0, &key.1, &key.2, cert);
+                if key.2 != START {
+                    self.remember(&key.0, &key.1, &key.2, cert);
+                }
                 Ok(())
             }
             Some(Choice::App) => {
@@ -604,8 +799,10 @@ impl Prompter for Fixed {
     fn ask<'a>(
         &'a self,
         _question: &'a Question,
-    ) -> Pin<Box<dyn Future<Output = Option<Choice>> + Send + 'a>> {
-        Box::pin(std::future::ready(self.0))
+    ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
+        Box::pin(std::future::ready(
+            self.0.map_or(Reply::Declined, Reply::Chosen),
+        ))
     }
 }
 
@@ -628,6 +825,7 @@ mod tests {
             tool: "send".into(),
             description: "Send".into(),
             site: None,
+            start: None,
         }
     }
 
@@ -648,7 +846,7 @@ mod tests {
             e.data()["command"]
                 .as_str()
                 .unwrap()
-                .contains("--caller 'alpha@stdio'")
+                .ends_with("--caller alpha@stdio")
         );
         assert!(
             gate.check(&q, Some(&Fixed(Some(Choice::Deny))))
@@ -831,5 +1029,227 @@ mod tests {
         // A grant from the CLI or the UI form names no certificate and always holds.
         gate.remember("alpha@stdio", "com.a", "other", None);
         gate.check(&q, None).await.unwrap();
+    }
+
+    fn start(pin: &str) -> Start {
+        Start {
+            shown: "npx -y some-server".into(),
+            downloads: true,
+            pin: pin.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn starting_is_asked_with_the_call_and_tied_to_its_command() {
+        let gate = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        let mut q = question("alpha");
+        q.start = Some(start("p1"));
+        assert!(gate.would_ask(&q));
+        assert!(q.text().ends_with(
+            "— this will first start `npx -y some-server` (downloads a package and runs it)"
+        ));
+        // A grant of the tool does not cover the start.
+        gate.remember("alpha@stdio", "com.a", "send", None);
+        let e = gate.check(&q, None).await.unwrap_err();
+        assert_eq!(e.code, Code::ConsentRequired);
+        assert!(e.data()["command"].as_str().unwrap().ends_with(" --start"));
+        assert!(
+            e.detail
+                .contains("which will first start `npx -y some-server`"),
+            "{}",
+            e.detail
+        );
+        // "Once" starts it for this run only; "always" ties it to the command.
+        gate.check(&q, Some(&Fixed(Some(Choice::Once))))
+            .await
+            .unwrap();
+        assert!(gate.start_allowed("com.a", &start("p1")));
+        assert!(!gate.start_allowed("com.a", &start("p2")));
+        let mut changed = question("beta");
+        changed.start = Some(start("p2"));
+        gate.check(&changed, Some(&Fixed(Some(Choice::Tool))))
+            .await
+            .unwrap();
+        assert!(gate.start_allowed("com.a", &start("p2")));
+        let fresh = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        assert!(!fresh.start_allowed("com.a", &start("p1")));
+        // A denied question starts nothing.
+        let mut other = question("gamma");
+        other.app = "com.b".into();
+        other.start = Some(start("p3"));
+        assert!(
+            gate.check(&other, Some(&Fixed(Some(Choice::Deny))))
+                .await
+                .is_err()
+        );
+        assert!(!gate.start_allowed("com.b", &start("p3")));
+        // The command line starts what it calls; mode `allow` starts anything.
+        let mut cli = other.clone();
+        cli.caller = Caller::cli();
+        gate.check(&cli, None).await.unwrap();
+        assert!(gate.start_allowed("com.b", &start("p3")));
+        let allow = Gate::new(ConsentMode::Allow, Default::default(), Duration::ZERO, None);
+        assert!(allow.start_allowed("com.b", &start("p9")));
+        let per_app = [("com.b".to_owned(), ConsentMode::Deny)]
+            .into_iter()
+            .collect();
+        let deny = Gate::new(ConsentMode::Allow, per_app, Duration::ZERO, None);
+        assert!(!deny.start_allowed("com.b", &start("p9")));
+    }
+
+    #[tokio::test]
+    async fn a_start_only_question_is_answered_from_the_web_ui() {
+        let gate = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        let mut q = question("alpha");
+        q.tool = START.into();
+        q.start = Some(start("p1"));
+        let e = gate.check(&q, None).await.unwrap_err();
+        assert_eq!(
+            e.data()["command"],
+            "aai-gateway consent grant com.a --start"
+        );
+        assert!(
+            e.detail
+                .contains("has not allowed the gateway to start `npx -y some-server`")
+        );
+        let pending = gate.pending();
+        assert_eq!(
+            pending[0].start.as_deref(),
+            Some("start `npx -y some-server` (downloads a package and runs it)")
+        );
+        assert_eq!(
+            gate.answer(pending[0].id, Choice::Tool).unwrap(),
+            "the app may start from now on"
+        );
+        assert!(gate.start_allowed("com.a", &start("p1")));
+        gate.check(&q, None).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_grant_command_is_quoted_for_both_shells() {
+        let gate = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        let mut q = question("x'; touch /tmp/pwned; echo '");
+        q.tool = "t;$(touch /tmp/p2)`id`".into();
+        let e = gate.check(&q, None).await.unwrap_err();
+        let command = e.data()["command"].as_str().unwrap().to_owned();
+        let words = shlex::split(&command).unwrap();
+        assert_eq!(
+            words,
+            [
+                "aai-gateway",
+                "consent",
+                "grant",
+                "com.a",
+                "--tool",
+                "t;$(touch /tmp/p2)`id`",
+                "--caller",
+                "x'; touch /tmp/pwned; echo '@stdio"
+            ]
+        );
+        let ps = e.data()["powershellCommand"].as_str().unwrap().to_owned();
+        assert_eq!(
+            ps,
+            "aai-gateway 'consent' 'grant' 'com.a' '--tool' 't;$(touch /tmp/p2)`id`' '--caller' 'x''; touch /tmp/pwned; echo ''@stdio'"
+        );
+    }
+
+    #[derive(Debug)]
+    struct Counting {
+        asked: std::sync::atomic::AtomicUsize,
+        reply: Reply,
+    }
+
+    impl Prompter for Counting {
+        fn ask<'a>(&'a self, _q: &'a Question) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            let reply = self.reply.clone();
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                reply
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_calls_ask_once_and_an_always_answer_serves_them_all() {
+        let gate = Arc::new(Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        ));
+        let prompter = Arc::new(Counting {
+            asked: Default::default(),
+            reply: Reply::Chosen(Choice::Tool),
+        });
+        let calls: Vec<_> = (0..40)
+            .map(|_| {
+                let (gate, prompter) = (gate.clone(), prompter.clone());
+                tokio::spawn(async move { gate.check(&question("alpha"), Some(&*prompter)).await })
+            })
+            .collect();
+        for c in calls {
+            c.await.unwrap().unwrap();
+        }
+        assert_eq!(prompter.asked.load(Ordering::SeqCst), 1);
+        assert!(
+            gate.asking.lock().unwrap().is_empty(),
+            "no turn is left behind"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_channel_that_cannot_ask_is_no_answer() {
+        let gate = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        gate.set_ui("http://127.0.0.1:3000/ui".into());
+        let broken = Counting {
+            asked: Default::default(),
+            reply: Reply::Unavailable("cannot open display".into()),
+        };
+        let e = gate
+            .check(&question("alpha"), Some(&broken))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::ConsentRequired, "not a denial: {}", e.detail);
+        assert!(
+            e.data()["ui"]
+                .as_str()
+                .unwrap()
+                .contains("/consent?pending=")
+        );
+        let declined = Counting {
+            asked: Default::default(),
+            reply: Reply::Declined,
+        };
+        let e = gate
+            .check(&question("alpha"), Some(&declined))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::PermissionDenied);
     }
 }

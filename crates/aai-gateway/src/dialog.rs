@@ -20,7 +20,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::consent::{Choice, Prompter, Question};
+use crate::consent::{Choice, Prompter, Question, Reply};
 use crate::exec::process::{self, Limits, Spec};
 use crate::host::Os;
 
@@ -288,7 +288,7 @@ impl Prompter for Dialog {
     fn ask<'a>(
         &'a self,
         question: &'a Question,
-    ) -> Pin<Box<dyn Future<Output = Option<Choice>> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
         Box::pin(async move {
             let rendered = self.render(question);
             let spec = Spec {
@@ -300,18 +300,39 @@ impl Prompter for Dialog {
             };
             let limits = Limits {
                 deadline: WAIT,
-                max_output: 1024,
+                max_output: 4096,
                 cancel: tokio_util::sync::CancellationToken::new(),
             };
-            let output = process::run(&spec, b"", &limits)
-                .await
-                .map_err(|e| tracing::info!("the consent dialog gave no answer: {e}"))
-                .ok()?;
-            if !output.success() {
-                return None;
+            match process::run(&spec, b"", &limits).await {
+                Ok(output) => read_reply(output.success(), &output.stdout, &output.stderr),
+                // Two minutes without an answer: the person was asked and did not answer.
+                Err(process::RunError::TimedOut(_)) => Reply::Declined,
+                Err(e) => Reply::Unavailable(format!("{} did not run: {e}", rendered.program)),
             }
-            Choice::parse(String::from_utf8_lossy(&output.stdout).trim())
         })
+    }
+}
+
+/// What a dialog's exit means: its choice, a person closing it, or a dialog that never
+/// opened. zenity and kdialog exit 1 both when closed and when they cannot reach the
+/// display; only their message tells the two apart.
+fn read_reply(success: bool, stdout: &[u8], stderr: &[u8]) -> Reply {
+    if success {
+        return Choice::parse(String::from_utf8_lossy(stdout).trim())
+            .map_or(Reply::Declined, Reply::Chosen);
+    }
+    let said = String::from_utf8_lossy(stderr).to_lowercase();
+    const NO_DISPLAY: [&str; 6] = [
+        "cannot open display",
+        "can't open display",
+        "could not connect to display",
+        "cannot connect to x server",
+        "failed to open display",
+        "could not load the qt platform plugin",
+    ];
+    match NO_DISPLAY.iter().find(|m| said.contains(*m)) {
+        Some(m) => Reply::Unavailable(format!("the dialog could not open: {m}")),
+        None => Reply::Declined,
     }
 }
 
@@ -334,6 +355,7 @@ mod tests {
             tool: "send".into(),
             description: "Send".into(),
             site: None,
+            start: None,
         }
     }
 

@@ -111,6 +111,10 @@ impl Gateway {
                     None
                 }
             };
+        let executors = Executors::default();
+        executors
+            .mcp()
+            .keep_lists_in(home.join("cache").join("mcp-tools"));
         Arc::new(Gateway {
             consent,
             history,
@@ -130,7 +134,7 @@ impl Gateway {
             reported: std::sync::Mutex::new(Vec::new()),
             rescans: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
-            executors: Executors::default(),
+            executors,
         })
     }
 
@@ -198,14 +202,19 @@ impl Gateway {
     }
 
     /// Gives each downstream MCP server's app whose descriptor lists no tools the tools
-    /// the server listed, when it has been asked (see [`Gateway::remote_tools`]).
+    /// the server listed, when it has been asked (see [`Gateway::remote_tools`]) in this
+    /// run or in an earlier one from the same command (kept on disk; nothing starts).
     fn fold_in_remote_tools(&self, catalog: &mut catalog::Catalog) {
         for loaded in &mut catalog.apps {
             let id = loaded.app.id.clone();
-            for binding in &mut loaded.app.bindings {
-                if matches!(binding.executor, aai_descriptor::Executor::Mcp(_))
+            for (binding, source) in loaded.app.bindings.iter_mut().zip(&loaded.binding_sources) {
+                if let aai_descriptor::Executor::Mcp(server) = &binding.executor
                     && binding.tools.is_empty()
-                    && let Some(tools) = self.executors.mcp().tools_of(&id)
+                    && let Some(tools) = self.executors.mcp().tools_of(
+                        &id,
+                        server,
+                        crate::pipeline::folder_of(source),
+                    )
                 {
                     binding.tools = tools;
                 }
@@ -214,7 +223,8 @@ impl Gateway {
     }
 
     /// The server to ask for `entry`'s tools, when it is a downstream MCP server whose
-    /// descriptor declares none and whose list is not known (or changed since).
+    /// descriptor declares none and whose list is not known in this run (or changed
+    /// since).
     fn unlisted_server<'e>(
         &self,
         entry: &'e crate::registry::Entry,
@@ -228,8 +238,30 @@ impl Gateway {
         (!declared && mcp.needs_listing(&entry.app.id)).then_some(server)
     }
 
+    /// What starting `entry`'s app needs approved before it may start now, when that is
+    /// not allowed yet (`None`: nothing to start, or allowed).
+    pub(crate) fn start_to_approve(
+        &self,
+        entry: &crate::registry::Entry,
+    ) -> Option<crate::consent::Start> {
+        let start = crate::exec::start::start_of(
+            &entry.binding().executor,
+            crate::pipeline::base_dir(entry),
+        )?;
+        (!self.consent.start_allowed(&entry.app.id, &start)).then_some(start)
+    }
+
+    /// Whether `entry` is a downstream MCP server that may not start yet, so that its
+    /// tools (if listed in an earlier run) are shown but nothing is started for them.
+    pub(crate) fn unapproved_server(&self, entry: &crate::registry::Entry) -> bool {
+        matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_))
+            && self.start_to_approve(entry).is_some()
+    }
+
     /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
-    /// server whose tools are not known yet (its first use connects to it).
+    /// server whose tools are not known in this run (its first use connects to it). A
+    /// server that may not start yet is left alone: its tools are the ones kept from an
+    /// earlier run, if any.
     pub async fn remote_tools(
         self: &Arc<Self>,
         snapshot: Arc<Snapshot>,
@@ -241,6 +273,9 @@ impl Gateway {
         let Some(server) = self.unlisted_server(entry) else {
             return Ok(snapshot);
         };
+        if self.start_to_approve(entry).is_some() {
+            return Ok(snapshot);
+        }
         let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
         self.executors
             .mcp()
@@ -256,15 +291,22 @@ impl Gateway {
         Ok(self.snapshot().await)
     }
 
-    /// The snapshot with every downstream MCP server's tools listed (`flat` exposure
-    /// names every tool). Servers are asked concurrently; one that fails is logged and
-    /// stays without tools, the others are not held up.
+    /// The snapshot with the tools of every downstream MCP server that may start listed
+    /// (`flat` exposure names every tool): a list kept from an earlier run is used as it
+    /// is, and only servers with none are asked. Servers are asked concurrently; one that
+    /// fails is logged and stays without tools, the others are not held up. Servers that
+    /// may not start are not started (and `flat` does not list them).
     pub async fn all_remote_tools(self: &Arc<Self>) -> Arc<Snapshot> {
         let snapshot = self.snapshot().await;
+        let mcp = self.executors.mcp();
         let pending: Vec<String> = snapshot
             .entries
             .iter()
-            .filter(|e| self.unlisted_server(e).is_some())
+            .filter(|e| {
+                self.unlisted_server(e).is_some()
+                    && !mcp.has_list(&e.app.id)
+                    && self.start_to_approve(e).is_none()
+            })
             .map(|e| e.app.id.clone())
             .collect();
         if pending.is_empty() {
@@ -325,6 +367,11 @@ impl Gateway {
             }
             notified.await;
         }
+    }
+
+    /// The served apps as they are now, without waiting (empty before the first scan).
+    pub fn registry_snapshot(&self) -> Arc<Snapshot> {
+        self.registry.snapshot()
     }
 
     /// Hears of every change in what agents see (after the first scan), as the change's

@@ -31,6 +31,7 @@ pub mod consent;
 pub mod dialog;
 pub mod error;
 pub mod exec;
+pub mod files;
 pub mod gateway;
 pub mod hash;
 pub mod history;

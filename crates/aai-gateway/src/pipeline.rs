@@ -119,19 +119,78 @@ impl Gateway {
     ) -> Option<crate::consent::Question> {
         let snapshot = self.snapshot().await;
         let entry = snapshot.find(app)?;
-        let tool = entry.binding().tool(tool)?;
+        let start = self.start_to_approve(entry);
+        let (name, description) = match entry.binding().tool(tool) {
+            Some(t) => (t.name.clone(), t.description.clone()),
+            // A server that has not run yet has not listed its tools: the question names
+            // the tool as asked, and starting the server comes with it.
+            None if start.is_some() && self.unapproved_server(entry) => {
+                (tool.to_owned(), UNLISTED.to_owned())
+            }
+            None => return None,
+        };
         let question = crate::consent::Question {
             caller: caller.clone(),
             app: entry.app.id.clone(),
             app_name: snapshot.name(entry).to_owned(),
-            tool: tool.name.clone(),
-            description: tool.description.clone(),
+            tool: name,
+            description,
             site: self
                 .site_to_check(&entry.app.id, entry.binding(), caller)
                 .await
                 .ok()?,
+            start,
         };
         self.consent.would_ask(&question).then_some(question)
+    }
+
+    /// The snapshot to show `app`'s guide from, and a note to put above it. A downstream
+    /// MCP server that may start and has not listed its tools in this run is listed now.
+    /// One that may not start is never started for a guide: its tools kept from an earlier
+    /// run are shown as they are; with none, the user is asked (through the caller's
+    /// channel, as for a call) whether it may start, and when they have not allowed it
+    /// the note says that its tools are listed once it may start, and how to allow it.
+    pub async fn guide_snapshot(
+        self: &Arc<Self>,
+        snapshot: Arc<Snapshot>,
+        app: &str,
+        origin: &Origin,
+    ) -> Result<(Arc<Snapshot>, Option<String>), GatewayError> {
+        let Some(entry) = snapshot.find(app) else {
+            return Ok((snapshot, None));
+        };
+        if self.unapproved_server(entry)
+            && let Some(start) = self.start_to_approve(entry)
+        {
+            if self.executors.mcp().has_list(&entry.app.id) {
+                let note = format!(
+                    "> These tools were listed when its server last ran; it has not been started in this run (the first allowed call will {}).",
+                    start.describe()
+                );
+                return Ok((snapshot, Some(note)));
+            }
+            let question = crate::consent::Question {
+                caller: origin.caller.clone(),
+                app: entry.app.id.clone(),
+                app_name: snapshot.name(entry).to_owned(),
+                tool: crate::consent::START.to_owned(),
+                description: String::new(),
+                site: None,
+                start: Some(start),
+            };
+            if let Err(e) = self
+                .consent
+                .check(&question, origin.prompter.as_deref())
+                .await
+            {
+                let note = format!(
+                    "> Its server has not been started, so its tools are not listed yet: they are listed once it is allowed to start. {}",
+                    e.detail
+                );
+                return Ok((snapshot, Some(note)));
+            }
+        }
+        Ok((self.remote_tools(snapshot, app).await?, None))
     }
 
     /// For a web app whose calls ask for consent: its server and certificate, read before
@@ -179,33 +238,38 @@ impl Gateway {
         let Control { cancel, progress } = control;
         let mut snapshot = self.snapshot().await;
         let mut app = std::borrow::Cow::Borrowed(app);
-        if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() {
-            match web_address(&app) {
-                Some(WebAddress::Url) => {
-                    app = self.discover_web(&app).await?.0.into();
-                    snapshot = self.snapshot().await;
-                }
-                Some(WebAddress::Domain) => match self.discover_web(&app).await {
-                    Ok((id, _)) => {
-                        app = id.into();
-                        snapshot = self.snapshot().await;
-                    }
-                    Err(e) => {
-                        let not_found = not_served(&snapshot, &app, self.host.os());
-                        return Err(GatewayError::new(
-                            Code::AppNotFound,
-                            format!(
-                                "{}; as a web domain it gave: {}",
-                                not_found.detail, e.detail
-                            ),
-                        )
-                        .with("app", app.as_ref()));
-                    }
-                },
-                None => {}
-            }
+        // Only a URL the caller wrote out is fetched: an unknown id, even one that looks
+        // like a domain, is APP_NOT_FOUND and nothing leaves the machine.
+        if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() && is_url(&app) {
+            app = self.discover_web(&app).await?.0.into();
+            snapshot = self.snapshot().await;
         }
         let app = app.as_ref();
+        let entry = snapshot
+            .find(app)
+            .ok_or_else(|| not_served(&snapshot, app, self.host.os()))?;
+        // A downstream MCP server that may not start yet and has never listed its tools:
+        // the user is asked about the call and the start together, before anything runs.
+        let mut asked = false;
+        if entry.binding().tool(tool).is_none()
+            && self.unapproved_server(entry)
+            && let Some(start) = self.start_to_approve(entry)
+        {
+            let question = crate::consent::Question {
+                caller: origin.caller.clone(),
+                app: entry.app.id.clone(),
+                app_name: snapshot.name(entry).to_owned(),
+                tool: tool.to_owned(),
+                description: UNLISTED.to_owned(),
+                site: None,
+                start: Some(start),
+            };
+            self.consent
+                .check(&question, origin.prompter.as_deref())
+                .await
+                .map_err(|e| e.at(&entry.app.id, tool))?;
+            asked = true;
+        }
         // A downstream MCP server's tools are listed on its first use.
         let snapshot = self.remote_tools(snapshot, app).await?;
         let entry = snapshot
@@ -229,11 +293,14 @@ impl Gateway {
                 .site_to_check(app_id, binding, &origin.caller)
                 .await
                 .map_err(|e| e.at(app_id, &tool.name))?,
+            start: self.start_to_approve(entry),
         };
-        self.consent
-            .check(&question, origin.prompter.as_deref())
-            .await
-            .map_err(|e| e.at(app_id, &tool.name))?;
+        if !asked {
+            self.consent
+                .check(&question, origin.prompter.as_deref())
+                .await
+                .map_err(|e| e.at(app_id, &tool.name))?;
+        }
         let agent = matches!(binding.executor, aai_descriptor::Executor::Acp(_));
         let timeout = tool.timeout.or(binding.timeout).unwrap_or(if agent {
             AGENT_TIMEOUT
@@ -365,6 +432,7 @@ impl Gateway {
                     };
                 }
                 question.tool = format!("{}/{}", question.tool, permission.kind);
+                question.start = None;
                 question.description = permission.title;
                 question.site = None;
                 gateway
@@ -393,11 +461,16 @@ pub fn no_such_tool(app_id: &str, binding: &aai_descriptor::Binding, tool: &str)
 
 /// The folder an app's relative commands resolve against: its descriptor's.
 pub fn base_dir(entry: &crate::registry::Entry) -> &Path {
-    // Built-in apps have no folder (`builtin:…`): their programs start in `/`.
-    if entry.source.to_string_lossy().starts_with("builtin:") {
+    folder_of(&entry.source)
+}
+
+/// The folder of a descriptor file: relative commands resolve against it. Built-in apps
+/// have no folder (`builtin:…`): their programs start in `/`.
+pub fn folder_of(source: &Path) -> &Path {
+    if source.to_string_lossy().starts_with("builtin:") {
         return Path::new("/");
     }
-    entry.source.parent().unwrap_or(Path::new("."))
+    source.parent().unwrap_or(Path::new("."))
 }
 
 /// The first 2 KiB of a result as text, serialized no further than that.
@@ -426,39 +499,13 @@ fn result_head(value: &Value) -> String {
     }
 }
 
-/// How an `app` argument names a web app.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum WebAddress {
-    /// A URL (`https://…`, or anything with `://`).
-    Url,
-    /// A bare domain such as `yuque.com`: dots, hostname characters, and a last label
-    /// that is a common top-level domain while the first is not (so reverse-DNS app ids
-    /// such as `com.example.notes` are not mistaken for domains).
-    Domain,
-}
+/// What a call's description says of a tool its server has not listed yet.
+const UNLISTED: &str = "(its server has not listed its tools yet)";
 
-fn web_address(app: &str) -> Option<WebAddress> {
-    const TLDS: &[&str] = &[
-        "com", "org", "net", "io", "dev", "app", "ai", "co", "cn", "jp", "de", "uk", "fr", "me",
-        "info", "biz", "xyz", "tech", "cloud", "so", "sh", "gg", "tv", "us", "eu", "ru", "in",
-        "br", "au", "ca", "nl", "se", "ch", "es", "it", "kr", "tw", "hk", "edu", "gov",
-    ];
-    let app = app.trim();
-    if app.contains("://") {
-        return Some(WebAddress::Url);
-    }
-    let host = app.split(['/', ':']).next().unwrap_or("");
-    let labels: Vec<&str> = host.split('.').collect();
-    let hostname = labels.len() >= 2
-        && labels
-            .iter()
-            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
-    let last = labels.last().map(|l| l.to_ascii_lowercase());
-    let first = labels[0].to_ascii_lowercase();
-    (hostname
-        && last.is_some_and(|l| TLDS.contains(&l.as_str()))
-        && !TLDS.contains(&first.as_str()))
-    .then_some(WebAddress::Domain)
+/// Whether an `app` argument is a URL (`https://…`, anything with `://`): the only form
+/// of `app` that is fetched from the web.
+fn is_url(app: &str) -> bool {
+    app.trim().contains("://")
 }
 
 /// The error for an app that is not served: its descriptor is broken, it cannot run on
@@ -508,14 +555,30 @@ pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
                 .iter()
                 .map(|id| format!("`{id}`"))
                 .collect::<Vec<_>>();
-            let detail = if hint.is_empty() {
+            let mut detail = if hint.is_empty() {
                 format!("no app `{app}`; use aai_search to find apps")
             } else {
                 format!("no app `{app}`; did you mean {}?", hint.join(", "))
             };
+            if looks_like_domain(app) {
+                detail.push_str(&format!(
+                    " For a web app, call web_discover with its URL (`https://{}`): an id is never looked up on the web.",
+                    app.trim()
+                ));
+            }
             GatewayError::new(Code::AppNotFound, detail).with("app", app)
         }
     }
+}
+
+/// Whether an unknown id reads like a host name (`nope.app`): the error then says how to
+/// reach a web app.
+fn looks_like_domain(app: &str) -> bool {
+    let labels: Vec<&str> = app.trim().split('.').collect();
+    labels.len() >= 2
+        && labels
+            .iter()
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
 }
 
 /// How long validating one call's arguments may take.
@@ -702,20 +765,20 @@ mod tests {
     }
 
     #[test]
-    fn web_addresses_are_told_from_app_ids() {
-        assert_eq!(web_address("https://x.example/a"), Some(WebAddress::Url));
-        assert_eq!(web_address("yuque.com"), Some(WebAddress::Domain));
-        assert_eq!(web_address("api.github.com/v3"), Some(WebAddress::Domain));
-        assert_eq!(web_address("localhost:8080"), None);
+    fn only_urls_are_fetched() {
+        assert!(is_url("https://x.example/a"));
+        assert!(is_url("http://127.0.0.1:8080"));
         for id in [
+            "nope.app",
+            "yuque.com",
+            "api.github.com/v3",
             "com.example.notes",
-            "com.yuque.api",
-            "org.mpris.MediaPlayer2.mpv",
             "notes",
-            "a b.com",
         ] {
-            assert_eq!(web_address(id), None, "{id}");
+            assert!(!is_url(id), "{id}");
         }
+        assert!(looks_like_domain("nope.app"));
+        assert!(!looks_like_domain("notes"));
     }
 
     #[test]

@@ -54,6 +54,31 @@ pub fn replace_outside(text: &str, keep: impl Fn(char) -> bool, with: char) -> S
         .collect()
 }
 
+/// `word` quoted for a POSIX shell (`sh`, `bash`, `zsh`): left as it is when it needs no
+/// quotes, else in single quotes. A NUL, which no shell can pass, becomes the text `\0`.
+pub fn sh_quote(word: &str) -> String {
+    let word = word.replace('\0', "\\0");
+    match shlex::try_quote(&word) {
+        Ok(quoted) => quoted.into_owned(),
+        Err(_) => format!("'{}'", word.replace('\'', r"'\''")),
+    }
+}
+
+/// `word` as a PowerShell single-quoted string: PowerShell reads the typographic single
+/// quotes (U+2018–U+201B) as quotes too, so each of them is doubled like `'`.
+pub fn ps_quote(word: &str) -> String {
+    let mut out = String::with_capacity(word.len() + 2);
+    out.push('\'');
+    for c in word.chars() {
+        if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}') {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -61,5 +86,30 @@ mod tests {
         assert_eq!(super::count(0, "app", "apps"), "0 apps");
         assert_eq!(super::count(1, "app", "apps"), "1 app");
         assert_eq!(super::count(2, "match", "matches"), "2 matches");
+    }
+
+    #[test]
+    fn words_are_quoted_for_each_shell() {
+        use super::{ps_quote, sh_quote};
+        assert_eq!(sh_quote("com.example.mail"), "com.example.mail");
+        for hostile in [
+            "x'; touch /tmp/p; '",
+            "$(touch p)",
+            "`id`",
+            "a\"b\\c",
+            "two\nlines",
+            "~user",
+            "*",
+        ] {
+            assert_eq!(
+                shlex::split(&sh_quote(hostile)).unwrap(),
+                [hostile],
+                "{hostile}"
+            );
+        }
+        assert_eq!(sh_quote(""), "''");
+        assert_eq!(ps_quote("a'b"), "'a''b'");
+        assert_eq!(ps_quote("a\u{2019}; calc"), "'a\u{2019}\u{2019}; calc'");
+        assert_eq!(ps_quote("$env:X `n"), "'$env:X `n'");
     }
 }

@@ -12,11 +12,13 @@ use crate::state::{Grant, State};
 pub(super) enum Action {
     /// Show the grants.
     List { json: bool },
-    /// Always allow `caller` to run `tool` (every tool without one) of `app`.
+    /// Always allow `caller` to run `tool` (every tool without one) of `app`; with
+    /// `start`, always allow the app to start as its descriptor starts it now.
     Grant {
         app: String,
         tool: Option<String>,
-        caller: String,
+        caller: Option<String>,
+        start: bool,
     },
     /// Remove grants of `app` (of one tool / one caller when given).
     Revoke {
@@ -26,7 +28,7 @@ pub(super) enum Action {
     },
 }
 
-pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
+pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
     let state = match State::open(&State::file_in(&ctx.home)) {
         Ok(s) => s,
         Err(e) => return fail(&e.to_string()),
@@ -57,15 +59,41 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Action::Grant { app, tool, caller } => {
+        Action::Grant {
+            app,
+            tool,
+            caller,
+            start,
+        } => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if start {
+                let pin = match start_pin(ctx, &app) {
+                    Ok(pin) => pin,
+                    Err(why) => return fail(&why),
+                };
+                let grant = Grant {
+                    caller: crate::consent::ANY_CALLER.to_owned(),
+                    app: app.clone(),
+                    tool: crate::consent::START.to_owned(),
+                    cert: Some(pin.1),
+                    granted_at: now,
+                };
+                if let Err(e) = state.grant(&grant) {
+                    return fail(&e.to_string());
+                }
+                let _ = writeln!(out, "{app} may now {} (for every client)", pin.0);
+            }
+            let Some(caller) = caller else {
+                return ExitCode::SUCCESS;
+            };
             let grant = Grant {
                 caller,
                 app,
                 tool: tool.unwrap_or_else(|| "*".to_owned()),
                 cert: None,
-                granted_at: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
+                granted_at: now,
             };
             if let Err(e) = state.grant(&grant) {
                 return fail(&e.to_string());
@@ -88,6 +116,28 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             }
         }
     }
+}
+
+/// What starting `app` means now (the sentence and the digest a grant is tied to), read
+/// from its descriptor as the server would serve it. Nothing is started.
+fn start_pin(ctx: Context, app: &str) -> Result<(String, String), String> {
+    let gateway = ctx.into_gateway();
+    gateway.rescan();
+    let snapshot = gateway.registry_snapshot();
+    let entry = snapshot
+        .find(app)
+        .ok_or_else(|| format!("no app `{app}` is served here (see `aai-gateway --scan`)"))?;
+    let start = crate::exec::start::start_of(
+        &entry.binding().executor,
+        crate::pipeline::base_dir(entry),
+    )
+    .ok_or_else(|| {
+        format!(
+            "`{}` starts nothing ahead of a call (it is not an MCP server or an agent); grant its tools with --tool and --caller",
+            entry.app.id
+        )
+    })?;
+    Ok((start.describe(), start.pin))
 }
 
 fn fail(message: &str) -> ExitCode {

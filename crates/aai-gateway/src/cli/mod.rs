@@ -197,16 +197,22 @@ enum ConsentCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Always allow a client to run a tool (or, without --tool, every tool) of an app.
+    /// Always allow a client to run a tool (or, without --tool, every tool) of an app;
+    /// with --start, always allow the app's server or agent to start with its current
+    /// command.
     Grant {
         /// App id.
         app: String,
         /// Only this tool.
-        #[arg(long)]
+        #[arg(long, requires = "caller")]
         tool: Option<String>,
         /// The client, as `name@transport` (the CONSENT_REQUIRED error names it).
+        #[arg(long, required_unless_present = "start")]
+        caller: Option<String>,
+        /// Allow the app's server or agent to start (for every client), as its
+        /// descriptor starts it now; a changed command asks again.
         #[arg(long)]
-        caller: String,
+        start: bool,
     },
     /// Remove grants of an app (all of them, or one tool's, or one client's).
     Revoke {
@@ -341,14 +347,22 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let ctx = context(cli.home, cli.config, false, false)?;
             let action = match action {
                 ConsentCommand::List { json } => consent::Action::List { json },
-                ConsentCommand::Grant { app, tool, caller } => {
-                    consent::Action::Grant { app, tool, caller }
-                }
+                ConsentCommand::Grant {
+                    app,
+                    tool,
+                    caller,
+                    start,
+                } => consent::Action::Grant {
+                    app,
+                    tool,
+                    caller,
+                    start,
+                },
                 ConsentCommand::Revoke { app, tool, caller } => {
                     consent::Action::Revoke { app, tool, caller }
                 }
             };
-            Ok(consent::run(&ctx, action))
+            Ok(consent::run(ctx, action))
         }
         Some(Command::Import {
             what: ImportCommand::Mcp { file, write },

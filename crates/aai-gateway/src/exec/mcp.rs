@@ -2,8 +2,10 @@
 //! an app, and its tools are the app's tools.
 //!
 //! A server is connected on first use (a call, or a guide that needs its tools) and kept;
-//! concurrent first uses share one connection attempt. Its tools are listed once and
-//! cached here; the gateway folds them into its snapshot (`Gateway::rescan`), so they are
+//! concurrent first uses share one connection attempt. Nothing here decides whether it
+//! may start: the gateway asks consent first (`exec::start`). Its tools are listed once,
+//! cached here and kept on disk (`exec::listed`), so a later run can show them without
+//! starting the server; the gateway folds them into its snapshot (`Gateway::rescan`), so they are
 //! disclosed progressively like any app's. When the server says its tool list changed,
 //! the app is marked stale (once, however many notifications come; its last list stays in use) and the app id is sent to the gateway, which lists the
 //! tools again and tells its own clients. A server that is down fails only its own calls
@@ -61,6 +63,10 @@ pub struct McpExecutor {
     failures: super::Failures,
     tools: ToolCache,
     stale: Stale,
+    /// Apps whose cached list was read from disk, not listed by their server in this run.
+    kept: Mutex<std::collections::HashSet<String>>,
+    /// Where tool lists are kept on disk (none: only in memory).
+    lists_dir: std::sync::OnceLock<PathBuf>,
     changed_tx: mpsc::UnboundedSender<String>,
     changed_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
 }
@@ -73,6 +79,8 @@ impl Default for McpExecutor {
             failures: super::Failures::default(),
             tools: ToolCache::default(),
             stale: Stale::default(),
+            kept: Mutex::default(),
+            lists_dir: std::sync::OnceLock::new(),
             changed_tx,
             changed_rx: Mutex::new(Some(changed_rx)),
         }
@@ -94,16 +102,41 @@ impl Execute for McpExecutor {
 }
 
 impl McpExecutor {
-    /// The tools of `app`'s server, when they have been listed.
-    pub fn tools_of(&self, app: &str) -> Option<Vec<Tool>> {
-        self.tools.lock().expect("tools lock").get(app).cloned()
+    /// Keeps tool lists in `dir` from now on (the first folder given stays).
+    pub fn keep_lists_in(&self, dir: PathBuf) {
+        let _ = self.lists_dir.set(dir);
     }
 
-    /// Whether `app`'s server must be asked for its tools: never asked, or its list
-    /// changed since.
+    /// The tools of `app`'s server, when they have been listed: in this run, or in an
+    /// earlier one from the same command (read from disk, without starting anything).
+    /// Blocks on the disk the first time: call it off the async workers.
+    pub fn tools_of(&self, app: &str, server: &McpServer, base_dir: &Path) -> Option<Vec<Tool>> {
+        if let Some(tools) = self.tools.lock().expect("tools lock").get(app) {
+            return Some(tools.clone());
+        }
+        let dir = self.lists_dir.get()?;
+        let start = super::start::start_of(&Executor::Mcp(server.clone()), base_dir)?;
+        let listed = super::listed::read(dir, app, &start.pin)?;
+        let tools: Vec<Tool> = listed.into_iter().map(|t| to_tool(app, t)).collect();
+        self.kept.lock().expect("kept lock").insert(app.to_owned());
+        self.tools
+            .lock()
+            .expect("tools lock")
+            .insert(app.to_owned(), tools.clone());
+        Some(tools)
+    }
+
+    /// Whether `app`'s server must be asked for its tools: never asked in this run (its
+    /// list, if any, is from an earlier run), or its list changed since.
     pub fn needs_listing(&self, app: &str) -> bool {
         !self.tools.lock().expect("tools lock").contains_key(app)
+            || self.kept.lock().expect("kept lock").contains(app)
             || self.stale.lock().expect("stale lock").contains(app)
+    }
+
+    /// Whether some list of `app`'s tools is known (from this run or kept on disk).
+    pub fn has_list(&self, app: &str) -> bool {
+        self.tools.lock().expect("tools lock").contains_key(app)
     }
 
     /// Whether `app`'s tools come from its server (listed at least once), as opposed to
@@ -138,7 +171,22 @@ impl McpExecutor {
                 self.forget(app, &link);
                 unavailable(app, &why, &link.stderr_note())
             })?;
+        if let (Some(dir), Some(start)) = (
+            self.lists_dir.get(),
+            super::start::start_of(&Executor::Mcp(server.clone()), base_dir),
+        ) {
+            let (dir, app_id) = (dir.clone(), app.to_owned());
+            let kept = listed.clone();
+            let written = tokio::task::spawn_blocking(move || {
+                super::listed::write(&dir, &app_id, &start.pin, &kept)
+            })
+            .await;
+            if let Ok(Err(e)) = written {
+                tracing::warn!(app, "the tool list could not be kept on disk: {e}");
+            }
+        }
         let tools = listed.into_iter().map(|t| to_tool(app, t)).collect();
+        self.kept.lock().expect("kept lock").remove(app);
         self.tools
             .lock()
             .expect("tools lock")
@@ -331,6 +379,10 @@ impl McpExecutor {
             .lock()
             .expect("tools lock")
             .retain(|app, _| live.contains_key(app));
+        self.kept
+            .lock()
+            .expect("kept lock")
+            .retain(|app| live.contains_key(app));
         self.stale
             .lock()
             .expect("stale lock")

@@ -189,10 +189,14 @@ impl Server {
             }
             Some(Meta::Guide) => {
                 let app = string_arg(&args, "app")?;
-                // A downstream MCP server is asked for its tools on first use.
-                let snapshot = self.gateway.remote_tools(snapshot, app).await?;
+                // A downstream MCP server is asked for its tools on first use (once it may
+                // start).
+                let (snapshot, note) = self
+                    .gateway
+                    .guide_snapshot(snapshot, app, &self.guide_origin(ctx))
+                    .await?;
                 let entry = find(&snapshot, app, self.gateway.host.os())?;
-                let guide = match args.get("tool") {
+                let mut guide = match args.get("tool") {
                     None | Some(Value::Null) => crate::registry::guide::render(&snapshot, entry),
                     Some(_) => {
                         let tool = string_arg(&args, "tool")?;
@@ -201,6 +205,9 @@ impl Server {
                         )?
                     }
                 };
+                if let Some(note) = note {
+                    guide.insert_str(0, &format!("{note}\n\n"));
+                }
                 Ok(text(guide).into())
             }
             Some(Meta::WebDiscover) => {
@@ -230,9 +237,16 @@ impl Server {
                     .or_else(|| name.strip_prefix("app:"))
                     && snapshot.find(app).is_some()
                 {
-                    let snapshot = self.gateway.remote_tools(snapshot.clone(), app).await?;
+                    let (snapshot, note) = self
+                        .gateway
+                        .guide_snapshot(snapshot.clone(), app, &self.guide_origin(ctx))
+                        .await?;
                     let entry = find(&snapshot, app, self.gateway.host.os())?;
-                    return Ok(text(crate::registry::guide::render(&snapshot, entry)).into());
+                    let mut guide = crate::registry::guide::render(&snapshot, entry);
+                    if let Some(note) = note {
+                        guide.insert_str(0, &format!("{note}\n\n"));
+                    }
+                    return Ok(text(guide).into());
                 }
                 if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
                     let (app, tool) = (entry.app.id.clone(), tool.to_owned());
@@ -297,6 +311,22 @@ impl Server {
             progress.flush().await;
         }
         Ok(outcome_result(outcome?).into())
+    }
+
+    /// Who reads a guide, and how to ask them whether a server may start for it: by
+    /// elicitation when the client offers it (a 2026-07-28 client's round trips carry
+    /// tool calls' questions only; its guides say how to allow the start instead).
+    fn guide_origin(&self, ctx: &RequestContext<RoleServer>) -> crate::pipeline::Origin {
+        let prompter = match asking(ctx) {
+            (true, false) => {
+                Some(Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter)
+            }
+            _ => None,
+        };
+        crate::pipeline::Origin {
+            caller: self.caller(ctx),
+            prompter,
+        }
     }
 
     /// Who is calling: the client's name, the transport, the HTTP token.
@@ -539,6 +569,19 @@ fn codec() -> &'static rmcp::model::RequestStateCodec {
     })
 }
 
+/// Whether the state sealing `nonce` is opened for the first time in this run. Used
+/// nonces are kept until their states expire (states of an earlier run do not open).
+fn first_use(nonce: &[u8]) -> bool {
+    use std::collections::HashMap;
+    use std::time::Instant;
+    static USED: std::sync::Mutex<Option<HashMap<Vec<u8>, Instant>>> = std::sync::Mutex::new(None);
+    let mut used = USED.lock().expect("used states lock");
+    let used = used.get_or_insert_with(HashMap::new);
+    let now = Instant::now();
+    used.retain(|_, at| now.duration_since(*at) < ROUND_TTL);
+    used.insert(nonce.to_vec(), now).is_none()
+}
+
 /// What the state is bound to: this caller, this app and tool as the client named them.
 fn bound_to(caller: &crate::consent::Caller, app: &str, tool: &str) -> Vec<u8> {
     format!("{}\n{app}\n{tool}", caller.key()).into_bytes()
@@ -557,7 +600,7 @@ impl Round<'_> {
         let Some(state) = self.state else {
             return Ok(None);
         };
-        codec()
+        let nonce = codec()
             .open_with(state, &bound_to(caller, app, tool))
             .map_err(|e| {
                 tracing::debug!("requestState refused: {e}");
@@ -566,6 +609,13 @@ impl Round<'_> {
                     "the requestState of this retry is not one this gateway issued for this call (or it expired); call the tool again without it",
                 )
             })?;
+        // Each question is answered once: a replayed "allow once" must not run again.
+        if !first_use(&nonce) {
+            return Err(GatewayError::new(
+                Code::InvalidParams,
+                "this requestState was already answered; call the tool again without it",
+            ));
+        }
         let reply = self.responses.and_then(|r| r.get(CONSENT_INPUT));
         let choice = reply
             .and_then(|v| serde_json::from_value::<rmcp::model::ElicitResult>(v.clone()).ok())
@@ -603,7 +653,14 @@ fn input_required(
     );
     let bound = bound_to(&question.caller, app, tool);
     let options = SealOptions::new().associated_data(&bound).ttl(ROUND_TTL);
-    let state = codec().seal_with(b"consent", &options);
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| {
+        GatewayError::new(
+            Code::AutomationFailed,
+            format!("no randomness for the consent state: {e}"),
+        )
+    })?;
+    let state = codec().seal_with(&nonce, &options);
     Ok(InputRequiredResult::new(Some(requests), Some(state)))
 }
 
@@ -647,26 +704,29 @@ impl crate::consent::Prompter for Elicit {
     fn ask<'a>(
         &'a self,
         question: &'a crate::consent::Question,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Option<crate::consent::Choice>> + Send + 'a>,
-    > {
-        use crate::consent::Choice;
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::consent::Reply> + Send + 'a>>
+    {
+        use crate::consent::{Choice, Reply};
         use rmcp::model::ElicitationAction;
         Box::pin(async move {
-            let answer = self
-                .0
-                .create_elicitation(consent_form(question)?)
-                .await
-                .map_err(|e| tracing::info!("the consent question was not answered: {e}"))
-                .ok()?;
+            let Some(form) = consent_form(question) else {
+                return Reply::Unavailable("the consent form could not be built".to_owned());
+            };
+            let answer = match self.0.create_elicitation(form).await {
+                Ok(answer) => answer,
+                // The client could not ask (or answered with an error): not an answer.
+                Err(e) => {
+                    return Reply::Unavailable(format!("the client's elicitation failed: {e}"));
+                }
+            };
             match answer.action {
                 ElicitationAction::Accept => answer
-                    .content?
-                    .get("decision")?
-                    .as_str()
-                    .and_then(Choice::parse),
+                    .content
+                    .as_ref()
+                    .and_then(|c| c.get("decision")?.as_str().and_then(Choice::parse))
+                    .map_or(Reply::Declined, Reply::Chosen),
                 // Declined, cancelled (or an action this rmcp does not know): no answer.
-                _ => None,
+                _ => Reply::Declined,
             }
         })
     }
@@ -862,7 +922,12 @@ impl ServerHandler for Server {
                 );
             }
             Exposure::Flat => {
-                for e in &snapshot.entries {
+                // Servers that may not start yet are left out (nothing starts for a list).
+                for e in snapshot
+                    .entries
+                    .iter()
+                    .filter(|e| !self.gateway.unapproved_server(e))
+                {
                     tools.extend(names::flat_tools(e));
                 }
             }

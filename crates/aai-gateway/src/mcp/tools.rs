@@ -73,7 +73,7 @@ const TABLE: &[Row] = &[
         description: "Run one tool of an app. Read the app's guide first for the tool's arguments.",
         schema: || {
             json!({"type":"object","properties":{
-                "app":{"type":"string","description":"App id, or a web app's URL or domain"},
+                "app":{"type":"string","description":"App id, or a web app's URL"},
                 "tool":{"type":"string","description":"Tool name from the guide"},
                 "args":{"type":"object","description":"The tool's arguments"}},
                 "required":["app","tool"]})
