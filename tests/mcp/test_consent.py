@@ -46,7 +46,7 @@ async def test_without_a_channel_the_call_names_the_grant_command(gw):
         assert err.code == -32014, err
         assert err.data["caller"] == "agent-x@stdio"
         command = err.data["command"]
-        assert command == "aai-gateway consent grant com.example.echo --tool echo --caller 'agent-x@stdio'"
+        assert command == "aai-gateway consent grant com.example.echo --tool echo --caller agent-x@stdio"
         # Guides, search and lists never ask.
         await s.call_tool("aai_guide", {"app": "com.example.echo"})
         await s.call_tool("aai_search", {"query": "echo"})

@@ -1,0 +1,23 @@
+"""A downstream MCP server that leaves a mark when it starts (a line in the file named by
+its first argument), so that the consent tests can prove nothing started it before the
+user said yes.
+
+Run: python3 marker_server.py MARKER_FILE  (stdio)
+"""
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+with open(sys.argv[1], "a") as marker:
+    marker.write("started\n")
+
+server = MCPServer("marker")
+
+
+@server.tool(description="Says hello to `name`")
+async def hello(name: str) -> str:
+    return f"hello {name}"
+
+
+if __name__ == "__main__":
+    server.run()
