@@ -140,6 +140,7 @@ class Gateway:
         self.extra_env = {}
         self.home = tmp / "aai"
         self.home.mkdir()
+        self.home.chmod(0o700)  # as the gateway creates it (it narrows a wider one, loudly)
         (tmp / "root").mkdir()
         # Most tests are about other things than consent: their calls are allowed. The
         # consent tests set `consent` themselves.

@@ -56,6 +56,8 @@ async def test_a_second_origin_cannot_take_over_a_web_app(gw, site):
     other = f"http://localhost:{site.port}"  # same server, another origin
     async with gw.session() as s:
         await s.call_tool("web_discover", {"url": site.base})
+        # The other origin serves the same id, its API on its own origin.
+        site.docs["/.well-known/aai.json"] = web_app("com.example.bound", other, [tool("get", "GET", "/get")])
         with pytest.raises(MCPError) as e:
             await s.call_tool("web_discover", {"url": other})
         err = e.value.error

@@ -19,20 +19,48 @@ pytestmark = pytest.mark.anyio
 
 
 class Site:
-    """Serves documents by path, with ETags; `hits` counts full responses per path."""
+    """Serves documents by path, with ETags; `hits` counts full responses per path. Other
+    paths go to `upstream` (httpbin) when set, so that a site's descriptor can describe an
+    API on its own origin, as fetched descriptors must."""
 
     def __init__(self):
         self.docs = {}
         self.hits = {}
         self.not_modified = 0
+        self.upstream = None
+        self.forwarded = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):
                 pass
 
+            def forward(self):
+                import urllib.error
+                import urllib.request
+                outer.forwarded.append(self.path)
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                request = urllib.request.Request(outer.upstream + self.path, data=body, headers=headers,
+                                                 method=self.command)
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as r:
+                        status, payload, kind = r.status, r.read(), r.headers.get("content-type", "")
+                except urllib.error.HTTPError as e:
+                    status, payload, kind = e.code, e.read(), e.headers.get("content-type", "")
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
             def do_GET(self):
                 doc = outer.docs.get(self.path)
+                if doc is None and outer.upstream:
+                    return self.forward()
                 if doc is None:
                     self.send_response(404)
                     self.end_headers()
@@ -80,7 +108,8 @@ async def test_web_discover_caches_and_makes_the_app_callable(gw, site, httpbin)
         if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
             changed.append(1)
 
-    app = web_app("com.example.webapp", httpbin, [tool("get", "GET", "/get", {"q": {"type": "string"}})])
+    site.upstream = httpbin
+    app = web_app("com.example.webapp", site.base, [tool("get", "GET", "/get", {"q": {"type": "string"}})])
     app["app"]["name"] = {"en": "Web App", "zh-CN": "网页应用"}
     site.docs["/.well-known/aai.json"] = app
     async with gw.session(on_message=on_message) as s:
@@ -105,7 +134,8 @@ async def test_web_discover_caches_and_makes_the_app_callable(gw, site, httpbin)
 
 
 async def test_stale_entries_are_revalidated_or_used_offline(gw, site, httpbin):
-    site.docs["/.well-known/aai.json"] = web_app("com.example.stale", httpbin, [tool("get", "GET", "/get")])
+    site.upstream = httpbin
+    site.docs["/.well-known/aai.json"] = web_app("com.example.stale", site.base, [tool("get", "GET", "/get")])
     async with gw.session() as s:
         await s.call_tool("web_discover", {"url": site.base})
         m = meta(gw, "com.example.stale")
@@ -140,14 +170,18 @@ async def test_bad_sites_and_descriptors_are_reported(gw, site):
 
 
 async def test_registry_catalog_is_fetched_and_cached(gw, site, httpbin):
-    site.docs["/a.json"] = web_app("com.example.rega", httpbin, [tool("get", "GET", "/get")])
+    site.upstream = httpbin
+    site.docs["/a.json"] = web_app("com.example.rega", site.base, [tool("get", "GET", "/get")])
     site.docs["/b.json"] = {"not": "a descriptor"}
-    site.docs["/c.json"] = web_app("com.example.other", httpbin, [tool("get", "GET", "/get")])
+    site.docs["/c.json"] = web_app("com.example.other", site.base, [tool("get", "GET", "/get")])
+    # An entry whose descriptor points its API at another origin is refused too.
+    site.docs["/e.json"] = web_app("com.example.rege", httpbin, [tool("get", "GET", "/get")])
     site.docs["/api/v1/apps"] = {"apps": [
         {"appId": "com.example.rega", "name": "A", "descriptor_url": f"{site.base}/a.json"},
         {"appId": "com.example.regb", "name": "B", "descriptor_url": f"{site.base}/b.json"},
         {"appId": "com.example.regc", "name": "C", "descriptor_url": f"{site.base}/c.json"},
         {"appId": "com.example.regd", "name": "D", "descriptor_url": f"{site.base}/missing.json"},
+        {"appId": "com.example.rege", "name": "E", "descriptor_url": f"{site.base}/e.json"},
     ]}
     gw.config(enableRegistry=True, registryUrl=site.base)
     async with gw.session() as s:
@@ -156,11 +190,12 @@ async def test_registry_catalog_is_fetched_and_cached(gw, site, httpbin):
             while "app_com_example_rega" not in [t.name for t in (await s.list_tools()).tools]:
                 await anyio.sleep(0.1)
         names = [t.name for t in (await s.list_tools()).tools]
-        assert not any("regb" in n or "regc" in n or "other" in n or "regd" in n for n in names), names
+        assert not any(x in n for x in ("regb", "regc", "other", "regd", "rege") for n in names), names
         assert (await call(s, "com.example.rega", "get"))["url"].endswith("/get")
     log = (gw.tmp / "stderr.log").read_text()
     assert "registry entry skipped: com.example.regb" in log
     assert "the catalog lists `com.example.regc` but" in log
+    assert "registry entry skipped: com.example.rege" in log and "baseUrl is on" in log
     site.stop()
     async with gw.session() as s:  # offline: the cache still serves the registry's apps
         assert "app_com_example_rega" in [t.name for t in (await s.list_tools()).tools]
@@ -171,7 +206,8 @@ async def test_registry_catalog_is_fetched_and_cached(gw, site, httpbin):
 
 
 async def test_aai_exec_takes_a_web_apps_url(gw, site, httpbin):
-    site.docs["/.well-known/aai.json"] = web_app("com.example.byurl", httpbin, [tool("get", "GET", "/get")])
+    site.upstream = httpbin
+    site.docs["/.well-known/aai.json"] = web_app("com.example.byurl", site.base, [tool("get", "GET", "/get")])
     async with gw.session() as s:
         r = await s.call_tool("aai_exec", {"app": f"{site.base}/any/page", "tool": "get", "args": {}})
         assert json.loads(r.content[0].text)["url"].endswith("/get")

@@ -30,7 +30,7 @@ fn main() {
         ConsentMode::Prompt,
         Default::default(),
         Duration::ZERO,
-        Some(State::open(&file).unwrap()),
+        Some(std::sync::Arc::new(State::open(&file).unwrap())),
     );
     let question = Question {
         caller: Caller {
@@ -43,6 +43,7 @@ fn main() {
         tool: "tool0".into(),
         description: "Tool 0".into(),
         site: None,
+        start: None,
     };
     // "Always allow this tool", once; every later check finds the grant in memory.
     rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))

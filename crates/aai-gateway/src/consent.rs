@@ -233,7 +233,7 @@ pub struct Gate {
     mode: ConsentMode,
     per_app: std::collections::BTreeMap<String, ConsentMode>,
     wait: Duration,
-    state: Option<State>,
+    state: Option<Arc<State>>,
     /// The gateway's own channel (a native dialog), used when the front door has none.
     native: Option<SharedPrompter>,
     /// `(caller key, app, tool or "*")` → the certificate the grant is tied to.
@@ -258,7 +258,7 @@ impl Gate {
         mode: ConsentMode,
         per_app: std::collections::BTreeMap<String, ConsentMode>,
         wait: Duration,
-        state: Option<State>,
+        state: Option<Arc<State>>,
     ) -> Gate {
         let gate = Gate {
             mode,
@@ -833,11 +833,12 @@ mod tests {
     async fn choices_are_remembered_per_caller_and_denials_never() {
         let dir = tempfile::tempdir().unwrap();
         let state = || State::open(&State::file_in(dir.path())).unwrap();
+        let shared = || Some(Arc::new(state()));
         let gate = Gate::new(
             ConsentMode::Prompt,
             Default::default(),
             Duration::ZERO,
-            Some(state()),
+            shared(),
         );
         let q = question("alpha");
         let e = gate.check(&q, None).await.unwrap_err();
@@ -872,7 +873,7 @@ mod tests {
             ConsentMode::Prompt,
             Default::default(),
             Duration::ZERO,
-            Some(state()),
+            shared(),
         );
         again.check(&q, None).await.unwrap();
         state()

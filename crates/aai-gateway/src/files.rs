@@ -1,16 +1,28 @@
 //! Files the gateway keeps for its user alone: `$AAI_HOME` and what the gateway writes in
 //! it (the state database, logs, caches, descriptors it writes) are readable by the owner
 //! only — folders 0700, files 0600 — since they hold the call history, grants and the
-//! descriptors of the user's apps. [`tighten_home`] narrows what an older version left
+//! descriptors of the user's apps. Files the user writes there (`config.json`, their own
+//! descriptors) are theirs and left alone. [`tighten_home`] narrows what an older version left
 //! wider, once at start, and says so. Elsewhere than Unix, the user's profile folder is
 //! already private and nothing is changed.
 
 use std::path::Path;
 
-/// Creates `dir` (and its parents) when missing; `dir` itself is made owner-only.
+/// Creates `dir` when missing, and the folders above it that are missing too, each
+/// owner-only. A folder that exists is left as it is ([`tighten_home`] narrows the
+/// gateway's own, and says so).
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        missing.push(d);
+        at = d.parent();
+    }
     std::fs::create_dir_all(dir)?;
-    set_mode(dir, 0o700)
+    for d in missing {
+        set_mode(d, 0o700)?;
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` whole, owner-only: into a temporary file beside it, then
@@ -66,7 +78,7 @@ pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
 
 /// Narrows `$AAI_HOME` and what the gateway keeps in it to the owner, once at start:
 /// the home folder, `state.db` (and its journal files), `logs/`, `cache/`, `web/`,
-/// the opt-in credential file and `config.json`. Each path it had to narrow is named in
+/// and the opt-in credential file. Each path it had to narrow is named in
 /// one warning; a path it cannot change is named too. Returns what was narrowed.
 pub fn tighten_home(home: &Path) -> Vec<String> {
     #[cfg(unix)]
@@ -106,7 +118,6 @@ pub fn tighten_home(home: &Path) -> Vec<String> {
             "state.db-shm",
             "state.db-journal",
             "credentials.json",
-            "config.json",
             "token",
         ] {
             check(&home.join(name), 0);
@@ -167,6 +178,12 @@ mod tests {
             let m = if p.is_dir() { 0o755 } else { 0o644 };
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m)).unwrap();
         }
+        private_dir(&dir.path().join("new/deeper")).unwrap();
+        assert_eq!(
+            mode(&dir.path().join("new")),
+            0o700,
+            "created parents are private too"
+        );
         let narrowed = tighten_home(&home);
         assert_eq!(narrowed.len(), 4, "{narrowed:?}");
         assert_eq!(mode(&home), 0o700);

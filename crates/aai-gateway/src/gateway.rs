@@ -54,6 +54,11 @@ pub struct Gateway {
     pub(crate) history: Option<Arc<dyn crate::history::Sink>>,
     pub(crate) auth: Authenticator,
     pub(crate) web: catalog::web::Fetcher,
+    /// `state.db`, when it can be opened.
+    state: Option<Arc<crate::state::State>>,
+    /// The ids local and built-in descriptors have had (this run's scans and, through
+    /// `state.db`, earlier runs'): a web app may never take one.
+    local_ids: std::sync::Mutex<Option<std::collections::HashSet<String>>>,
     /// Web apps' servers and certificates, for consent.
     pub(crate) sites: crate::site::Sites,
 }
@@ -83,7 +88,7 @@ impl Gateway {
             .collect();
         let auth = Authenticator::new(store, locale.clone(), client_ids);
         let state = match crate::state::State::open(&crate::state::State::file_in(&home)) {
-            Ok(s) => Some(s),
+            Ok(s) => Some(Arc::new(s)),
             Err(e) => {
                 tracing::warn!("{e}; consent grants are kept for this run only");
                 None
@@ -97,7 +102,7 @@ impl Gateway {
         let native = crate::dialog::Dialog::available()
             .map(|d| Arc::new(d) as crate::consent::SharedPrompter);
         let consent =
-            crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state)
+            crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state.clone())
                 .with_native(native);
         let retention = crate::history::Retention {
             days: config.history_days,
@@ -116,6 +121,8 @@ impl Gateway {
             .mcp()
             .keep_lists_in(home.join("cache").join("mcp-tools"));
         Arc::new(Gateway {
+            state,
+            local_ids: std::sync::Mutex::new(None),
             consent,
             history,
             web: catalog::web::Fetcher::new(&home),
@@ -148,7 +155,7 @@ impl Gateway {
     /// everything waiting for the catalog.
     pub fn rescan(&self) -> bool {
         self.rescans.fetch_add(1, Ordering::Relaxed);
-        let catalog = catalog::load(&self.search_dirs);
+        let catalog = catalog::load(&self.search_dirs, &self.reserved_ids());
         // Each broken file is reported once, not on every rescan.
         let problems: Vec<String> = catalog
             .diagnostics
@@ -163,6 +170,7 @@ impl Gateway {
         *reported = problems;
         drop(reported);
         let mut catalog = catalog;
+        self.note_local_ids(&catalog);
         self.fold_in_remote_tools(&mut catalog);
         let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
         tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
@@ -199,6 +207,41 @@ impl Gateway {
             let _ = self.changes.send(generation);
         }
         changed
+    }
+
+    /// The ids local and built-in descriptors have had, read from `state.db` once.
+    fn reserved_ids(&self) -> std::collections::HashSet<String> {
+        let mut ids = self.local_ids.lock().expect("local ids lock");
+        ids.get_or_insert_with(|| {
+            self.state
+                .as_ref()
+                .and_then(|s| s.local_ids().inspect_err(|e| tracing::warn!("{e}")).ok())
+                .unwrap_or_default()
+        })
+        .clone()
+    }
+
+    /// Remembers the ids of this scan's local and built-in apps (new ones are written to
+    /// `state.db`).
+    fn note_local_ids(&self, catalog: &catalog::Catalog) {
+        let mut ids = self.local_ids.lock().expect("local ids lock");
+        let known = ids.get_or_insert_with(Default::default);
+        let new: Vec<&str> = catalog
+            .apps
+            .iter()
+            .filter(|l| l.kind != catalog::SourceKind::WebCache)
+            .map(|l| l.app.id.as_str())
+            .filter(|id| !known.contains(*id))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        if let Some(state) = &self.state
+            && let Err(e) = state.note_local_ids(&new)
+        {
+            tracing::warn!("{e}");
+        }
+        known.extend(new.into_iter().map(str::to_owned));
     }
 
     /// Gives each downstream MCP server's app whose descriptor lists no tools the tools
@@ -407,6 +450,9 @@ impl Gateway {
         let watcher = watch::start(self.clone());
         let me = self.clone();
         tokio::task::spawn_blocking(move || me.rescan());
+        // What an older version left readable by others is narrowed, off the handshake.
+        let home = self.home.clone();
+        tokio::task::spawn_blocking(move || crate::files::tighten_home(&home));
         let mut tasks = Vec::new();
         if let Some(mut changes) = self.executors.mcp().changes() {
             let me = self.clone();
@@ -460,6 +506,23 @@ impl Gateway {
     ) -> Result<(String, bool), GatewayError> {
         let url = catalog::web::well_known(input)?;
         let fetched = self.web.fetch(&url, None).await?;
+        // A site may not take the id of a local or built-in app (and the credential
+        // stored for it): its copy is not kept.
+        if catalog::builtin::is_builtin_id(&fetched.app_id)
+            || self.reserved_ids().contains(&fetched.app_id)
+        {
+            if fetched.changed {
+                self.web.forget(&fetched.app_id);
+            }
+            return Err(GatewayError::new(
+                crate::error::Code::PermissionDenied,
+                format!(
+                    "{} describes `{}`, an id a local or built-in app has; a web app cannot take it",
+                    crate::net::redact(&url),
+                    fetched.app_id
+                ),
+            ));
+        }
         // A cache hit changes nothing: no rescan (it would cost a scan of every app).
         if fetched.changed || self.snapshot().await.find(&fetched.app_id).is_none() {
             self.rescan_async().await;

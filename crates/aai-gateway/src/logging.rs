@@ -140,13 +140,22 @@ pub struct RotatingFile {
     keep: usize,
 }
 
+/// Options that create a log file readable by the owner only: logs name apps, tools and
+/// callers.
+fn owner_only() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
 impl RotatingFile {
     /// Opens (appends to) `path`, rotating at `max` bytes and keeping `keep` old files.
     pub fn open(path: PathBuf, max: u64, keep: usize) -> std::io::Result<RotatingFile> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::files::private_dir(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = owner_only().create(true).append(true).open(&path)?;
         let size = file.metadata()?.len();
         Ok(RotatingFile {
             path,
@@ -166,7 +175,7 @@ impl RotatingFile {
     fn rotate(&mut self) -> std::io::Result<()> {
         self.file.flush()?;
         if self.keep == 0 {
-            self.file = OpenOptions::new()
+            self.file = owner_only()
                 .create(true)
                 .write(true)
                 .truncate(true)
@@ -177,10 +186,7 @@ impl RotatingFile {
                 let _ = std::fs::rename(self.rotated(n), self.rotated(n + 1));
             }
             std::fs::rename(&self.path, self.rotated(1))?;
-            self.file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)?;
+            self.file = owner_only().create(true).append(true).open(&self.path)?;
         }
         self.size = 0;
         Ok(())

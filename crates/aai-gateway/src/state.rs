@@ -1,6 +1,10 @@
 //! `$AAI_HOME/state.db` (SQLite, bundled): what the gateway remembers between runs —
-//! consent grants now, call history next. The server, `consent` CLI and (later) the web
-//! UI share the file; SQLite's locking makes that safe.
+//! consent grants, the ids local descriptors have used (a web app may never take one),
+//! and the call history (`history`). The server, `consent` CLI and the web UI share the
+//! file; SQLite's locking makes that safe. It is created owner-only (0600).
+//!
+//! A file the gateway may read but not write (read-only permissions, a read-only mount)
+//! is still read: its grants hold, and what would be written is kept for this run only.
 //!
 //! Calls never wait on the disk for reads: the consent gate keeps the grants in memory
 //! and reloads them only when a grant is missing (the CLI or UI may have added one).
@@ -42,19 +46,71 @@ pub struct Error {
 pub struct State {
     file: PathBuf,
     conn: Mutex<Connection>,
+    read_only: bool,
 }
 
 impl State {
-    /// Opens (creating when needed) `file`.
+    /// Opens (creating when needed) `file`; one that can only be read is opened read-only
+    /// (with a warning).
     pub fn open(file: &Path) -> Result<State, Error> {
         let fail = |source| Error {
             file: file.to_owned(),
             source,
         };
         if let Some(dir) = file.parent() {
-            let _ = std::fs::create_dir_all(dir);
+            let _ = crate::files::private_dir(dir);
         }
+        let warn = || {
+            tracing::warn!(
+                "the state file {} can be read but not written: its grants hold, new ones are kept for this run only, and call history is off",
+                file.display()
+            );
+        };
+        match Self::open_writable(file) {
+            // SQLite opens a file it may not write read-only, by itself.
+            Ok(mut state)
+                if state
+                    .conn
+                    .lock()
+                    .expect("state lock")
+                    .is_readonly(rusqlite::MAIN_DB)
+                    .unwrap_or(false) =>
+            {
+                warn();
+                state.read_only = true;
+                Ok(state)
+            }
+            Ok(state) => Ok(state),
+            Err(e) if file.exists() && is_read_only(&e.source) => {
+                let conn = Connection::open_with_flags(
+                    file,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(fail)?;
+                conn.busy_timeout(std::time::Duration::from_secs(2))
+                    .map_err(fail)?;
+                warn();
+                Ok(State {
+                    file: file.to_owned(),
+                    conn: Mutex::new(conn),
+                    read_only: true,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_writable(file: &Path) -> Result<State, Error> {
+        let fail = |source| Error {
+            file: file.to_owned(),
+            source,
+        };
+        let new = !file.exists();
         let conn = Connection::open(file).map_err(fail)?;
+        if new {
+            let _ = crate::files::set_mode(file, 0o600);
+        }
         conn.busy_timeout(std::time::Duration::from_secs(2))
             .map_err(fail)?;
         conn.execute_batch(
@@ -65,22 +121,65 @@ impl State {
                  tool TEXT NOT NULL,
                  granted_at INTEGER NOT NULL,
                  PRIMARY KEY (caller, app, tool)
+             );
+             CREATE TABLE IF NOT EXISTS local_apps (
+                 app TEXT PRIMARY KEY,
+                 seen_at INTEGER NOT NULL
              );",
         )
         .map_err(fail)?;
         // Files from before certificate pinning lack the column.
-        let has_cert: bool = conn
-            .prepare("SELECT 1 FROM pragma_table_info('grants') WHERE name = 'cert'")
-            .and_then(|mut s| s.exists([]))
-            .map_err(fail)?;
-        if !has_cert {
+        if !has_cert_column(&conn).map_err(fail)? {
             conn.execute_batch("ALTER TABLE grants ADD COLUMN cert TEXT")
                 .map_err(fail)?;
         }
         Ok(State {
             file: file.to_owned(),
             conn: Mutex::new(conn),
+            read_only: false,
         })
+    }
+
+    /// Whether the file can only be read.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The ids local (and built-in) descriptors have had in any scan.
+    pub fn local_ids(&self) -> Result<std::collections::HashSet<String>, Error> {
+        let conn = self.conn.lock().expect("state lock");
+        let exists = conn
+            .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'local_apps'")
+            .and_then(|mut s| s.exists([]))
+            .map_err(|e| self.fail(e))?;
+        if !exists {
+            return Ok(Default::default());
+        }
+        let mut stmt = conn
+            .prepare("SELECT app FROM local_apps")
+            .map_err(|e| self.fail(e))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(|e| self.fail(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.fail(e))
+    }
+
+    /// Remembers that local descriptors have used `ids`.
+    pub fn note_local_ids(&self, ids: &[&str]) -> Result<(), Error> {
+        if self.read_only || ids.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn.lock().expect("state lock");
+        let tx = conn.transaction().map_err(|e| self.fail(e))?;
+        {
+            let mut stmt = tx
+                .prepare("INSERT OR IGNORE INTO local_apps (app, seen_at) VALUES (?1, strftime('%s','now'))")
+                .map_err(|e| self.fail(e))?;
+            for id in ids {
+                stmt.execute([id]).map_err(|e| self.fail(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.fail(e))
     }
 
     /// The default file under `home`.
@@ -98,9 +197,13 @@ impl State {
     /// Every grant, oldest first.
     pub fn grants(&self) -> Result<Vec<Grant>, Error> {
         let conn = self.conn.lock().expect("state lock");
-        let mut stmt = conn
-            .prepare("SELECT caller, app, tool, granted_at, cert FROM grants ORDER BY granted_at, caller, app, tool")
-            .map_err(|e| self.fail(e))?;
+        // A read-only file from before certificate pinning has no `cert` column.
+        let query = if has_cert_column(&conn).map_err(|e| self.fail(e))? {
+            "SELECT caller, app, tool, granted_at, cert FROM grants ORDER BY granted_at, caller, app, tool"
+        } else {
+            "SELECT caller, app, tool, granted_at, NULL FROM grants ORDER BY granted_at, caller, app, tool"
+        };
+        let mut stmt = conn.prepare(query).map_err(|e| self.fail(e))?;
         let rows = stmt
             .query_map([], |r| {
                 Ok(Grant {
@@ -148,9 +251,61 @@ impl State {
     }
 }
 
+fn has_cert_column(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare("SELECT 1 FROM pragma_table_info('grants') WHERE name = 'cert'")
+        .and_then(|mut s| s.exists([]))
+}
+
+/// Whether SQLite refused because the file (or its folder) cannot be written.
+fn is_read_only(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(
+            rusqlite::ErrorCode::ReadOnly
+                | rusqlite::ErrorCode::CannotOpen
+                | rusqlite::ErrorCode::PermissionDenied
+        )
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(unix)]
+    fn a_read_only_file_is_still_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = State::file_in(dir.path());
+        let state = State::open(&file).unwrap();
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        state
+            .grant(&Grant {
+                caller: "x@stdio".into(),
+                app: "com.a".into(),
+                tool: "*".into(),
+                granted_at: 1,
+                cert: None,
+            })
+            .unwrap();
+        state.note_local_ids(&["com.local"]).unwrap();
+        drop(state);
+        for name in ["state.db-wal", "state.db-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(name));
+        }
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).unwrap();
+        if std::fs::OpenOptions::new().write(true).open(&file).is_ok() {
+            return; // root writes anyway: nothing to prove here
+        }
+        let state = State::open(&file).unwrap();
+        assert!(state.read_only());
+        assert_eq!(state.grants().unwrap().len(), 1);
+        assert!(state.local_ids().unwrap().contains("com.local"));
+    }
 
     #[test]
     fn grants_persist_and_revoke() {

@@ -203,7 +203,14 @@ impl Authenticator {
         {
             return Ok(bearer(token));
         }
-        let stored = self.store.get(app).await?;
+        let stored = match self.store.get_bound(app).await? {
+            Some((credential, bound)) => {
+                self.check_bound(app, auth, base_url, bound.as_deref())
+                    .await?;
+                Some(credential)
+            }
+            None => None,
+        };
         let required = |why: &str| self.required(app, auth, why);
         match auth {
             Auth::ApiKey(k) => {
@@ -291,6 +298,33 @@ impl Authenticator {
                 };
                 Ok(bearer(&tokens.access_token))
             }
+        }
+    }
+
+    /// A stored credential goes only to the origin it was first sent to (bound then):
+    /// when the app's descriptor now points elsewhere — it changed, or a descriptor from
+    /// another source took the app's id — nothing is sent and the user is asked to store
+    /// the credential again for the new server.
+    async fn check_bound(
+        &self,
+        app: &str,
+        auth: &Auth,
+        base_url: &str,
+        bound: Option<&str>,
+    ) -> Result<(), GatewayError> {
+        let origin = reqwest::Url::parse(base_url)
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_else(|_| base_url.to_owned());
+        match bound {
+            Some(bound) if bound == origin => Ok(()),
+            Some(bound) => Err(self.required(
+                app,
+                auth,
+                &format!(
+                    "the stored credential was stored for {bound}, but this app's descriptor now sends it to {origin}, so it was not sent; if that server is right, store the credential again"
+                ),
+            )),
+            None => self.store.bind(app, &origin).await,
         }
     }
 

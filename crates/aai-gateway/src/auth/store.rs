@@ -118,6 +118,9 @@ impl Credential {
     }
 }
 
+/// The field of a stored credential that names the origin it is bound to.
+const BOUND_TO: &str = "boundTo";
+
 /// The configured credential store.
 #[derive(Debug, Clone)]
 pub enum Store {
@@ -155,6 +158,37 @@ impl Store {
         blocking(move || store.get_now(&app)).await
     }
 
+    /// The credential of `app` and the origin it is bound to (see [`Store::bind`]).
+    pub async fn get_bound(
+        &self,
+        app: &str,
+    ) -> Result<Option<(Credential, Option<String>)>, GatewayError> {
+        let (store, app) = (self.clone(), app.to_owned());
+        blocking(move || {
+            let Some(raw) = store.raw_now(&app)? else {
+                return Ok(None);
+            };
+            let bound = raw.get(BOUND_TO).and_then(Value::as_str).map(str::to_owned);
+            Ok(serde_json::from_value(raw).ok().map(|c| (c, bound)))
+        })
+        .await
+    }
+
+    /// Binds the credential of `app` to `origin`, the server it is first sent to: from
+    /// then on it is sent nowhere else (a descriptor from another source that takes the
+    /// app's id cannot receive it). Storing a credential again unbinds it.
+    pub async fn bind(&self, app: &str, origin: &str) -> Result<(), GatewayError> {
+        let (store, app, origin) = (self.clone(), app.to_owned(), origin.to_owned());
+        blocking(move || {
+            let Some(mut raw) = store.raw_now(&app)? else {
+                return Ok(());
+            };
+            raw[BOUND_TO] = Value::String(origin);
+            store.write_raw(&app, raw)
+        })
+        .await
+    }
+
     /// Stores the credential of `app`.
     pub async fn set(&self, app: &str, credential: Credential) -> Result<(), GatewayError> {
         let (store, app) = (self.clone(), app.to_owned());
@@ -165,6 +199,44 @@ impl Store {
     pub async fn delete(&self, app: &str) -> Result<bool, GatewayError> {
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || store.delete_now(&app)).await
+    }
+
+    fn raw_now(&self, app: &str) -> Result<Option<Value>, GatewayError> {
+        let text = match self {
+            Store::Keyring => match entry(app)?.get_password() {
+                Ok(t) => t,
+                Err(keyring::Error::NoEntry) => return Ok(None),
+                Err(e) => return Err(store_error(&e)),
+            },
+            Store::File(path) => match read_file(path)?.get(app) {
+                Some(v) => return Ok(Some(v.clone())),
+                None => return Ok(None),
+            },
+            Store::Memory(map) => match map.lock().expect("store lock").get(app) {
+                Some(t) => t.clone(),
+                None => return Ok(None),
+            },
+        };
+        Ok(serde_json::from_str(&text).ok())
+    }
+
+    fn write_raw(&self, app: &str, raw: Value) -> Result<(), GatewayError> {
+        match self {
+            Store::Keyring => entry(app)?
+                .set_password(&raw.to_string())
+                .map_err(|e| store_error(&e)),
+            Store::Memory(map) => {
+                map.lock()
+                    .expect("store lock")
+                    .insert(app.to_owned(), raw.to_string());
+                Ok(())
+            }
+            Store::File(path) => {
+                let mut all = read_file(path)?;
+                all.insert(app.to_owned(), raw);
+                write_file(path, &all)
+            }
+        }
     }
 
     fn get_now(&self, app: &str) -> Result<Option<Credential>, GatewayError> {

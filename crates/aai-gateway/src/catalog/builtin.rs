@@ -207,6 +207,19 @@ fn parse(text: &str, source: &str) -> (App, PathBuf) {
     (app, PathBuf::from(source))
 }
 
+/// Whether `id` is (or may be) the id of a built-in app, active here or not: the
+/// notifications service, every MPRIS player, the coding agents, the macOS apps. A web
+/// app may never take such an id.
+pub fn is_builtin_id(id: &str) -> bool {
+    id == "org.freedesktop.Notifications"
+        || id.starts_with(MPRIS_PREFIX)
+        || CODING_AGENTS.iter().any(|a| a.id == id)
+        || {
+            static MACOS_IDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+            MACOS_IDS.get_or_init(macos_ids).iter().any(|m| m == id)
+        }
+}
+
 /// Whether a bus name decides which built-in apps are active.
 pub fn watches(name: &str) -> bool {
     name == "org.freedesktop.Notifications" || name.starts_with(MPRIS_PREFIX)

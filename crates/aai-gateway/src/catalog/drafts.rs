@@ -83,24 +83,19 @@ pub fn plan_valid(dir: &Path, text: &str) -> Plan {
 /// Writes `text` to a file the user named (no fingerprint: the user owns it), through a
 /// temporary file beside it.
 pub fn write_file(file: &Path, text: &str) -> std::io::Result<()> {
-    let name = file.file_name().map_or_else(
-        || "aai.json".to_owned(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let tmp = file.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, file).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    // Owner-only, like every descriptor the gateway writes (it may name a server's
+    // command and the names of its secrets).
+    crate::files::write_private(file, text.as_bytes())
 }
 
 /// Writes `text` and its fingerprint.
 pub fn write(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
+    crate::files::private_dir(dir)?;
     let file = dir.join("aai.json");
-    let tmp = dir.join(".aai.json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &file)?;
-    std::fs::write(dir.join(".generated"), format!("{}\n", fingerprint(text)))?;
+    crate::files::write_private(&file, text.as_bytes())?;
+    crate::files::write_private(
+        &dir.join(".generated"),
+        format!("{}\n", fingerprint(text)).as_bytes(),
+    )?;
     Ok(file)
 }

@@ -187,8 +187,12 @@ impl Broken {
 /// Everything the gateway serves from: the descriptors in `dirs` (in precedence order),
 /// then the built-in apps whose service is present. The one loader behind the server,
 /// `--scan`, `call` and `auth`. Blocks (file I/O, a bus query); safe from any context.
-pub fn load(dirs: &[SearchDir]) -> Catalog {
+///
+/// Web apps it may not serve are left out with an error each (`web::guard`): `reserved`
+/// holds the ids local descriptors used in earlier scans.
+pub fn load(dirs: &[SearchDir], reserved: &std::collections::HashSet<String>) -> Catalog {
     let mut catalog = scan(dirs);
+    web::guard(&mut catalog, reserved);
     let mut apps = builtin::apps(&builtin::session_bus_names());
     apps.extend(builtin::coding_agents(|c| {
         crate::host::on_path(c).is_some()

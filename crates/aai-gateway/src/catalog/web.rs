@@ -6,6 +6,14 @@
 //! one is revalidated (`If-None-Match`), and used as it is when the site is unreachable.
 //! Fetches time out after 10 s and stop at 1 MiB; only https (or loopback http) URLs are
 //! fetched. The cache is a discovery source below the system paths.
+//!
+//! A fetched descriptor is bound to where it came from ([`check_bound`]): it may only
+//! describe web APIs (`http`, or an MCP server over HTTP), and every URL the gateway will
+//! contact for it — `baseUrl`, the MCP server's URL, OAuth and token endpoints, the login
+//! page and cookie domain — is on the origin it was fetched from or, when it was fetched
+//! over https, on the same registrable domain (Public Suffix List). Its id may never be
+//! one a local or built-in descriptor has used ([`guard`]). Both rules hold at fetch time
+//! and again at every scan of the cache.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -223,6 +231,13 @@ impl Fetcher {
                 serde_json::to_value(&parsed.diagnostics).unwrap_or_default(),
             ));
         };
+        check_bound(&app, url).map_err(|why| {
+            GatewayError::new(
+                Code::AaiJsonInvalid,
+                format!("the descriptor at {} is refused: {why}", net::redact(url)),
+            )
+            .with("origin", url.origin().ascii_serialization())
+        })?;
         if let Some(id) = known_id.filter(|id| *id != app.id) {
             return Err(GatewayError::new(
                 Code::AaiJsonInvalid,
@@ -260,10 +275,9 @@ impl Fetcher {
                 format!("cannot cache the descriptor: {e}"),
             )
         };
-        std::fs::create_dir_all(&dir).map_err(fail)?;
-        let tmp = dir.join(".aai.json.tmp");
-        std::fs::write(&tmp, &text).map_err(fail)?;
-        std::fs::rename(&tmp, dir.join("aai.json")).map_err(fail)?;
+        crate::files::private_dir(&cache_dir(&self.home)).map_err(fail)?;
+        crate::files::private_dir(&dir).map_err(fail)?;
+        crate::files::write_private(&dir.join("aai.json"), text.as_bytes()).map_err(fail)?;
         let meta = json!({"sourceUrl": url.as_str(), "fetchedAt": now(), "ttlSecs": TTL.as_secs(), "etag": etag});
         self.write_meta(&app.id, &meta)?;
         self.remember(url.as_str(), &app.id);
@@ -346,6 +360,17 @@ impl Fetcher {
         Ok((ok, problems))
     }
 
+    /// Removes the cached copy of `id` (one that may not be served).
+    pub fn forget(&self, id: &str) {
+        let dir = cache_dir(&self.home).join(id);
+        if dir.parent() == Some(cache_dir(&self.home).as_path()) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(map) = self.index.lock().expect("index lock").as_mut() {
+            map.retain(|_, v| v != id);
+        }
+    }
+
     fn file(&self, id: &str) -> PathBuf {
         cache_dir(&self.home).join(id).join("aai.json")
     }
@@ -355,9 +380,9 @@ impl Fetcher {
     }
 
     fn write_meta(&self, id: &str, meta: &Value) -> Result<(), GatewayError> {
-        std::fs::write(
-            cache_dir(&self.home).join(id).join("meta.json"),
-            format!("{meta:#}\n"),
+        crate::files::write_private(
+            &cache_dir(&self.home).join(id).join("meta.json"),
+            format!("{meta:#}\n").as_bytes(),
         )
         .map_err(|e| {
             GatewayError::new(
@@ -366,6 +391,130 @@ impl Fetcher {
             )
         })
     }
+}
+
+/// Where a URL of a fetched descriptor may point: the origin it was fetched from, or, when
+/// both are https, a host of the same registrable domain (`api.example.com` for a
+/// descriptor from `example.com`). Says which URL breaks the rule, naming both origins.
+pub fn check_bound(app: &aai_descriptor::App, source: &reqwest::Url) -> Result<(), String> {
+    use aai_descriptor::{Auth, Executor, McpServer};
+    for (i, binding) in app.bindings.iter().enumerate() {
+        let mut urls: Vec<(&str, &str)> = Vec::new();
+        match &binding.executor {
+            Executor::Http(http) => urls.push(("baseUrl", &http.base_url)),
+            Executor::Mcp(McpServer::Http { url, .. }) => urls.push(("the MCP server URL", url)),
+            other => {
+                return Err(format!(
+                    "binding {i} is `{}`: a descriptor fetched from the web may only describe web APIs (`http`, or an MCP server over HTTP), never a program to run on this machine",
+                    other.kind().as_str()
+                ));
+            }
+        }
+        match &binding.auth {
+            Some(Auth::OAuth2(o)) => {
+                urls.push((
+                    "the OAuth authorization endpoint",
+                    &o.authorization_endpoint,
+                ));
+                urls.push(("the OAuth token endpoint", &o.token_endpoint));
+            }
+            Some(Auth::AppCredential(a)) => urls.push(("tokenEndpoint", &a.token_endpoint)),
+            Some(Auth::Cookie(c)) => {
+                urls.push(("loginUrl", &c.login_url));
+                let domain = c.domain.trim_start_matches('.');
+                if !within(domain, source) {
+                    return Err(format!(
+                        "the cookie domain `{domain}` is not {}'s own",
+                        source.origin().ascii_serialization()
+                    ));
+                }
+            }
+            Some(Auth::ApiKey(_)) | None => {}
+        }
+        for (what, raw) in urls {
+            let url =
+                reqwest::Url::parse(raw).map_err(|_| format!("{what} `{raw}` is not a URL"))?;
+            if url.origin() == source.origin() {
+                continue;
+            }
+            let both_https = url.scheme() == "https" && source.scheme() == "https";
+            if both_https && url.host_str().is_some_and(|h| within(h, source)) {
+                continue;
+            }
+            return Err(format!(
+                "{what} is on {} but the descriptor came from {}; a fetched descriptor may only reach its own origin (or, over https, its own registrable domain)",
+                url.origin().ascii_serialization(),
+                source.origin().ascii_serialization()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `host` is `source`'s host or shares its registrable domain (never for IP
+/// addresses or bare public suffixes).
+fn within(host: &str, source: &reqwest::Url) -> bool {
+    let Some(from) = source.host_str() else {
+        return false;
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let from = from.trim_end_matches('.').to_ascii_lowercase();
+    if host == from {
+        return true;
+    }
+    let registrable = |h: &str| psl::domain_str(h).map(str::to_owned);
+    matches!(
+        (registrable(&host), registrable(&from)),
+        (Some(a), Some(b)) if a == b
+    )
+}
+
+/// Drops from `catalog` the web apps it may not serve, each with an error diagnostic: an
+/// id a built-in app has, one that a local descriptor uses or has used (`reserved`, the
+/// ids of this scan's other sources and broken files included), and a descriptor whose
+/// URLs left the origin it came from (`meta.json`'s `sourceUrl`).
+pub fn guard(catalog: &mut super::Catalog, reserved: &std::collections::HashSet<String>) {
+    use super::SourceKind;
+    let local: std::collections::HashSet<String> = catalog
+        .apps
+        .iter()
+        .filter(|l| l.kind != SourceKind::WebCache)
+        .map(|l| l.app.id.clone())
+        .chain(catalog.broken.iter().flat_map(|b| b.ids.iter().cloned()))
+        .collect();
+    let mut refused = Vec::new();
+    catalog.apps.retain(|l| {
+        if l.kind != SourceKind::WebCache {
+            return true;
+        }
+        let id = &l.app.id;
+        let why = if super::builtin::is_builtin_id(id) {
+            Some("a built-in app has this id".to_owned())
+        } else if local.contains(id) || reserved.contains(id) {
+            Some("a local descriptor uses or has used this id".to_owned())
+        } else {
+            source_of(l.source())
+                .ok_or_else(|| "its meta.json does not say where it came from".to_owned())
+                .and_then(|source| check_bound(&l.app, &source))
+                .err()
+        };
+        if let Some(why) = &why {
+            refused.push((l.source().to_owned(), id.clone(), why.clone()));
+        }
+        why.is_none()
+    });
+    for (file, id, why) in refused {
+        let sink = aai_descriptor::Sink::new(file.display().to_string());
+        sink.error("", format!("the web app `{id}` is not served: {why}"));
+        catalog.diagnostics.extend(sink.into_vec());
+    }
+}
+
+/// The URL a cached descriptor was fetched from (its `meta.json` beside it).
+fn source_of(file: &Path) -> Option<reqwest::Url> {
+    let meta = std::fs::read_to_string(file.parent()?.join("meta.json")).ok()?;
+    let meta: Value = serde_json::from_str(&meta).ok()?;
+    reqwest::Url::parse(meta.get("sourceUrl")?.as_str()?).ok()
 }
 
 /// One cache entry: its id and `meta.json`, when its descriptor exists.
@@ -444,5 +593,89 @@ mod tests {
         );
         assert!(well_known("http://example.com").is_err());
         assert!(well_known("ftp://example.com").is_err());
+    }
+
+    fn web_app(base: &str, auth: serde_json::Value) -> aai_descriptor::App {
+        let mut doc = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"web",
+            "app":{"id":"com.example.api","name":"Api","description":"d"},
+            "execution":{"type":"http","baseUrl": base},
+            "tools":[{"name":"t","description":"d","parameters":{"type":"object"},
+                      "execution":{"method":"GET","path":"/t"}}]});
+        if !auth.is_null() {
+            doc["auth"] = auth;
+        }
+        let parsed = aai_descriptor::parse(&doc.to_string(), "t");
+        parsed
+            .app
+            .unwrap_or_else(|| panic!("{:?}", parsed.diagnostics))
+    }
+
+    #[test]
+    fn fetched_descriptors_stay_on_their_origin_or_registrable_domain() {
+        let from = |u: &str| reqwest::Url::parse(u).unwrap();
+        let ok = |base: &str, source: &str| check_bound(&web_app(base, Value::Null), &from(source));
+        ok(
+            "https://example.com/v1",
+            "https://example.com/.well-known/aai.json",
+        )
+        .unwrap();
+        ok(
+            "https://api.example.com",
+            "https://example.com/.well-known/aai.json",
+        )
+        .unwrap();
+        ok(
+            "https://api.example.co.uk",
+            "https://www.example.co.uk/.well-known/aai.json",
+        )
+        .unwrap();
+        ok(
+            "http://127.0.0.1:8080/api",
+            "http://127.0.0.1:8080/.well-known/aai.json",
+        )
+        .unwrap();
+        let e = ok(
+            "http://127.0.0.1:9090/api",
+            "http://127.0.0.1:8080/.well-known/aai.json",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("http://127.0.0.1:9090") && e.contains("http://127.0.0.1:8080"),
+            "{e}"
+        );
+        // Registrable domains: not across public suffixes, not over plain http.
+        ok(
+            "https://evil.co.uk",
+            "https://example.co.uk/.well-known/aai.json",
+        )
+        .unwrap_err();
+        ok(
+            "https://other.github.io",
+            "https://mine.github.io/.well-known/aai.json",
+        )
+        .unwrap_err();
+        ok(
+            "https://example.org",
+            "https://example.com/.well-known/aai.json",
+        )
+        .unwrap_err();
+        ok(
+            "http://localhost:9090",
+            "http://localhost:8080/.well-known/aai.json",
+        )
+        .unwrap_err();
+        // Endpoints of auth follow the same rule.
+        let oauth = |token: &str| {
+            web_app(
+                "https://api.example.com",
+                json!({"type":"oauth2","oauth2":{
+                "authorizationEndpoint":"https://login.example.com/authorize",
+                "tokenEndpoint": token, "scopes":[]}}),
+            )
+        };
+        let source = from("https://example.com/.well-known/aai.json");
+        check_bound(&oauth("https://login.example.com/token"), &source).unwrap();
+        let e = check_bound(&oauth("https://collector.example.net/token"), &source).unwrap_err();
+        assert!(e.contains("OAuth token endpoint"), "{e}");
     }
 }

@@ -18,7 +18,17 @@ use crate::catalog::{self, Catalog};
 use crate::text::count;
 
 pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
-    let catalog = catalog::load(&ctx.search_dirs());
+    // The ids local descriptors used in earlier runs, as the server reads them (nothing is
+    // created when there is no state file yet).
+    let file = crate::state::State::file_in(&ctx.home);
+    let reserved = if file.exists() {
+        crate::state::State::open(&file)
+            .and_then(|s| s.local_ids())
+            .unwrap_or_default()
+    } else {
+        Default::default()
+    };
+    let catalog = catalog::load(&ctx.search_dirs(), &reserved);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // A closed pipe (`| head`) is not an error worth reporting.
     let _ = if as_json {
