@@ -165,10 +165,20 @@ async def test_on_2026_07_28_consent_is_an_input_required_round_trip(gw):
                 with pytest.raises(MCPError) as e:
                     await call(input_responses=answer("decline"), request_state=state)
                 assert e.value.error.code == -32004
-                assert isinstance(await call(), types.InputRequiredResult), "asks again"
-                # Allowed once: runs; the next call asks again.
+                asked_again = await call()
+                assert isinstance(asked_again, types.InputRequiredResult), "asks again"
+                # A state is answered once: replaying the declined one is refused.
+                with pytest.raises(MCPError) as e:
+                    await call(input_responses=answer("once"), request_state=state)
+                assert e.value.error.code == -32005 and "already answered" in e.value.error.data["detail"]
+                # Allowed once: runs; replaying that answer does not run it again; the next
+                # call asks again.
+                state = asked_again.request_state
                 r = await call(input_responses=answer("once"), request_state=state)
                 assert r.structured_content["echo"]["text"] == "hi"
+                with pytest.raises(MCPError) as e:
+                    await call(input_responses=answer("once"), request_state=state)
+                assert e.value.error.code == -32005, "an allow-once state is single-use"
                 again = await call()
                 assert isinstance(again, types.InputRequiredResult)
                 # Always this tool: runs now and from now on without a round trip.
@@ -237,3 +247,30 @@ async def test_elicitation_over_http_with_two_clients(gw):
         assert len(second.asked) == 1 and second.asked[0].startswith("second wants to run `echo`")
     grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
     assert sorted((g["caller"], g["tool"]) for g in grants) == [("first@http", "*"), ("first@http", "echo")]
+
+
+async def test_the_grant_command_is_safe_to_paste_into_a_shell(gw):
+    """Tool names come from any descriptor and caller names from any client: the command in
+    CONSENT_REQUIRED quotes every word, so pasting it grants exactly that and runs nothing
+    else."""
+    import os
+    import subprocess
+    from conftest import tool
+    gw.config(consent={"mode": "prompt"})
+    hostile = "x$(touch PWNED1)`touch PWNED2`;touch PWNED3"
+    caller = "c'; touch PWNED4; echo '"
+    gw.add_app("com.example.echo", tools=[tool(hostile)])
+    async with gw.session(client_name=caller) as s:
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": hostile, "args": {}})
+    assert e.value.error.code == -32014
+    bindir = gw.tmp / "bin"
+    bindir.mkdir()
+    (bindir / "aai-gateway").symlink_to(gw.binary)
+    p = subprocess.run(["sh", "-c", e.value.error.data["command"]], cwd=gw.tmp, capture_output=True, text=True,
+                       env={**gw.env(), "PATH": f"{bindir}:{os.environ['PATH']}", "AAI_HOME": str(gw.home)})
+    assert p.returncode == 0, p.stderr
+    assert not any((gw.tmp / f"PWNED{n}").exists() for n in range(1, 5)), "pasting ran a command"
+    grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
+    assert [(g["caller"], g["tool"]) for g in grants] == [(f"{caller}@stdio", hostile)]
+    assert e.value.error.data["powershellCommand"].startswith("aai-gateway 'consent' 'grant'")

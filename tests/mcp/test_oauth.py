@@ -171,7 +171,9 @@ async def test_sign_in_call_refresh_rotate_and_recover(ogw, oidc):
     assert ogw.run("auth", "status", "com.example.oidc").stdout.split()[-1] == "yes"
     async with ogw.session() as s:
         assert await call(s, "com.example.oidc", "me") == {"sub": "alice"}
-        assert stored(ogw) == first, "a fresh token is used as it is"
+        now = stored(ogw)
+        assert now.pop("boundTo").startswith("http://127.0.0.1:"), "bound to the API it was sent to"
+        assert now == first, "a fresh token is used as it is"
         time.sleep(4.5)  # past the refresh time (half of 6 s), before expiry: refreshed first
         assert await call(s, "com.example.oidc", "me") == {"sub": "alice"}
         second = stored(ogw)

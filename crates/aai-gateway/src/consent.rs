@@ -14,7 +14,10 @@
 //!   grant …` command. Before refusing, a call waits `consent.waitSeconds` (default 0)
 //!   for an answer from the web UI or a grant from the CLI; a refused call stays in the
 //!   pending list for an hour, so that the user can approve its retry.
-//! * Guides, search and lists never ask; only tool calls do, whatever name reached them.
+//! * Tool calls ask, whatever name reached them. Starting a downstream MCP server or an
+//!   ACP agent is asked too (with the call that needs it, or alone for a guide that
+//!   needs its tools), and an "always" answer is tied to the command (`exec::start`).
+//!   Search and lists never ask and never start anything.
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -156,6 +156,16 @@ impl Gateway {
     pub fn rescan(&self) -> bool {
         self.rescans.fetch_add(1, Ordering::Relaxed);
         let catalog = catalog::load(&self.search_dirs, &self.reserved_ids());
+        // A scan that could not read everything (too many open files, an I/O error) says
+        // nothing about what it missed: the apps served stay as they were.
+        if !catalog.unreadable.is_empty() && self.loaded.load(Ordering::SeqCst) {
+            tracing::warn!(
+                "the rescan could not read {} ({}); the apps stay as they were until a rescan reads everything",
+                crate::text::count(catalog.unreadable.len(), "place", "places"),
+                catalog.unreadable[0]
+            );
+            return false;
+        }
         // Each broken file is reported once, not on every rescan.
         let problems: Vec<String> = catalog
             .diagnostics

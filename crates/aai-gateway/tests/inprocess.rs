@@ -411,3 +411,30 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
     assert!(store.delete("com.example.api").await.unwrap());
     assert!(store.get("com.example.api").await.unwrap().is_none());
 }
+
+#[test]
+#[cfg(unix)]
+fn a_rescan_that_cannot_read_keeps_the_apps_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    let home = dir.path().join("home");
+    put(&real, "com.example.kept", &descriptor("com.example.kept", None));
+    std::os::unix::fs::symlink(&real, &home).unwrap();
+    let gw = gateway(&home, "{}");
+    gw.rescan();
+    assert!(gw.registry_snapshot().find("com.example.kept").is_some());
+    // The folder cannot be listed now (a symlink loop stands in for EMFILE or EIO).
+    std::fs::remove_file(&home).unwrap();
+    std::os::unix::fs::symlink(&home, &home).unwrap();
+    assert!(!gw.rescan(), "nothing changed for clients");
+    assert!(
+        gw.registry_snapshot().find("com.example.kept").is_some(),
+        "the last good catalog stays"
+    );
+    // Readable again: rescans work as before.
+    std::fs::remove_file(&home).unwrap();
+    std::os::unix::fs::symlink(&real, &home).unwrap();
+    std::fs::remove_dir_all(real.join("com.example.kept")).unwrap();
+    assert!(gw.rescan());
+    assert!(gw.registry_snapshot().find("com.example.kept").is_none());
+}

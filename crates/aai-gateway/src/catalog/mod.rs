@@ -129,6 +129,10 @@ pub struct Catalog {
     pub files: usize,
     /// Files that failed to load, with the app ids they were probably meant for.
     pub broken: Vec<Broken>,
+    /// Folders and files that could not be read (other than missing ones): too many open
+    /// files, permissions, I/O errors. A scan with any is incomplete: what it lacks may
+    /// still exist.
+    pub unreadable: Vec<String>,
 }
 
 /// A descriptor file that failed to load.
@@ -221,32 +225,40 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
             files.push((index, path));
         }
     }
+    let mut unreadable: Vec<String> = listing_problems.iter().map(ToString::to_string).collect();
 
-    let parsed: Vec<(usize, PathBuf, aai_descriptor::Parsed)> = files
+    let parsed: Vec<(usize, PathBuf, aai_descriptor::Parsed, bool)> = files
         .into_par_iter()
         .filter_map(|(index, path)| {
             let source = path.display().to_string();
-            let parsed = match fs::read(&path) {
+            let (parsed, unread) = match fs::read(&path) {
                 Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) => aai_descriptor::parse(&text, &source),
-                    Err(_) => failed(&source, "the file is not UTF-8 text".to_owned()),
+                    Ok(text) => (aai_descriptor::parse(&text, &source), false),
+                    Err(_) => (failed(&source, "the file is not UTF-8 text".to_owned()), false),
                 },
                 // Layouts probe `<dir>/<name>/aai.json` without a stat first.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-                Err(e) => failed(&source, format!("cannot read the file: {e}")),
+                Err(e) => (failed(&source, format!("cannot read the file: {e}")), true),
             };
-            Some((index, path, parsed))
+            Some((index, path, parsed, unread))
         })
         .collect();
+    unreadable.extend(
+        parsed
+            .iter()
+            .filter(|(.., unread)| *unread)
+            .map(|(_, path, ..)| path.display().to_string()),
+    );
 
     let mut catalog = Catalog {
         files: parsed.len(),
+        unreadable,
         ..Catalog::default()
     };
     catalog.diagnostics.extend(listing_problems);
     let mut by_id: HashMap<String, (usize, usize)> = HashMap::new(); // id -> (app index, dir index)
     let mut notes = Vec::new();
-    for (index, path, parsed) in parsed {
+    for (index, path, parsed, _) in parsed {
         let dir = &dirs[index];
         let Some(app) = parsed.app else {
             catalog
@@ -368,7 +380,16 @@ fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
         }
     };
     let mut out = Vec::new();
-    for entry in entries.flatten() {
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                let sink = Sink::new(dir.dir.display().to_string());
+                sink.warning("", format!("cannot list the directory: {e}"));
+                problems.extend(sink.into_vec());
+                continue;
+            }
+        };
         let name = entry.file_name();
         let name = name.to_string_lossy();
         // `file_type` comes from the directory listing (no extra stat) and does not
