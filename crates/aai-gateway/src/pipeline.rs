@@ -174,7 +174,7 @@ impl Gateway {
                 app: entry.app.id.clone(),
                 app_name: snapshot.name(entry).to_owned(),
                 tool: crate::consent::START.to_owned(),
-                description: String::new(),
+                description: "start it, so that its tools can be listed".to_owned(),
                 site: None,
                 start: Some(start),
             };

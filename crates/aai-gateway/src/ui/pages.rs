@@ -104,6 +104,7 @@ pub(super) struct PendingRow {
     tool: String,
     description: String,
     site: Option<String>,
+    start: Option<String>,
     waiting: bool,
     highlight: bool,
 }
@@ -123,6 +124,7 @@ fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
             tool: p.tool,
             description: p.description,
             site: p.site,
+            start: p.start,
             waiting: p.waiting,
         })
         .collect()
