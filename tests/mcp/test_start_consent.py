@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need_peer, running
+from test_consent import Answers
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
@@ -38,22 +39,6 @@ def marker_app(gw, marker: Path, extra_args=()):
 
 def starts(marker: Path) -> int:
     return marker.read_text().count("started") if marker.exists() else 0
-
-
-class Answers:
-    """An elicitation callback answering from a list, recording the questions."""
-
-    def __init__(self, *answers):
-        self.answers = list(answers)
-        self.asked = []
-
-    async def __call__(self, context, params):
-        from mcp import types
-        self.asked.append(params.message)
-        answer = self.answers.pop(0)
-        if answer in ("decline", "cancel"):
-            return types.ElicitResult(action=answer)
-        return types.ElicitResult(action="accept", content={"decision": answer})
 
 
 async def test_nothing_starts_before_the_user_said_yes(gw, tmp_path):

@@ -1035,6 +1035,16 @@ mod tests {
         gate.check(&q, None).await.unwrap();
     }
 
+    /// A gate that asks, with no state file and no waiting.
+    fn prompting() -> Gate {
+        Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        )
+    }
+
     fn start(pin: &str) -> Start {
         Start {
             shown: "npx -y some-server".into(),
@@ -1045,12 +1055,7 @@ mod tests {
 
     #[tokio::test]
     async fn starting_is_asked_with_the_call_and_tied_to_its_command() {
-        let gate = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
+        let gate = prompting();
         let mut q = question("alpha");
         q.start = Some(start("p1"));
         assert!(gate.would_ask(&q));
@@ -1080,12 +1085,7 @@ mod tests {
             .await
             .unwrap();
         assert!(gate.start_allowed("com.a", &start("p2")));
-        let fresh = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
+        let fresh = prompting();
         assert!(!fresh.start_allowed("com.a", &start("p1")));
         // A denied question starts nothing.
         let mut other = question("gamma");
@@ -1113,12 +1113,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_start_only_question_is_answered_from_the_web_ui() {
-        let gate = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
+        let gate = prompting();
         let mut q = question("alpha");
         q.tool = START.into();
         q.start = Some(start("p1"));
@@ -1146,12 +1141,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_grant_command_is_quoted_for_both_shells() {
-        let gate = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
+        let gate = prompting();
         let mut q = question("x'; touch /tmp/pwned; echo '");
         q.tool = "t;$(touch /tmp/p2)`id`".into();
         let e = gate.check(&q, None).await.unwrap_err();
@@ -1196,12 +1186,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_calls_ask_once_and_an_always_answer_serves_them_all() {
-        let gate = Arc::new(Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        ));
+        let gate = Arc::new(prompting());
         let prompter = Arc::new(Counting {
             asked: Default::default(),
             reply: Reply::Chosen(Choice::Tool),
@@ -1224,12 +1209,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_channel_that_cannot_ask_is_no_answer() {
-        let gate = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
+        let gate = prompting();
         gate.set_ui("http://127.0.0.1:3000/ui".into());
         let broken = Counting {
             asked: Default::default(),

@@ -418,7 +418,11 @@ fn a_rescan_that_cannot_read_keeps_the_apps_it_had() {
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real");
     let home = dir.path().join("home");
-    put(&real, "com.example.kept", &descriptor("com.example.kept", None));
+    put(
+        &real,
+        "com.example.kept",
+        &descriptor("com.example.kept", None),
+    );
     std::os::unix::fs::symlink(&real, &home).unwrap();
     let gw = gateway(&home, "{}");
     gw.rescan();

@@ -240,45 +240,16 @@ impl Store {
     }
 
     fn get_now(&self, app: &str) -> Result<Option<Credential>, GatewayError> {
-        let text = match self {
-            Store::Keyring => match entry(app)?.get_password() {
-                Ok(t) => t,
-                Err(keyring::Error::NoEntry) => return Ok(None),
-                Err(e) => return Err(store_error(&e)),
-            },
-            Store::File(path) => match read_file(path)?.get(app) {
-                Some(v) => v.to_string(),
-                None => return Ok(None),
-            },
-            Store::Memory(map) => match map.lock().expect("store lock").get(app) {
-                Some(t) => t.clone(),
-                None => return Ok(None),
-            },
-        };
-        Ok(serde_json::from_str(&text).ok())
+        Ok(self
+            .raw_now(app)?
+            .and_then(|raw| serde_json::from_value(raw).ok()))
     }
 
     fn set_now(&self, app: &str, credential: &Credential) -> Result<(), GatewayError> {
-        match self {
-            Store::Keyring => entry(app)?
-                .set_password(&serde_json::to_string(credential).expect("credentials serialize"))
-                .map_err(|e| store_error(&e)),
-            Store::Memory(map) => {
-                map.lock().expect("store lock").insert(
-                    app.to_owned(),
-                    serde_json::to_string(credential).expect("credentials serialize"),
-                );
-                Ok(())
-            }
-            Store::File(path) => {
-                let mut all = read_file(path)?;
-                all.insert(
-                    app.to_owned(),
-                    serde_json::to_value(credential).expect("credentials serialize"),
-                );
-                write_file(path, &all)
-            }
-        }
+        self.write_raw(
+            app,
+            serde_json::to_value(credential).expect("credentials serialize"),
+        )
     }
 
     fn delete_now(&self, app: &str) -> Result<bool, GatewayError> {

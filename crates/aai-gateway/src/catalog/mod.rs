@@ -234,7 +234,10 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
             let (parsed, unread) = match fs::read(&path) {
                 Ok(bytes) => match String::from_utf8(bytes) {
                     Ok(text) => (aai_descriptor::parse(&text, &source), false),
-                    Err(_) => (failed(&source, "the file is not UTF-8 text".to_owned()), false),
+                    Err(_) => (
+                        failed(&source, "the file is not UTF-8 text".to_owned()),
+                        false,
+                    ),
                 },
                 // Layouts probe `<dir>/<name>/aai.json` without a stat first.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
