@@ -37,6 +37,11 @@ struct Inner {
 pub const BACKTRACK_LIMIT: usize = 20_000;
 /// Largest compiled regex, in bytes; a pattern that needs more does not load.
 pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Longest `pattern` (and `patternProperties` key), in characters.
+pub const MAX_PATTERN_LEN: usize = 1_000;
+/// Most regexes one schema may hold: with the size limit, this bounds what one tool's
+/// schema can cost to compile and keep (a descriptor fetched from a site included).
+pub const MAX_PATTERNS: usize = 100;
 
 /// The validator options every schema is built with: draft-07, bounded regexes.
 fn options() -> jsonschema::ValidationOptions<'static> {
@@ -51,6 +56,7 @@ impl Schema {
     /// Checks `json` as a draft-07 schema. The error says what is wrong and where inside
     /// the schema.
     pub fn load(json: &Value) -> Result<Schema, String> {
+        let patterns = check_pattern_budget(json)?;
         if let Err(e) = jsonschema::draft7::meta::validate(json) {
             let at = e.instance_path().as_str();
             return Err(if at.is_empty() {
@@ -60,8 +66,8 @@ impl Schema {
             });
         }
         check_refs(json, json, &mut String::new())?;
-        let mut has_patterns = false;
-        check_patterns(json, &mut String::new(), &mut has_patterns)?;
+        check_patterns(json)?;
+        let has_patterns = patterns > 0;
         Ok(Schema {
             inner: Arc::new(Inner {
                 text: json.to_string().into_boxed_str(),
@@ -135,14 +141,8 @@ pub fn follow_ref<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
-/// Walks the schema: every `pattern` and `patternProperties` regex must compile with the
-/// validator's engine and limits (the meta-schema does not check regexes).
-fn check_patterns(value: &Value, at: &mut String, found: &mut bool) -> Result<(), String> {
-    let compiles = |probe: Value, at: &str| {
-        options().build(&probe).map(drop).map_err(|e| {
-            format!("the regular expression at `{at}` inside the schema does not compile: {e}")
-        })
-    };
+/// Every `pattern` and `patternProperties` regex of the schema, with where it is.
+fn patterns<'a>(value: &'a Value, at: &mut String, out: &mut Vec<(String, &'a str, bool)>) {
     match value {
         Value::Object(map) => {
             for (key, child) in map {
@@ -152,28 +152,62 @@ fn check_patterns(value: &Value, at: &mut String, found: &mut bool) -> Result<()
                 let len = at.len();
                 push_segment(at, key);
                 match (key.as_str(), child) {
-                    ("pattern", Value::String(p)) => {
-                        *found = true;
-                        compiles(serde_json::json!({ "pattern": p }), at)?;
-                    }
-                    ("patternProperties", Value::Object(patterns)) => {
-                        *found = true;
-                        for (p, sub) in patterns {
-                            compiles(serde_json::json!({ "patternProperties": { p: {} } }), at)?;
-                            check_patterns(sub, at, found)?;
+                    ("pattern", Value::String(p)) => out.push((at.clone(), p, false)),
+                    ("patternProperties", Value::Object(props)) => {
+                        for (p, sub) in props {
+                            out.push((at.clone(), p, true));
+                            patterns(sub, at, out);
                         }
                     }
-                    _ => check_patterns(child, at, found)?,
+                    _ => patterns(child, at, out),
                 }
                 at.truncate(len);
             }
-            Ok(())
         }
-        Value::Array(items) => items
-            .iter()
-            .try_for_each(|item| check_patterns(item, at, found)),
-        _ => Ok(()),
+        Value::Array(items) => items.iter().for_each(|item| patterns(item, at, out)),
+        _ => {}
     }
+}
+
+/// The schema's regexes are few and short enough to compile (checked before anything
+/// compiles them, the meta-schema's `regex` format included): what one schema can cost is
+/// bounded, whoever wrote it.
+fn check_pattern_budget(json: &Value) -> Result<usize, String> {
+    let mut found = Vec::new();
+    patterns(json, &mut String::new(), &mut found);
+    if found.len() > MAX_PATTERNS {
+        return Err(format!(
+            "the schema has {} regular expressions; at most {MAX_PATTERNS} are allowed",
+            found.len()
+        ));
+    }
+    for (at, pattern, _) in &found {
+        let len = pattern.chars().count();
+        if len > MAX_PATTERN_LEN {
+            return Err(format!(
+                "the regular expression at `{at}` inside the schema is {len} characters long; at most {MAX_PATTERN_LEN} are allowed"
+            ));
+        }
+    }
+    Ok(found.len())
+}
+
+/// Every `pattern` and `patternProperties` regex must compile with the validator's engine
+/// and limits (the meta-schema checks them with its own).
+fn check_patterns(json: &Value) -> Result<(), String> {
+    let mut found = Vec::new();
+    patterns(json, &mut String::new(), &mut found);
+    for (at, pattern, is_key) in found {
+        let probe = if is_key {
+            serde_json::json!({ "patternProperties": { pattern: {} } })
+        } else {
+            serde_json::json!({ "pattern": pattern })
+        };
+        options().build(&probe).map(drop).map_err(|e| {
+            format!("the regular expression at `{at}` inside the schema does not compile: {e}")
+        })?;
+    }
+    Ok(())
 }
 
 /// Appends `/key` to a JSON pointer, escaped.
@@ -333,6 +367,31 @@ mod tests {
                 options().build(&schema).is_err(),
                 "{schema} compiles after all"
             );
+        }
+    }
+
+    #[test]
+    fn regexes_have_a_budget() {
+        let long = json!({"properties": {"a": {"pattern": "a".repeat(MAX_PATTERN_LEN + 1)}}});
+        assert_eq!(
+            Schema::load(&long).unwrap_err(),
+            "the regular expression at `/properties/a/pattern` inside the schema is 1001 characters long; at most 1000 are allowed"
+        );
+        let many = json!({"properties": (0..=MAX_PATTERNS)
+            .map(|i| (format!("p{i}"), json!({"pattern": "^a$"})))
+            .collect::<serde_json::Map<_, _>>()});
+        assert_eq!(
+            Schema::load(&many).unwrap_err(),
+            "the schema has 101 regular expressions; at most 100 are allowed"
+        );
+        // Patterns real APIs use still load.
+        for p in [
+            "^\\w{1,64}$",
+            "^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\\.[a-zA-Z]{2,}$",
+            "^(?:[0-9]{1,3}\\.){3}[0-9]{1,3}$",
+        ] {
+            Schema::load(&json!({"type": "string", "pattern": p}))
+                .unwrap_or_else(|e| panic!("{p}: {e}"));
         }
     }
 

@@ -23,6 +23,8 @@ const QUEUE: usize = 10_000;
 /// Longest kept argument string, and result excerpt.
 const MAX_VALUE: usize = 200;
 const MAX_RESULT: usize = 500;
+/// Longest kept caller, app or tool name.
+const MAX_NAME: usize = 200;
 
 /// One finished call.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -84,7 +86,13 @@ impl Sqlite {
 }
 
 impl Sink for Sqlite {
-    fn record(&self, record: Record) {
+    fn record(&self, mut record: Record) {
+        // Names come from clients and descriptors: they are cut like values.
+        for name in [&mut record.caller, &mut record.app, &mut record.tool] {
+            if name.chars().count() > MAX_NAME {
+                *name = crate::text::excerpt(name, MAX_NAME);
+            }
+        }
         match self.queue.try_send(record) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
@@ -328,23 +336,72 @@ fn secret_looking(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
     [
         "pass",
+        "pwd",
         "secret",
         "token",
         "key",
         "auth",
+        "bearer",
+        "jwt",
         "cookie",
         "credential",
         "session",
         "otp",
         "pin",
+        "mnemonic",
+        "seed",
+        "private",
+        "signature",
+        "dsn",
     ]
     .iter()
     .any(|w| k.contains(w))
 }
 
+/// A string value with what it carries of secrets masked: a URL's password and the values
+/// of secret-looking query parameters (`postgres://u:***@h/db`, `…?api_key=***`), and a
+/// `Bearer …` or `Basic …` credential.
+fn mask_text(s: &str) -> String {
+    let cut = crate::text::excerpt(s, MAX_VALUE);
+    let mut out = cut.clone();
+    if let Some(scheme_end) = cut.find("://") {
+        let rest = &cut[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let start = scheme_end + 3 + colon + 1;
+            out.replace_range(start..scheme_end + 3 + at, "***");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if secret_looking(name) => format!("{name}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", masked.join("&"));
+    }
+    for scheme in ["Bearer ", "bearer ", "Basic ", "basic "] {
+        if let Some(at) = out.find(scheme) {
+            let start = at + scheme.len();
+            let end = out[start..]
+                .find(char::is_whitespace)
+                .map_or(out.len(), |e| start + e);
+            out.replace_range(start..end, "***");
+        }
+    }
+    out
+}
+
 /// A value as history keeps it (arguments, and results before their excerpt is taken):
-/// secret-looking fields masked, strings cut, at most 50 entries per object or array,
-/// depth bounded — so the work is bounded whatever the size of the value.
+/// secret-looking fields masked, the value after a secret-looking flag in a list
+/// (`["--password", "…"]`) masked, URLs' passwords and secret query parameters masked,
+/// strings cut, at most 50 entries per object or array, depth bounded — so the work is
+/// bounded whatever the size of the value.
 pub fn mask(args: &Value) -> Value {
     fn walk(v: &Value, depth: usize) -> Value {
         match v {
@@ -357,14 +414,40 @@ pub fn mask(args: &Value) -> Value {
                         } else {
                             walk(v, depth + 1)
                         };
-                        (k.clone(), kept)
+                        (crate::text::excerpt(k, MAX_VALUE), kept)
                     })
                     .collect::<Map<String, Value>>(),
             ),
             Value::Array(items) if depth < 8 => {
-                Value::Array(items.iter().take(50).map(|i| walk(i, depth + 1)).collect())
+                let mut after_flag = false;
+                Value::Array(
+                    items
+                        .iter()
+                        .take(50)
+                        .map(|i| {
+                            let masked = if after_flag {
+                                Value::String("***".into())
+                            } else {
+                                walk(i, depth + 1)
+                            };
+                            // `--password value`, `-p value`: the next item is the secret;
+                            // `--password=value` is masked in place.
+                            after_flag = i.as_str().is_some_and(|f| {
+                                f.starts_with('-') && !f.contains('=') && secret_looking(f)
+                            });
+                            match i.as_str().and_then(|f| f.split_once('=')) {
+                                Some((flag, _))
+                                    if flag.starts_with('-') && secret_looking(flag) =>
+                                {
+                                    Value::String(format!("{flag}=***"))
+                                }
+                                _ => masked,
+                            }
+                        })
+                        .collect(),
+                )
             }
-            Value::String(s) => Value::String(crate::text::excerpt(s, MAX_VALUE)),
+            Value::String(s) => Value::String(mask_text(s)),
             Value::Object(_) | Value::Array(_) => Value::String("…".into()),
             other => other.clone(),
         }
@@ -398,6 +481,30 @@ mod tests {
     }
 
     #[test]
+    fn secrets_in_other_shapes_are_masked_too() {
+        let masked = mask(&json!({
+            "pwd": "S1", "Bearer": "S2", "id_jwt": "S3", "wallet_mnemonic": "S4",
+            "db": "postgres://user:S5@db.example:5432/app",
+            "argv": ["run", "--password", "S6", "--token=S7", "-v", "kept"],
+            "app": "https://api.example.com/v1?api_key=S8&q=kept",
+            "header": "Authorization: Bearer S9",
+        }));
+        let text = masked.to_string();
+        for n in 1..=9 {
+            assert!(!text.contains(&format!("S{n}")), "S{n} leaked: {text}");
+        }
+        assert_eq!(masked["db"], "postgres://user:***@db.example:5432/app");
+        assert_eq!(
+            masked["argv"],
+            json!(["run", "--password", "***", "--token=***", "-v", "kept"])
+        );
+        assert_eq!(
+            masked["app"],
+            "https://api.example.com/v1?api_key=***&q=kept"
+        );
+    }
+
+    #[test]
     fn records_are_written_off_thread_filtered_and_pruned() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("state.db");
@@ -411,7 +518,12 @@ mod tests {
                 } else {
                     "com.b".into()
                 },
-                tool: "t".into(),
+                // Names come from clients and descriptors, at any length: they are cut.
+                tool: if i == 3 {
+                    "t".repeat(1 << 20)
+                } else {
+                    "t".into()
+                },
                 args: json!({"i": i}),
                 status: if i == 4 { "error".into() } else { "ok".into() },
                 code: (i == 4).then(|| "TIMEOUT".into()),
@@ -447,6 +559,16 @@ mod tests {
             ..Filter::default()
         });
         assert_eq!(errors[0].code.as_deref(), Some("TIMEOUT"));
+        let long = all(&Filter {
+            app: Some("com.b".into()),
+            limit: 100,
+            ..Filter::default()
+        });
+        assert_eq!(
+            long[0].tool.chars().count(),
+            MAX_NAME + 1,
+            "cut, with its ellipsis"
+        );
         drop(sink);
         // Retention applies when a writer starts.
         let _again = Sqlite::open(&file, Retention { days: 30, rows: 3 }).unwrap();
