@@ -5,6 +5,10 @@
 //! With `stopOnError`, the first failure stops calls from starting (they are reported
 //! `skipped`); calls already running finish, since stopping one midway may leave half an
 //! effect. Cancelling the batch cancels the running calls and skips the rest.
+//!
+//! The results of one batch add up to at most [`RESULT_BUDGET`] bytes (as JSON): a call
+//! that finishes once the budget is spent still ran, but its result is left out
+//! ([`Status::Cut`]), so that a hundred large results cannot make a reply of gigabytes.
 
 use std::sync::Arc;
 
@@ -15,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Code, GatewayError};
 use crate::gateway::Gateway;
 use crate::pipeline::{Origin, Outcome};
+
+/// Most bytes (as JSON) the results of one batch may hold together.
+pub const RESULT_BUDGET: usize = 16 * 1024 * 1024;
 
 /// One call of a batch, as the client wrote it.
 #[derive(Debug, Clone)]
@@ -45,6 +52,12 @@ pub enum Status {
     Failed(GatewayError),
     /// It did not start: why.
     Skipped(&'static str),
+    /// It ran and succeeded, but its result (of `bytes` bytes) did not fit in what was
+    /// left of the batch's [`RESULT_BUDGET`]; it is left out.
+    Cut {
+        /// The size of the result left out.
+        bytes: usize,
+    },
 }
 
 impl Status {
@@ -64,7 +77,7 @@ impl Status {
         match self {
             Status::Failed(_) => true,
             Status::Ok(o) => o.mcp && o.value.get("isError") == Some(&Value::Bool(true)),
-            Status::Skipped(_) => false,
+            Status::Skipped(_) | Status::Cut { .. } => false,
         }
     }
 }
@@ -118,8 +131,9 @@ impl Gateway {
         // Stops calls from starting (after a failure with stopOnError, or on cancel).
         let stop = cancel.child_token();
         let done = std::sync::atomic::AtomicUsize::new(0);
+        let spent = std::sync::atomic::AtomicUsize::new(0);
         let run = |(index, call): (usize, Result<Call, GatewayError>)| {
-            let (stop, cancel, on_done, done) = (&stop, &cancel, &on_done, &done);
+            let (stop, cancel, on_done, done, spent) = (&stop, &cancel, &on_done, &done, &spent);
             async move {
                 let status = if stop.is_cancelled() {
                     Status::Skipped(if cancel.is_cancelled() {
@@ -142,7 +156,7 @@ impl Gateway {
                                 )
                                 .await
                             {
-                                Ok(outcome) => Status::Ok(outcome),
+                                Ok(outcome) => keep_within(outcome, spent),
                                 Err(e) => Status::Failed(e),
                             }
                         }
@@ -166,5 +180,62 @@ impl Gateway {
                 .await;
         statuses.sort_by_key(|(index, _)| *index);
         Ok(statuses.into_iter().map(|(_, status)| status).collect())
+    }
+}
+
+/// `outcome` as a batch keeps it: whole while the batch's results fit in
+/// [`RESULT_BUDGET`] (`spent` counts what is kept so far), else left out. Dropped as soon
+/// as it is measured, so a batch never holds more than the budget.
+fn keep_within(outcome: Outcome, spent: &std::sync::atomic::AtomicUsize) -> Status {
+    use std::sync::atomic::Ordering;
+    let bytes = json_size(&outcome.value);
+    let fits = spent
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+            (used + bytes <= RESULT_BUDGET).then_some(used + bytes)
+        })
+        .is_ok();
+    if fits {
+        Status::Ok(outcome)
+    } else {
+        Status::Cut { bytes }
+    }
+}
+
+/// The length of `value` as JSON, counted without building the text.
+fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_past_the_budget_are_left_out() {
+        let spent = std::sync::atomic::AtomicUsize::new(0);
+        let big = |mib: usize| Outcome {
+            value: Value::String("x".repeat(mib * 1024 * 1024)),
+            structured: false,
+            mcp: false,
+        };
+        let kept: Vec<Status> = (0..5).map(|_| keep_within(big(6), &spent)).collect();
+        assert!(matches!(kept[0], Status::Ok(_)) && matches!(kept[1], Status::Ok(_)));
+        assert!(matches!(kept[2], Status::Cut { bytes } if bytes == 6 * 1024 * 1024 + 2));
+        assert_eq!(kept[2].name(), "ok", "it ran");
+        // A small result still fits after a large one was cut.
+        assert!(matches!(keep_within(big(1), &spent), Status::Ok(_)));
+        assert!(spent.load(std::sync::atomic::Ordering::SeqCst) <= RESULT_BUDGET);
     }
 }

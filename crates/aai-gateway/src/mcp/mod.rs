@@ -525,6 +525,15 @@ fn batch_result(
                 item["reason"] = why.into();
                 why.to_owned()
             }
+            Status::Cut { bytes } => {
+                let why = format!(
+                    "[result left out: {bytes} bytes, past the {} MiB all results of a batch may hold; call the tool alone for it]",
+                    crate::batch::RESULT_BUDGET >> 20
+                );
+                item["cut"] = true.into();
+                item["reason"] = why.clone().into();
+                why
+            }
         };
         match name {
             "ok" => ok += 1,
