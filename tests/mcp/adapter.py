@@ -52,6 +52,9 @@ def handle(req):
         with lock:
             sys.stdout.write("x" * (17 * 1024 * 1024) + "\n")
             sys.stdout.flush()
+    elif tool == "big":
+        # A result of `mib` MiB.
+        reply(req, "x" * (p.get("mib", 1) << 20))
     elif tool == "spew":
         # A huge stderr line without a newline, then many short ones, then an answer.
         chunk = "e" * (1 << 20)

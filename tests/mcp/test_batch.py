@@ -172,3 +172,16 @@ async def test_a_cancelled_batch_stops_its_unfinished_calls(gw, tmp_path):
     sleeps = [h for h in wait_for(gw, 9) if h["tool"] == "sleep"]
     assert len(sleeps) == 8, "the first 8 (batch.concurrency) started; the rest never did"
     assert all(h["status"] == "error" for h in sleeps)
+
+
+async def test_a_batchs_results_are_capped_in_all(gw):
+    from conftest import tool
+    gw.add_app("com.example.big", tools=[tool("big", {"mib": {"type": "integer"}})])
+    async with gw.session() as s:
+        calls = [{"app": "com.example.big", "tool": "big", "args": {"mib": 6}} for _ in range(5)]
+        r = await batch(s, calls, mode="sequence")
+    results = r.structured_content["results"]
+    assert [x["status"] for x in results] == ["ok"] * 5, "every call ran"
+    assert [bool(x.get("cut")) for x in results] == [False, False, True, True, True]
+    assert "result" not in results[2] and "16 MiB" in results[2]["reason"]
+    assert len(json.dumps(r.structured_content)) < 17 * 1024 * 1024
