@@ -333,13 +333,32 @@ fn execution(root: &mut Obj<'_>, case: Case, platform: Platform, id: &str) -> Ex
     }
 }
 
+/// Refuses a URL or path with a dot segment (see [`common::dot_segment`]).
+fn no_dot_segment(sink: &Sink, at: &str, url: &str) -> bool {
+    match common::dot_segment(url) {
+        Some(segment) => {
+            sink.error(
+                at,
+                format!(
+                    "`{url}` has the dot segment `{segment}`, which URL parsing would resolve away (the request would go to another path); write the path without it"
+                ),
+            );
+            false
+        }
+        None => true,
+    }
+}
+
 /// The settings of an explicit (non-`ipc`) execution type.
 fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Option<Executor> {
     let sink = exec.sink();
     match kind {
         ExecutorKind::Http => {
             let base_url = exec.req_text(case.k("baseUrl"));
-            let ok = base_url.is_some_and(|u| check_url(sink, &exec.at(case.k("baseUrl")), u));
+            let ok = base_url.is_some_and(|u| {
+                let at = exec.at(case.k("baseUrl"));
+                check_url(sink, &at, u) && no_dot_segment(sink, &at, u)
+            });
             let default_headers = exec
                 .opt_str_map(case.k("defaultHeaders"))
                 .unwrap_or_default();
@@ -591,6 +610,8 @@ fn http_tool(obj: &mut Obj<'_>, params: Option<&serde_json::Value>) -> Option<To
         );
         return None;
     }
+    // Reported, and the rest of the tool still read (one pass reports every problem).
+    let clean_path = no_dot_segment(sink, &exec.at("path"), path);
     let headers = exec.opt_str_map("headers").unwrap_or_default();
     let query = exec.opt_str_list("query").unwrap_or_default();
     let body = exec.opt_str("body").map(str::to_owned);
@@ -634,7 +655,7 @@ fn http_tool(obj: &mut Obj<'_>, params: Option<&serde_json::Value>) -> Option<To
         }
     };
     let method = method?;
-    places.ok.then(|| ToolCall::Http {
+    (places.ok && clean_path).then(|| ToolCall::Http {
         method,
         path: path.to_owned(),
         headers,

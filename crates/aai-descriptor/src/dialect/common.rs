@@ -243,6 +243,23 @@ pub(crate) fn check_url(sink: &Sink, at: &str, url: &str) -> bool {
     true
 }
 
+/// The first dot segment (`.` or `..`, also percent-encoded as `%2e`) of a URL's path as
+/// written: URL parsing resolves them away, so a `baseUrl` or `path` with one would
+/// silently reach another path than the one written (and every call would fail, blaming
+/// its arguments).
+pub fn dot_segment(url_or_path: &str) -> Option<&str> {
+    let after_scheme = url_or_path
+        .split_once("://")
+        .map_or(url_or_path, |(_, rest)| {
+            rest.find('/').map_or("", |at| &rest[at..])
+        });
+    let path = after_scheme.split(['?', '#']).next().unwrap_or("");
+    path.split(['/', '\\']).find(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
+}
+
 /// The `${name}` placeholders of a template, in order.
 pub(crate) fn placeholders(template: &str) -> impl Iterator<Item = &str> {
     template.split("${").skip(1).filter_map(|rest| {
@@ -401,6 +418,26 @@ mod tests {
             "127.1 is 127.0.0.1"
         );
         assert!(!check_url(&sink, "", "/relative"));
+        for dotted in [
+            "https://api.example.com/v1/../admin",
+            "/../admin",
+            "/a/./b",
+            "/a/%2e%2E/b",
+            "/a/%2E/b",
+            "/a/..",
+            "https://h/..?x=1",
+        ] {
+            assert!(dot_segment(dotted).is_some(), "{dotted}");
+        }
+        for clean in [
+            "https://api.example.com/v1/",
+            "/a/b.c/..d/{id}",
+            "/a?b=..",
+            "/.well/x",
+            "https://h",
+        ] {
+            assert_eq!(dot_segment(clean), None, "{clean}");
+        }
         assert!(!check_url(&sink, "", "https://"));
         // One diagnostic per refused URL.
         assert_eq!(sink.into_vec().len(), 9);

@@ -135,6 +135,13 @@ pub fn import(doc: &Value, opts: Options<'_>) -> Result<Import, String> {
     let mut tools = Vec::new();
     let global_security = root.get("security");
     for (path, item) in object(root.get("paths")) {
+        // URL parsing would resolve a dot segment away: the tool would call another path.
+        if let Some(segment) = aai_descriptor::dot_segment(path) {
+            importer.notes.push(format!(
+                "{path}: the path has the dot segment `{segment}`, which URLs resolve away; its operations are left out"
+            ));
+            continue;
+        }
         let item = importer.deref(item);
         let shared = item.get("parameters").and_then(Value::as_array);
         for (method, op) in object(Some(item)) {
@@ -1441,6 +1448,32 @@ paths:
         assert!(
             e.contains("`nope` is neither a tag nor an operationId"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn paths_with_dot_segments_are_left_out() {
+        let doc = parse(
+            r#"{"openapi":"3.1.0","info":{"title":"T","version":"x"},"servers":[{"url":"https://api.example.com"}],
+               "paths":{"/a/../admin":{"get":{"operationId":"sneak","responses":{}}},
+                        "/a/%2E/b":{"get":{"operationId":"sneak2","responses":{}}},
+                        "/ok":{"get":{"operationId":"fine","responses":{}}}}}"#,
+        )
+        .unwrap();
+        let i = import(&doc, Options::default()).unwrap();
+        let names: Vec<&str> = i.descriptor["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["fine"]);
+        assert!(
+            i.notes
+                .iter()
+                .any(|n| n.starts_with("/a/../admin: the path has the dot segment `..`")),
+            "{:?}",
+            i.notes
         );
     }
 
