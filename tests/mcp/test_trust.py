@@ -179,3 +179,14 @@ def test_a_read_only_state_file_still_holds_its_grants(gw, tmp_path):
         assert "can be read but not written" in p.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_file_store_warning_is_given_where_the_choice_matters(gw):
+    gw.config(credentials={"store": "file"})
+    gw.add_app("com.example.echo")
+    called = gw.run("call", "com.example.echo", "echo", '{"text": "x"}')
+    assert called.returncode == 0, called.stderr
+    assert "plain file" not in called.stderr, called.stderr
+    assert "plain file" not in gw.run("--scan").stderr
+    status = gw.run("auth", "status")
+    assert "credentials are kept in a plain file" in status.stderr, status.stderr

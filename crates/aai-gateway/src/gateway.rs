@@ -460,6 +460,7 @@ impl Gateway {
         let watcher = watch::start(self.clone());
         let me = self.clone();
         tokio::task::spawn_blocking(move || me.rescan());
+        self.auth.store().warn_if_plain();
         // What an older version left readable by others is narrowed, off the handshake.
         let home = self.home.clone();
         tokio::task::spawn_blocking(move || crate::files::tighten_home(&home));

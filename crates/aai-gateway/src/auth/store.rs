@@ -137,13 +137,19 @@ impl Store {
     pub fn new(kind: CredentialStore, home: &std::path::Path) -> Store {
         match kind {
             CredentialStore::Keyring => Store::Keyring,
-            CredentialStore::File => {
-                tracing::warn!(
-                    "credentials are kept in a plain file ({}), as configured",
-                    home.join("credentials.json").display()
-                );
-                Store::File(home.join("credentials.json"))
-            }
+            CredentialStore::File => Store::File(home.join("credentials.json")),
+        }
+    }
+
+    /// Says, as a warning, that credentials are kept in a plain file when they are: where
+    /// the choice matters (`auth set`, `auth status`, a server's start), not on every
+    /// command.
+    pub fn warn_if_plain(&self) {
+        if let Store::File(path) = self {
+            tracing::warn!(
+                "credentials are kept in a plain file ({}, readable by you only), as configured (`credentials.store`: `file`); the OS keyring is safer",
+                path.display()
+            );
         }
     }
 

@@ -42,6 +42,9 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
+    if matches!(action, Action::Status(_) | Action::Set { .. }) {
+        store.warn_if_plain();
+    }
     match action {
         Action::Status(only) => {
             let mut table = Table::new(&["APP", "AUTH", "STORED"]);
