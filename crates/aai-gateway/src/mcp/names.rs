@@ -7,8 +7,10 @@ use serde_json::{Map, Value, json};
 
 use crate::registry::{Entry, Snapshot};
 
-/// Longest listed name (Claude counts its `mcp__<server>__` prefix against 64).
-const MAX_NAME: usize = 64;
+/// Longest listed name. Clients prefix the tools of a server (Claude Code and Codex
+/// `mcp__<server>__`) and allow 64 characters in all: 54 leaves room for a server name of
+/// up to 5 characters (`aai`). `docs/mcp.md` says how to name the server.
+pub(crate) const MAX_NAME: usize = 54;
 
 /// `app_<slug>`: `【names】description. Aliases: …. Call to get guide.`
 pub(super) fn app_tool(snapshot: &Snapshot, entry: &Entry) -> Tool {
@@ -41,11 +43,16 @@ fn empty_object() -> Arc<Map<String, Value>> {
         .clone()
 }
 
-/// The flat name of a tool: `<slug>__<tool>` with unsafe characters as `_`, cut to 64.
+/// The flat name of a tool: `<slug>__<tool>` with unsafe characters as `_`; a longer one
+/// than [`MAX_NAME`] is cut and ends in a stable hash of the whole name, so that two long
+/// names with the same start stay apart.
 pub(super) fn flat_name(entry: &Entry, tool: &str) -> String {
     let mut name = format!("{}__{}", entry.slug, crate::registry::slug::sanitize(tool));
     if name.len() > MAX_NAME {
-        name.truncate(MAX_NAME);
+        let hash = format!("{:06x}", crate::hash::stable(&name) & 0x00ff_ffff);
+        name.truncate(MAX_NAME - hash.len() - 1);
+        name.push('_');
+        name.push_str(&hash);
     }
     name
 }
@@ -75,4 +82,63 @@ pub(super) fn flat_target<'a>(snapshot: &'a Snapshot, name: &str) -> Option<(&'a
         .iter()
         .find(|t| flat_name(entry, &t.name) == name)?;
     Some((entry, tool.name.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, tools: &[&str]) -> Entry {
+        let tools: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|t| {
+                json!({"name": t, "description": "d", "parameters": {"type": "object"},
+                            "execution": {"path": "/x", "method": "GET"}})
+            })
+            .collect();
+        let text = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"web",
+            "app":{"id": id,"name":"N","description":"d"},
+            "execution":{"type":"http","baseUrl":"https://x.example"},"tools": tools});
+        let mut entries = vec![Entry {
+            app: aai_descriptor::parse(&text.to_string(), "t").app.unwrap(),
+            binding: 0,
+            slug: crate::registry::slug::sanitize(id),
+            source: std::path::PathBuf::new(),
+            keys: Default::default(),
+        }];
+        crate::registry::slug::assign(&mut entries);
+        entries.pop().unwrap()
+    }
+
+    #[test]
+    fn every_listed_name_fits_a_prefixed_client_limit() {
+        let long = "get_the_repository_collaborator_permission_level_for_a_user";
+        let e = entry(
+            "com.very.long.identifier.of.an.application.that.goes.on",
+            &[long, &format!("{long}_v2"), "ping"],
+        );
+        let names: Vec<String> = flat_tools(&e).iter().map(|t| t.name.to_string()).collect();
+        for n in &names {
+            assert!(n.len() <= MAX_NAME, "{n} is {} long", n.len());
+            assert!(format!("mcp__aai__{n}").len() <= 64);
+        }
+        assert_ne!(names[0], names[1], "long names with one start stay apart");
+        assert_eq!(flat_target_of(&e, &names[1]), Some(format!("{long}_v2")));
+        assert!(app_tool_name(&e).len() <= MAX_NAME);
+        for t in crate::mcp::tools::listed() {
+            assert!(t.name.len() <= MAX_NAME);
+        }
+    }
+
+    fn flat_target_of(e: &Entry, name: &str) -> Option<String> {
+        e.binding()
+            .tools
+            .iter()
+            .find(|t| flat_name(e, &t.name) == name)
+            .map(|t| t.name.clone())
+    }
+
+    fn app_tool_name(e: &Entry) -> String {
+        format!("app_{}", e.slug)
+    }
 }
