@@ -19,5 +19,11 @@ async def hello(name: str) -> str:
     return f"hello {name}"
 
 
+@server.tool(description="The value of environment variable `name` in this server")
+async def env(name: str) -> str:
+    import os
+    return os.environ.get(name, "")
+
+
 if __name__ == "__main__":
     server.run()

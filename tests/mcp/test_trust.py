@@ -190,3 +190,57 @@ def test_the_file_store_warning_is_given_where_the_choice_matters(gw):
     assert "plain file" not in gw.run("--scan").stderr
     status = gw.run("auth", "status")
     assert "credentials are kept in a plain file" in status.stderr, status.stderr
+
+
+async def test_imported_secrets_live_in_the_store_not_in_descriptors(gw, tmp_path):
+    import sys
+    from test_start_consent import MARKER_SERVER
+    secret = "ghp_IMPORTED-s3cret-0123456789"
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "github": {"command": sys.executable, "args": [str(MARKER_SERVER), str(tmp_path / "mark")],
+                   "env": {"GITHUB_TOKEN": secret, "LOG_LEVEL": "info", "ORG": "${env:GH_ORG}"}},
+        "x" * 300: {"command": "true"},
+    }}))
+    gw.config(credentials={"store": "file"})
+    p = gw.run("import", "mcp", str(config), "--yes")
+    assert p.returncode == 0, p.stderr
+    assert secret not in p.stdout + p.stderr
+    assert "GITHUB_TOKEN" in p.stdout + p.stderr, "it says what it moved"
+    descriptor = json.loads((gw.home / "mcp.github" / "aai.json").read_text())
+    assert descriptor["execution"]["env"] == {"GITHUB_TOKEN": "${GITHUB_TOKEN}", "LOG_LEVEL": "info",
+                                              "ORG": "${GH_ORG}"}
+    long_ids = [d.name for d in gw.home.iterdir() if d.name.startswith("mcp.xxx")]
+    assert len(long_ids) == 1 and len(long_ids[0]) <= 128, "a very long name is cut, the import goes on"
+    # The missing placeholder is named, with the command that fills it.
+    status = gw.run("auth", "status", "mcp.github")
+    assert "secret GH_ORG" in status.stdout and "auth set mcp.github --secret GH_ORG" in status.stdout
+    async with gw.session() as s:
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "mcp.github", "tool": "env", "args": {"name": "GITHUB_TOKEN"}})
+        assert e.value.error.data["type"] == "AUTH_REQUIRED" and "GH_ORG" in e.value.error.data["detail"]
+    stored = subprocess.run([str(gw.binary), "--home", str(gw.home), "auth", "set", "mcp.github", "--secret",
+                             "GH_ORG", "--stdin"], input="acme", env=gw.env(), capture_output=True, text=True)
+    assert stored.returncode == 0, stored.stderr
+    async with gw.session() as s:
+        r = await s.call_tool("aai_exec", {"app": "mcp.github", "tool": "env", "args": {"name": "GITHUB_TOKEN"}})
+        assert r.content[0].text == secret, "the server still receives it"
+        r = await s.call_tool("aai_exec", {"app": "mcp.github", "tool": "env", "args": {"name": "ORG"}})
+        assert r.content[0].text == "acme"
+    holders = [str(f.relative_to(gw.home)) for f in gw.home.rglob("*")
+               if f.is_file() and secret.encode() in f.read_bytes()]
+    assert holders == ["credentials.json"], holders
+    assert secret not in (gw.tmp / "stderr.log").read_text()
+
+
+def test_validate_warns_of_a_secret_written_into_a_descriptor(gw, tmp_path):
+    doc = tmp_path / "srv.json"
+    doc.write_text(json.dumps({
+        "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+        "app": {"id": "dev.mcp.leaky", "name": {"en": "Leaky"}, "defaultLang": "en", "description": "d"},
+        "execution": {"type": "mcp", "command": "srv", "env": {"API_TOKEN": "tok-123", "SAFE": "${API_KEY}"}}}))
+    p = gw.run("validate", str(doc))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "/execution/env/API_TOKEN: warning: `API_TOKEN` looks like a secret" in p.stdout, p.stdout
+    assert "auth set <app> --secret API_TOKEN" in p.stdout
+    assert "SAFE" not in p.stdout

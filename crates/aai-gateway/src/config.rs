@@ -122,6 +122,9 @@ pub struct Config {
     pub batch_max_calls: usize,
     /// Most calls of one parallel batch running at once (`batch.concurrency`).
     pub batch_concurrency: usize,
+    /// `${NAME}` placeholders of servers and agents may be filled from the gateway's own
+    /// environment when the store has no value (`secrets.fromEnvironment`).
+    pub secrets_from_environment: bool,
     /// `--generate`'s model service and how it is used (`generate.*`).
     pub generate: GenerateSettings,
 }
@@ -199,6 +202,10 @@ impl Config {
             ("history.rows".into(), self.history_rows.to_string()),
             ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
             (
+                "secrets.fromEnvironment".into(),
+                self.secrets_from_environment.to_string(),
+            ),
+            (
                 "batch.concurrency".into(),
                 self.batch_concurrency.to_string(),
             ),
@@ -249,6 +256,7 @@ impl Config {
             history_rows: 100_000,
             batch_max_calls: 100,
             batch_concurrency: 8,
+            secrets_from_environment: false,
             generate: GenerateSettings {
                 base_url: "https://api.openai.com/v1".to_owned(),
                 model: "gpt-4o-mini".to_owned(),
@@ -431,6 +439,11 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
         if let Some(n) = integer(&mut batch, "concurrency", 1, 64) {
             c.batch_concurrency = n as usize;
         }
+    }
+    if let Some(mut secrets) = obj.opt_obj("secrets")
+        && let Some(b) = secrets.opt_bool("fromEnvironment")
+    {
+        c.secrets_from_environment = b;
     }
     if let Some(mut generate) = obj.opt_obj("generate") {
         if let Some(url) = generate.opt_text("baseUrl") {

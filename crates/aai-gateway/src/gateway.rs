@@ -330,6 +330,14 @@ impl Gateway {
             return Ok(snapshot);
         }
         let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
+        let secrets = self
+            .auth
+            .placeholders(
+                &entry.app.id,
+                &entry.binding().executor,
+                self.config.secrets_from_environment,
+            )
+            .await?;
         self.executors
             .mcp()
             .list_tools(
@@ -337,6 +345,7 @@ impl Gateway {
                 server,
                 crate::pipeline::base_dir(entry),
                 material.as_ref(),
+                &secrets,
                 entry.binding().timeout,
             )
             .await?;

@@ -324,6 +324,16 @@ impl Gateway {
             .get(app_id)
             .and_then(|a| a.cwd.clone())
             .filter(|_| agent);
+        // The secrets the binding's `${NAME}` placeholders stand for (none: nothing read).
+        let filled = self
+            .auth
+            .placeholders(
+                app_id,
+                &binding.executor,
+                self.config.secrets_from_environment,
+            )
+            .await
+            .map_err(|e| e.at(app_id, &tool.name))?;
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
@@ -335,10 +345,11 @@ impl Gateway {
                 None => None,
             };
             // What the service may echo back of the credential, to scrub from errors.
-            let secrets = material
+            let mut secrets = material
                 .as_ref()
                 .map(crate::auth::Material::secret_forms)
                 .unwrap_or_default();
+            secrets.extend(crate::auth::echoes(filled.iter().map(|(_, v)| v.expose())));
             secrets_out.clone_from(&secrets);
             let result = self
                 .executors
@@ -349,6 +360,7 @@ impl Gateway {
                     tool,
                     args: args.clone(),
                     auth: material,
+                    secrets: filled.clone(),
                     ctx: CallContext {
                         timeout,
                         cancel: cancel.clone(),

@@ -499,6 +499,7 @@ fn process(obj: &mut Obj<'_>) -> Option<Process> {
     let command = obj.req_text("command");
     let args = obj.opt_str_list("args").unwrap_or_default();
     let env = obj.opt_str_map("env").unwrap_or_default();
+    warn_of_secrets(obj.sink(), &obj.at("env"), &env);
     Some(Process {
         command: command?.to_owned(),
         args,
@@ -535,6 +536,24 @@ fn with_session_arguments(parameters: &Schema) -> Schema {
     Schema::load(&json).unwrap_or_else(|_| parameters.clone())
 }
 
+/// Warns of each value under a secret-looking name that is written out rather than a
+/// `${NAME}` placeholder: a descriptor is a plain file, its secrets belong in the
+/// credential store.
+fn warn_of_secrets(sink: &Sink, at: &str, values: &[(String, String)]) {
+    for (name, value) in values {
+        if common::looks_secret(name) && !value.is_empty() && !value.contains("${") {
+            sink.warning(
+                crate::diagnostic::join_pointer(at, name),
+                format!(
+                    "`{name}` looks like a secret written into the descriptor; write `${{{}}}` and store the value with `aai-gateway auth set <app> --secret {}`",
+                    common::placeholder_name(name),
+                    common::placeholder_name(name)
+                ),
+            );
+        }
+    }
+}
+
 /// `mcp`: `command`/`args`/`env` (stdio) or `url`/`headers` (streamable HTTP), not both.
 fn mcp_server(exec: &mut Obj<'_>) -> Option<Executor> {
     let sink = exec.sink();
@@ -543,6 +562,7 @@ fn mcp_server(exec: &mut Obj<'_>) -> Option<Executor> {
         (false, true) => {
             let url = exec.req_text("url")?;
             let headers = exec.opt_str_map("headers").unwrap_or_default();
+            warn_of_secrets(sink, &exec.at("headers"), &headers);
             check_url(sink, &exec.at("url"), url).then(|| {
                 Executor::Mcp(McpServer::Http {
                     url: url.to_owned(),

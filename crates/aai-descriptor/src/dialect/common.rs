@@ -260,6 +260,48 @@ pub fn dot_segment(url_or_path: &str) -> Option<&str> {
     })
 }
 
+/// Whether a name (of an environment variable, a header, a field) looks like it holds a
+/// secret.
+pub fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "pass",
+        "pwd",
+        "auth",
+        "bearer",
+        "cookie",
+        "credential",
+        "session",
+        "private",
+        "jwt",
+        "dsn",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+/// A `${NAME}` placeholder name for an `env` or header name: letters, digits and `_`,
+/// upper case, not starting with a digit (`X-Api-Key` → `X_API_KEY`).
+pub fn placeholder_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !out.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        out.insert(0, '_');
+    }
+    out
+}
+
 /// The `${name}` placeholders of a template, in order.
 pub(crate) fn placeholders(template: &str) -> impl Iterator<Item = &str> {
     template.split("${").skip(1).filter_map(|rest| {

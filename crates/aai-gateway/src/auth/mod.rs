@@ -17,6 +17,7 @@
 //! the user's locale — so the agent can tell the user what to do. Secrets never enter
 //! errors or logs.
 
+pub mod fill;
 pub mod oauth;
 pub mod secret;
 pub mod store;
@@ -326,6 +327,48 @@ impl Authenticator {
             )),
             None => self.store.bind(app, &origin).await,
         }
+    }
+
+    /// The values of the `${NAME}` placeholders `executor` uses for `app` (see [`fill`]):
+    /// each from the store's entry for the app and name, else — only with `from_env` —
+    /// from the gateway's environment. A missing one is AUTH_REQUIRED naming it and the
+    /// command that stores it.
+    pub async fn placeholders(
+        &self,
+        app: &str,
+        executor: &aai_descriptor::Executor,
+        from_env: bool,
+    ) -> Result<Vec<(String, Secret)>, GatewayError> {
+        let mut values = Vec::new();
+        for name in fill::names(executor) {
+            let stored = match self.store.get(&fill::entry(app, &name)).await? {
+                Some(Credential::ApiKey { value }) => Some(value),
+                _ => None,
+            };
+            let value = stored.or_else(|| {
+                from_env
+                    .then(|| std::env::var(&name).ok())
+                    .flatten()
+                    .map(Secret::new)
+            });
+            match value {
+                Some(v) => values.push((name, v)),
+                None => {
+                    let command = format!("aai-gateway auth set {app} --secret {name}");
+                    return Err(GatewayError::new(
+                        Code::AuthRequired,
+                        format!(
+                            "`{app}` needs the secret `{name}` (a `${{{name}}}` in its descriptor), which is not stored; run `{command}`{}",
+                            if from_env { " or set it in the gateway's environment" } else { "" }
+                        ),
+                    )
+                    .with("app", app)
+                    .with("secret", name)
+                    .with("command", command));
+                }
+            }
+        }
+        Ok(values)
     }
 
     async fn exchange(

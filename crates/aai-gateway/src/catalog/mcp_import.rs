@@ -11,7 +11,13 @@
 //!   becomes the app's `apiKey` auth; its value goes to the credential store when the
 //!   descriptor is written, never into the file. Codex's `bearer_token_env_var` does the
 //!   same with the variable's value at import time.
-//! * `${VAR}` placeholders are not expanded by the gateway; they are reported.
+//! * No secret is written into a descriptor: an `env` value (or another header's) whose
+//!   name looks secret becomes a `${NAME}` placeholder and its value goes to the
+//!   credential store when the descriptor is written (`auth::fill`); a value the file
+//!   already writes as `${VAR}` (or VS Code's `${env:VAR}`) stays a placeholder, to be
+//!   stored with `auth set <app> --secret VAR` (or read from the environment when config
+//!   `secrets.fromEnvironment` allows). Each is named in a note, never its value.
+//! * Server names are cut so that app ids stay within 128 characters.
 
 use serde_json::{Map, Value, json};
 
@@ -30,6 +36,8 @@ pub struct Imported {
     pub notes: Vec<String>,
     /// The credential for the app's `apiKey` auth, to store when the file is written.
     pub secret: Option<String>,
+    /// Values of the descriptor's `${NAME}` placeholders, to store when it is written.
+    pub secrets: Vec<(String, String)>,
     /// The header that carries the credential, and its prefix.
     credential_header: Option<(String, Option<String>)>,
 }
@@ -108,6 +116,7 @@ fn convert(
         summary: String::new(),
         notes: Vec::new(),
         secret: None,
+        secrets: Vec::new(),
         credential_header: None,
     };
     let Some(server) = server.as_object() else {
@@ -213,13 +222,7 @@ fn stdio(
         Some(_) => return Err("`args` is not a list".to_owned()),
     };
     let env = string_map(server.get("env"), "env")?;
-    for (k, v) in &env {
-        if has_placeholder(v) {
-            imported.notes.push(format!(
-                "env `{k}` holds a `${{…}}` placeholder, which the gateway does not expand: edit the descriptor"
-            ));
-        }
-    }
+    let env = out_of_the_file(env, "env", imported);
     imported.summary = format!(
         "stdio: {command}{}{}",
         if args.is_empty() { "" } else { " …" },
@@ -333,6 +336,7 @@ fn http(
             .push("the URL's query string is kept in the descriptor as written".to_owned());
     }
     imported.credential_header = auth_header.map(|h| (h, prefix));
+    let headers = out_of_the_file(headers, "header", imported);
     let mut execution = Map::new();
     execution.insert("type".to_owned(), json!("mcp"));
     execution.insert("url".to_owned(), json!(url));
@@ -367,6 +371,40 @@ fn has_placeholder(v: &str) -> bool {
     v.contains("${")
 }
 
+/// `values` (of `env` or headers) with no secret left in them: a value written as
+/// `${VAR}` or `${env:VAR}` becomes the gateway's `${VAR}`; a literal under a
+/// secret-looking name becomes `${NAME}` and goes to `imported.secrets`. Notes name each.
+fn out_of_the_file(
+    values: std::collections::BTreeMap<String, String>,
+    what: &str,
+    imported: &mut Imported,
+) -> std::collections::BTreeMap<String, String> {
+    let id = imported.id.clone();
+    values
+        .into_iter()
+        .map(|(k, v)| {
+            if has_placeholder(&v) {
+                let v = v.replace("${env:", "${");
+                for name in crate::auth::fill::names_in(&v) {
+                    imported.notes.push(format!(
+                        "{what} `{k}` takes `${{{name}}}`: store it with `aai-gateway auth set {id} --secret {name}` (or let the gateway read its environment: config `secrets.fromEnvironment`)"
+                    ));
+                }
+                (k, v)
+            } else if crate::auth::fill::looks_secret(&k) && !v.is_empty() {
+                let name = aai_descriptor::placeholder_name(&k);
+                imported.notes.push(format!(
+                    "{what} `{k}`: its value goes to the credential store, the descriptor says `${{{name}}}`"
+                ));
+                imported.secrets.push((name.clone(), v));
+                (k, format!("${{{name}}}"))
+            } else {
+                (k, v)
+            }
+        })
+        .collect()
+}
+
 /// Whether a header name says it carries a credential.
 fn secret_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
@@ -375,14 +413,21 @@ fn secret_name(name: &str) -> bool {
         .any(|w| n.contains(w))
 }
 
-/// A server name as the last part of an app id: lowercase ASCII letters, digits and `-`.
+/// Longest server part of an app id (`mcp.` + it + a `-N` suffix stay within 128).
+const MAX_SLUG: usize = 100;
+
+/// A server name as the last part of an app id: lowercase ASCII letters, digits and `-`,
+/// at most [`MAX_SLUG`] of them.
 fn slug(name: &str) -> String {
-    let out = crate::text::slug(name);
+    let mut out = crate::text::slug(name);
     if out.is_empty() {
-        "server".to_owned()
-    } else {
-        out
+        return "server".to_owned();
     }
+    if out.len() > MAX_SLUG {
+        out.truncate(MAX_SLUG);
+        out.truncate(out.trim_end_matches('-').len());
+    }
+    out
 }
 
 #[cfg(test)]

@@ -18,7 +18,11 @@ use crate::catalog;
 pub(super) enum Action {
     Status(Option<String>),
     Login(String),
-    Set { app: String, stdin: bool },
+    Set {
+        app: String,
+        stdin: bool,
+        secret: Option<String>,
+    },
     Logout(String),
 }
 
@@ -30,6 +34,20 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
         .filter_map(|l| {
             let auth = l.app.bindings.iter().find_map(|b| b.auth.clone())?;
             Some((l.app.id.clone(), auth))
+        })
+        .collect();
+    // The `${NAME}` placeholders each app's servers and agents take.
+    let placeholders: Vec<(String, Vec<String>)> = catalog
+        .apps
+        .iter()
+        .filter_map(|l| {
+            let names: Vec<String> = l
+                .app
+                .bindings
+                .iter()
+                .flat_map(|b| crate::auth::fill::names(&b.executor))
+                .collect();
+            (!names.is_empty()).then(|| (l.app.id.clone(), names))
         })
         .collect();
     let find = |id: &str| {
@@ -72,10 +90,38 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 };
                 table.row(vec![id.clone(), auth.kind().to_string(), stored]);
             }
-            if let Some(o) = only.filter(|o| find(o).is_none()) {
+            for (id, names) in placeholders
+                .iter()
+                .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
+            {
+                for name in names {
+                    let stored = if store_problem.is_some() {
+                        "unknown".to_owned()
+                    } else {
+                        match runtime.block_on(store.get(&crate::auth::fill::entry(id, name))) {
+                            Ok(Some(_)) => "yes".to_owned(),
+                            Ok(None)
+                                if ctx.config.secrets_from_environment
+                                    && std::env::var_os(name).is_some() =>
+                            {
+                                "from the environment".to_owned()
+                            }
+                            Ok(None) => format!("no: aai-gateway auth set {id} --secret {name}"),
+                            Err(e) => {
+                                store_problem = Some(e.detail);
+                                "unknown".to_owned()
+                            }
+                        }
+                    };
+                    table.row(vec![id.clone(), format!("secret {name}"), stored]);
+                }
+            }
+            if let Some(o) =
+                only.filter(|o| find(o).is_none() && !placeholders.iter().any(|(id, _)| id == o))
+            {
                 return fail(&format!("no app `{o}` that needs credentials"));
             }
-            if apps.is_empty() {
+            if apps.is_empty() && placeholders.is_empty() {
                 let _ = writeln!(std::io::stdout(), "No app needs credentials.");
             } else {
                 let _ = write!(std::io::stdout(), "{}", table.render());
@@ -85,9 +131,20 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 Some(problem) => fail(&format!("cannot read stored credentials: {problem}")),
             }
         }
-        Action::Set { app, stdin } => {
-            // `--generate`'s model service key is stored like an app's API key.
-            let kind = if app == super::generate::KEY_ID {
+        Action::Set { app, stdin, secret } => {
+            // A `${NAME}` placeholder's value is stored like an API key, under its own
+            // entry; `--generate`'s model service key too.
+            let kind = if let Some(name) = &secret {
+                if !placeholders
+                    .iter()
+                    .any(|(id, names)| *id == app && names.contains(name))
+                {
+                    return fail(&format!(
+                        "`{app}` has no `${{{name}}}` placeholder; see `aai-gateway auth status`"
+                    ));
+                }
+                AuthKind::ApiKey
+            } else if app == super::generate::KEY_ID {
                 AuthKind::ApiKey
             } else {
                 let Some(auth) = find(&app) else {
@@ -129,10 +186,17 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(&format!("not stored: {e}")),
             };
-            if let Err(e) = runtime.block_on(store.set(&app, credential)) {
+            let key = match &secret {
+                Some(name) => crate::auth::fill::entry(&app, name),
+                None => app.clone(),
+            };
+            if let Err(e) = runtime.block_on(store.set(&key, credential)) {
                 return fail(&e.detail);
             }
-            let _ = writeln!(std::io::stdout(), "stored the {kind} credential of {app}");
+            let _ = match &secret {
+                Some(name) => writeln!(std::io::stdout(), "stored the secret {name} of {app}"),
+                None => writeln!(std::io::stdout(), "stored the {kind} credential of {app}"),
+            };
             ExitCode::SUCCESS
         }
         Action::Login(app) => {

@@ -100,7 +100,7 @@ fn bus(ctx: &Context, opts: Options) -> Result<(Vec<Found>, Vec<String>), String
             text,
             plan,
             notes: Vec::new(),
-            secret: None,
+            secrets: Vec::new(),
             file: None,
         });
     }
@@ -172,7 +172,7 @@ fn bundles(ctx: &Context, opts: Options) -> (Vec<Found>, Vec<String>) {
                 summary,
                 plan,
                 notes: Vec::new(),
-                secret: None,
+                secrets: Vec::new(),
                 file: None,
             });
         }

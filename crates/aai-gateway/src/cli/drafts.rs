@@ -38,8 +38,8 @@ pub(super) struct Found {
     pub plan: Plan,
     /// What the user should know about it.
     pub notes: Vec<String>,
-    /// A credential to store once it is written.
-    pub secret: Option<String>,
+    /// Credential store entries (key, value) to store once it is written.
+    pub secrets: Vec<(String, String)>,
     /// Write exactly this file instead of `$AAI_HOME/<id>/aai.json`.
     pub file: Option<PathBuf>,
 }

@@ -101,7 +101,7 @@ pub(super) fn run(
                     text: Some(text),
                     summary,
                     notes: warnings,
-                    secret: None,
+                    secrets: Vec::new(),
                     file: None,
                 }];
                 return drafts::present(ctx, opts, &found, &[], &mut |_| Ok(()));

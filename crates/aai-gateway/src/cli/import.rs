@@ -50,13 +50,24 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
                 }
                 Err(why) => (None, Plan::Skipped, format!("`{}`: {why}", s.name)),
             };
+            // The app's credential under its id, each placeholder's value under its own.
+            let secrets = s
+                .secret
+                .map(|key| (s.id.clone(), key))
+                .into_iter()
+                .chain(
+                    s.secrets
+                        .into_iter()
+                        .map(|(name, value)| (crate::auth::fill::entry(&s.id, &name), value)),
+                )
+                .collect();
             Found {
                 id: s.id,
                 text,
                 summary,
                 plan,
                 notes: s.notes,
-                secret: s.secret,
+                secrets,
                 file: None,
             }
         })
@@ -67,13 +78,13 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
         Err(e) => return fail(&e),
     };
     drafts::present(ctx, opts, &found, &[], &mut |f| {
-        let Some(secret) = &f.secret else {
-            return Ok(());
-        };
-        let credential = Credential::parse(aai_descriptor::AuthKind::ApiKey, secret)?;
-        runtime
-            .block_on(store.set(&f.id, credential))
-            .map_err(|e| format!("its credential could not be stored: {}", e.detail))
+        for (key, value) in &f.secrets {
+            let credential = Credential::parse(aai_descriptor::AuthKind::ApiKey, value)?;
+            runtime
+                .block_on(store.set(key, credential))
+                .map_err(|e| format!("its credential could not be stored: {}", e.detail))?;
+        }
+        Ok(())
     })
 }
 
@@ -172,7 +183,7 @@ pub(super) fn openapi(ctx: &Context, args: &OpenApi, opts: drafts::Options) -> E
         summary,
         plan,
         notes,
-        secret: None,
+        secrets: Vec::new(),
         file: args.output.clone(),
     }];
     let invalid = found[0].plan == Plan::Invalid;

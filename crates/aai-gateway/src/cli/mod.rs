@@ -241,6 +241,10 @@ enum AuthCommand {
         /// Read the value from standard input.
         #[arg(long)]
         stdin: bool,
+        /// Store the value of the `${NAME}` placeholder NAME of the app's `env` or
+        /// `headers`, instead of the app's credential.
+        #[arg(long, value_name = "NAME")]
+        secret: Option<String>,
     },
     /// Sign in to an OAuth 2 app in the browser and store its tokens.
     Login {
@@ -316,7 +320,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let ctx = context(cli.home, cli.config, false, false)?;
             let action = match action {
                 AuthCommand::Status { app } => auth::Action::Status(app),
-                AuthCommand::Set { app, stdin } => auth::Action::Set { app, stdin },
+                AuthCommand::Set { app, stdin, secret } => auth::Action::Set { app, stdin, secret },
                 AuthCommand::Logout { app } => auth::Action::Logout(app),
                 AuthCommand::Login { app } => auth::Action::Login(app),
             };

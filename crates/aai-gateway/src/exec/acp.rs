@@ -502,7 +502,7 @@ impl AcpExecutor {
         let begun = std::time::Instant::now();
         let deadline = req.ctx.timeout.min(START_DEADLINE);
         let agent = tokio::select! {
-            agent = self.agent(req.app, &started, deadline) => agent?,
+            agent = self.agent(req.app, &started, &req.secrets, deadline) => agent?,
             () = req.ctx.cancel.cancelled() => {
                 return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled while the agent was starting"));
             }
@@ -684,6 +684,7 @@ impl AcpExecutor {
         &self,
         app: &str,
         started: &Started,
+        secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
     ) -> Result<Arc<Agent>, GatewayError> {
         let slot = self
@@ -706,7 +707,7 @@ impl AcpExecutor {
         if let Some(why) = self.failures.since(app, asked) {
             return Err(why);
         }
-        let agent = Self::start(app, started, deadline)
+        let agent = Self::start(app, started, secrets, deadline)
             .await
             .inspect_err(|why| self.failures.record(app, why))?;
         *slot = Some(agent.clone());
@@ -717,12 +718,13 @@ impl AcpExecutor {
     async fn start(
         app: &str,
         started: &Started,
+        secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
     ) -> Result<Arc<Agent>, GatewayError> {
         let spawned = process::spawn(&process::Spec {
             program: &started.process.command,
             args: &started.process.args,
-            env: &started.process.env,
+            env: &crate::auth::fill::fill_all(&started.process.env, secrets),
             base_dir: &started.base_dir,
             label: app,
         })?;

@@ -158,10 +158,13 @@ impl McpExecutor {
         server: &McpServer,
         base_dir: &Path,
         auth: Option<&crate::auth::Material>,
+        secrets: &[(String, crate::auth::Secret)],
         timeout: Option<Duration>,
     ) -> Result<(), GatewayError> {
         let deadline = timeout.map_or(CONNECT_DEADLINE, |t| t.min(CONNECT_DEADLINE));
-        let link = self.link(app, server, base_dir, auth, deadline).await?;
+        let link = self
+            .link(app, server, base_dir, auth, secrets, deadline)
+            .await?;
         // A change announced from here on is listed again after this listing.
         self.stale.lock().expect("stale lock").remove(app);
         let listed = link
@@ -201,7 +204,7 @@ impl McpExecutor {
         let ctx = &req.ctx;
         let started = std::time::Instant::now();
         let link = tokio::select! {
-            link = self.link(req.app, server, req.base_dir, req.auth.as_ref(), ctx.timeout.min(CONNECT_DEADLINE)) => link?,
+            link = self.link(req.app, server, req.base_dir, req.auth.as_ref(), &req.secrets, ctx.timeout.min(CONNECT_DEADLINE)) => link?,
             () = ctx.cancel.cancelled() => {
                 return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled while the MCP server was starting"));
             }
@@ -263,6 +266,7 @@ impl McpExecutor {
         server: &McpServer,
         base_dir: &Path,
         auth: Option<&crate::auth::Material>,
+        secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
     ) -> Result<Arc<Connection>, GatewayError> {
         let slot = {
@@ -285,7 +289,7 @@ impl McpExecutor {
         }
         *link = None;
         let connection = self
-            .connect(app, server, base_dir, auth, deadline)
+            .connect(app, server, base_dir, auth, secrets, deadline)
             .await
             .inspect_err(|why| self.failures.record(app, why))?;
         *link = Some(connection.clone());
@@ -299,6 +303,7 @@ impl McpExecutor {
         server: &McpServer,
         base_dir: &Path,
         auth: Option<&crate::auth::Material>,
+        secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
     ) -> Result<Arc<Connection>, GatewayError> {
         let transport = match server {
@@ -306,20 +311,23 @@ impl McpExecutor {
                 process::spawn(&process::Spec {
                     program: &p.command,
                     args: &p.args,
-                    env: &p.env,
+                    env: &crate::auth::fill::fill_all(&p.env, secrets),
                     base_dir,
                     label: app,
                 })
                 .map_err(|e| unavailable(app, &e.detail, ""))?,
             )),
             McpServer::Http { url, headers } => {
+                let headers = crate::auth::fill::fill_all(headers, secrets);
+                let filled: Vec<&str> = secrets.iter().map(|(_, v)| v.expose()).collect();
                 let mut secrets = crate::auth::echoes(
                     headers
                         .iter()
                         .filter(|(name, _)| secret_header(name))
-                        .map(|(_, value)| value.as_str()),
+                        .map(|(_, value)| value.as_str())
+                        .chain(filled),
                 );
-                let mut headers = headers.clone();
+                let mut headers = headers;
                 if let Some(material) = auth {
                     if !material.query.is_empty() {
                         return Err(GatewayError::new(

@@ -105,6 +105,9 @@ pub struct Request<'a> {
     pub args: Value,
     /// What authentication adds to the request (web bindings).
     pub auth: Option<crate::auth::Material>,
+    /// The values of the `${NAME}` placeholders in the binding's `env` or `headers`
+    /// (`auth::fill`), resolved by the pipeline; filled in when the program starts.
+    pub secrets: Vec<(String, crate::auth::Secret)>,
     /// Deadline, cancellation, progress.
     pub ctx: CallContext,
 }

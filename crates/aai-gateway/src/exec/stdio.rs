@@ -130,7 +130,7 @@ impl StdioExecutor {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let adapter = self.adapter(req.app, process, req.base_dir)?;
+            let adapter = self.adapter(req.app, process, req.base_dir, &req.secrets)?;
             let (tx, rx) = oneshot::channel();
             adapter.pending.lock().expect("pending lock").insert(
                 id.clone(),
@@ -225,6 +225,7 @@ impl StdioExecutor {
         app: &str,
         process: &aai_descriptor::Process,
         base_dir: &std::path::Path,
+        secrets: &[(String, crate::auth::Secret)],
     ) -> Result<Arc<Adapter>, GatewayError> {
         let started = Started {
             process: process.clone(),
@@ -242,7 +243,7 @@ impl StdioExecutor {
         let spawned = process::spawn(&process::Spec {
             program: &process.command,
             args: &process.args,
-            env: &process.env,
+            env: &crate::auth::fill::fill_all(&process.env, secrets),
             base_dir,
             label: app,
         })?;
