@@ -198,7 +198,7 @@ async def test_over_http_with_a_token_the_token_is_part_of_the_caller(gw):
     from mcp.client.streamable_http import streamable_http_client
     from test_http_transport import web
     prompting(gw)
-    token = "consent-t0ken-one"
+    token = "consent-t0ken-one-long-enough"
     with web(gw, token=token) as (url, _):
         import httpx2
         client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})

@@ -5,6 +5,8 @@ that off-loopback listening requires.
 Run: python3 -m pytest tests/mcp -q -k http_transport
 """
 import contextlib
+import os
+import sys
 import json
 import subprocess
 
@@ -101,15 +103,104 @@ def test_dns_rebinding_is_refused(gw):
         assert post(url, INIT, {"origin": f"http://localhost:{port}"}).status_code == 200
 
 
-def test_a_token_is_required_off_loopback_and_checked_when_set(gw):
-    # Refused before anything is bound: nothing listens beyond this machine.
-    p = subprocess.run([str(gw.binary), "--home", str(gw.home), "--web", "--listen", "0.0.0.0:0"],
-                       env=gw.env(), capture_output=True, text=True, timeout=30)
-    assert p.returncode == 2 and "AAI_HTTP_TOKEN" in p.stderr, p.stderr
-    with web(gw, token="t0k3n-s3cr3t") as (url, _):
+def test_a_token_is_checked_when_set_and_must_be_strong(gw):
+    # A guessable token is refused before anything is bound.
+    p = subprocess.run([str(gw.binary), "--home", str(gw.home), "--web", "--listen", "127.0.0.1:0"],
+                       env=gw.env(AAI_HTTP_TOKEN="abc"), capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "shorter than 16 characters" in p.stderr, p.stderr
+    with web(gw, token="t0k3n-s3cr3t-long-enough") as (url, _):
         assert post(url, INIT).status_code == 401
         assert post(url, INIT, {"authorization": "Bearer wrong"}).status_code == 401
-        assert post(url, INIT, {"authorization": "Bearer t0k3n-s3cr3t"}).status_code == 200
+        assert post(url, INIT, {"authorization": "Bearer t0k3n-s3cr3t-long-enough"}).status_code == 200
+        # Guessing slows down: after a few wrong tokens each answer waits.
+        import time
+        started = time.monotonic()
+        for _ in range(10):
+            assert post(url, INIT, {"authorization": "Bearer guess"}).status_code == 401
+        assert time.monotonic() - started > 2.0, "wrong tokens in a row are answered slowly"
+        assert post(url, INIT, {"authorization": "Bearer t0k3n-s3cr3t-long-enough"}).status_code == 200
     for path in gw.tmp.rglob("*"):
         if path.is_file():
-            assert "t0k3n-s3cr3t" not in path.read_text(errors="replace"), path
+            assert "t0k3n-s3cr3t-long-enough" not in path.read_text(errors="replace"), path
+
+
+def test_another_user_on_this_machine_is_refused_before_a_byte_is_read(gw):
+    """Loopback is not an identity: the listener serves only its own user's connections
+    (Linux: the owner of the client's socket, from /proc/net/tcp)."""
+    import shutil
+    setpriv = shutil.which("setpriv")
+    need_peer(setpriv is not None, "setpriv (util-linux)")
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root (CI runs as root)")
+    client = (
+        "import socket, sys\n"
+        "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10)\n"
+        "try:\n"
+        "    s.sendall(b'GET /ui HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n')\n"
+        "    data = s.recv(65536)\n"
+        "except ConnectionError:\n"
+        "    data = b''\n"
+        "print(len(data), data[:12].decode(errors='replace'))\n"
+    )
+    with web(gw) as (url, proc):
+        port = url.split(":")[2].split("/")[0]
+        other = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                                sys.executable, "-c", client, port], capture_output=True, text=True, timeout=30)
+        mine = subprocess.run([sys.executable, "-c", client, port], capture_output=True, text=True, timeout=30)
+        assert mine.stdout.split()[1:2] == ["HTTP/1.1"], mine.stdout + mine.stderr
+        assert other.stdout.split()[:1] == ["0"], f"another user got an answer: {other.stdout}{other.stderr}"
+        assert post(url, INIT).status_code == 200, "the owner's clients need nothing more"
+    log = (gw.home / "logs").glob("*.log")
+    assert any("refused a connection of another user" in f.read_text() for f in log)
+
+
+def test_idle_connections_cannot_exhaust_the_listener(gw):
+    """Under a 64-descriptor limit, 50 connections that never send a request do not lock
+    the owner out: each is closed after the header-read timeout."""
+    import resource
+    import socket
+    import time
+    port = free_port()
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home), "--web", "--listen", f"127.0.0.1:{port}"],
+                            env=gw.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+    idle = []
+    try:
+        while "serving MCP on" not in proc.stderr.readline():
+            assert proc.poll() is None, "the server did not start"
+        for _ in range(50):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        # Until the idle ones time out the gateway may be out of descriptors: it then
+        # fails closed (it cannot read who a new client is), and recovers by itself.
+        started = time.monotonic()
+        while True:
+            assert time.monotonic() - started < 30, "the listener never recovered"
+            try:
+                if post(f"http://127.0.0.1:{port}/mcp", INIT).status_code == 200:
+                    break
+            except Exception:  # noqa: BLE001 (reset while out of descriptors)
+                time.sleep(0.5)
+        # The idle ones were closed by the server.
+        idle[0].settimeout(15)
+        assert idle[0].recv(1) == b""
+    finally:
+        for s in idle:
+            s.close()
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_with_a_token_remote_clients_may_name_the_machine(gw):
+    gw.config(web={"allowedHosts": ["gateway.example.internal"]})
+    token = "remote-t0ken-long-enough"
+    with web(gw, token=token) as (url, _):
+        auth = {"authorization": f"Bearer {token}"}
+        for host in ["gateway.example.internal", "192.0.2.10:8080", "[2001:db8::1]:80"]:
+            assert post(url, INIT, {**auth, "host": host}).status_code == 200, host
+        assert post(url, INIT, {**auth, "host": "evil.example"}).status_code == 403
+    with web(gw) as (url, _):
+        assert post(url, INIT, {"host": "192.0.2.10"}).status_code == 403, "without a token: loopback names only"

@@ -246,7 +246,7 @@ async def test_host_origin_and_token_guard_the_ui(gw):
         # `back` only leads within the UI.
         r = post(ui + "/rescan", {"csrf": token, "back": "//evil.example/x"})
         assert r.headers["location"].startswith("/ui?flash=")
-    secret = "ui-bearer-t0ken"
+    secret = "ui-bearer-t0ken-long-enough"
     with web(gw, token=secret) as (url, _):
         ui = ui_of(url)
         r = get(ui)

@@ -125,6 +125,8 @@ pub struct Config {
     /// `${NAME}` placeholders of servers and agents may be filled from the gateway's own
     /// environment when the store has no value (`secrets.fromEnvironment`).
     pub secrets_from_environment: bool,
+    /// More `Host` names `--web` accepts with a token (`web.allowedHosts`).
+    pub web_allowed_hosts: Vec<String>,
     /// `--generate`'s model service and how it is used (`generate.*`).
     pub generate: GenerateSettings,
 }
@@ -201,6 +203,7 @@ impl Config {
             ("history.days".into(), self.history_days.to_string()),
             ("history.rows".into(), self.history_rows.to_string()),
             ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
+            ("web.allowedHosts".into(), self.web_allowed_hosts.join(", ")),
             (
                 "secrets.fromEnvironment".into(),
                 self.secrets_from_environment.to_string(),
@@ -257,6 +260,7 @@ impl Config {
             batch_max_calls: 100,
             batch_concurrency: 8,
             secrets_from_environment: false,
+            web_allowed_hosts: Vec::new(),
             generate: GenerateSettings {
                 base_url: "https://api.openai.com/v1".to_owned(),
                 model: "gpt-4o-mini".to_owned(),
@@ -439,6 +443,11 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
         if let Some(n) = integer(&mut batch, "concurrency", 1, 64) {
             c.batch_concurrency = n as usize;
         }
+    }
+    if let Some(mut web) = obj.opt_obj("web")
+        && let Some(hosts) = web.opt_str_list("allowedHosts")
+    {
+        c.web_allowed_hosts = hosts;
     }
     if let Some(mut secrets) = obj.opt_obj("secrets")
         && let Some(b) = secrets.opt_bool("fromEnvironment")

@@ -42,6 +42,7 @@ pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod net;
+pub mod peer;
 pub mod pipeline;
 pub mod registry;
 pub mod site;

@@ -3,6 +3,14 @@
 //!
 //! Exposure rules, for every route:
 //! * By default it listens on `127.0.0.1:<httpPort>`.
+//! * Loopback is not an identity: every connection is checked before a byte of it is
+//!   read. On Linux the owner of the client's socket must be the gateway's own user
+//!   (`peer`); another user's connection is closed at once. Where the peer cannot be
+//!   proven (other OSes, other machines) the listener requires a token: `AAI_HTTP_TOKEN`,
+//!   else the per-install token in `$AAI_HOME/token` (0600; `aai-gateway token` prints it).
+//! * Bounded: at most [`MAX_CONNECTIONS`] connections at once (more wait in the backlog),
+//!   and a connection that takes over [`HEADER_READ_TIMEOUT`] to send a request's headers
+//!   (idle between requests included) is closed. Repeated wrong tokens slow down.
 //! * DNS rebinding: the `Host` header must name this machine (`localhost`, `127.0.0.1`,
 //!   `::1`, or the address it listens on), and a browser's `Origin` must be this server's
 //!   own origin; anything else gets 403 before a route sees it.
@@ -23,6 +31,53 @@ use axum::response::{IntoResponse, Response};
 use crate::auth::Secret;
 use crate::gateway::Gateway;
 
+/// Most connections served at once; the next ones wait until one closes.
+pub const MAX_CONNECTIONS: usize = 256;
+/// How long a connection may take to send a request's headers, or stay idle between
+/// requests.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The shortest bearer token accepted.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// The bearer token a listener on `addr` uses: `AAI_HTTP_TOKEN` when set (at least
+/// [`MIN_TOKEN_LEN`] characters); else, where a connection's owner cannot be proven (off
+/// loopback, or an OS without `peer` support), the per-install token of `home`; else
+/// none (the OS proves each peer).
+pub fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secret>, String> {
+    if let Some(token) = std::env::var("AAI_HTTP_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        if token.trim().chars().count() < MIN_TOKEN_LEN {
+            return Err(format!(
+                "AAI_HTTP_TOKEN is shorter than {MIN_TOKEN_LEN} characters: anyone who can reach the port could guess it; use a long random value (`aai-gateway token` prints one made for this install)"
+            ));
+        }
+        return Ok(Some(Secret::new(token.trim())));
+    }
+    if addr.ip().is_loopback() && crate::peer::provable() {
+        return Ok(None);
+    }
+    install_token(home).map(Some)
+}
+
+/// The per-install token in `home/token`, made (32 random bytes, hex, 0600) when missing.
+pub fn install_token(home: &std::path::Path) -> Result<Secret, String> {
+    let file = home.join("token");
+    if let Ok(text) = std::fs::read_to_string(&file)
+        && text.trim().len() >= MIN_TOKEN_LEN
+    {
+        return Ok(Secret::new(text.trim()));
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a token: {e}"))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    crate::files::private_dir(home)
+        .and_then(|()| crate::files::write_private(&file, format!("{token}\n").as_bytes()))
+        .map_err(|e| format!("cannot keep the token in {}: {e}", file.display()))?;
+    Ok(Secret::new(token))
+}
+
 /// Where, how and what to serve.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -34,6 +89,8 @@ pub struct Options {
     pub mcp: bool,
     /// Serve the web UI at `/ui`.
     pub ui: bool,
+    /// More `Host` names to accept (config `web.allowedHosts`), with a token.
+    pub hosts: Vec<String>,
 }
 
 /// Why the listener did not start.
@@ -129,26 +186,90 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
             options.token.clone(),
         );
         gateway.consent.set_ui(ui.base().to_owned());
+        if options.token.is_some() {
+            tracing::warn!(
+                "open the web UI with this one-time link (10 minutes): {}",
+                ui.one_time_link()
+            );
+        }
         router = router.merge(ui.router());
         tracing::info!("serving the web UI on {origin}/ui");
     }
-    let guard = Guard::new(addr, options.token);
+    let has_token = options.token.is_some();
+    let guard = Guard::new(addr, options.token, &options.hosts);
     let router = router.layer(axum::middleware::from_fn(move |req, next| {
         let guard = guard.clone();
         async move { guard.check(req, next).await }
     }));
-    let stopping = gateway.clone();
-    // Small answers (a JSON-RPC reply, an SSE event) go out at once: without TCP_NODELAY
-    // Nagle's algorithm meets the client's delayed ACK and every call waits 40 ms.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
+    accept_loop(&gateway, listener, router, has_token).await;
+    Ok(())
+}
+
+/// Accepts connections until the gateway stops: each is checked for its owner first, at
+/// most [`MAX_CONNECTIONS`] are served at once, and each must send its request headers
+/// within [`HEADER_READ_TIMEOUT`].
+async fn accept_loop(
+    gateway: &Gateway,
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    has_token: bool,
+) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = gateway.stopping() => break,
+        };
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors, mostly: wait for some to close.
+                    tracing::warn!("cannot accept a connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = gateway.stopping() => break,
+        };
+        let local = stream.local_addr().unwrap_or_else(|_| remote);
+        match crate::peer::of(local, remote) {
+            crate::peer::Peer::Owner => {}
+            crate::peer::Peer::Unknown if has_token => {}
+            crate::peer::Peer::Other(uid) => {
+                tracing::warn!(%remote, uid, "refused a connection of another user");
+                continue;
+            }
+            crate::peer::Peer::Unknown => {
+                tracing::warn!(%remote, "refused a connection whose user cannot be proven");
+                continue;
+            }
+        }
+        // Small answers (a JSON-RPC reply, an SSE event) go out at once: without
+        // TCP_NODELAY Nagle's algorithm meets the client's delayed ACK and every call
+        // waits 40 ms.
+        if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("TCP_NODELAY: {e}");
         }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { stopping.stopping().await })
-        .await
-        .map_err(Error::Serve)
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+    // Open streams get a moment to end on their own.
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+    }
 }
 
 /// `http://127.0.0.1:3000` (brackets for IPv6; a wildcard address shows as 127.0.0.1).
@@ -177,6 +298,20 @@ pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
     hosts
 }
 
+/// This machine's host name (and its `.local` form), for `Host` headers of remote
+/// clients.
+fn machine_names() -> Vec<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .ok()
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|n| n.trim().to_ascii_lowercase())
+        .filter(|n| !n.is_empty());
+    name.map(|n| vec![format!("{n}.local"), n])
+        .unwrap_or_default()
+}
+
 /// The origins a browser page may send from to reach `addr`.
 pub fn allowed_origins(addr: SocketAddr) -> Vec<String> {
     let port = addr.port();
@@ -201,14 +336,41 @@ struct Guard {
     hosts: Arc<Vec<String>>,
     origins: Arc<Vec<String>>,
     token: Option<Secret>,
+    /// Wrong tokens in a row (any client), for the back-off.
+    failures: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Guard {
-    fn new(addr: SocketAddr, token: Option<Secret>) -> Guard {
+    /// With a token, remote clients may name this machine as they know it: any IP
+    /// address (a DNS-rebinding page cannot send one), its host name, and `extra` (config
+    /// `web.allowedHosts`).
+    fn new(addr: SocketAddr, token: Option<Secret>, extra: &[String]) -> Guard {
+        let mut hosts = allowed_hosts(addr);
+        if token.is_some() {
+            hosts.extend(machine_names());
+            hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
+        }
         Guard {
-            hosts: Arc::new(allowed_hosts(addr)),
+            hosts: Arc::new(hosts),
             origins: Arc::new(allowed_origins(addr)),
             token,
+            failures: Arc::default(),
+        }
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        self.hosts.iter().any(|a| a.eq_ignore_ascii_case(host))
+            || (self.token.is_some() && host.parse::<std::net::IpAddr>().is_ok())
+    }
+
+    /// After a few wrong tokens in a row, each further one waits longer (up to 2 s)
+    /// before its answer: guessing a token takes forever. A right token resets it.
+    async fn refused_token(&self) {
+        use std::sync::atomic::Ordering;
+        let n = self.failures.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > 5 {
+            let ms = 50u64 << (n - 5).min(6);
+            tokio::time::sleep(std::time::Duration::from_millis(ms.min(2000))).await;
         }
     }
 
@@ -218,7 +380,7 @@ impl Guard {
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
             .map(host_name);
-        if !host.is_some_and(|h| self.hosts.iter().any(|a| a.eq_ignore_ascii_case(&h))) {
+        if !host.is_some_and(|h| self.host_allowed(&h)) {
             return (
                 StatusCode::FORBIDDEN,
                 "Forbidden: this Host is not served here\n",
@@ -241,8 +403,15 @@ impl Guard {
         };
         let path = req.uri().path();
         // The sign-in page of the UI is the one thing served without the token.
-        if path == "/ui/login" || bearer(&req).is_some_and(|t| same(t, token)) {
+        if path == "/ui/login" {
             return next.run(req).await;
+        }
+        if let Some(given) = bearer(&req) {
+            if same(given, token) {
+                self.failures.store(0, std::sync::atomic::Ordering::SeqCst);
+                return next.run(req).await;
+            }
+            self.refused_token().await;
         }
         if path.starts_with("/ui") {
             let session = ui_session(token);

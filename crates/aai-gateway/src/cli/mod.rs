@@ -94,6 +94,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Print the token of this install's HTTP listener (made on first use, kept 0600 in
+    /// the home): what a client that the OS cannot vouch for must send.
+    Token,
     /// Check descriptor files (or directories of them); exit 1 if any has an error.
     Validate {
         /// Files or directories to check.
@@ -326,6 +329,12 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             };
             Ok(auth::run(&ctx, action))
         }
+        Some(Command::Token) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            let token = crate::listen::install_token(&ctx.home)?;
+            let _ = writeln!(std::io::stdout(), "{}", token.expose());
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::History {
             app,
             tool,
@@ -441,10 +450,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitCode, String> {
     let addr = listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
-    let token = std::env::var("AAI_HTTP_TOKEN")
-        .ok()
-        .filter(|t| !t.trim().is_empty())
-        .map(crate::auth::Secret::new);
+    let token = crate::listen::token_for(&ctx.home, addr)?;
     crate::exec::process::become_subreaper();
     let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
     let gateway = ctx.into_gateway();
@@ -453,6 +459,7 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
         token,
         mcp: true,
         ui: gateway.config.enable_web_ui,
+        hosts: gateway.config.web_allowed_hosts.clone(),
     };
     let served = runtime.block_on(async {
         let bound = crate::listen::bind(options).await?;
@@ -494,11 +501,13 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
     let gateway = ctx.into_gateway();
     if gateway.config.enable_web_ui {
         // Bound before MCP starts, so that the first CONSENT_REQUIRED can link to it.
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let options = crate::listen::Options {
-            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            token: None,
+            addr,
+            token: crate::listen::token_for(&gateway.home, addr)?,
             mcp: false,
             ui: true,
+            hosts: Vec::new(),
         };
         match runtime.block_on(crate::listen::bind_near(gateway.config.http_port, options)) {
             Ok(bound) => {

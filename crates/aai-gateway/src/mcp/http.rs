@@ -1,7 +1,9 @@
 //! The Streamable HTTP transport: MCP at `/mcp`, through rmcp's `StreamableHttpService`,
 //! one handler per session over the one [`Gateway`]. The listener, the Host/Origin
 //! checks and the bearer token are `listen`'s; rmcp checks Host and Origin again with
-//! the same lists.
+//! the same lists — except Host with a token, where `listen` also accepts the names remote
+//! clients use for this machine (any IP address, its host name, `web.allowedHosts`),
+//! which rmcp's list cannot express.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,9 +18,13 @@ use crate::gateway::Gateway;
 /// requires (for the callers' identity).
 pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -> axum::Router {
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(crate::listen::allowed_hosts(addr))
         .with_allowed_origins(crate::listen::allowed_origins(addr))
         .enforce_origin_validation();
+    let config = if token.is_some() {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(crate::listen::allowed_hosts(addr))
+    };
     let factory = move || Ok(Server::new(gateway.clone(), "http").with_token(token.clone()));
     let service =
         StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);

@@ -43,7 +43,14 @@ struct Inner {
     flash: Mutex<Flash>,
     /// OAuth sign-ins started from the UI: app → what became of it.
     logins: Mutex<HashMap<String, String>>,
+    /// One-time sign-in codes (`/ui/login?code=…`) and when they expire.
+    codes: Mutex<Vec<(String, std::time::Instant)>>,
+    /// Wrong tokens in a row at the sign-in form, for the back-off.
+    failures: std::sync::atomic::AtomicU32,
 }
+
+/// How long a one-time sign-in link works.
+const CODE_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[derive(Debug, Default)]
 struct Flash {
@@ -62,7 +69,37 @@ impl Ui {
                 token,
                 flash: Mutex::new(Flash::default()),
                 logins: Mutex::new(HashMap::new()),
+                codes: Mutex::new(Vec::new()),
+                failures: std::sync::atomic::AtomicU32::new(0),
             }),
+        }
+    }
+
+    /// A link that signs a browser in once (within ten minutes), as Jupyter's does: what
+    /// the person who started the gateway opens instead of typing the token.
+    pub fn one_time_link(&self) -> String {
+        let code = crate::auth::oauth::random_token(32);
+        let mut codes = self.inner.codes.lock().expect("codes lock");
+        let now = std::time::Instant::now();
+        codes.retain(|(_, until)| *until > now);
+        codes.push((code.clone(), now + CODE_TTL));
+        format!("{}/login?code={code}", self.inner.base)
+    }
+
+    /// Uses up one-time code `code`; whether it was valid.
+    fn redeem(&self, code: &str) -> bool {
+        let mut codes = self.inner.codes.lock().expect("codes lock");
+        let now = std::time::Instant::now();
+        codes.retain(|(_, until)| *until > now);
+        match codes
+            .iter()
+            .position(|(c, _)| crate::listen::constant_time_eq(c.as_bytes(), code.as_bytes()))
+        {
+            Some(at) => {
+                codes.remove(at);
+                true
+            }
+            None => false,
         }
     }
 

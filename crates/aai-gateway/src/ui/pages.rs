@@ -1028,11 +1028,37 @@ struct LoginPage {
     failed: bool,
 }
 
-pub(super) async fn sign_in_page(State(ui): State<Ui>) -> Response {
-    if ui.inner.token.is_none() {
+#[derive(Deserialize)]
+pub(super) struct SignInQuery {
+    code: Option<String>,
+}
+
+pub(super) async fn sign_in_page(
+    State(ui): State<Ui>,
+    Query(query): Query<SignInQuery>,
+) -> Response {
+    let Some(token) = ui.inner.token.as_ref() else {
         return Redirect::to("/ui").into_response();
+    };
+    if let Some(code) = query.code {
+        if ui.redeem(&code) {
+            return signed_in(token);
+        }
+        let mut response = page(LoginPage { failed: true }.render());
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        return response;
     }
     page(LoginPage { failed: false }.render())
+}
+
+/// Sets the UI's session cookie and opens the dashboard.
+fn signed_in(token: &crate::auth::Secret) -> Response {
+    let cookie = format!(
+        "{}={}; Path=/ui; HttpOnly; SameSite=Strict",
+        crate::listen::TOKEN_COOKIE,
+        crate::listen::ui_session(token)
+    );
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/ui")).into_response()
 }
 
 #[derive(Deserialize)]
@@ -1044,15 +1070,18 @@ pub(super) async fn sign_in(State(ui): State<Ui>, Form(form): Form<SignInForm>) 
     let Some(token) = ui.inner.token.as_ref() else {
         return Redirect::to("/ui").into_response();
     };
+    use std::sync::atomic::Ordering;
     if !crate::listen::constant_time_eq(form.token.as_bytes(), token.expose().as_bytes()) {
+        // After a few wrong tokens in a row each further one waits longer (up to 2 s).
+        let n = ui.inner.failures.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > 5 {
+            let ms = (50u64 << (n - 5).min(6)).min(2000);
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         let mut response = page(LoginPage { failed: true }.render());
         *response.status_mut() = StatusCode::UNAUTHORIZED;
         return response;
     }
-    let cookie = format!(
-        "{}={}; Path=/ui; HttpOnly; SameSite=Strict",
-        crate::listen::TOKEN_COOKIE,
-        crate::listen::ui_session(token)
-    );
-    ([(header::SET_COOKIE, cookie)], Redirect::to("/ui")).into_response()
+    ui.inner.failures.store(0, Ordering::SeqCst);
+    signed_in(token)
 }
