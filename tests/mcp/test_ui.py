@@ -348,3 +348,15 @@ async def test_hostile_names_are_escaped_everywhere(gw):
             page = get(ui + path).text
             assert "<script" not in page and "<img" not in page, path
             assert 'href="javascript' not in page, path
+
+
+async def test_a_link_cannot_pre_fill_a_grant_or_break_an_answer(gw):
+    gw.add_app("com.example.echo")
+    with web(gw) as (url, _):
+        ui = ui_of(url)
+        page = get(ui + "/consent?caller=evil%40stdio&app=com.example.echo&tool=echo").text
+        assert "evil@stdio" not in page and 'value="com.example.echo"' not in page
+        token = csrf_of(get(ui).text)
+        # A `back` that is no header value: the action's answer is still a redirect.
+        r = post(ui + "/rescan", {"csrf": token, "back": "/ui/apps\x01x"})
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui?flash="), r.status_code

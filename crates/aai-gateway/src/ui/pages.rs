@@ -519,20 +519,13 @@ struct ConsentPage {
     mode: &'static str,
     pending: Vec<PendingRow>,
     grants: Vec<GrantRow>,
-    form_caller: String,
-    form_app: String,
-    form_tool: String,
 }
 
+/// What a link to the consent page may say: which pending call to show, and a message.
+/// Never what the grant form holds: a link from anywhere could pre-fill an "always".
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ConsentQuery {
     pending: Option<u64>,
-    #[serde(default)]
-    caller: String,
-    #[serde(default)]
-    app: String,
-    #[serde(default)]
-    tool: String,
     flash: Option<u64>,
 }
 
@@ -562,9 +555,6 @@ pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>)
                     cert: g.cert,
                 })
                 .collect(),
-            form_caller: q.caller,
-            form_app: q.app,
-            form_tool: q.tool,
         }
         .render(),
     )
@@ -990,14 +980,43 @@ pub(super) async fn rescan(State(ui): State<Ui>, Form(form): Form<BackForm>) -> 
 
 /// Where to go after an action: a UI path from the form, else `default` (never another
 /// site: only `/ui…` paths are followed).
+/// A path with anything but visible ASCII (a control character, a space, non-ASCII) is
+/// no header value and falls back to `default` too: the action already ran, its answer
+/// must not fail.
 fn back_to(back: Option<&str>, default: &str) -> String {
     match back {
         Some(b)
-            if b.starts_with("/ui") && !b.starts_with("//") && !b.contains(['\\', '\r', '\n']) =>
+            if b.starts_with("/ui")
+                && !b.starts_with("//")
+                && !b.contains('\\')
+                && b.bytes().all(|c| c.is_ascii_graphic()) =>
         {
             b.split(['?', '#']).next().unwrap_or(default).to_owned()
         }
         _ => default.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::back_to;
+
+    #[test]
+    fn back_leads_within_the_ui_and_is_always_a_header_value() {
+        assert_eq!(back_to(Some("/ui/apps?x=1"), "/ui"), "/ui/apps");
+        for bad in [
+            "//evil.example",
+            "/ui/a\u{1}b",
+            "/ui/a\tb",
+            "/ui/a b",
+            "/ui/é",
+            "/ui\\x",
+            "https://x",
+            "/ui/\r\nX: y",
+        ] {
+            assert_eq!(back_to(Some(bad), "/ui"), "/ui", "{bad:?}");
+            let _ = axum::response::Redirect::to(&back_to(Some(bad), "/ui"));
+        }
     }
 }
 
