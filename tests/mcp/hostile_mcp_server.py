@@ -8,6 +8,7 @@ most of this). Usage: `hostile_mcp_server.py MODE [ARG]`, MCP over stdio; or
 - `many N`: N tools.
 - `big`: a tool `big {mb}` whose answer is one line of `mb` MiB.
 - `silent COUNTFILE`: never answers `initialize`; each start appends a line to COUNTFILE.
+- `flood`: a tool `flood {n}` that sends `n` progress notifications, then its result.
 - `echo-http PORT`: answers every request with a JSON-RPC error that quotes the request's
   path and headers (a server that echoes what it got).
 """
@@ -43,7 +44,9 @@ def tools():
                  "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}}}
                 for i in range(int(ARG))]
     return [ECHO, {"name": "big", "description": "A huge answer",
-                   "inputSchema": {"type": "object", "properties": {"mb": {"type": "integer"}}}}]
+                   "inputSchema": {"type": "object", "properties": {"mb": {"type": "integer"}}}},
+            {"name": "flood", "description": "Progress, and lots of it",
+             "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}}]
 
 
 def send(message):
@@ -78,6 +81,15 @@ def stdio():
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools()}})
         elif method == "tools/call":
+            token = (request["params"].get("_meta") or {}).get("progressToken")
+            if request["params"]["name"] == "flood" and token is not None:
+                n = int((request["params"].get("arguments") or {}).get("n", 1000))
+                out = sys.stdout.buffer
+                for i in range(n):
+                    out.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                        "progressToken": token, "progress": i + 1, "total": n,
+                        "message": f"step {i + 1} of {n}"}}).encode() + b"\n")
+                out.flush()
             send({"jsonrpc": "2.0", "id": rid, "result": call(request)})
         else:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})

@@ -504,3 +504,27 @@ async def test_keys_in_headers_and_the_url_never_reach_errors_logs_or_history(gw
                 assert secret not in text, f"{secret} in {where}"
     finally:
         stop(server)
+
+
+async def test_a_progress_flood_is_coalesced_and_all_of_it_comes_before_the_result(gw, tmp_path):
+    from conftest import _processes_of
+    hostile(gw, "dev.mcp.flood", "flood")
+    seen, after = [], []
+    done = False
+
+    async def on_progress(progress, total, message):
+        (after if done else seen).append(progress)
+
+    async with gw.session() as s:
+        r = await s.call_tool("aai_exec", {"app": "dev.mcp.flood", "tool": "flood", "args": {"n": 300000}},
+                              progress_callback=on_progress)
+        done = True
+        assert "flood" in r.content[0].text
+        await anyio.sleep(1.0)
+        gateway = [pid for pid, cmd in _processes_of(tmp_path) if "aai-gateway" in cmd]
+        peak_kib = max(int(line.split()[1]) for pid in gateway
+                       for line in open(f"/proc/{pid}/status") if line.startswith("VmHWM:"))
+    assert seen, "progress passes through"
+    assert len(seen) < 300000, "coalesced, not queued"
+    assert after == [], f"{len(after)} progress notifications came after the result"
+    assert peak_kib < 150 * 1024, f"peak RSS {peak_kib} KiB"

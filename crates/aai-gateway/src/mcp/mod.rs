@@ -742,19 +742,29 @@ impl crate::consent::Prompter for Elicit {
 }
 
 /// Forwards executor progress as `notifications/progress`, in order, when the client
-/// sent a progress token.
+/// sent a progress token. Progress that comes faster than the client reads is coalesced:
+/// only the newest waiting update is kept (a flood of 600,000 updates costs one slot, not
+/// a queue). After the call's result is ready ([`ProgressForwarder::flush`]) nothing more
+/// is sent: every notification comes before the result.
 fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
     let token = ctx.meta.get_progress_token()?;
     let peer = ctx.peer.clone();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Forward>();
+    let shared = Arc::new(Coalesced::default());
+    let worker = shared.clone();
     tokio::spawn(async move {
-        while let Some(item) = rx.recv().await {
-            let p = match item {
-                Forward::Progress(p) => p,
-                Forward::Flush(done) => {
-                    let _ = done.send(());
-                    continue;
+        loop {
+            let notified = worker.wake.notified();
+            let next = {
+                let mut slot = worker.slot.lock().expect("progress lock");
+                match slot.latest.take() {
+                    Some(p) => Some((p, slot.pushed)),
+                    None if slot.closed => break,
+                    None => None,
                 }
+            };
+            let Some((p, upto)) = next else {
+                notified.await;
+                continue;
             };
             let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
             if let Some(total) = p.total {
@@ -763,39 +773,79 @@ fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> 
             if let Some(message) = p.message {
                 param = param.with_message(message);
             }
-            if peer.notify_progress(param).await.is_err() {
+            let failed = peer.notify_progress(param).await.is_err();
+            worker.slot.lock().expect("progress lock").sent = upto;
+            worker.sent.notify_waiters();
+            if failed {
                 break;
             }
         }
     });
-    Some(ProgressForwarder(tx))
+    Some(ProgressForwarder(shared))
 }
 
-enum Forward {
-    Progress(Progress),
-    Flush(tokio::sync::oneshot::Sender<()>),
+/// The one waiting update of a call's progress, and how far sending has got.
+#[derive(Default)]
+struct Coalesced {
+    slot: std::sync::Mutex<Slot>,
+    /// Wakes the sender: a new update, or the end.
+    wake: tokio::sync::Notify,
+    /// Wakes a flush: an update was sent.
+    sent: tokio::sync::Notify,
 }
 
-/// The queue of one call's progress notifications.
-struct ProgressForwarder(tokio::sync::mpsc::UnboundedSender<Forward>);
+#[derive(Default)]
+struct Slot {
+    latest: Option<Progress>,
+    /// Updates pushed so far, and how many of them are sent (or replaced by a later one
+    /// that is).
+    pushed: u64,
+    sent: u64,
+    /// The result is ready: later updates are dropped.
+    closed: bool,
+}
+
+/// One call's progress notifications.
+struct ProgressForwarder(Arc<Coalesced>);
 
 impl ProgressForwarder {
-    /// The executors' end of the queue.
+    /// The executors' end.
     fn sink(&self) -> ProgressSink {
-        let tx = self.0.clone();
+        let shared = self.0.clone();
         Arc::new(move |p| {
-            let _ = tx.send(Forward::Progress(p));
+            let mut slot = shared.slot.lock().expect("progress lock");
+            if slot.closed {
+                return;
+            }
+            slot.latest = Some(p);
+            slot.pushed += 1;
+            drop(slot);
+            shared.wake.notify_one();
         })
     }
 
-    /// Waits until the progress queued so far has been sent (a client drops progress
-    /// that arrives after the result), for at most `FLUSH_WAIT`.
+    /// Waits until the progress so far has been sent (a client drops progress that
+    /// arrives after the result), for at most `FLUSH_WAIT`; from then on nothing more is
+    /// sent.
     async fn flush(&self) {
         const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-        let (done, sent) = tokio::sync::oneshot::channel();
-        if self.0.send(Forward::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(FLUSH_WAIT, sent).await;
-        }
+        let shared = &self.0;
+        let target = {
+            let mut slot = shared.slot.lock().expect("progress lock");
+            slot.closed = true;
+            slot.pushed
+        };
+        shared.wake.notify_one();
+        let _ = tokio::time::timeout(FLUSH_WAIT, async {
+            loop {
+                let sent = shared.sent.notified();
+                if shared.slot.lock().expect("progress lock").sent >= target {
+                    return;
+                }
+                sent.await;
+            }
+        })
+        .await;
     }
 }
 
