@@ -167,8 +167,10 @@ impl McpExecutor {
             .await?;
         // A change announced from here on is listed again after this listing.
         self.stale.lock().expect("stale lock").remove(app);
+        // The app's own timeout bounds the listing too (a server whose list cannot be
+        // read must not hold a guide for 30 s when the app says 5).
         let listed = link
-            .list_tools(LIST_DEADLINE)
+            .list_tools(timeout.map_or(LIST_DEADLINE, |t| t.min(LIST_DEADLINE)))
             .await
             .map_err(|why: String| {
                 self.forget(app, &link);
