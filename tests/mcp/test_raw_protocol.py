@@ -153,8 +153,15 @@ def test_hostile_lines_are_answered_with_their_id_and_the_server_keeps_serving(g
         while len(seen) < 2:
             msg = json.loads(raw.lines.get(timeout=30))
             if "error" in msg:
-                seen.append(msg["error"]["code"])
-        assert seen == [-32700, -32700]
+                seen.append((msg["id"], msg["error"]["code"]))
+        assert seen == [(112, -32700), (113, -32700)], "each answer carries its request's id"
+        # Ids the gateway cannot pass on unchanged, and an `id` deeper in the message.
+        raw.proc.stdin.write('{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping","params":{"_meta":5}}\n')
+        raw.proc.stdin.write('{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"id":666}},"id":114,\n')
+        raw.proc.stdin.flush()
+        first = raw.lines.get(timeout=10)
+        assert first.startswith('{"jsonrpc":"2.0","id":18446744073709551616,"error"'), first
+        assert json.loads(raw.lines.get(timeout=10))["id"] == 114
         # A request whose id is still in flight is refused, the first one still answered.
         call = {"jsonrpc": "2.0", "id": 200, "method": "tools/call", "params": {
             "name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 1}}}}

@@ -81,8 +81,10 @@ async fn inbound(
             Ok(n) => n,
         };
         let verdict = if consumed > MAX_LINE {
+            // Only the line's head was kept: its top-level id may be in it.
+            let head = String::from_utf8_lossy(&line);
             Err(error(
-                None,
+                recover_id(&head).as_ref(),
                 -32700,
                 "Parse error: the message is longer than 16 MiB",
             ))
@@ -139,7 +141,14 @@ async fn outbound(
 fn check(line: &[u8], in_flight: &Mutex<HashSet<String>>) -> Result<(), Option<String>> {
     let text = match std::str::from_utf8(line) {
         Ok(t) => t.trim(),
-        Err(_) => return Err(error(None, -32700, "Parse error: the message is not UTF-8")),
+        Err(_) => {
+            let id = recover_id(&String::from_utf8_lossy(line));
+            return Err(error(
+                id.as_ref(),
+                -32700,
+                "Parse error: the message is not UTF-8",
+            ));
+        }
     };
     if text.is_empty() {
         return Err(None);
@@ -187,7 +196,18 @@ fn check(line: &[u8], in_flight: &Mutex<HashSet<String>>) -> Result<(), Option<S
     match map.get("id") {
         // A notification: never answered.
         None => return Ok(()),
-        Some(Value::String(_) | Value::Number(_)) => {}
+        Some(Value::String(_)) => {}
+        // rmcp reads integer ids only (as i64): another number would come back changed.
+        Some(Value::Number(n)) if n.is_i64() => {}
+        Some(Value::Number(_)) => {
+            // Echoed as the client wrote it (serde would turn 2^64 into a float).
+            let raw = raw_id(text).unwrap_or("null");
+            let message =
+                json!("Invalid Request: a numeric `id` must be an integer of at most 64 bits");
+            return Err(Some(format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{raw},\"error\":{{\"code\":-32600,\"message\":{message}}}}}\n"
+            )));
+        }
         Some(_) => {
             return Err(error(
                 None,
@@ -260,18 +280,68 @@ fn response_id(line: &[u8]) -> Option<String> {
     head.id.map(|id| id.to_string())
 }
 
-/// An `"id": <number or string>` readable in broken JSON text.
+/// The top-level `"id": <integer or string>` of broken (or cut) JSON text: keys inside
+/// nested objects (`params.arguments.id`) are not the message's id.
 fn recover_id(text: &str) -> Option<Value> {
-    let at = text.find("\"id\"")?;
-    let rest = text[at + 4..].trim_start().strip_prefix(':')?.trim_start();
-    if let Some(quoted) = rest.strip_prefix('"') {
-        let end = quoted.find('"')?;
-        return Some(Value::String(quoted[..end].to_owned()));
+    id_value(raw_id(text)?)
+}
+
+/// The text of the top-level `id`'s value (a string with its quotes, or a number).
+fn raw_id(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    // Whether the string that starts next, at depth 1, is a key.
+    let mut expecting_key = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' => {
+                depth += 1;
+                expecting_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => expecting_key = true,
+            b'"' => {
+                let end = string_end(bytes, i)?;
+                if depth == 1 && expecting_key && &bytes[i..=end] == b"\"id\"" {
+                    let rest = text[end + 1..].trim_start().strip_prefix(':')?.trim_start();
+                    let len = if rest.starts_with('"') {
+                        string_end(rest.as_bytes(), 0)? + 1
+                    } else {
+                        rest.find(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+                            .unwrap_or(rest.len())
+                    };
+                    return Some(&rest[..len]);
+                }
+                expecting_key = false;
+                i = end;
+            }
+            _ => {}
+        }
+        i += 1;
     }
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '-'))
-        .unwrap_or(rest.len());
-    rest[..end].parse::<i64>().ok().map(Value::from)
+    None
+}
+
+/// Where the string starting at `start` (a `"`) ends (its closing `"`).
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// A JSON string or an i64 written as `raw`.
+fn id_value(raw: &str) -> Option<Value> {
+    if raw.starts_with('"') {
+        return serde_json::from_str::<String>(raw).ok().map(Value::String);
+    }
+    raw.parse::<i64>().ok().map(Value::from)
 }
 
 /// A JSON-RPC error answer line.
@@ -302,7 +372,7 @@ mod tests {
             (json!(7), json!(-32700))
         );
         let e = verdict(r#"{"id":"a\"b","jsonrpc":2"#).unwrap_err().unwrap();
-        assert_eq!(e["id"], json!("a\\"));
+        assert_eq!(e["id"], json!("a\"b"));
         let e = verdict("not json").unwrap_err().unwrap();
         assert_eq!(
             (e["id"].clone(), e["error"]["code"].clone()),
@@ -349,6 +419,38 @@ mod tests {
             ),
             Ok(())
         );
+    }
+
+    #[test]
+    fn only_the_top_level_id_is_recovered() {
+        assert_eq!(
+            recover_id(r#"{"method":"tools/call","params":{"arguments":{"id":666}},"id":7,"#),
+            Some(json!(7))
+        );
+        assert_eq!(recover_id(r#"{"params":{"id":1}"#), None);
+        assert_eq!(
+            recover_id(r#"{"x":"\"id\": 5","id":"a\"b"}"#),
+            Some(json!("a\"b"))
+        );
+        assert_eq!(
+            recover_id(r#"{"id": 12, "jsonrpc":"2.0","params":{"x":"#),
+            Some(json!(12))
+        );
+        // A float or a number past 64 bits is answered with the id as sent.
+        for id in ["1.5", "18446744073709551616"] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"_meta":5}}}}"#);
+            let answer = check(line.as_bytes(), &Mutex::default())
+                .unwrap_err()
+                .unwrap();
+            assert!(
+                answer.starts_with(&format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"#
+                )),
+                "{answer}"
+            );
+            serde_json::from_str::<Value>(&answer).unwrap();
+        }
     }
 
     #[test]
