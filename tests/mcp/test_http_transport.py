@@ -204,3 +204,16 @@ def test_with_a_token_remote_clients_may_name_the_machine(gw):
         assert post(url, INIT, {**auth, "host": "evil.example"}).status_code == 403
     with web(gw) as (url, _):
         assert post(url, INIT, {"host": "192.0.2.10"}).status_code == 403, "without a token: loopback names only"
+
+
+def test_http_requests_are_bounded_in_size_and_shape(gw):
+    import httpx2
+    with web(gw) as (url, _):
+        post(url, INIT)
+        values = ",".join(["0"] * 2_000_000)
+        body = '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"x":[' + values + ']}}'
+        r = httpx2.post(url, content=body, headers=HEADERS, timeout=30)
+        assert r.status_code == 400 and "JSON values" in r.text
+        r = httpx2.post(url, content=b"x" * (17 << 20), headers=HEADERS, timeout=30)
+        assert r.status_code == 413
+        assert post(url, INIT).status_code == 200

@@ -116,7 +116,7 @@ HOSTILE = [
     ('{"jsonrpc":"2.0","id":101,"method":"tools/list"', 101, -32700),
     ('{"id": "s-102", "jsonrpc": "2.0", "method": ', "s-102", -32700),
     ("this is not json at all", None, -32700),
-    ("{" * 5000, None, -32700),
+    ("{" * 5000, None, -32600),  # refused for its depth before it is parsed
     ('[{"jsonrpc":"2.0","id":103,"method":"ping"}]', None, -32600),
     ('"just a string"', None, -32600),
     ('{"jsonrpc":"1.0","id":104,"method":"ping"}', 104, -32600),
@@ -196,3 +196,22 @@ def test_backtracking_validation_never_stalls_the_server(gw):
         raw.reply(slow, timeout=30)  # answered (valid, invalid or too slow): never stuck
     finally:
         raw.proc.kill()
+
+
+def test_a_request_of_many_small_values_is_refused_before_it_is_parsed(gw):
+    gw.add_app("com.example.echo")
+    raw = Raw(gw)
+    try:
+        raw.initialize("2025-11-25")
+        values = ",".join(["0"] * 2_000_000)  # 4 MiB of values: ~1 GB once parsed
+        raw.proc.stdin.write('{"jsonrpc":"2.0","id":900,"method":"tools/call","params":{"name":"aai_exec",'
+                             '"arguments":{"app":"com.example.echo","tool":"echo","args":{"text":"x","n":[' + values + ']}}}}\n')
+        raw.proc.stdin.flush()
+        answer = raw.reply(900, timeout=30)
+        assert answer["error"]["code"] == -32600 and "JSON values" in answer["error"]["message"]
+        peak = [line for line in open(f"/proc/{raw.proc.pid}/status") if line.startswith("VmHWM:")]
+        assert int(peak[0].split()[1]) < 150 * 1024, peak
+        assert raw.reply(raw.send("ping"))["result"] == {}
+    finally:
+        raw.proc.stdin.close()
+        raw.proc.wait(timeout=15)

@@ -24,6 +24,7 @@
 
 pub mod auth;
 pub mod batch;
+pub mod budget;
 pub mod catalog;
 pub mod cli;
 pub mod config;

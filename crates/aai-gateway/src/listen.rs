@@ -338,6 +338,21 @@ struct Guard {
     token: Option<Secret>,
     /// Wrong tokens in a row (any client), for the back-off.
     failures: Arc<std::sync::atomic::AtomicU32>,
+    /// MCP requests being read and handled at once.
+    parsing: Arc<tokio::sync::Semaphore>,
+}
+
+/// The largest request body.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+/// Most MCP requests read and handled at once (more wait their turn).
+pub const MAX_PARSING: usize = crate::budget::MAX_IN_FLIGHT;
+
+fn too_large() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the request body is larger than 16 MiB\n",
+    )
+        .into_response()
 }
 
 impl Guard {
@@ -355,6 +370,7 @@ impl Guard {
             origins: Arc::new(allowed_origins(addr)),
             token,
             failures: Arc::default(),
+            parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING)),
         }
     }
 
@@ -374,7 +390,52 @@ impl Guard {
         }
     }
 
+    /// The guard, then the request's cost: a body over [`MAX_BODY`] is refused (413), an
+    /// MCP message of too many values or too deep is refused before anything parses it,
+    /// and at most [`MAX_PARSING`] MCP requests are handled at once (more wait).
     async fn check(&self, req: Request, next: Next) -> Response {
+        let is_mcp_post = req.method() == axum::http::Method::POST && req.uri().path() == "/mcp";
+        if req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+            .is_some_and(|n| n > MAX_BODY)
+        {
+            return too_large();
+        }
+        let (parts, body) = req.into_parts();
+        let body = axum::body::Body::new(http_body_util::Limited::new(body, MAX_BODY));
+        let req = Request::from_parts(parts, body);
+        if !is_mcp_post {
+            return self.check_access(req, next).await;
+        }
+        let _turn = self
+            .parsing
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let (parts, body) = req.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+            return too_large();
+        };
+        if let Some(problem) = crate::budget::problem(&bytes) {
+            let answer = serde_json::json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32600, "message": format!("Invalid Request: {problem}")}});
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                answer.to_string(),
+            )
+                .into_response();
+        }
+        self.check_access(
+            Request::from_parts(parts, axum::body::Body::from(bytes)),
+            next,
+        )
+        .await
+    }
+
+    async fn check_access(&self, req: Request, next: Next) -> Response {
         let host = req
             .headers()
             .get(header::HOST)

@@ -153,6 +153,13 @@ fn check(line: &[u8], in_flight: &Mutex<HashSet<String>>) -> Result<(), Option<S
     if text.is_empty() {
         return Err(None);
     }
+    if let Some(problem) = crate::budget::problem(text.as_bytes()) {
+        return Err(error(
+            recover_id(text).as_ref(),
+            -32600,
+            &format!("Invalid Request: {problem}"),
+        ));
+    }
     let message: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
@@ -220,7 +227,20 @@ fn check(line: &[u8], in_flight: &Mutex<HashSet<String>>) -> Result<(), Option<S
         return Err(error(id, -32602, &format!("Invalid params: {problem}")));
     }
     let key = id.map(Value::to_string).unwrap_or_default();
-    if !in_flight.lock().expect("in-flight lock").insert(key) {
+    let mut in_flight = in_flight.lock().expect("in-flight lock");
+    // Refused rather than left unread: the client's answers to our own requests
+    // (elicitation) must still get through.
+    if in_flight.len() >= crate::budget::MAX_IN_FLIGHT {
+        return Err(error(
+            id,
+            -32600,
+            &format!(
+                "Invalid Request: {} requests are already in progress; send more when one is answered",
+                crate::budget::MAX_IN_FLIGHT
+            ),
+        ));
+    }
+    if !in_flight.insert(key) {
         return Err(error(
             id,
             -32600,
