@@ -217,3 +217,34 @@ def test_http_requests_are_bounded_in_size_and_shape(gw):
         r = httpx2.post(url, content=b"x" * (17 << 20), headers=HEADERS, timeout=30)
         assert r.status_code == 413
         assert post(url, INIT).status_code == 200
+
+
+def test_a_reused_id_in_flight_is_refused_and_sessions_are_capped(gw):
+    import concurrent.futures
+    import httpx2
+    gw.add_app("com.example.echo")
+    with web(gw) as (url, _):
+        r = post(url, INIT)
+        session = {"mcp-session-id": r.headers["mcp-session-id"]}
+        post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 1}}}}
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(post, url, call, session)
+            import time
+            time.sleep(0.3)
+            second = post(url, call, session)
+            assert second.status_code == 200 and second.json()["error"]["code"] == -32600, second.text
+            assert "slept" in first.result(timeout=30).text, "the first request keeps its reply"
+        # Once answered, the id may be used again.
+        assert "slept" in post(url, call, session).text
+        # Sessions are capped per listener.
+        opened = [post(url, INIT) for _ in range(63)]
+        assert all(o.status_code == 200 for o in opened)
+        refused = post(url, INIT)
+        assert refused.status_code == 503 and "sessions open" in refused.text
+        # Open sessions go on.
+        assert post(url, {"jsonrpc": "2.0", "id": 6, "method": "ping"}, session).status_code == 200
+        for o in opened:
+            httpx2.delete(url, headers={**HEADERS, "mcp-session-id": o.headers["mcp-session-id"]}, timeout=10)
+        assert post(url, INIT).status_code == 200, "closing sessions makes room"

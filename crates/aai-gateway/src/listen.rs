@@ -340,6 +340,40 @@ struct Guard {
     failures: Arc<std::sync::atomic::AtomicU32>,
     /// MCP requests being read and handled at once.
     parsing: Arc<tokio::sync::Semaphore>,
+    /// `(session, id)` of the MCP requests whose reply is not over yet.
+    in_flight: Arc<std::sync::Mutex<std::collections::HashSet<(String, serde_json::Value)>>>,
+}
+
+/// Frees a request id of a session when dropped (its reply is over).
+struct Release(
+    Arc<std::sync::Mutex<std::collections::HashSet<(String, serde_json::Value)>>>,
+    (String, serde_json::Value),
+);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.lock().expect("in-flight lock").remove(&self.1);
+    }
+}
+
+/// `(session, id)` of a JSON-RPC request sent within a session; `None` for other messages
+/// and for requests outside a session (each has its own reply stream).
+fn in_flight_key(
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+) -> Option<(String, serde_json::Value)> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: Option<serde_json::Value>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let session = headers.get("mcp-session-id")?.to_str().ok()?.to_owned();
+    let head: Head = serde_json::from_slice(body).ok()?;
+    head.method?;
+    Some((
+        session,
+        head.id.filter(|id| id.is_string() || id.is_number())?,
+    ))
 }
 
 /// The largest request body.
@@ -371,6 +405,7 @@ impl Guard {
             token,
             failures: Arc::default(),
             parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING)),
+            in_flight: Arc::default(),
         }
     }
 
@@ -428,11 +463,43 @@ impl Guard {
             )
                 .into_response();
         }
-        self.check_access(
-            Request::from_parts(parts, axum::body::Body::from(bytes)),
-            next,
-        )
-        .await
+        // A request whose id is still in progress in its session would take over the
+        // first one's reply (rmcp keys replies by id): it is answered here instead.
+        let key = in_flight_key(&parts.headers, &bytes);
+        if let Some(key) = &key
+            && !self
+                .in_flight
+                .lock()
+                .expect("in-flight lock")
+                .insert(key.clone())
+        {
+            let answer = serde_json::json!({"jsonrpc": "2.0", "id": key.1,
+                "error": {"code": -32600,
+                          "message": "Invalid Request: a request with this id is still in progress"}});
+            return (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                answer.to_string(),
+            )
+                .into_response();
+        }
+        let response = self
+            .check_access(
+                Request::from_parts(parts, axum::body::Body::from(bytes)),
+                next,
+            )
+            .await;
+        let Some(key) = key else {
+            return response;
+        };
+        // The id is free again once its reply (a JSON body or an SSE stream) is over.
+        let release = Release(self.in_flight.clone(), key);
+        let (parts, body) = response.into_parts();
+        let body = futures_util::StreamExt::map(body.into_data_stream(), move |chunk| {
+            let _ = &release;
+            chunk
+        });
+        Response::from_parts(parts, axum::body::Body::from_stream(body))
     }
 
     async fn check_access(&self, req: Request, next: Next) -> Response {
