@@ -236,7 +236,9 @@ async fn accept_loop(
             },
             () = gateway.stopping() => break,
         };
-        let local = stream.local_addr().unwrap_or_else(|_| remote);
+        let Ok(local) = stream.local_addr() else {
+            continue;
+        };
         match crate::peer::of(local, remote) {
             crate::peer::Peer::Owner => {}
             crate::peer::Peer::Unknown if has_token => {}
