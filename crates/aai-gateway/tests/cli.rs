@@ -536,6 +536,11 @@ fn unreadable_and_odd_files_do_not_block_the_rest() {
         &env.home().join("web/com.xiaohongshu.web/aai.json"),
         &fs::read_to_string(fixture("valid/d2-xiaohongshu-cookie.json")).unwrap(),
     );
+    // Where it was fetched from: its URLs are on that registrable domain.
+    env.put(
+        &env.home().join("web/com.xiaohongshu.web/meta.json"),
+        r#"{"sourceUrl": "https://www.xiaohongshu.com/.well-known/aai.json", "fetchedAt": 1}"#,
+    );
     env.install("valid/d2-feishu-appcredential.json", "wrong-folder");
     let scan = env.scan(&[]);
     app(&scan, "com.yuque.api");

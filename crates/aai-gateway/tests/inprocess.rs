@@ -401,13 +401,38 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .await
         .unwrap();
     assert_eq!(m.headers[0].1.expose(), "a=1; sid=s3");
-    // Cookies are only sent within their domain.
+    // A credential goes only where it was first sent.
+    let e = auth
+        .material("com.example.api", &cookie, "https://evil.test/v1")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::AuthRequired);
+    assert!(
+        e.detail.contains("stored for https://api.example.com"),
+        "{}",
+        e.detail
+    );
+    assert!(!e.detail.contains("s3"));
+    // Cookies are only sent within their domain (a fresh credential is not bound to a
+    // server it was refused for).
+    store
+        .set(
+            "com.example.api",
+            Credential::Cookie {
+                value: Secret::new("a=1; sid=s3"),
+            },
+        )
+        .await
+        .unwrap();
     let e = auth
         .material("com.example.api", &cookie, "https://evil.test/v1")
         .await
         .unwrap_err();
     assert_eq!(e.code, Code::AaiJsonInvalid);
     assert!(!e.detail.contains("s3"));
+    auth.material("com.example.api", &cookie, base)
+        .await
+        .unwrap();
     assert!(store.delete("com.example.api").await.unwrap());
     assert!(store.get("com.example.api").await.unwrap().is_none());
 }

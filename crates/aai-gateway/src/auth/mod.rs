@@ -204,14 +204,29 @@ impl Authenticator {
         {
             return Ok(bearer(token));
         }
-        let stored = match self.store.get_bound(app).await? {
+        let (stored, unbound) = match self.store.get_bound(app).await? {
             Some((credential, bound)) => {
-                self.check_bound(app, auth, base_url, bound.as_deref())
-                    .await?;
-                Some(credential)
+                let unbound = self.check_bound(app, auth, base_url, bound.as_deref())?;
+                (Some(credential), unbound)
             }
-            None => None,
+            None => (None, None),
         };
+        let material = self.material_from(app, auth, base_url, stored).await?;
+        // Bound once it is sent for the first time.
+        if let Some(origin) = unbound {
+            self.store.bind(app, &origin).await?;
+        }
+        Ok(material)
+    }
+
+    /// The request material `stored` makes for `auth`.
+    async fn material_from(
+        &self,
+        app: &str,
+        auth: &Auth,
+        base_url: &str,
+        stored: Option<Credential>,
+    ) -> Result<Material, GatewayError> {
         let required = |why: &str| self.required(app, auth, why);
         match auth {
             Auth::ApiKey(k) => {
@@ -305,19 +320,20 @@ impl Authenticator {
     /// A stored credential goes only to the origin it was first sent to (bound then):
     /// when the app's descriptor now points elsewhere — it changed, or a descriptor from
     /// another source took the app's id — nothing is sent and the user is asked to store
-    /// the credential again for the new server.
-    async fn check_bound(
+    /// the credential again for the new server. `Ok(Some(origin))`: not bound yet, to be
+    /// bound to `origin` once sent.
+    fn check_bound(
         &self,
         app: &str,
         auth: &Auth,
         base_url: &str,
         bound: Option<&str>,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<Option<String>, GatewayError> {
         let origin = reqwest::Url::parse(base_url)
             .map(|u| u.origin().ascii_serialization())
             .unwrap_or_else(|_| base_url.to_owned());
         match bound {
-            Some(bound) if bound == origin => Ok(()),
+            Some(bound) if bound == origin => Ok(None),
             Some(bound) => Err(self.required(
                 app,
                 auth,
@@ -325,7 +341,7 @@ impl Authenticator {
                     "the stored credential was stored for {bound}, but this app's descriptor now sends it to {origin}, so it was not sent; if that server is right, store the credential again"
                 ),
             )),
-            None => self.store.bind(app, &origin).await,
+            None => Ok(Some(origin)),
         }
     }
 

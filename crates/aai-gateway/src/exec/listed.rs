@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::mcp::downstream::RemoteTool;
-
 /// A list file larger than this is ignored (a 3,000-tool server is about 3 MiB).
 const MAX_FILE: u64 = 32 * 1024 * 1024;
 
@@ -20,8 +18,9 @@ fn file(dir: &Path, app: &str) -> PathBuf {
     dir.join(format!("{:016x}.json", crate::hash::stable(app)))
 }
 
-/// `app`'s list as listed from the command `pin` names, when one was kept.
-pub fn read(dir: &Path, app: &str, pin: &str) -> Option<Vec<RemoteTool>> {
+/// `app`'s list as listed from the command `pin` names, when one was kept: each tool as
+/// MCP lists it (`name`, `description`, `inputSchema`, `outputSchema`).
+pub fn read(dir: &Path, app: &str, pin: &str) -> Option<Vec<Value>> {
     let path = file(dir, app);
     if std::fs::metadata(&path).ok()?.len() > MAX_FILE {
         tracing::warn!(
@@ -37,40 +36,21 @@ pub fn read(dir: &Path, app: &str, pin: &str) -> Option<Vec<RemoteTool>> {
     {
         return None;
     }
-    let tools = kept.get("tools")?.as_array()?;
-    Some(
-        tools
-            .iter()
-            .filter_map(|t| {
-                Some(RemoteTool {
-                    name: t.get("name")?.as_str()?.to_owned(),
-                    description: t
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    input_schema: t.get("inputSchema")?.clone(),
-                    output_schema: t.get("outputSchema").cloned().filter(|v| !v.is_null()),
-                })
-            })
-            .collect(),
-    )
+    match kept.get("tools")? {
+        Value::Array(tools) => Some(tools.clone()),
+        _ => None,
+    }
 }
 
-/// Keeps `tools` as `app`'s list from the command `pin` names.
-pub fn write(dir: &Path, app: &str, pin: &str, tools: &[RemoteTool]) -> std::io::Result<()> {
+/// Keeps `tools` (as MCP lists them) as `app`'s list from the command `pin` names.
+pub fn write(dir: &Path, app: &str, pin: &str, tools: &[Value]) -> std::io::Result<()> {
     let body = json!({
         "app": app,
         "pin": pin,
         "listedAt": std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-        "tools": tools.iter().map(|t| json!({
-            "name": t.name,
-            "description": t.description,
-            "inputSchema": t.input_schema,
-            "outputSchema": t.output_schema,
-        })).collect::<Vec<_>>(),
+        "tools": tools,
     });
     crate::files::private_dir(dir)?;
     crate::files::write_private(&file(dir, app), body.to_string().as_bytes())
@@ -84,16 +64,10 @@ mod tests {
     fn a_list_is_read_back_only_for_its_app_and_command() {
         let dir = tempfile::tempdir().unwrap();
         let dir = dir.path().join("mcp-tools");
-        let tools = vec![RemoteTool {
-            name: "echo".into(),
-            description: "Echo".into(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-        }];
+        let tools = vec![json!({"name": "echo", "inputSchema": {"type": "object"}})];
         write(&dir, "com.a", "pin1", &tools).unwrap();
         let back = read(&dir, "com.a", "pin1").unwrap();
-        assert_eq!(back.len(), 1);
-        assert_eq!(back[0].name, "echo");
+        assert_eq!(back, tools);
         assert!(read(&dir, "com.a", "pin2").is_none(), "another command");
         assert!(read(&dir, "com.b", "pin1").is_none(), "another app");
         #[cfg(unix)]

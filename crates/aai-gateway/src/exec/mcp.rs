@@ -117,7 +117,11 @@ impl McpExecutor {
         let dir = self.lists_dir.get()?;
         let start = super::start::start_of(&Executor::Mcp(server.clone()), base_dir)?;
         let listed = super::listed::read(dir, app, &start.pin)?;
-        let tools: Vec<Tool> = listed.into_iter().map(|t| to_tool(app, t)).collect();
+        let tools: Vec<Tool> = listed
+            .iter()
+            .filter_map(kept_tool)
+            .map(|t| to_tool(app, t))
+            .collect();
         self.kept.lock().expect("kept lock").insert(app.to_owned());
         self.tools
             .lock()
@@ -181,7 +185,7 @@ impl McpExecutor {
             super::start::start_of(&Executor::Mcp(server.clone()), base_dir),
         ) {
             let (dir, app_id) = (dir.clone(), app.to_owned());
-            let kept = listed.clone();
+            let kept: Vec<Value> = listed.iter().map(keep_tool).collect();
             let written = tokio::task::spawn_blocking(move || {
                 super::listed::write(&dir, &app_id, &start.pin, &kept)
             })
@@ -403,6 +407,30 @@ impl McpExecutor {
     pub fn shutdown(&self) {
         self.slots.lock().expect("slots lock").clear();
     }
+}
+
+/// A listed tool as `exec::listed` keeps it (as MCP lists it).
+fn keep_tool(t: &RemoteTool) -> Value {
+    json!({
+        "name": t.name,
+        "description": t.description,
+        "inputSchema": t.input_schema,
+        "outputSchema": t.output_schema,
+    })
+}
+
+/// A kept tool read back (one that is not a tool is left out).
+fn kept_tool(t: &Value) -> Option<RemoteTool> {
+    Some(RemoteTool {
+        name: t.get("name")?.as_str()?.to_owned(),
+        description: t
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        input_schema: t.get("inputSchema")?.clone(),
+        output_schema: t.get("outputSchema").cloned().filter(|v| !v.is_null()),
+    })
 }
 
 /// Whether a header the descriptor sets by value looks like it carries a secret (its
