@@ -8,8 +8,12 @@
 pub const MAX_VALUES: usize = 200_000;
 /// Deepest nesting of objects and arrays in one request.
 pub const MAX_DEPTH: usize = 64;
-/// Most requests of one client connection (or stdio session) handled at once; more wait.
-pub const MAX_IN_FLIGHT: usize = 64;
+/// Most requests of one stdio session in progress at once; more are refused until some
+/// are answered.
+pub const MAX_IN_FLIGHT: usize = 1024;
+/// Most bytes of requests (as sent) in progress at once in one stdio session, and being
+/// read and handled at once over HTTP.
+pub const MAX_IN_FLIGHT_BYTES: usize = 256 * 1024 * 1024;
 
 /// Why `json` is too costly to parse, if it is. Unbalanced or broken text is left to the
 /// parser (it fails cheaply).

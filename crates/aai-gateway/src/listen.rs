@@ -380,8 +380,8 @@ fn in_flight_key(
 
 /// The largest request body.
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
-/// Most MCP requests read and handled at once (more wait their turn).
-pub const MAX_PARSING: usize = crate::budget::MAX_IN_FLIGHT;
+/// The budget of MCP requests read and handled at once, in KiB of their bodies.
+pub const MAX_PARSING: usize = crate::budget::MAX_IN_FLIGHT_BYTES / 1024;
 
 fn too_large() -> Response {
     (
@@ -429,15 +429,15 @@ impl Guard {
 
     /// The guard, then the request's cost: a body over [`MAX_BODY`] is refused (413), an
     /// MCP message of too many values or too deep is refused before anything parses it,
-    /// and at most [`MAX_PARSING`] MCP requests are handled at once (more wait).
+    /// and MCP requests of at most [`crate::budget::MAX_IN_FLIGHT_BYTES`] in all are read
+    /// and handled at once (more wait their turn).
     async fn check(&self, req: Request, next: Next) -> Response {
         let is_mcp_post = req.method() == axum::http::Method::POST && req.uri().path() == "/mcp";
-        if req
+        let length = req
             .headers()
             .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-            .is_some_and(|n| n > MAX_BODY)
-        {
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if length.is_some_and(|n| n > MAX_BODY) {
             return too_large();
         }
         let (parts, body) = req.into_parts();
@@ -446,9 +446,12 @@ impl Guard {
         if !is_mcp_post {
             return self.check_access(req, next).await;
         }
+        // A share of the budget in KiB, by the announced length (a body without one may
+        // be as large as any).
+        let kib = u32::try_from(length.unwrap_or(MAX_BODY) / 1024 + 1).unwrap_or(u32::MAX);
         let _turn = self
             .parsing
-            .acquire()
+            .acquire_many(kib)
             .await
             .expect("the semaphore is never closed");
         let (parts, body) = req.into_parts();

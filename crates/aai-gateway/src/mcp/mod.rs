@@ -742,10 +742,11 @@ impl crate::consent::Prompter for Elicit {
 }
 
 /// Forwards executor progress as `notifications/progress`, in order, when the client
-/// sent a progress token. Progress that comes faster than the client reads is coalesced:
-/// only the newest waiting update is kept (a flood of 600,000 updates costs one slot, not
-/// a queue). After the call's result is ready ([`ProgressForwarder::flush`]) nothing more
-/// is sent: every notification comes before the result.
+/// sent a progress token. At most [`PROGRESS_QUEUE`] updates wait to be sent; past that
+/// the newest waiting one is replaced (coalesced), so a flood of 600,000 updates costs a
+/// bounded queue while a normal stream (an agent's text) arrives whole. After the call's
+/// result is ready ([`ProgressForwarder::flush`]) nothing more is sent: every
+/// notification comes before the result.
 fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
     let token = ctx.meta.get_progress_token()?;
     let peer = ctx.peer.clone();
@@ -756,8 +757,10 @@ fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> 
             let notified = worker.wake.notified();
             let next = {
                 let mut slot = worker.slot.lock().expect("progress lock");
-                match slot.latest.take() {
-                    Some(p) => Some((p, slot.pushed)),
+                match slot.waiting.pop_front() {
+                    // Sent, this one covers every update pushed before it (and, when
+                    // it is the last one waiting, every update so far).
+                    Some(p) => Some((p, slot.pushed - slot.waiting.len() as u64)),
                     None if slot.closed => break,
                     None => None,
                 }
@@ -794,9 +797,12 @@ struct Coalesced {
     sent: tokio::sync::Notify,
 }
 
+/// Most progress updates waiting to be sent for one call.
+const PROGRESS_QUEUE: usize = 256;
+
 #[derive(Default)]
 struct Slot {
-    latest: Option<Progress>,
+    waiting: std::collections::VecDeque<Progress>,
     /// Updates pushed so far, and how many of them are sent (or replaced by a later one
     /// that is).
     pushed: u64,
@@ -817,7 +823,10 @@ impl ProgressForwarder {
             if slot.closed {
                 return;
             }
-            slot.latest = Some(p);
+            if slot.waiting.len() >= PROGRESS_QUEUE {
+                slot.waiting.pop_back();
+            }
+            slot.waiting.push_back(p);
             slot.pushed += 1;
             drop(slot);
             shared.wake.notify_one();

@@ -16,7 +16,7 @@
 //!
 //! Everything else passes through untouched, in both directions.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::ServiceExt;
@@ -47,7 +47,7 @@ pub async fn serve_on(
     let (rmcp_side, our_side) = tokio::io::duplex(1 << 16);
     let (from_rmcp, to_rmcp) = tokio::io::split(our_side);
     let output = Arc::new(tokio::sync::Mutex::new(output));
-    let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let in_flight: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let inbound = tokio::spawn(inbound(input, to_rmcp, output.clone(), in_flight.clone()));
     let outbound = tokio::spawn(outbound(from_rmcp, output, in_flight));
     let service = Server::new(gateway.clone(), "stdio")
@@ -70,7 +70,7 @@ async fn inbound(
     input: impl tokio::io::AsyncRead + Unpin,
     mut to_rmcp: impl AsyncWrite + Unpin,
     output: Arc<tokio::sync::Mutex<impl AsyncWrite + Unpin>>,
-    in_flight: Arc<Mutex<HashSet<String>>>,
+    in_flight: Arc<Mutex<HashMap<String, usize>>>,
 ) {
     let mut reader = BufReader::new(input);
     let mut line = Vec::with_capacity(4096);
@@ -116,7 +116,7 @@ async fn inbound(
 async fn outbound(
     from_rmcp: impl tokio::io::AsyncRead + Unpin,
     output: Arc<tokio::sync::Mutex<impl AsyncWrite + Unpin>>,
-    in_flight: Arc<Mutex<HashSet<String>>>,
+    in_flight: Arc<Mutex<HashMap<String, usize>>>,
 ) {
     let mut reader = BufReader::new(from_rmcp);
     let mut line = Vec::with_capacity(4096);
@@ -138,7 +138,7 @@ async fn outbound(
 
 /// `Ok` to pass the line on; `Err(Some(answer))` to answer it here; `Err(None)` to drop
 /// it silently (a broken notification: JSON-RPC never answers those).
-fn check(line: &[u8], in_flight: &Mutex<HashSet<String>>) -> Result<(), Option<String>> {
+fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), Option<String>> {
     let text = match std::str::from_utf8(line) {
         Ok(t) => t.trim(),
         Err(_) => {
@@ -230,23 +230,24 @@ fn check(line: &[u8], in_flight: &Mutex<HashSet<String>>) -> Result<(), Option<S
     let mut in_flight = in_flight.lock().expect("in-flight lock");
     // Refused rather than left unread: the client's answers to our own requests
     // (elicitation) must still get through.
-    if in_flight.len() >= crate::budget::MAX_IN_FLIGHT {
+    let held: usize = in_flight.values().sum();
+    if in_flight.len() >= crate::budget::MAX_IN_FLIGHT
+        || held + line.len() > crate::budget::MAX_IN_FLIGHT_BYTES
+    {
         return Err(error(
             id,
             -32600,
-            &format!(
-                "Invalid Request: {} requests are already in progress; send more when one is answered",
-                crate::budget::MAX_IN_FLIGHT
-            ),
+            "Invalid Request: too many requests (or too much data) are already in progress; send more when some are answered",
         ));
     }
-    if !in_flight.insert(key) {
+    if in_flight.contains_key(&key) {
         return Err(error(
             id,
             -32600,
             "Invalid Request: a request with this id is still in progress",
         ));
     }
+    in_flight.insert(key, line.len());
     Ok(())
 }
 
@@ -378,7 +379,7 @@ mod tests {
     use super::*;
 
     fn verdict(line: &str) -> Result<(), Option<Value>> {
-        let flight = Mutex::new(HashSet::new());
+        let flight = Mutex::new(HashMap::new());
         check(line.as_bytes(), &flight).map_err(|a| a.map(|a| serde_json::from_str(&a).unwrap()))
     }
 
@@ -475,7 +476,7 @@ mod tests {
 
     #[test]
     fn a_duplicate_id_in_flight_is_refused_until_answered() {
-        let flight = Mutex::new(HashSet::new());
+        let flight = Mutex::new(HashMap::new());
         let req = br#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
         assert_eq!(check(req, &flight), Ok(()));
         assert!(check(req, &flight).is_err());
