@@ -26,7 +26,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex, oneshot};
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_aai-gateway");
+/// The gateway binary measured: this build's, or `AAI_BENCH_GATEWAY` (an older build, to
+/// compare side by side on the same machine).
+static GATEWAY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    std::env::var("AAI_BENCH_GATEWAY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_aai-gateway").to_owned())
+});
 
 /// Waiting requests, by id, with where to send the reply line and its length.
 type Pending = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<(Value, usize)>>>>;
@@ -187,7 +192,7 @@ async fn startup(tmp: &Path, adapter: &Path) {
         let mut rss = (0, 0);
         for run in 0..9 {
             let started = Instant::now();
-            let c = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+            let c = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
             c.initialize().await;
             times.push(started.elapsed().as_secs_f64() * 1000.0);
             if run == 0 {
@@ -216,7 +221,7 @@ async fn list_bytes(tmp: &Path, adapter: &Path) {
                 json!({"exposure": mode, "maxListedApps": 100_000}).to_string(),
             )
             .unwrap();
-            let c = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+            let c = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
             c.initialize().await;
             let (_, bytes) = c.rpc("tools/list", json!({})).await;
             sizes.push(bytes);
@@ -290,7 +295,7 @@ async fn scaling(tmp: &Path, adapter: &Path) {
         )
         .unwrap();
         let gw = Arc::new(Client::spawn(
-            GATEWAY,
+            &GATEWAY,
             &["--home", home.to_str().unwrap()],
             "id",
         ));
@@ -353,7 +358,7 @@ async fn exec(tmp: &Path, adapter: &Path) {
     )
     .await;
     let gw = Arc::new(Client::spawn(
-        GATEWAY,
+        &GATEWAY,
         &["--home", home.to_str().unwrap()],
         "id",
     ));
@@ -381,7 +386,7 @@ async fn batch(tmp: &Path, adapter: &Path) {
     let home = tmp.join("batch");
     write_apps(&home, 1, adapter);
     let gw = Arc::new(Client::spawn(
-        GATEWAY,
+        &GATEWAY,
         &["--home", home.to_str().unwrap()],
         "id",
     ));
@@ -509,7 +514,7 @@ async fn dbus(tmp: &Path) {
     )
     .await;
     let gw = Arc::new(Client::spawn_with(
-        GATEWAY,
+        &GATEWAY,
         &["--home", home.to_str().unwrap()],
         "id",
         &[("DBUS_SESSION_BUS_ADDRESS", &address)],
@@ -615,7 +620,7 @@ async fn http_transport(tmp: &Path, adapter: &Path) {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(GATEWAY)
+    let mut child = Command::new(&*GATEWAY)
         .args(["--home", home.to_str().unwrap(), "--web", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .env("AAI_LOG", "warn")
@@ -729,7 +734,7 @@ async fn http(tmp: &Path) {
     )
     .unwrap();
     let gw = Arc::new(Client::spawn(
-        GATEWAY,
+        &GATEWAY,
         &["--home", home.to_str().unwrap()],
         "id",
     ));
@@ -802,7 +807,7 @@ async fn downstream(tmp: &Path) {
     fs::create_dir_all(home.join("dev.mcp.everything")).unwrap();
     fs::write(home.join("dev.mcp.everything/aai.json"), doc.to_string()).unwrap();
     let gw = Arc::new(Client::spawn(
-        GATEWAY,
+        &GATEWAY,
         &["--home", home.to_str().unwrap()],
         "id",
     ));
@@ -838,7 +843,7 @@ async fn downstream(tmp: &Path) {
     let ask = json!({"name":"aai_exec","arguments":{"app":"dev.acp.echo","tool":"ask","args":{"prompt":"hi"}}});
     let (mut cold, mut warm, mut direct_cold) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..20 {
-        let gw = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+        let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
         gw.initialize().await;
         // The catalog is loaded in the background: wait for it outside the timing.
         gw.rpc("tools/list", json!({})).await;
@@ -905,7 +910,7 @@ fn main() {
             // `cargo test --benches`: a smoke run only.
             let home = tmp.path().join("smoke");
             write_apps(&home, 3, &adapter);
-            let c = Client::spawn(GATEWAY, &["--home", home.to_str().unwrap()], "id");
+            let c = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
             c.initialize().await;
             let (r, _) = c.rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}}})).await;
             assert_eq!(r["result"]["content"][0]["text"], "{\"text\":\"hi\"}");
