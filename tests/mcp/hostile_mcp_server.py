@@ -9,6 +9,7 @@ most of this). Usage: `hostile_mcp_server.py MODE [ARG]`, MCP over stdio; or
 - `big`: a tool `big {mb}` whose answer is one line of `mb` MiB.
 - `silent COUNTFILE`: never answers `initialize`; each start appends a line to COUNTFILE.
 - `flood`: a tool `flood {n}` that sends `n` progress notifications, then its result.
+- `deep`: besides `echo`, a tool whose `inputSchema` nests 200 levels deep.
 - `echo-http PORT`: answers every request with a JSON-RPC error that quotes the request's
   path and headers (a server that echoes what it got).
 """
@@ -39,6 +40,11 @@ def tools():
             {"name": "dup", "description": "second dup", "inputSchema": {"type": "object"}},
             ECHO,
         ]
+    if MODE == "deep":
+        schema = {"type": "object"}
+        for _ in range(200):
+            schema = {"type": "object", "properties": {"a": schema}}
+        return [ECHO, {"name": "deep", "description": "too deep to parse", "inputSchema": schema}]
     if MODE == "many":
         return [{"name": f"tool_{i:05d}", "description": f"Tool number {i}\nSecond line",
                  "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}}}

@@ -528,3 +528,15 @@ async def test_a_progress_flood_is_coalesced_and_all_of_it_comes_before_the_resu
     assert len(seen) < 300000, "coalesced, not queued"
     assert after == [], f"{len(after)} progress notifications came after the result"
     assert peak_kib < 150 * 1024, f"peak RSS {peak_kib} KiB"
+
+
+async def test_a_tool_too_deep_to_parse_is_left_out_and_the_rest_listed(gw):
+    hostile(gw, "dev.mcp.deep", "deep", timeout=5000)
+    async with gw.session() as s:
+        import time
+        started = time.monotonic()
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.deep"})).content[0].text
+        assert time.monotonic() - started < 5, "within the app's timeout"
+        assert "### `echo`" in guide and "### `deep`" not in guide, guide
+        r = await s.call_tool("aai_exec", {"app": "dev.mcp.deep", "tool": "echo", "args": {"text": "hi"}})
+        assert "hi" in r.content[0].text

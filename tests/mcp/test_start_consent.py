@@ -185,3 +185,37 @@ async def test_a_dialog_that_cannot_open_is_no_answer(gw):
     err = e.value.error
     assert err.code == -32014, f"not an answer, so not a denial: {err}"
     assert err.data["command"].startswith("aai-gateway consent grant com.example.echo")
+
+
+async def test_a_command_changed_while_the_user_is_asked_is_asked_about_again(gw, tmp_path):
+    import anyio
+    marker, other = tmp_path / "marker", tmp_path / "other"
+    gw.config(consent={"mode": "prompt"})
+    marker_app(gw, marker)
+    asked = []
+
+    async def answer(context, params):
+        from mcp import types
+        asked.append(params.message)
+        if len(asked) == 1:
+            # The descriptor is edited while the question is open.
+            marker_app(gw, other)
+            await anyio.sleep(2.5)
+            return types.ElicitResult(action="accept", content={"decision": "once"})
+        return types.ElicitResult(action="accept", content={"decision": "deny"})
+
+    gw.config(consent={"mode": "prompt"}, scanInterval=1)
+    async with gw.session(client_name="agent-r", elicitation=answer) as s:
+        with pytest.raises(MCPError):
+            await s.call_tool("aai_exec", {"app": APP, "tool": "hello", "args": {"name": "x"}})
+    assert len(asked) == 2 and str(other) in asked[1], asked
+    assert starts(other) == 0, "the new command started without being asked"
+
+
+def test_reserved_tool_names_do_not_load(gw):
+    from conftest import tool
+    for name in ["@start", "*", "@anything"]:
+        gw.add_app("com.example.reserved", tools=[tool(name)])
+        scan = json.loads(gw.run("--scan", "--json").stdout)
+        assert not any(a["id"] == "com.example.reserved" for a in scan["apps"]), name
+        assert any("is reserved" in d["message"] for d in scan["diagnostics"]), name

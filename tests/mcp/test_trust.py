@@ -21,18 +21,11 @@ def store_key(gw, app, value):
                        input=value, env=gw.env(), capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
 from test_http import tool, web_app
-from test_web import Site
+from test_web import Site, site  # noqa: F401  (site is a fixture)
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def site():
-    s = Site()
-    yield s
-    s.stop()
 
 
 def mode(path):

@@ -471,7 +471,7 @@ impl Gate {
         {
             self.allow_start(&key.1, pin, choice != Choice::Once);
         }
-        let start_only = key.2 == START;
+        let start_only = key.2 == START && slot.info.start_pin.is_some();
         Ok(match choice {
             Choice::Once if start_only => "the app may start in this run",
             Choice::Once => {
@@ -556,7 +556,7 @@ impl Gate {
         self.mode(&question.app) == ConsentMode::Prompt
             && question.caller.transport != "cli"
             && !(self.start_ok(question)
-                && (question.tool == START
+                && (start_only(question)
                     || self.granted(&caller, &question.app, &question.tool, question.cert())
                     || self.once_waiting(&caller, question)))
     }
@@ -583,7 +583,7 @@ impl Gate {
     /// for it.
     fn allowed_now(&self, question: &Question, key: &Key) -> bool {
         self.start_ok(question)
-            && (question.tool == START
+            && (start_only(question)
                 || self.granted(&key.0, &question.app, &question.tool, question.cert())
                 || self.take_once(key))
     }
@@ -691,13 +691,24 @@ impl Gate {
     /// CONSENT_REQUIRED for `question`, refused as pending entry `id`: where to approve
     /// it, and the command that grants it, quoted for a POSIX shell and for PowerShell.
     fn consent_required(&self, question: &Question, caller: &str, id: u64) -> GatewayError {
-        let start_only = question.tool == START;
-        let mut words = vec!["aai-gateway", "consent", "grant", question.app.as_str()];
+        let start_only = start_only(question);
+        // A value starting with `-` is given as `--tool=…`, so that it stays the value.
+        let option = |name: &str, value: &str| -> Vec<String> {
+            if value.starts_with('-') {
+                vec![format!("{name}={value}")]
+            } else {
+                vec![name.to_owned(), value.to_owned()]
+            }
+        };
+        let mut words: Vec<String> = ["aai-gateway", "consent", "grant", question.app.as_str()]
+            .map(str::to_owned)
+            .to_vec();
         if !start_only {
-            words.extend(["--tool", question.tool.as_str(), "--caller", caller]);
+            words.extend(option("--tool", &question.tool));
+            words.extend(option("--caller", caller));
         }
         if question.start.is_some() && !self.start_ok(question) {
-            words.push("--start");
+            words.push("--start".to_owned());
         }
         let join = |quote: fn(&str) -> String| {
             words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
@@ -757,7 +768,7 @@ impl Gate {
         match choice {
             Some(Choice::Once) => Ok(()),
             Some(Choice::Tool) => {
-                if key.2 != START {
+                if !start_only(question) {
                     self.remember(&key.0, &key.1, &key.2, cert);
                 }
                 Ok(())
@@ -776,6 +787,11 @@ impl Gate {
             )),
         }
     }
+}
+
+/// Whether `question` is only about starting its app (a guide needs it running).
+fn start_only(question: &Question) -> bool {
+    question.tool == START && question.start.is_some()
 }
 
 /// Drops refused entries older than an hour and the oldest beyond the cap.
@@ -1165,6 +1181,11 @@ mod tests {
             ps,
             "aai-gateway 'consent' 'grant' 'com.a' '--tool' 't;$(touch /tmp/p2)`id`' '--caller' 'x''; touch /tmp/pwned; echo ''@stdio'"
         );
+        // A name starting with `-` stays the option's value.
+        q.tool = "-rf".into();
+        let e = gate.check(&q, None).await.unwrap_err();
+        let words = shlex::split(e.data()["command"].as_str().unwrap()).unwrap();
+        assert!(words.contains(&"--tool=-rf".to_owned()), "{words:?}");
     }
 
     #[derive(Debug)]

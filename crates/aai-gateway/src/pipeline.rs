@@ -295,7 +295,9 @@ impl Gateway {
                 .map_err(|e| e.at(app_id, &tool.name))?,
             start: self.start_to_approve(entry),
         };
-        if !asked {
+        // Asked already, unless what starts changed while the user was asked (the
+        // descriptor was edited): the new command is asked about again.
+        if !asked || question.start.is_some() {
             self.consent
                 .check(&question, origin.prompter.as_deref())
                 .await

@@ -86,6 +86,13 @@ fn check_tool_name(tool: &Obj<'_>, name: &str) {
     if name.chars().any(char::is_control) {
         tool.sink()
             .error(at, "tool name must not contain control characters");
+    } else if name == "*" || name.starts_with('@') {
+        // `*` stands for every tool of an app in consent grants, `@…` for what the
+        // gateway itself asks about (starting an app): a tool may not take those names.
+        tool.sink().error(
+            at,
+            format!("tool name `{name}` is reserved (`*` and names starting with `@` mean something else to consent)"),
+        );
     } else if name.len() > 64
         || !name
             .chars()

@@ -177,11 +177,7 @@ pub async fn connect(
                 stdout,
                 stderr_tail,
             } = *spawned;
-            let stdout = Capped {
-                inner: stdout,
-                line: 0,
-                over: oversized.clone(),
-            };
+            let stdout = Capped::new(stdout, oversized.clone());
             let started = tokio::time::timeout(deadline, handler.serve((stdout, stdin))).await;
             let note = stderr_tail.note();
             let service = match started {
@@ -338,14 +334,60 @@ fn bracketed_len(text: &str) -> Option<usize> {
 /// takes.
 const OVERSIZED: &str = "the server sent a message over 16 MiB (a result too large to pass on); the connection was closed and is opened again on the next call";
 
-/// A stdio server's stdout that ends at the first line longer than rmcp takes. rmcp drops
-/// such a line and reads on, so the call it answered would wait for its whole timeout;
-/// ending the stream fails the connection's calls at once, and `over` says why.
+/// A stdio server's stdout, passed on line by line: it ends at the first line longer than
+/// rmcp takes (rmcp would drop such a line and read on, so the call it answered would
+/// wait for its whole timeout; ending the stream fails the connection's calls at once, and
+/// `over` says why), and a line nested deeper than rmcp's JSON parser goes (128 levels)
+/// loses the list entries that are that deep ([`drop_deep_entries`]): one tool with a
+/// hostile schema must not cost the server its whole `tools/list`.
 struct Capped<R> {
     inner: R,
-    /// Bytes of the current line so far.
-    line: usize,
+    /// The current line so far.
+    held: Vec<u8>,
+    /// Whole lines ready to be read.
+    ready: std::collections::VecDeque<u8>,
+    /// The JSON nesting of the current line.
+    depth: Depth,
+    eof: bool,
     over: Arc<AtomicBool>,
+}
+
+impl<R> Capped<R> {
+    fn new(inner: R, over: Arc<AtomicBool>) -> Capped<R> {
+        Capped {
+            inner,
+            held: Vec::new(),
+            ready: std::collections::VecDeque::new(),
+            depth: Depth::default(),
+            eof: false,
+            over,
+        }
+    }
+
+    /// Takes in `bytes`: whole lines become ready.
+    fn take(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if self.over.load(Ordering::Relaxed) {
+                return;
+            }
+            self.held.push(b);
+            if b == b'\n' {
+                let line = std::mem::take(&mut self.held);
+                if self.depth.deepest > DEEPEST {
+                    self.ready.extend(drop_deep_entries(&line));
+                } else {
+                    self.ready.extend(line);
+                }
+                self.depth = Depth::default();
+            } else if self.held.len() > DEFAULT_MAX_LINE_LENGTH {
+                // The whole lines before this one are kept; the stream ends after them.
+                self.held = Vec::new();
+                self.over.store(true, Ordering::Relaxed);
+            } else {
+                self.depth.feed(b);
+            }
+        }
+    }
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
@@ -354,37 +396,140 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        if self.over.load(Ordering::Relaxed) {
-            return Poll::Ready(Ok(())); // end of stream
-        }
-        let before = buf.filled().len();
-        std::task::ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
-        let mut line = self.line;
-        let mut kept = None;
-        for (i, &b) in buf.filled()[before..].iter().enumerate() {
-            if b == b'\n' {
-                line = 0;
+        loop {
+            if !self.ready.is_empty() {
+                let n = buf.remaining().min(self.ready.len());
+                let chunk: Vec<u8> = self.ready.drain(..n).collect();
+                buf.put_slice(&chunk);
+                return Poll::Ready(Ok(()));
+            }
+            if self.eof || self.over.load(Ordering::Relaxed) {
+                return Poll::Ready(Ok(())); // end of stream
+            }
+            let mut scratch = [0u8; 16 * 1024];
+            let mut read = ReadBuf::new(&mut scratch);
+            std::task::ready!(Pin::new(&mut self.inner).poll_read(cx, &mut read))?;
+            if read.filled().is_empty() {
+                // The end: a last line without its newline goes as it is.
+                self.eof = true;
+                let rest = std::mem::take(&mut self.held);
+                self.ready.extend(rest);
             } else {
-                line += 1;
-                if line > DEFAULT_MAX_LINE_LENGTH {
-                    // Keep the whole lines before this one; the stream ends after them.
-                    kept = Some(
-                        buf.filled()[before..before + i]
-                            .iter()
-                            .rposition(|&b| b == b'\n')
-                            .map_or(0, |n| n + 1),
-                    );
-                    break;
-                }
+                let bytes = read.filled().to_vec();
+                self.take(&bytes);
             }
         }
-        if let Some(kept) = kept {
-            buf.set_filled(before + kept);
-            self.over.store(true, Ordering::Relaxed);
-        }
-        self.line = line;
-        Poll::Ready(Ok(()))
     }
+}
+
+/// Deeper than this, a line's list entries are dropped (serde_json, under rmcp, stops at
+/// 128 levels and drops the whole line).
+const DEEPEST: usize = 120;
+
+/// JSON nesting, fed byte by byte (strings skipped).
+#[derive(Debug, Default, Clone, Copy)]
+struct Depth {
+    now: usize,
+    deepest: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Depth {
+    fn feed(&mut self, b: u8) {
+        if self.in_string {
+            match (self.escaped, b) {
+                (true, _) => self.escaped = false,
+                (false, b'\\') => self.escaped = true,
+                (false, b'"') => self.in_string = false,
+                _ => {}
+            }
+            return;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => {
+                self.now += 1;
+                self.deepest = self.deepest.max(self.now);
+            }
+            b'}' | b']' => self.now = self.now.saturating_sub(1),
+            _ => {}
+        }
+    }
+}
+
+/// `line` without the entries of its lists (arrays three levels in, such as
+/// `result.tools`) that nest deeper than [`DEEPEST`], commas mended; the rest of the
+/// message is kept as it is. A line whose deep part is elsewhere comes back unchanged
+/// (rmcp then drops it, as before).
+fn drop_deep_entries(line: &[u8]) -> Vec<u8> {
+    // (start, end, where its list opened) of each entry to drop.
+    let mut drop: Vec<(usize, usize, usize)> = Vec::new();
+    let mut depth = Depth::default();
+    // The entry of a depth-3 list being read: where it starts and how deep it goes.
+    let mut entry: Option<(usize, usize)> = None;
+    let mut list_open = false;
+    let mut list_at = 0;
+    for (i, &b) in line.iter().enumerate() {
+        let before = depth;
+        depth.feed(b);
+        if before.in_string || depth.in_string && b == b'"' {
+            if let Some((_, deepest)) = entry.as_mut() {
+                *deepest = (*deepest).max(depth.now);
+            }
+            continue;
+        }
+        match b {
+            b'[' if depth.now == 3 => {
+                list_open = true;
+                list_at = i;
+            }
+            b']' if before.now == 3 => {
+                if let Some((start, deepest)) = entry.take()
+                    && deepest > DEEPEST
+                {
+                    drop.push((start, i, list_at));
+                }
+                list_open = false;
+            }
+            b',' if list_open && depth.now == 3 => {
+                if let Some((start, deepest)) = entry.take()
+                    && deepest > DEEPEST
+                {
+                    drop.push((start, i, list_at));
+                }
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ if list_open && before.now == 3 && entry.is_none() => entry = Some((i, depth.now)),
+            _ => {}
+        }
+        if let Some((_, deepest)) = entry.as_mut() {
+            *deepest = (*deepest).max(depth.now);
+        }
+    }
+    if drop.is_empty() {
+        return line.to_vec();
+    }
+    let mut out = Vec::with_capacity(line.len());
+    let mut at = 0;
+    for (start, end, list_at) in drop {
+        // The entry and the comma after it (else the comma before it, within its list)
+        // go.
+        let mut cut_start = start;
+        let mut cut_end = end;
+        let from = at.max(list_at + 1);
+        if line.get(end) == Some(&b',') {
+            cut_end = end + 1;
+        } else if from < start
+            && let Some(comma) = line[from..start].iter().rposition(|&c| c == b',')
+        {
+            cut_start = from + comma;
+        }
+        out.extend_from_slice(&line[at..cut_start.max(at)]);
+        at = cut_end;
+    }
+    out.extend_from_slice(&line[at..]);
+    out
 }
 
 impl Connection {
@@ -681,16 +826,43 @@ mod tests {
         data.extend(std::iter::repeat_n(b'x', DEFAULT_MAX_LINE_LENGTH + 10));
         data.extend(b"\n{\"after\":1}\n");
         let over = Arc::new(AtomicBool::new(false));
-        let mut capped = Capped {
-            inner: &data[..],
-            line: 0,
-            over: over.clone(),
-        };
+        let mut capped = Capped::new(&data[..], over.clone());
         let mut out = Vec::new();
         capped.read_to_end(&mut out).await.unwrap();
         assert!(over.load(Ordering::SeqCst));
         assert!(out.starts_with(b"{\"ok\":1}\n"));
         assert!(out.len() <= 9 + DEFAULT_MAX_LINE_LENGTH, "{}", out.len());
         assert!(!out.ends_with(b"{\"after\":1}\n"));
+    }
+
+    #[tokio::test]
+    async fn a_list_entry_too_deep_for_the_parser_is_dropped_and_the_rest_kept() {
+        use tokio::io::AsyncReadExt;
+        let deep = format!("{}1{}", "{\"a\":".repeat(200), "}".repeat(200));
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"first","inputSchema":{{}}}},{{"name":"deep","inputSchema":{deep}}},{{"name":"last","s":"[{{,"}}]}}}}"#
+        );
+        let data = format!("{{\"ok\":1}}\n{line}\n");
+        let mut capped = Capped::new(data.as_bytes(), Arc::new(AtomicBool::new(false)));
+        let mut out = Vec::new();
+        capped.read_to_end(&mut out).await.unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("{\"ok\":1}"));
+        let kept: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+        let names: Vec<&str> = kept["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["first", "last"]);
+        // The deep one last, or alone: the commas still fit.
+        for tools in [format!(r#"[{{"name":"a"}},{deep}]"#), format!("[{deep}]")] {
+            let line = format!(r#"{{"id":1,"result":{{"tools":{tools}}}}}"#);
+            let fixed = drop_deep_entries(line.as_bytes());
+            serde_json::from_slice::<Value>(&fixed)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&fixed)));
+        }
     }
 }
