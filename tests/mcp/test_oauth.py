@@ -177,6 +177,7 @@ async def test_sign_in_call_refresh_rotate_and_recover(ogw, oidc):
         time.sleep(4.5)  # past the refresh time (half of 6 s), before expiry: refreshed first
         assert await call(s, "com.example.oidc", "me") == {"sub": "alice"}
         second = stored(ogw)
+        assert second.get("boundTo", "").startswith("http://127.0.0.1:"), "a refresh keeps the binding"
         assert second["refreshToken"] != first["refreshToken"], "the rotated refresh token was stored"
         assert second["accessToken"] != first["accessToken"]
         time.sleep(4.5)  # again: works only with the rotated refresh token (the old one is spent)

@@ -183,8 +183,9 @@ impl Authenticator {
                 e.into()
             }
         })?;
+        // Renewed, not stored anew: the tokens stay bound to the server they were sent to.
         self.store
-            .set(app, Credential::OAuth(fresh.clone()))
+            .renew(app, Credential::OAuth(fresh.clone()))
             .await?;
         tracing::info!(app, "refreshed the OAuth access token");
         Ok(fresh)

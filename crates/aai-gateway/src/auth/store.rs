@@ -195,6 +195,23 @@ impl Store {
         .await
     }
 
+    /// Replaces the credential of `app` with a renewed one (refreshed tokens), keeping the
+    /// origin it is bound to.
+    pub async fn renew(&self, app: &str, credential: Credential) -> Result<(), GatewayError> {
+        let (store, app) = (self.clone(), app.to_owned());
+        blocking(move || {
+            let bound = store
+                .raw_now(&app)?
+                .and_then(|raw| raw.get(BOUND_TO).cloned());
+            let mut raw = serde_json::to_value(&credential).expect("credentials serialize");
+            if let Some(bound) = bound {
+                raw[BOUND_TO] = bound;
+            }
+            store.write_raw(&app, raw)
+        })
+        .await
+    }
+
     /// Stores the credential of `app`.
     pub async fn set(&self, app: &str, credential: Credential) -> Result<(), GatewayError> {
         let (store, app) = (self.clone(), app.to_owned());
