@@ -31,6 +31,10 @@ use axum::response::{IntoResponse, Response};
 use crate::auth::Secret;
 use crate::gateway::Gateway;
 
+/// The address a request's connection came from (a request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct Remote(pub std::net::IpAddr);
+
 /// Most connections served at once; the next ones wait until one closes.
 pub const MAX_CONNECTIONS: usize = 256;
 /// How long a connection may take to send a request's headers, or stay idle between
@@ -257,7 +261,10 @@ async fn accept_loop(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("TCP_NODELAY: {e}");
         }
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        // Each request knows the address it came from (per-client limits).
+        let service = hyper_util::service::TowerToHyperService::new(
+            router.clone().layer(axum::Extension(Remote(remote.ip()))),
+        );
         let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

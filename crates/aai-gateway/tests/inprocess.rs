@@ -467,3 +467,45 @@ fn a_rescan_that_cannot_read_keeps_the_apps_it_had() {
     assert!(gw.rescan());
     assert!(gw.registry_snapshot().find("com.example.kept").is_none());
 }
+
+#[tokio::test]
+async fn a_remote_client_keeps_a_bounded_number_of_sessions() {
+    use tower::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{}");
+    let addr: std::net::SocketAddr = "127.0.0.1:3000".parse().unwrap();
+    let router = aai_gateway::mcp::http::service(gw, addr, Some("t0ken-id".into()));
+    let from = |ip: &str| {
+        router
+            .clone()
+            .layer(axum::Extension(aai_gateway::listen::Remote(
+                ip.parse().unwrap(),
+            )))
+    };
+    let initialize = || {
+        axum::http::Request::post("/mcp")
+            .header("host", "192.0.2.1")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(axum::body::Body::from(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "remote", "version": "1"}}})
+                .to_string(),
+            ))
+            .unwrap()
+    };
+    let cap = aai_gateway::mcp::http::MAX_SESSIONS_PER_CLIENT;
+    for _ in 0..cap {
+        let r = from("192.0.2.7").oneshot(initialize()).await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let refused = from("192.0.2.7").oneshot(initialize()).await.unwrap();
+    assert_eq!(
+        refused.status(),
+        503,
+        "one client may not take every session"
+    );
+    let other = from("192.0.2.8").oneshot(initialize()).await.unwrap();
+    assert_eq!(other.status(), 200, "another client still gets one");
+}

@@ -27,10 +27,15 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -
     };
     let factory = move || Ok(Server::new(gateway.clone(), "http").with_token(token.clone()));
     let mut sessions = LocalSessionManager::default();
-    // An idle session (no request, no open stream) is closed after two minutes.
+    // An idle session (no request, no open stream) is closed after two minutes; each
+    // keeps at most this many messages for a client that is not reading (older ones go).
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
-    let sessions = Arc::new(sessions);
-    let service = StreamableHttpService::new(factory, sessions.clone(), config);
+    sessions.session_config.channel_capacity = SESSION_QUEUE;
+    let sessions = Arc::new(Sessions {
+        manager: Arc::new(sessions),
+        clients: std::sync::Mutex::default(),
+    });
+    let service = StreamableHttpService::new(factory, sessions.manager.clone(), config);
     axum::Router::new()
         .fallback_service(service)
         .layer(axum::middleware::from_fn(move |req, next| {
@@ -38,6 +43,18 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -
             async move { capped(&sessions, req, next).await }
         }))
 }
+
+/// The sessions of a listener, and which client (remote address) opened each.
+struct Sessions {
+    manager: Arc<LocalSessionManager>,
+    clients: std::sync::Mutex<std::collections::HashMap<String, std::net::IpAddr>>,
+}
+
+/// Most sessions one remote client (address) keeps open at once; this machine's own
+/// clients are one user, bounded by [`MAX_SESSIONS`].
+pub const MAX_SESSIONS_PER_CLIENT: usize = 16;
+/// Most messages a session keeps for a client that does not read them.
+pub const SESSION_QUEUE: usize = 16;
 
 /// Most sessions one listener keeps at once.
 pub const MAX_SESSIONS: usize = 64;
@@ -48,15 +65,52 @@ pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(120
 /// [`MAX_SESSIONS`] are open is refused with 503; requests of open sessions, and the
 /// stateless revision's, pass.
 async fn capped(
-    sessions: &LocalSessionManager,
+    sessions: &Sessions,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let maybe_opens =
         req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
-    if !maybe_opens || sessions.sessions.read().await.len() < MAX_SESSIONS {
+    if !maybe_opens {
         return next.run(req).await;
+    }
+    let remote = req
+        .extensions()
+        .get::<crate::listen::Remote>()
+        .map(|r| r.0)
+        .filter(|ip| !ip.is_loopback());
+    let open: std::collections::HashSet<String> = sessions
+        .manager
+        .sessions
+        .read()
+        .await
+        .keys()
+        .map(ToString::to_string)
+        .collect();
+    let client_full = {
+        let mut clients = sessions.clients.lock().expect("clients lock");
+        clients.retain(|id, _| open.contains(id));
+        remote.is_some_and(|ip| {
+            clients.values().filter(|c| **c == ip).count() >= MAX_SESSIONS_PER_CLIENT
+        })
+    };
+    if open.len() < MAX_SESSIONS && !client_full {
+        let response = next.run(req).await;
+        if let (Some(ip), Some(id)) = (
+            remote,
+            response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok()),
+        ) {
+            sessions
+                .clients
+                .lock()
+                .expect("clients lock")
+                .insert(id.to_owned(), ip);
+        }
+        return response;
     }
     // At the cap: only an `initialize` opens a session (the stateless revision's requests
     // do not). The body is already in memory (the listener bounded and read it).
@@ -75,7 +129,11 @@ async fn capped(
     let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
     if opens {
         let answer = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
-            "message": format!("this server has {MAX_SESSIONS} sessions open; close one (DELETE with its Mcp-Session-Id) or retry later")}});
+        "message": if client_full {
+            format!("this client has {MAX_SESSIONS_PER_CLIENT} sessions open; close one (DELETE with its Mcp-Session-Id) or retry later")
+        } else {
+            format!("this server has {MAX_SESSIONS} sessions open; close one (DELETE with its Mcp-Session-Id) or retry later")
+        }}});
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
