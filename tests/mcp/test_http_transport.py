@@ -248,3 +248,54 @@ def test_a_reused_id_in_flight_is_refused_and_sessions_are_capped(gw):
         for o in opened:
             httpx2.delete(url, headers={**HEADERS, "mcp-session-id": o.headers["mcp-session-id"]}, timeout=10)
         assert post(url, INIT).status_code == 200, "closing sessions makes room"
+
+
+FAKE_LSOF = """#!{python}
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(here, "calls.txt"), "a").write(" ".join(sys.argv[1:]) + "\\n")
+client = next(a[len("-iTCP@"):] for a in sys.argv[1:] if a.startswith("-iTCP@"))
+uid = open(os.path.join(here, "uid.txt")).read().strip()
+print(f"p4242\\nu{{uid}}\\nf5\\nn{{client}}->127.0.0.1:1")
+"""
+
+FAKE_POWERSHELL = """#!{python}
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(here, "calls.txt"), "a").write(" ".join(sys.argv[1:3]) + " " + os.environ.get("AAI_PEER_PORT", "") + "\\n")
+print(open(os.path.join(here, "answer.txt")).read().strip())
+"""
+
+
+@pytest.mark.parametrize("os_name, program, fake", [("macos", "lsof", FAKE_LSOF),
+                                                    ("windows", "powershell.exe", FAKE_POWERSHELL)])
+def test_on_macos_and_windows_the_os_is_asked_who_connects(gw, tmp_path, os_name, program, fake):
+    """Through their command boundaries (recording fakes; not run on those systems here)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / program).write_text(fake.format(python=sys.executable))
+    (bindir / program).chmod(0o755)
+    answer = {"macos": ("uid.txt", str(os.getuid()), "4242"), "windows": ("answer.txt", "owner", "other")}[os_name]
+    (bindir / answer[0]).write_text(answer[1])
+    port = free_port()
+    proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home), "--web", "--listen", f"127.0.0.1:{port}"],
+                            env=gw.env(AAI_HOST_OS=os_name, PATH=f"{bindir}:{os.environ['PATH']}"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while "serving MCP on" not in proc.stderr.readline():
+            assert proc.poll() is None, "the server did not start"
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert post(url, INIT).status_code == 200, "the owner, as the OS says"
+        (bindir / answer[0]).write_text(answer[2])
+        import httpx2
+        with pytest.raises(httpx2.HTTPError):
+            post(url, INIT)
+        calls = (bindir / "calls.txt").read_text()
+        assert calls.count("\n") >= 2, calls
+        if os_name == "macos":
+            assert "-nP -a -iTCP@127.0.0.1:" in calls and "-sTCP:ESTABLISHED -F pun" in calls, calls
+        else:
+            assert calls.startswith("-NoProfile -NonInteractive"), calls
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

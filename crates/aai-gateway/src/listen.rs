@@ -59,7 +59,7 @@ pub fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secr
         }
         return Ok(Some(Secret::new(token.trim())));
     }
-    if addr.ip().is_loopback() && crate::peer::provable() {
+    if addr.ip().is_loopback() && crate::peer::provable_on(crate::host::Host::current().os()) {
         return Ok(None);
     }
     install_token(home).map(Some)
@@ -243,33 +243,35 @@ async fn accept_loop(
         let Ok(local) = stream.local_addr() else {
             continue;
         };
-        match crate::peer::of(local, remote) {
-            crate::peer::Peer::Owner => {}
-            crate::peer::Peer::Unknown if has_token => {}
-            crate::peer::Peer::Other(uid) => {
-                tracing::warn!(%remote, uid, "refused a connection of another user");
-                continue;
-            }
-            crate::peer::Peer::Unknown => {
-                tracing::warn!(%remote, "refused a connection whose user cannot be proven");
-                continue;
-            }
-        }
-        // Small answers (a JSON-RPC reply, an SSE event) go out at once: without
-        // TCP_NODELAY Nagle's algorithm meets the client's delayed ACK and every call
-        // waits 40 ms.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY: {e}");
-        }
+        let (os, http, watcher) = (gateway.host.os(), http.clone(), graceful.watcher());
         // Each request knows the address it came from (per-client limits).
         let service = hyper_util::service::TowerToHyperService::new(
             router.clone().layer(axum::Extension(Remote(remote.ip()))),
         );
-        let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
+        // The owner is looked up beside the loop (on some OSes it takes a program run):
+        // no byte of the connection is read until it is proven.
         tokio::spawn(async move {
             let _slot = slot;
-            if let Err(e) = connection.await {
+            match crate::peer::owner(local, remote, os).await {
+                crate::peer::Peer::Owner => {}
+                crate::peer::Peer::Unknown if has_token => {}
+                crate::peer::Peer::Other(uid) => {
+                    tracing::warn!(%remote, uid, "refused a connection of another user");
+                    return;
+                }
+                crate::peer::Peer::Unknown => {
+                    tracing::warn!(%remote, "refused a connection whose user cannot be proven");
+                    return;
+                }
+            }
+            // Small answers (a JSON-RPC reply, an SSE event) go out at once: without
+            // TCP_NODELAY Nagle's algorithm meets the client's delayed ACK and every call
+            // waits 40 ms.
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!("TCP_NODELAY: {e}");
+            }
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(e) = watcher.watch(connection).await {
                 tracing::debug!("connection ended: {e}");
             }
         });

@@ -6,10 +6,13 @@
 //!   of the machine's network namespace with its local and remote address and its owner's
 //!   uid; the client's socket is the one whose local address is the connection's peer and
 //!   whose remote address is the listener's side.
-//! * macOS and Windows: the owner of a peer socket is found only through the process
-//!   table with native calls this crate does not make (`unsafe` is forbidden); there the
-//!   peer is never proven and the listener requires its token instead
-//!   (`docs/ui.md`, "Who may connect").
+//! * macOS: `lsof` lists the client's socket with its owner's uid.
+//! * Windows: PowerShell's `Get-NetTCPConnection` names the process that owns the
+//!   client's socket, and `Win32_Process.GetOwner` its user.
+//!
+//! macOS and Windows were not run here: their command boundaries (`lsof`,
+//! `powershell.exe`) are tested with recording fakes. A lookup that fails leaves the peer
+//! unproven, and the listener then requires its token.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -52,9 +55,128 @@ pub fn of(local: SocketAddr, remote: SocketAddr) -> Peer {
     }
 }
 
-/// Whether this OS can tell who owns a loopback peer.
-pub fn provable() -> bool {
-    cfg!(target_os = "linux")
+/// Who owns the client side of the connection, asked the way the host's OS allows:
+/// Linux reads its socket tables; macOS asks `lsof` for the socket whose local address is
+/// the client's; Windows asks PowerShell (`Get-NetTCPConnection` for the owning process,
+/// then that process's owner, compared with the gateway's user). A lookup that fails or
+/// says nothing is `Unknown`.
+pub async fn owner(local: SocketAddr, remote: SocketAddr, os: crate::host::Os) -> Peer {
+    match os {
+        crate::host::Os::Linux => of(local, remote),
+        crate::host::Os::Macos => macos(local, remote).await,
+        crate::host::Os::Windows => windows(local, remote).await,
+        crate::host::Os::Other => Peer::Unknown,
+    }
+}
+
+/// Whether `os` can tell who owns a loopback peer.
+pub fn provable_on(os: crate::host::Os) -> bool {
+    matches!(
+        os,
+        crate::host::Os::Linux | crate::host::Os::Macos | crate::host::Os::Windows
+    )
+}
+
+/// How long asking the OS may take before the peer counts as unknown.
+const LOOKUP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs one lookup program; its stdout when it succeeded.
+async fn ask(program: &str, args: &[String], env: &[(String, String)]) -> Option<String> {
+    let spec = crate::exec::process::Spec {
+        program,
+        args,
+        env,
+        base_dir: std::path::Path::new("/"),
+        label: "peer lookup",
+    };
+    let limits = crate::exec::process::Limits {
+        deadline: LOOKUP_DEADLINE,
+        max_output: 64 * 1024,
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+    let output = crate::exec::process::run(&spec, b"", &limits).await.ok()?;
+    output
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// macOS: `lsof -nP -a -iTCP@<client address> -sTCP:ESTABLISHED -F pun` lists the sockets
+/// with that endpoint; the client's is the one whose name starts with its own address.
+async fn macos(local: SocketAddr, remote: SocketAddr) -> Peer {
+    let args = [
+        "-nP".to_owned(),
+        "-a".to_owned(),
+        format!("-iTCP@{}", lsof_address(remote)),
+        "-sTCP:ESTABLISHED".to_owned(),
+        "-F".to_owned(),
+        "pun".to_owned(),
+    ];
+    let Some(listing) = ask("lsof", &args, &[]).await else {
+        return Peer::Unknown;
+    };
+    let _ = local;
+    match client_uid(&listing, remote) {
+        #[cfg(unix)]
+        Some(uid) if uid == nix::unistd::getuid().as_raw() => Peer::Owner,
+        Some(uid) => Peer::Other(uid),
+        None => Peer::Unknown,
+    }
+}
+
+/// `127.0.0.1:53211` or `[::1]:53211`, as lsof writes and reads them.
+fn lsof_address(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => format!("{}:{}", a.ip(), a.port()),
+        SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
+    }
+}
+
+/// The uid (`u…` field) of the socket whose name (`n…` field) starts with `client->`, in
+/// `lsof -F pun` output.
+pub fn client_uid(listing: &str, client: SocketAddr) -> Option<u32> {
+    let prefix = format!("{}->", lsof_address(client));
+    let mut uid = None;
+    for line in listing.lines() {
+        match line.split_at_checked(1) {
+            Some(("p", _)) => uid = None,
+            Some(("u", value)) => uid = value.parse().ok(),
+            Some(("n", name)) if name.starts_with(&prefix) => return uid,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Windows: a fixed PowerShell script (the ports travel as environment variables, never
+/// as code) prints `owner` or `other`.
+async fn windows(local: SocketAddr, remote: SocketAddr) -> Peer {
+    const SCRIPT: &str = r#"$ErrorActionPreference = 'Stop'
+$c = Get-NetTCPConnection -LocalPort ([int]$env:AAI_PEER_PORT) -RemotePort ([int]$env:AAI_OWN_PORT) -State Established | Select-Object -First 1
+$p = Get-CimInstance Win32_Process -Filter ("ProcessId=" + [int]$c.OwningProcess)
+$o = Invoke-CimMethod -InputObject $p -MethodName GetOwner
+$me = [System.Security.Principal.WindowsIdentity]::GetCurrent().Name
+if (("{0}\{1}" -f $o.Domain, $o.User) -eq $me) { 'owner' } else { 'other' }
+"#;
+    let args = [
+        "-NoProfile".to_owned(),
+        "-NonInteractive".to_owned(),
+        "-EncodedCommand".to_owned(),
+        crate::dialog::encode_utf16le(SCRIPT),
+    ];
+    let env = [
+        ("AAI_PEER_PORT".to_owned(), remote.port().to_string()),
+        ("AAI_OWN_PORT".to_owned(), local.port().to_string()),
+    ];
+    match ask("powershell.exe", &args, &env)
+        .await
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("owner") => Peer::Owner,
+        // The uid is not a Windows notion; the refusal is logged with 0.
+        Some("other") => Peer::Other(0),
+        _ => Peer::Unknown,
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -138,6 +260,15 @@ mod tests {
         // An IPv4 client of a dual-stack listener appears in tcp6 in its mapped form.
         assert_eq!(owner_in(TCP6, addr("127.0.0.1:51236"), server), Some(502));
         assert_eq!(owner_in("garbage\n1: x y z", server, server), None);
+    }
+
+    #[test]
+    fn lsof_names_the_client_sockets_owner() {
+        let listing = "p100\nu501\nf7\nn127.0.0.1:3000->127.0.0.1:53211\np200\nu502\nf9\nn127.0.0.1:53211->127.0.0.1:3000\n";
+        assert_eq!(client_uid(listing, addr("127.0.0.1:53211")), Some(502));
+        assert_eq!(client_uid(listing, addr("127.0.0.1:53212")), None);
+        let v6 = "p1\nu77\nn[::1]:6000->[::1]:3000\n";
+        assert_eq!(client_uid(v6, addr("[::1]:6000")), Some(77));
     }
 
     #[test]
