@@ -1,5 +1,5 @@
 """The macOS script executors through their command boundary: with AAI_HOST_OS=macos and a
-recording `osascript` on PATH, the seed's Mail example runs exactly the script its
+recording `osascript` on PATH, the example Mail descriptor runs exactly the script its
 template means, hostile values stay data, results and error numbers are read.
 
 Nothing here ran on a real Mac (see docs/macos.md for the ten-minute checklist).
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def mac(gw, tmp_path):
-    """A gateway that acts as on macOS, with the seed's Mail descriptor and a fake osascript."""
+    """A gateway that acts as on macOS, with the example Mail descriptor and a fake osascript."""
     fakes = Fakes(tmp_path / "fakebin", "osascript")
     install(gw, "d0-mail.json", "com.apple.mail")
     gw.config()
@@ -47,7 +47,7 @@ end tell
 return "{{\\"success\\":true, \\"message_id\\":\\"generated\\"}}\""""
 
 
-async def test_the_seed_mail_example_runs_the_script_its_template_means(gw, mac):
+async def test_the_spec_mail_example_runs_the_script_its_template_means(gw, mac):
     mac.reply(stdout='{"success":true, "message_id":"generated"}\n')
     args = {"to": "bob@example.com", "subject": 'Q3 "final" report', "body": "Hi Bob,\nsee attached."}
     async with gw.session(**mac.env) as s:
@@ -74,7 +74,7 @@ async def test_hostile_values_stay_inside_their_literals(gw, mac):
     assert "\u0000" not in script and "\u2028" not in script
 
 
-async def test_error_numbers_map_to_the_seed_codes(gw, mac):
+async def test_error_numbers_map_to_the_documented_codes(gw, mac):
     cases = [
         ("25:31: execution error: Not authorized to send Apple events to Mail. (-1743)", -32004),
         ("execution error: Mail got an error: Application isn’t running. (-600)", -32009),

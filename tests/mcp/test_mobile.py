@@ -1,5 +1,5 @@
 """Android intents and iOS URL schemes through their command boundary: recording `adb`
-and `xcrun` fakes on PATH (the seed's Mail descriptor's android and ios parts) assert the
+and `xcrun` fakes on PATH (the example Mail descriptor's android and ios parts) assert the
 exact argv, replay canned output, and show that hostile values stay data.
 
 Nothing here ran against a real device or Simulator.
@@ -34,7 +34,7 @@ def fakes(gw, tmp_path):
 HOSTILE = "x'; reboot; echo '$(id)`id`\"&|;\n"
 
 
-async def test_the_seed_android_intent_runs_with_quoted_extras(gw, fakes):
+async def test_the_spec_android_intent_runs_with_quoted_extras(gw, fakes):
     gw.put("com.apple.mail", mail_part("android"))
     fakes.reply({"prefix": ["-s", "emulator-5554", "shell", "am"],
                  "stdout": "Broadcasting: Intent\nBroadcast completed: result=0\n"},
@@ -64,7 +64,7 @@ async def test_adb_without_a_device_is_app_not_running(gw, fakes):
     assert fakes.calls()[0]["argv"][0] == "shell", "no -s without ANDROID_SERIAL"
 
 
-async def test_the_seed_ios_url_is_percent_encoded_and_its_result_read(gw, fakes, tmp_path):
+async def test_the_spec_ios_url_is_percent_encoded_and_its_result_read(gw, fakes, tmp_path):
     gw.put("com.apple.mail", mail_part("ios"))
     group = tmp_path / "group"
     group.mkdir()

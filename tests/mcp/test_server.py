@@ -1,5 +1,5 @@
 """The stdio MCP server driven through the real Python MCP SDK: handshake, listing in
-each exposure mode, guides, search, resources, the error model, and the seed spellings.
+each exposure mode, guides, search, resources, the error model, and the colon spellings.
 
 Run: python3 -m pytest tests/mcp -q
 """
@@ -141,7 +141,7 @@ async def test_resources_list_and_read(gw):
         assert "no resource" in e.value.error.message
 
 
-async def test_errors_follow_the_seed_shape(gw):
+async def test_errors_follow_the_documented_shape(gw):
     gw.add_app("com.example.echo")
     async with gw.session() as s:
         with pytest.raises(MCPError) as e:
@@ -186,7 +186,7 @@ async def test_errors_as_results_when_configured(gw):
         assert json.loads(text(r))["data"]["type"] == "TOOL_NOT_FOUND"
 
 
-async def test_seed_spellings_are_accepted(gw):
+async def test_colon_spellings_are_accepted(gw):
     gw.add_app("com.example.echo")
     async with gw.session() as s:
         r = await s.call_tool("aai:exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": "a"}})
@@ -196,7 +196,7 @@ async def test_seed_spellings_are_accepted(gw):
         r = await s.call_tool("app:com.example.echo", {})
         assert text(r).startswith("# Echo")
         names = [t.name for t in (await s.list_tools()).tools]
-        assert not any(":" in n for n in names), "seed spellings are accepted, never listed"
+        assert not any(":" in n for n in names), "colon spellings are accepted, never listed"
 
 
 async def test_stdout_carries_only_protocol_and_logs_go_to_files(gw):

@@ -1,7 +1,7 @@
-"""The certificate check of a web app's first call (seed 004): before anything is sent,
-the consent question shows the site's origin and its certificate (subject, issuer,
-SHA-256), read by a verified TLS handshake; an "always" answer is tied to that
-certificate, and a changed certificate asks again. A site whose certificate does not
+"""The certificate check of a web app's first call (docs/consent.md, Web apps): before
+anything is sent, the consent question shows the site's origin and its certificate
+(subject, issuer, SHA-256), read by a verified TLS handshake; an "always" answer is tied to
+that certificate, and a changed certificate asks again. A site whose certificate does not
 verify gets no request at all.
 
 A real https server on loopback (Python's ssl) with certificates from a test CA made by

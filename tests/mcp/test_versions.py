@@ -1,6 +1,6 @@
-"""The seeds' version rules: `validate NEW --against OLD` reports each change with the
-semver bump it needs and fails when the version was not bumped enough; a hot reload that
-breaks agents without a MAJOR bump is logged as a warning.
+"""The version rules (docs/descriptors.md, Versions): `validate NEW --against OLD` reports
+each change with the semver bump it needs and fails when the version was not bumped
+enough; a hot reload that breaks agents without a MAJOR bump is logged as a warning.
 
 Run: python3 -m pytest tests/mcp -q -k versions
 """

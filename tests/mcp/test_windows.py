@@ -1,7 +1,7 @@
 """The Windows COM executor through its command boundary: with AAI_HOST_OS=windows and a
-recording `powershell.exe` on PATH, the seed's Outlook action list becomes one PowerShell
+recording `powershell.exe` on PATH, the example Outlook action list becomes one PowerShell
 script that holds no argument value (values arrive as JSON on stdin), HRESULTs map to the
-seed's codes, and a busy app is retried.
+codes of docs/design.md, Errors, and a busy app is retried.
 
 Nothing here ran on real Windows (docs/windows.md).
 
@@ -39,7 +39,7 @@ SEND = {"app": "com.apple.mail", "tool": "send_email"}
 HOSTILE = "'; Remove-Item -Recurse -Force ~; '$(calc)` \"@'\n"
 
 
-async def test_the_seed_outlook_action_list_runs_with_values_as_data(gw, win):
+async def test_the_spec_outlook_action_list_runs_with_values_as_data(gw, win):
     win.replies({"stdout": '"{\\"success\\":true, \\"message_id\\":\\"generated\\"}"'})
     args = {"to": "bob@example.com", "subject": HOSTILE, "body": "Hi"}
     async with gw.session(**win.env) as s:
@@ -56,7 +56,7 @@ async def test_the_seed_outlook_action_list_runs_with_values_as_data(gw, win):
     assert values[:4] == [0, "bob@example.com", HOSTILE, "Hi"]
 
 
-async def test_hresults_map_to_the_seed_codes(gw, win):
+async def test_hresults_map_to_the_documented_codes(gw, win):
     cases = [
         ("HRESULT 0x80040154: Class not registered", -32006),
         ("HRESULT 0x800401E3: Operation unavailable", -32009),

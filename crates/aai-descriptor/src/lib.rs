@@ -26,6 +26,7 @@
 
 pub mod diagnostic;
 mod dialect;
+pub mod hash;
 pub mod model;
 pub mod name;
 pub mod read;
@@ -35,7 +36,7 @@ pub mod versions;
 
 pub use diagnostic::{Diagnostic, Severity, Sink};
 pub use dialect::app::{JSON_INTERFACE, header_name_problem, header_params, path_params};
-pub use dialect::common::{dot_segment, looks_secret, placeholder_name};
+pub use dialect::common::{dot_segment, looks_secret, placeholder_name, placeholder_names};
 pub use model::*;
 pub use name::{AppName, locale_from_posix};
 pub use schema::Schema;

@@ -21,13 +21,15 @@ use crate::schema::Schema;
 /// Which generation of the descriptor format a file was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Dialect {
-    /// Seeds `000`/`003`: root `appId` and `platforms.{macos,…}`.
+    /// docs/descriptors.md, platforms: root `appId` and `platforms.{macos,…}`.
     #[serde(rename = "platforms")]
     Platforms,
-    /// Seed `001`: `schema_version`, `app{…}`, `execution.type: ipc|http`.
+    /// docs/descriptors.md, snake_case: `schema_version`, `app{…}`,
+    /// `execution.type: ipc|http`.
     #[serde(rename = "snake_case")]
     SnakeCase,
-    /// Seed `002`: `schemaVersion`, `app.name{lang}`, `execution.type: http|stdio|…`.
+    /// docs/descriptors.md, camelCase: `schemaVersion`, `app.name{lang}`,
+    /// `execution.type: http|stdio|…`.
     #[serde(rename = "camelCase")]
     CamelCase,
 }

@@ -1,12 +1,12 @@
 //! Localized application names.
 //!
-//! Two forms exist in the seeds:
-//! * a pipe-separated string (`"Reminders|提醒事项|Rappels"`, seeds `000`/`001`): no
-//!   language tags, so the first part is the primary name and every part is used for
-//!   matching and shown in descriptions;
-//! * a BCP-47 object with `defaultLang` (seed `002`): resolved by locale — exact tag, then
-//!   the same language (preferring the same script, so `zh-HK` finds `zh-TW` before
-//!   `zh-CN`), then `defaultLang`, then the first entry.
+//! Two forms exist (docs/descriptors.md, Rules common to all forms):
+//! * a pipe-separated string (`"Reminders|提醒事项|Rappels"`, as the platforms and
+//!   snake_case forms write it): no language tags, so the first part is the primary
+//!   name and every part is used for matching and shown in descriptions;
+//! * a BCP-47 object with `defaultLang` (the camelCase form): resolved by locale — exact
+//!   tag, then the same language (preferring the same script, so `zh-HK` finds `zh-TW`
+//!   before `zh-CN`), then `defaultLang`, then the first entry.
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};

@@ -1,5 +1,5 @@
-//! The seeds' version rules: what a change between two releases of a descriptor means for
-//! the agents that use it, and which semver bump it needs.
+//! The version rules (docs/descriptors.md, Versions): what a change between two releases
+//! of a descriptor means for the agents that use it, and which semver bump it needs.
 //!
 //! | change | bump |
 //! |---|---|
@@ -310,7 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn each_rule_of_the_seed_table() {
+    fn each_rule_of_the_documented_table() {
         let s = |t: &str| serde_json::json!({"type": t});
         let old = app(
             "1.0.0",

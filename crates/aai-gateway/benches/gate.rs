@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use aai_gateway::config::ConsentMode;
+use aai_gateway::consent::state::State;
 use aai_gateway::consent::{Caller, Choice, Fixed, Gate, Question};
 use aai_gateway::history::{self, Record, Retention, Sink, Sqlite};
-use aai_gateway::state::State;
 use serde_json::json;
 
 fn median(mut us: Vec<f64>) -> f64 {

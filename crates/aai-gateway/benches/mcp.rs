@@ -210,6 +210,77 @@ async fn startup(tmp: &Path, adapter: &Path) {
     }
 }
 
+/// The standard memory run at 1,000 apps: RSS after init, then `tools/list` ×50 and
+/// `aai_guide`, `aai_exec` and cached `web_discover` calls ×200 each, 8 in flight; then
+/// RSS and peak RSS.
+async fn memory(tmp: &Path, adapter: &Path) {
+    let home = tmp.join("memory");
+    write_apps(&home, 1_000, adapter);
+    let cached = home.join("web/com.bench.web");
+    fs::create_dir_all(&cached).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    fs::write(cached.join("aai.json"), json!({"schemaVersion":"1.0","version":"1.0.0","platform":"web",
+        "app":{"id":"com.bench.web","name":"Web","description":"A cached web app"},
+        "execution":{"type":"http","baseUrl":"http://127.0.0.1:9"},
+        "tools":[{"name":"get","description":"d","parameters":{"type":"object"},"execution":{"path":"/x","method":"GET"}}]}).to_string()).unwrap();
+    fs::write(
+        cached.join("meta.json"),
+        json!({"sourceUrl":"http://127.0.0.1:9/.well-known/aai.json",
+        "fetchedAt": now, "ttlSecs": 86400, "etag": null})
+        .to_string(),
+    )
+    .unwrap();
+    let gw = Arc::new(Client::spawn(
+        &GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+    ));
+    gw.initialize().await;
+    gw.rpc("tools/list", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (after_init, _) = gw.rss_kib();
+    for _ in 0..50 {
+        gw.rpc("tools/list", json!({})).await;
+    }
+    let calls: Vec<Value> = (0..200)
+        .flat_map(|i| {
+            let app = format!("com.bench.app{}", i % 8);
+            [
+                json!({"name":"aai_guide","arguments":{"app": app}}),
+                json!({"name":"aai_exec","arguments":{"app": app,"tool":"tool0","args":{"text":"hi"}}}),
+                json!({"name":"web_discover","arguments":{"url":"http://127.0.0.1:9"}}),
+            ]
+        })
+        .collect();
+    let calls = Arc::new(calls);
+    let next = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let (gw, calls, next) = (gw.clone(), calls.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(call) = calls.get(i) else { break };
+                    gw.rpc("tools/call", call.clone()).await;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.unwrap();
+    }
+    let (rss, peak) = gw.rss_kib();
+    println!(
+        "memory 1000 apps: RSS after init {:.1} MiB; after tools/list ×50 and 600 calls (8 in flight): RSS {:.1} MiB, peak {:.1} MiB",
+        after_init as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        peak as f64 / 1024.0
+    );
+}
+
 async fn list_bytes(tmp: &Path, adapter: &Path) {
     for n in [10, 100, 1_000] {
         let home = tmp.join(format!("list{n}"));
@@ -919,6 +990,9 @@ fn main() {
         let only = std::env::var("AAI_BENCH_ONLY").unwrap_or_default();
         if only.is_empty() || only == "startup" {
             startup(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "memory" {
+            memory(tmp.path(), &adapter).await;
         }
         if only.is_empty() || only == "list" {
             list_bytes(tmp.path(), &adapter).await;

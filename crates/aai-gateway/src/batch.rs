@@ -17,8 +17,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Code, GatewayError};
-use crate::gateway::Gateway;
-use crate::pipeline::{Origin, Outcome};
+use crate::pipeline::{Origin, Outcome, Pipeline};
 
 /// Most bytes (as JSON) the results of one batch may hold together.
 pub const RESULT_BUDGET: usize = 16 * 1024 * 1024;
@@ -96,17 +95,17 @@ pub struct Batch {
 /// Called after each call ends: (calls done, calls in all, that call's status).
 pub type OnDone = Arc<dyn Fn(usize, usize, &Status) + Send + Sync>;
 
-impl Gateway {
+impl Pipeline {
     /// Runs `batch`; the statuses are in the calls' order. `cancel` stops the batch.
     /// Fails as a whole only when it has no calls or more than `batch.maxCalls`.
     pub async fn batch(
-        self: &Arc<Self>,
+        &self,
         batch: Batch,
         cancel: CancellationToken,
         on_done: Option<OnDone>,
         origin: &Origin,
     ) -> Result<Vec<Status>, GatewayError> {
-        let max = self.config.batch_max_calls;
+        let max = self.settings.batch_max_calls;
         let total = batch.calls.len();
         if total == 0 {
             return Err(GatewayError::new(
@@ -125,7 +124,7 @@ impl Gateway {
             .with("field", "/calls"));
         }
         let width = match batch.mode {
-            Mode::Parallel => self.config.batch_concurrency,
+            Mode::Parallel => self.settings.batch_concurrency,
             Mode::Sequence => 1,
         };
         // Stops calls from starting (after a failure with stopOnError, or on cancel).

@@ -1,4 +1,4 @@
-//! `config.json`: the gateway's settings (DESIGN §8), read once at start.
+//! `config.json`: the gateway's settings (docs/config.md), read once at start.
 //!
 //! Unknown keys are warnings; a value of the wrong type or out of range is an error that
 //! names the key (as a JSON pointer) and the file. A missing default config file means
@@ -27,7 +27,7 @@ pub enum Exposure {
 /// How tool failures reach the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorStyle {
-    /// JSON-RPC errors, as the seed shows.
+    /// JSON-RPC errors (the default; docs/design.md, Errors).
     JsonRpc,
     /// A `CallToolResult` with `isError: true`.
     Result,
@@ -596,7 +596,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_example_loads() {
+    fn the_basic_example_loads() {
         let (c, d) = parse(
             r#"{"scanPaths":["~/.aai","extra"],"defaultTimeout":30,"logLevel":"info","enableWebUI":true,"httpPort":3000}"#,
         )

@@ -1,5 +1,5 @@
-//! The gateway's error model (DESIGN §5, seed `003` §2.7): one code per failure kind,
-//! the seed's JSON shape, and one function that builds it.
+//! The gateway's error model (docs/design.md, Errors): one code per failure kind, the
+//! documented JSON shape, and one function that builds it.
 //!
 //! `{"code": -32001, "message": "Automation failed", "data": {"type": "AUTOMATION_FAILED",
 //! "detail": "...", "appId": "...", "tool": "...", "retryable": false}}`
@@ -220,7 +220,7 @@ impl GatewayError {
         format!("{}: {short}", self.code.message())
     }
 
-    /// The seed's `data` object.
+    /// The `data` object (docs/design.md, Errors).
     pub fn data(&self) -> Value {
         let mut data = json!({
             "type": self.code.name(),
@@ -319,7 +319,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_match_the_seed_table() {
+    fn codes_match_the_documented_table() {
         assert_eq!(Code::AutomationFailed.number(), -32001);
         assert_eq!(Code::ScriptParseError.number(), -32010);
         assert_eq!(Code::AuthRequired.number(), -32011);
@@ -341,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn shape_is_the_seeds() {
+    fn shape_is_the_documented_one() {
         let e = GatewayError::new(Code::Timeout, "no reply after 2 s").at("com.x", "go");
         assert_eq!(
             e.to_json(),

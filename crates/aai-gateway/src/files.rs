@@ -25,6 +25,24 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Creates `path` empty and owner-only when it does not exist (in a folder made with
+/// [`private_dir`]); an existing file is left as it is. No moment exists where the new
+/// file is readable by others.
+pub fn create_private(path: &Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        private_dir(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `bytes` to `path` whole, owner-only: into a temporary file beside it, then
 /// renamed over it, so that a reader never sees half a file.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

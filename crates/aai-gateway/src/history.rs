@@ -9,10 +9,10 @@
 //!
 //! The store sits behind [`Sink`] so a shared deployment can put it elsewhere.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
 
 use rusqlite::{Connection, params};
 use serde_json::{Map, Value};
@@ -67,7 +67,9 @@ pub struct Retention {
 /// The SQLite history: a queue to a writer thread.
 #[derive(Debug)]
 pub struct Sqlite {
-    queue: SyncSender<Record>,
+    queue: Sender<Record>,
+    /// Records sent and not yet taken by the writer (at most [`QUEUE`]).
+    queued: Arc<AtomicUsize>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -75,13 +77,46 @@ impl Sqlite {
     /// Opens `file` and starts the writer.
     pub fn open(file: &Path, retention: Retention) -> Result<Sqlite, String> {
         let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let (queue, rx) = std::sync::mpsc::sync_channel(QUEUE);
-        let dropped = Arc::new(AtomicU64::new(0));
+        Sqlite::spawn(move || Some(conn), retention)
+    }
+
+    /// Starts the writer, which opens `file` itself: nothing waits for the disk (the
+    /// server's handshake does not). When the file cannot be opened, the writer says so
+    /// and records are dropped.
+    pub fn start(file: PathBuf, retention: Retention) -> Result<Sqlite, String> {
+        Sqlite::spawn(
+            move || {
+                connect(&file)
+                    .inspect_err(|e| {
+                        tracing::warn!("call history is off: {}: {e}", file.display());
+                    })
+                    .ok()
+            },
+            retention,
+        )
+    }
+
+    fn spawn(
+        open: impl FnOnce() -> Option<Connection> + Send + 'static,
+        retention: Retention,
+    ) -> Result<Sqlite, String> {
+        // A list channel: memory grows with what waits, not with the bound.
+        let (queue, rx) = std::sync::mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let taken = queued.clone();
         std::thread::Builder::new()
             .name("aai-history".into())
-            .spawn(move || write_loop(&conn, &rx, retention))
+            .spawn(move || {
+                if let Some(conn) = open() {
+                    write_loop(&conn, &rx, &taken, retention);
+                }
+            })
             .map_err(|e| e.to_string())?;
-        Ok(Sqlite { queue, dropped })
+        Ok(Sqlite {
+            queue,
+            queued,
+            dropped: Arc::new(AtomicU64::new(0)),
+        })
     }
 }
 
@@ -93,26 +128,27 @@ impl Sink for Sqlite {
                 *name = crate::text::excerpt(name, MAX_NAME);
             }
         }
-        match self.queue.try_send(record) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                if self
-                    .dropped
-                    .fetch_add(1, Ordering::Relaxed)
-                    .is_multiple_of(1000)
-                {
-                    tracing::warn!("the history writer is behind; records are being dropped");
-                }
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= QUEUE {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            if self
+                .dropped
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(1000)
+            {
+                tracing::warn!("the history writer is behind; records are being dropped");
             }
-            Err(TrySendError::Disconnected(_)) => {}
+            return;
+        }
+        // A writer that could not open the file has gone: the record is dropped.
+        if self.queue.send(record).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
 fn connect(file: &Path) -> rusqlite::Result<Connection> {
-    if let Some(dir) = file.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
+    // Created owner-only before SQLite opens it (`state.db` may not exist yet).
+    let _ = crate::files::create_private(file);
     let conn = Connection::open(file)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.execute_batch(
@@ -134,12 +170,18 @@ fn connect(file: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-fn write_loop(conn: &Connection, rx: &Receiver<Record>, retention: Retention) {
+fn write_loop(
+    conn: &Connection,
+    rx: &Receiver<Record>,
+    queued: &AtomicUsize,
+    retention: Retention,
+) {
     prune(conn, retention);
     let mut since_prune = 0;
     while let Ok(first) = rx.recv() {
         // Whatever else is waiting goes in the same transaction.
         let batch: Vec<Record> = std::iter::once(first).chain(rx.try_iter()).collect();
+        queued.fetch_sub(batch.len(), Ordering::Relaxed);
         if let Err(e) = insert(conn, &batch) {
             tracing::warn!("cannot write the call history: {e}");
         }

@@ -3,25 +3,30 @@
 //!
 //! # Layout
 //! * [`cli`] — the command line; `main.rs` only calls [`cli::main`].
-//! * [`gateway`] — the running gateway: scans, the snapshot, the change broadcast, shutdown.
+//! * [`gateway`] — the running gateway: scans, the snapshot, the change broadcast, the
+//!   watcher, and [`gateway::Lifecycle`], the one start and teardown of every command.
 //! * [`catalog`] — where descriptors are found (files, built-ins, the web cache), precedence,
-//!   merging, the watcher, `--discover`.
+//!   merging.
 //! * [`registry`] — the served apps: usable binding, slugs, lookup, search, guides.
-//! * [`pipeline`] — one call: lookup, defaults, validation, consent, credentials, executor,
-//!   history.
-//! * [`consent`], [`dialog`] — the consent gate and the native dialogs; [`state`] — grants.
+//! * [`pipeline`] — [`pipeline::Pipeline`], one call for every front door: lookup,
+//!   defaults, validation, consent, credentials, executor, history; [`batch`] — many.
+//! * [`consent`] — the consent gate, the native dialogs, `state.db` (grants) and web
+//!   apps' certificates.
 //! * [`history`] — call history in `state.db`.
 //! * [`auth`] — secrets, the credential store, OAuth 2, what a web request carries.
 //! * [`exec`] — executors (one module each) and the one process spawner.
 //! * [`net`] — the one place HTTP clients are built.
-//! * [`mcp`] — the MCP server; the only module that knows rmcp.
-//! * [`listen`] — the HTTP listener (`/mcp`, `/ui`) and its Host/Origin/token guard;
+//! * [`mcp`] — the MCP server; with `exec::mcp`'s client, the only place that knows rmcp.
+//! * [`listen`] — the HTTP listener (`/mcp`, `/ui`) and its Host/Origin/token guard
+//!   ([`access`]: what it shares with what it mounts);
 //!   [`ui`] — the web UI.
-//! * [`config`], [`error`], [`host`], [`logging`], [`hash`], [`lines`], [`text`] — settings,
+//! * [`config`], [`error`], [`host`], [`logging`], [`lines`], [`text`] — settings,
 //!   the error model, this machine, logs, and small helpers.
 //!
-//! The descriptor model and its parsers live in the `aai-descriptor` crate (no I/O).
+//! The descriptor model and its parsers live in the `aai-descriptor` crate, authoring
+//! (drafts from other formats) in `aai-author`; neither does I/O.
 
+pub mod access;
 pub mod auth;
 pub mod batch;
 pub mod budget;
@@ -29,12 +34,10 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod consent;
-pub mod dialog;
 pub mod error;
 pub mod exec;
 pub mod files;
 pub mod gateway;
-pub mod hash;
 pub mod history;
 pub mod host;
 pub mod lines;
@@ -46,7 +49,5 @@ pub mod net;
 pub mod peer;
 pub mod pipeline;
 pub mod registry;
-pub mod site;
-pub mod state;
 pub mod text;
 pub mod ui;

@@ -28,12 +28,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::access::{
+    MAX_BODY, Remote, TOKEN_COOKIE, allowed_hosts, allowed_origins, constant_time_eq, origin_of,
+    ui_session,
+};
 use crate::auth::Secret;
 use crate::gateway::Gateway;
-
-/// The address a request's connection came from (a request extension).
-#[derive(Debug, Clone, Copy)]
-pub struct Remote(pub std::net::IpAddr);
 
 /// Most connections served at once; the next ones wait until one closes.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -283,32 +283,6 @@ async fn accept_loop(
     }
 }
 
-/// `http://127.0.0.1:3000` (brackets for IPv6; a wildcard address shows as 127.0.0.1).
-pub fn origin_of(addr: SocketAddr) -> String {
-    let ip = if addr.ip().is_unspecified() {
-        "127.0.0.1".to_owned()
-    } else if addr.is_ipv6() {
-        format!("[{}]", addr.ip())
-    } else {
-        addr.ip().to_string()
-    };
-    format!("http://{ip}:{}", addr.port())
-}
-
-/// The host names a request may use to reach `addr`.
-pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
-    let mut hosts = vec![
-        "localhost".to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
-    let own = addr.ip().to_string();
-    if !hosts.contains(&own) {
-        hosts.push(own);
-    }
-    hosts
-}
-
 /// This machine's host name (and its `.local` form), for `Host` headers of remote
 /// clients.
 fn machine_names() -> Vec<String> {
@@ -322,24 +296,6 @@ fn machine_names() -> Vec<String> {
     name.map(|n| vec![format!("{n}.local"), n])
         .unwrap_or_default()
 }
-
-/// The origins a browser page may send from to reach `addr`.
-pub fn allowed_origins(addr: SocketAddr) -> Vec<String> {
-    let port = addr.port();
-    let mut origins = vec![
-        format!("http://localhost:{port}"),
-        format!("http://127.0.0.1:{port}"),
-        format!("http://[::1]:{port}"),
-    ];
-    let own = origin_of(addr);
-    if !origins.contains(&own) {
-        origins.push(own);
-    }
-    origins
-}
-
-/// The name of the UI's sign-in cookie (with a token).
-pub const TOKEN_COOKIE: &str = "aai_token";
 
 /// Host, Origin and token checks in front of every route.
 #[derive(Debug, Clone)]
@@ -387,8 +343,6 @@ fn in_flight_key(
     ))
 }
 
-/// The largest request body.
-pub const MAX_BODY: usize = 16 * 1024 * 1024;
 /// The budget of MCP requests read and handled at once, in KiB of their bodies.
 pub const MAX_PARSING: usize = crate::budget::MAX_IN_FLIGHT_BYTES / 1024;
 
@@ -575,16 +529,6 @@ impl Guard {
     }
 }
 
-/// The UI's sign-in cookie for `token`: derived from it, so that a leaked cookie opens
-/// the UI only and never serves as the bearer token of `/mcp`.
-pub fn ui_session(token: &Secret) -> String {
-    use sha2::Digest;
-    let mut hash = sha2::Sha256::new();
-    hash.update(b"aai-gateway web UI session\0");
-    hash.update(token.expose().as_bytes());
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A token's public name: the first 8 hex digits of its SHA-256 (part of a caller's
 /// identity; the token itself never leaves memory).
 pub fn token_id(token: &Secret) -> String {
@@ -628,14 +572,6 @@ pub fn cookie<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
             let (k, v) = pair.trim().split_once('=')?;
             (k == name).then_some(v)
         })
-}
-
-/// Equality that takes the same time wherever the inputs differ (the length still shows).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -28,14 +28,7 @@ pub struct Chat {
     pub timeout: Duration,
 }
 
-/// One message of the conversation.
-#[derive(Debug, Clone)]
-pub struct Message {
-    /// `system`, `user` or `assistant`.
-    pub role: &'static str,
-    /// Its text.
-    pub content: String,
-}
+pub use aai_author::generate::Message;
 
 impl Chat {
     /// Sends the conversation and returns the answer's text; `progress` is told how many

@@ -55,6 +55,14 @@ pub enum Mode {
     Command,
 }
 
+/// How much of rmcp's own logging the log keeps, unless `AAI_LOG` names
+/// rmcp: warnings (its `info` lines dump whole protocol structs), and nothing of its
+/// client transports, whose errors quote reqwest errors and so the full URL of a
+/// downstream server, a key in its query included (`downstream.rs` reports each failure
+/// itself, without it).
+const RMCP_DIRECTIVES: &str =
+    "rmcp=warn,rmcp::transport::worker=off,rmcp::transport::streamable_http_client=off";
+
 /// The filter for `directives`, with the payload loggers capped.
 fn filter(directives: &str) -> EnvFilter {
     let mut full = directives.to_owned();
@@ -65,7 +73,7 @@ fn filter(directives: &str) -> EnvFilter {
     }
     if !directives.contains("rmcp") {
         full.push(',');
-        full.push_str(crate::mcp::LOG_DIRECTIVES);
+        full.push_str(RMCP_DIRECTIVES);
     }
     EnvFilter::new(full)
 }

@@ -161,7 +161,7 @@ if (("{0}\{1}" -f $o.Domain, $o.User) -eq $me) { 'owner' } else { 'other' }
         "-NoProfile".to_owned(),
         "-NonInteractive".to_owned(),
         "-EncodedCommand".to_owned(),
-        crate::dialog::encode_utf16le(SCRIPT),
+        crate::text::powershell_encoded(SCRIPT),
     ];
     let env = [
         ("AAI_PEER_PORT".to_owned(), remote.port().to_string()),

@@ -1,17 +1,28 @@
-//! One tool call from request to result, the same for every front door (MCP, `call`):
-//! find the app and tool, apply schema defaults, validate the arguments (the MCP SDK does
-//! not), pick the timeout (tool, else binding, else `defaultTimeout`), resolve
-//! credentials, execute. Calls wait for the first scan to finish.
+//! One tool call from request to result, the same for every front door (MCP over stdio
+//! and HTTP, the web UI, `call`, batches): find the app and tool, apply schema defaults,
+//! validate the arguments (the MCP SDK does not), ask for consent, pick the timeout (tool,
+//! else binding, else `defaultTimeout`), resolve credentials, execute, record. Calls wait
+//! for the first scan to finish.
+//!
+//! [`Pipeline`] is built from explicit parts — where apps are found ([`Apps`], the
+//! gateway's snapshot), the executors, the consent gate, the credential resolver and the
+//! history sink — so it is tested without a gateway.
 
-use std::path::Path;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use aai_descriptor::Tool;
 use serde_json::{Map, Value};
 
+use crate::auth::Authenticator;
+use crate::consent::Gate;
+use crate::consent::site::Sites;
 use crate::error::{Code, GatewayError};
-use crate::exec::{self, CallContext, Request};
-use crate::gateway::Gateway;
+use crate::exec::{self, CallContext, Executors, Request};
+use crate::history::Sink;
 use crate::host::Os;
 use crate::registry::{Missing, Snapshot};
 
@@ -57,12 +68,137 @@ pub struct Outcome {
     pub mcp: bool,
 }
 
-impl Gateway {
+/// A future the [`Apps`] methods return.
+pub type AppsFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where the pipeline finds apps: the served snapshot, and the two ways a call adds to
+/// it (a downstream server's tools listed on first use, a web app discovered by URL).
+pub trait Apps: Send + Sync {
+    /// The served apps, once the first scan has finished.
+    fn snapshot(&self) -> AppsFuture<'_, Arc<Snapshot>>;
+    /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
+    /// server whose tools are not known yet (and may start).
+    fn listed<'a>(
+        &'a self,
+        snapshot: Arc<Snapshot>,
+        app: &'a str,
+    ) -> AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>>;
+    /// Finds the web app at `url` (fetched, or from the web cache); its app id.
+    fn discover_web<'a>(&'a self, url: &'a str) -> AppsFuture<'a, Result<String, GatewayError>>;
+}
+
+/// The settings a call reads.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `defaultTimeout`.
+    pub default_timeout: Duration,
+    /// `retries`.
+    pub retries: u32,
+    /// `secrets.fromEnvironment`.
+    pub secrets_from_environment: bool,
+    /// `apps.<id>.cwd`: an agent's working folder.
+    pub cwd: std::collections::HashMap<String, PathBuf>,
+    /// This machine's OS (for why an app is not served).
+    pub os: Os,
+    /// `batch.maxCalls`.
+    pub batch_max_calls: usize,
+    /// `batch.concurrency`.
+    pub batch_concurrency: usize,
+}
+
+/// The call path: shared by every front door, cheap to clone.
+#[derive(Clone)]
+pub struct Pipeline {
+    apps: Arc<dyn Apps>,
+    /// The executors.
+    pub executors: Arc<Executors>,
+    /// The consent gate.
+    pub consent: Arc<Gate>,
+    /// Credentials.
+    pub auth: Arc<Authenticator>,
+    /// Where finished calls are recorded.
+    pub history: Option<Arc<dyn Sink>>,
+    /// Web apps' servers and certificates, for consent.
+    pub sites: Arc<Sites>,
+    pub(crate) settings: Arc<Settings>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("settings", &self.settings)
+            .field("history", &self.history.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The parts a [`Pipeline`] is built from.
+#[derive(Debug)]
+pub struct Parts {
+    /// The executors.
+    pub executors: Arc<Executors>,
+    /// The consent gate.
+    pub consent: Arc<Gate>,
+    /// Credentials.
+    pub auth: Arc<Authenticator>,
+    /// Where finished calls are recorded.
+    pub history: Option<Arc<dyn Sink>>,
+    /// Web apps' servers and certificates.
+    pub sites: Arc<Sites>,
+    /// Settings.
+    pub settings: Settings,
+}
+
+impl Pipeline {
+    /// A pipeline over `apps` with `parts`.
+    pub fn new(apps: Arc<dyn Apps>, parts: Parts) -> Pipeline {
+        Pipeline {
+            apps,
+            executors: parts.executors,
+            consent: parts.consent,
+            auth: parts.auth,
+            history: parts.history,
+            sites: parts.sites,
+            settings: Arc::new(parts.settings),
+        }
+    }
+
+    /// The served apps, once the first scan has finished.
+    pub async fn snapshot(&self) -> Arc<Snapshot> {
+        self.apps.snapshot().await
+    }
+
+    /// See [`Apps::listed`].
+    pub async fn remote_tools(
+        &self,
+        snapshot: Arc<Snapshot>,
+        app: &str,
+    ) -> Result<Arc<Snapshot>, GatewayError> {
+        self.apps.listed(snapshot, app).await
+    }
+
+    /// What starting `entry`'s app needs approved before it may start now, when that is
+    /// not allowed yet (`None`: nothing to start, or allowed).
+    pub fn start_to_approve(
+        &self,
+        entry: &crate::registry::Entry,
+    ) -> Option<crate::consent::Start> {
+        let start = crate::exec::start::start_of(&entry.binding().executor, base_dir(entry))?;
+        (!self.consent.start_allowed(&entry.app.id, &start)).then_some(start)
+    }
+
+    /// Whether `entry` is a downstream MCP server that may not start yet, so that its
+    /// tools (if listed in an earlier run) are shown but nothing is started for them.
+    pub fn unapproved_server(&self, entry: &crate::registry::Entry) -> bool {
+        matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_))
+            && self.start_to_approve(entry).is_some()
+    }
+
     /// Runs one tool call; `cancel` stops it, `progress` receives its progress.
     /// `app` may also be a web app's URL or domain: it is discovered (or taken from the
     /// web cache) first.
     pub async fn call(
-        self: &Arc<Self>,
+        &self,
         app: &str,
         tool: &str,
         args: Option<Value>,
@@ -151,7 +287,7 @@ impl Gateway {
     /// channel, as for a call) whether it may start, and when they have not allowed it
     /// the note says that its tools are listed once it may start, and how to allow it.
     pub async fn guide_snapshot(
-        self: &Arc<Self>,
+        &self,
         snapshot: Arc<Snapshot>,
         app: &str,
         origin: &Origin,
@@ -201,7 +337,7 @@ impl Gateway {
         app_id: &str,
         binding: &aai_descriptor::Binding,
         caller: &crate::consent::Caller,
-    ) -> Result<Option<crate::site::Site>, GatewayError> {
+    ) -> Result<Option<crate::consent::site::Site>, GatewayError> {
         let aai_descriptor::Executor::Http(http) = &binding.executor else {
             return Ok(None);
         };
@@ -227,7 +363,7 @@ impl Gateway {
     /// The call itself; `secrets_out` receives the secrets the request carried (for
     /// scrubbing what is recorded).
     async fn call_inner(
-        self: &Arc<Self>,
+        &self,
         app: &str,
         tool: &str,
         args: Option<Value>,
@@ -241,13 +377,13 @@ impl Gateway {
         // Only a URL the caller wrote out is fetched: an unknown id, even one that looks
         // like a domain, is APP_NOT_FOUND and nothing leaves the machine.
         if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() && is_url(&app) {
-            app = self.discover_web(&app).await?.0.into();
+            app = self.apps.discover_web(&app).await?.into();
             snapshot = self.snapshot().await;
         }
         let app = app.as_ref();
         let entry = snapshot
             .find(app)
-            .ok_or_else(|| not_served(&snapshot, app, self.host.os()))?;
+            .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;
         // A downstream MCP server that may not start yet and has never listed its tools:
         // the user is asked about the call and the start together, before anything runs.
         let mut asked = false;
@@ -274,7 +410,7 @@ impl Gateway {
         let snapshot = self.remote_tools(snapshot, app).await?;
         let entry = snapshot
             .find(app)
-            .ok_or_else(|| not_served(&snapshot, app, self.host.os()))?;
+            .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;
         let app_id = entry.app.id.as_str();
         let binding = entry.binding();
         let Some(tool) = binding.tool(tool) else {
@@ -307,7 +443,7 @@ impl Gateway {
         let timeout = tool.timeout.or(binding.timeout).unwrap_or(if agent {
             AGENT_TIMEOUT
         } else {
-            self.config.default_timeout
+            self.settings.default_timeout
         });
         let base_dir = base_dir(entry);
         let web_auth = match (&binding.executor, &binding.auth) {
@@ -320,19 +456,14 @@ impl Gateway {
         };
         // Only agents ask for permission mid-call and open sessions in a folder.
         let permission = agent.then(|| self.permission_asker(&question, origin));
-        let cwd = self
-            .config
-            .apps
-            .get(app_id)
-            .and_then(|a| a.cwd.clone())
-            .filter(|_| agent);
+        let cwd = self.settings.cwd.get(app_id).cloned().filter(|_| agent);
         // The secrets the binding's `${NAME}` placeholders stand for (none: nothing read).
         let filled = self
             .auth
             .placeholders(
                 app_id,
                 &binding.executor,
-                self.config.secrets_from_environment,
+                self.settings.secrets_from_environment,
             )
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;
@@ -367,7 +498,7 @@ impl Gateway {
                         timeout,
                         cancel: cancel.clone(),
                         progress: progress.clone(),
-                        retries: self.config.retries,
+                        retries: self.settings.retries,
                         permission: permission.clone(),
                         cwd: cwd.clone(),
                     },
@@ -422,25 +553,22 @@ impl Gateway {
     /// `<tool>/<kind of action>` (so "always allow this tool" allows, say, every edit of
     /// this agent for this caller), through the call's own channel.
     fn permission_asker(
-        self: &Arc<Self>,
+        &self,
         question: &crate::consent::Question,
         origin: &Origin,
     ) -> exec::Asker {
-        let gateway = Arc::downgrade(self);
+        let consent = self.consent.clone();
         let from_cli = origin.caller.transport == "cli";
         let base = question.clone();
         let prompter = origin.prompter.clone();
         Arc::new(move |permission: exec::Permission| {
-            let gateway = gateway.clone();
+            let consent = consent.clone();
             let mut question = base.clone();
             let prompter = prompter.clone();
             Box::pin(async move {
-                let gateway = gateway
-                    .upgrade()
-                    .ok_or_else(|| "the gateway is stopping".to_owned())?;
                 if from_cli {
                     // The user asked for the call, not for what the agent then wants.
-                    return match gateway.consent.mode(&question.app) {
+                    return match consent.mode(&question.app) {
                         crate::config::ConsentMode::Allow => Ok(()),
                         _ => Err("the command line cannot answer an agent's permission request; make the call through an MCP client, or set the app's consent mode to `allow`".to_owned()),
                     };
@@ -449,8 +577,7 @@ impl Gateway {
                 question.start = None;
                 question.description = permission.title;
                 question.site = None;
-                gateway
-                    .consent
+                consent
                     .check(&question, prompter.as_deref())
                     .await
                     .map_err(|e| e.detail)

@@ -32,28 +32,6 @@ pub fn scrub(text: &str, forms: &[String]) -> String {
     out
 }
 
-/// `name` as lowercase ASCII letters and digits joined by single `-` (`Swagger Petstore!`
-/// → `swagger-petstore`); empty when it has neither.
-pub fn slug(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.is_empty() && !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    out.truncate(out.trim_end_matches('-').len());
-    out
-}
-
-/// `text` with every character `keep` refuses replaced by `with`.
-pub fn replace_outside(text: &str, keep: impl Fn(char) -> bool, with: char) -> String {
-    text.chars()
-        .map(|c| if keep(c) { c } else { with })
-        .collect()
-}
-
 /// `word` quoted for a POSIX shell (`sh`, `bash`, `zsh`): left as it is when it needs no
 /// quotes, else in single quotes. A NUL, which no shell can pass, becomes the text `\0`.
 pub fn sh_quote(word: &str) -> String {
@@ -77,6 +55,26 @@ pub fn ps_quote(word: &str) -> String {
     }
     out.push('\'');
     out
+}
+
+/// Percent-encodes everything but the unreserved characters (RFC 3986).
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// What PowerShell's `-EncodedCommand` takes: base64 of the UTF-16LE text.
+pub fn powershell_encoded(script: &str) -> String {
+    use base64::Engine;
+    let bytes: Vec<u8> = script.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 #[cfg(test)]

@@ -14,8 +14,15 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Source files (relative to `src/`, with `/`) whose code — comments left out — contains
-/// `needle`.
+/// The code of `line`: comments and string literals left out (a log directive that
+/// names a crate's log target does not use the crate).
+fn code_of(line: &str) -> String {
+    let code = line.split("//").next().unwrap_or("");
+    code.split('"').step_by(2).collect()
+}
+
+/// Source files (relative to `src/`, with `/`) whose code — comments and string literals
+/// left out — contains `needle`.
 fn users(needle: &str) -> Vec<String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
@@ -23,10 +30,10 @@ fn users(needle: &str) -> Vec<String> {
     let mut found: Vec<String> = files
         .iter()
         .filter(|f| {
-            std::fs::read_to_string(f).unwrap().lines().any(|line| {
-                let code = line.split("//").next().unwrap_or("");
-                code.contains(needle)
-            })
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .any(|line| code_of(line).contains(needle))
         })
         .map(|f| {
             f.strip_prefix(&src)
@@ -52,20 +59,11 @@ fn only_under(needle: &str, allowed: &[&str]) {
 
 #[test]
 fn only_mcp_knows_rmcp() {
-    only_under("rmcp::", &["mcp/"]);
-    only_under("axum::", &["mcp/", "listen.rs", "ui/"]);
-    // The `mcp` executor drives its downstream server through `mcp/downstream.rs`;
-    // logging takes rmcp's log directives from `mcp`.
-    only_under(
-        "crate::mcp",
-        &[
-            "mcp/",
-            "cli/mod.rs",
-            "listen.rs",
-            "exec/mcp.rs",
-            "logging.rs",
-        ],
-    );
+    // The server side in `mcp/`, the client of downstream servers in `exec/mcp/client.rs`.
+    only_under("rmcp::", &["mcp/", "exec/mcp/client.rs"]);
+    only_under("axum::", &["listen.rs", "ui/", "mcp/http.rs"]);
+    // Only the front doors that serve MCP start it.
+    only_under("crate::mcp", &["mcp/", "cli/mod.rs", "listen.rs"]);
     only_under("crate::ui", &["listen.rs"]);
 }
 
@@ -79,10 +77,9 @@ fn only_process_spawns_and_only_net_builds_http_clients() {
 #[test]
 fn only_the_store_touches_the_keyring_and_only_dbus_modules_know_zbus() {
     only_under("keyring::", &["auth/store.rs"]);
-    only_under(
-        "zbus::",
-        &["exec/dbus/", "catalog/bus.rs", "catalog/generate.rs"],
-    );
+    only_under("zbus::", &["exec/dbus/", "catalog/bus.rs"]);
+    // Authoring is the command line's: the server never drafts descriptors.
+    only_under("aai_author::", &["cli/", "llm.rs", "catalog/bus.rs"]);
 }
 
 #[test]
@@ -94,7 +91,179 @@ fn the_checker_sees_what_it_checks() {
         "Client::builder",
         "keyring::",
         "zbus::",
+        "aai_author::",
     ] {
         assert!(!users(needle).is_empty(), "`{needle}` is used nowhere");
+    }
+}
+
+#[test]
+fn control_flow_never_branches_on_a_wire_code() {
+    // Outside the edge that builds and shows wire errors (`error.rs`, `mcp/`, `cli/`,
+    // `ui/`), no code compares or matches a `Code`: a subsystem that needs a decision
+    // returns a typed error. Tests may look at codes.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut bad = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if ["error.rs", "mcp/", "cli/", "ui/"]
+            .iter()
+            .any(|e| rel.starts_with(e))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        // The code before its tests (`#[cfg(test)]`, `#[cfg(all(test, …))]`).
+        let end = ["#[cfg(test)]", "#[cfg(all(test"]
+            .iter()
+            .filter_map(|m| text.find(m))
+            .min()
+            .unwrap_or(text.len());
+        let body = &text[..end];
+        for (n, line) in body.lines().enumerate() {
+            let code = code_of(line);
+            let branches = code.contains("== Code::")
+                || code.contains("!= Code::")
+                || code
+                    .find("Code::")
+                    .is_some_and(|at| code.find("=>").is_some_and(|arm| at < arm))
+                || (code.contains("matches!") && code.contains("Code::"));
+            if branches {
+                bad.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "branches on a wire code: {bad:#?}");
+}
+
+#[test]
+fn the_descriptor_and_authoring_crates_do_no_io() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for krate in ["aai-descriptor", "aai-author"] {
+        let src = crates.join(krate).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        assert!(!files.is_empty(), "{krate} has no sources at {src:?}");
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+            for line in text[..end].lines() {
+                let code = code_of(line);
+                for io in [
+                    "std::fs",
+                    "std::net",
+                    "std::process",
+                    "std::env",
+                    "tokio",
+                    "reqwest",
+                    "tracing::",
+                ] {
+                    assert!(!code.contains(io), "{f:?} uses {io}: {line}");
+                }
+            }
+        }
+    }
+}
+
+/// The top-level modules of `src/` (a file or a folder) each module's code names, tests
+/// left out.
+fn module_imports() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut modules = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if name != "lib" && name != "main" {
+            modules.insert(name, path);
+        }
+    }
+    let mut imports = std::collections::BTreeMap::new();
+    for (name, path) in &modules {
+        let mut files = Vec::new();
+        if path.is_dir() {
+            sources(path, &mut files);
+        } else {
+            files.push(path.clone());
+        }
+        let mut named = std::collections::BTreeSet::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+            let code: String = text[..end].lines().map(|l| code_of(l) + "\n").collect();
+            // `crate::x` and `crate::{x, y::z}`.
+            for (at, _) in code.match_indices("crate::") {
+                let rest = &code[at + "crate::".len()..];
+                let heads: Vec<&str> = match rest.strip_prefix('{') {
+                    Some(group) => group
+                        .split('}')
+                        .next()
+                        .unwrap_or("")
+                        .split(',')
+                        .map(str::trim)
+                        .collect(),
+                    None => vec![rest],
+                };
+                for head in heads {
+                    let module: String = head
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if module != *name && modules.contains_key(&module) {
+                        named.insert(module);
+                    }
+                }
+            }
+        }
+        imports.insert(name.clone(), named);
+    }
+    imports
+}
+
+#[test]
+fn top_level_modules_import_each_other_without_a_cycle() {
+    let imports = module_imports();
+    assert!(
+        imports.values().any(|i| !i.is_empty()),
+        "the checker found no imports at all"
+    );
+    // Depth-first search; a module met again while on the path closes a cycle.
+    fn visit(
+        module: &str,
+        imports: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|m| m == module) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(module.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(module) {
+            return None;
+        }
+        path.push(module.to_owned());
+        for next in &imports[module] {
+            if let Some(cycle) = visit(next, imports, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(module.to_owned());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    for module in imports.keys() {
+        let cycle = visit(module, &imports, &mut Vec::new(), &mut done);
+        assert!(
+            cycle.is_none(),
+            "import cycle: {}",
+            cycle.unwrap().join(" → ")
+        );
     }
 }

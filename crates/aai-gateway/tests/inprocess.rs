@@ -132,9 +132,7 @@ impl Session {
     }
 
     fn stop(&mut self) {
-        if let Some(r) = self.running.take() {
-            r.stop();
-        }
+        drop(self.running.take());
     }
 }
 
@@ -208,7 +206,7 @@ async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
         assert_eq!(reply["request"]["tool"], "echo");
     }
 
-    // Refusals carry the seed's shape and a useful message.
+    // Refusals carry the documented shape (docs/design.md, Errors) and a useful message.
     let e = s
         .call(
             "aai_exec",
@@ -264,6 +262,54 @@ async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
     );
     s.stop();
     s.client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_mode_lists_short_meta_tools_and_the_guide_holds_the_details() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("aai");
+    put(&home, "com.example.sh", &descriptor("com.example.sh", None));
+    let gw = gateway(
+        &home,
+        r#"{"consent": {"mode": "allow"}, "exposure": "search"}"#,
+    );
+    let mut s = connect(&gw).await;
+    let tools = s.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "aai_search",
+            "aai_guide",
+            "web_discover",
+            "aai_exec",
+            "aai_batch"
+        ]
+    );
+    // What a client reads on every start stays small (docs/performance.md).
+    let listed = serde_json::to_string(&json!({"tools": tools})).unwrap();
+    assert!(listed.len() <= 2_048, "{} B: {listed}", listed.len());
+    // The details are one call away.
+    let guide = text(&s.call("aai_guide", json!({})).await.unwrap());
+    assert!(guide.starts_with("# Using this gateway"), "{guide}");
+    for tool in [
+        "aai_search",
+        "aai_guide",
+        "aai_exec",
+        "aai_batch",
+        "web_discover",
+    ] {
+        assert!(guide.contains(tool), "{tool} is not explained");
+    }
+    // An app's guide is still there, and a non-string `app` is still refused.
+    let app = text(
+        &s.call("aai_guide", json!({"app": "com.example.sh"}))
+            .await
+            .unwrap(),
+    );
+    assert!(app.contains("`com.example.sh`"), "{app}");
+    assert!(s.call("aai_guide", json!({"app": 7})).await.is_err());
+    s.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,7 +524,7 @@ async fn a_remote_client_keeps_a_bounded_number_of_sessions() {
     let from = |ip: &str| {
         router
             .clone()
-            .layer(axum::Extension(aai_gateway::listen::Remote(
+            .layer(axum::Extension(aai_gateway::access::Remote(
                 ip.parse().unwrap(),
             )))
     };

@@ -1,16 +1,18 @@
-//! Dialects D1 (snake_case, seed `001`) and D2 (camelCase, seed `002`): one file per
-//! platform deployment with `app`, `execution`, `auth` and `tools`.
+//! Dialects D1 (snake_case) and D2 (camelCase), described in docs/descriptors.md under
+//! those names: one file per platform deployment with `app`, `execution`, `auth` and
+//! `tools`.
 //!
 //! The two differ in key spelling, in the name format (pipe string vs BCP-47 object with
-//! `defaultLang`) and in the execution types their seeds list (`ipc|http` vs
+//! `defaultLang`) and in the execution types each generation lists (`ipc|http` vs
 //! `http|stdio|acp|apple-events|dbus|com`). One parser serves both through [`Case`]; it
 //! accepts either name format and the union of execution types in either dialect, so a
 //! file is never rejected for using the other generation's vocabulary.
 //!
-//! `ipc` is the platform default (DESIGN §2): macOS → Apple Events to the app id with
-//! class `AAI ` / id `call`; Linux → D-Bus JSON convention (service = app id, path = id
-//! with `.` → `/`, interface `com.aai.Executor`, session bus); Windows → COM with
-//! progId = app id. D2 `execution.timeout` is milliseconds.
+//! `ipc` is the platform default (docs/descriptors.md, The `ipc` defaults): macOS →
+//! Apple Events to the app id with class `AAI ` / id `call`; Linux → D-Bus JSON
+//! convention (service = app id, path = id with `.` → `/`, interface `com.aai.Executor`,
+//! session bus); Windows → COM with progId = app id. D2 `execution.timeout` is
+//! milliseconds.
 
 use super::common::{
     self, DbusName, Unit, app_id, check_dbus_name, check_unique_names, check_url, fold, tool_base,
@@ -456,7 +458,8 @@ fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Opt
 /// The interface of the D-Bus JSON convention.
 pub const JSON_INTERFACE: &str = "com.aai.Executor";
 
-/// `ipc`: the platform's default executor for the app id (DESIGN §2).
+/// `ipc`: the platform's default executor for the app id (docs/descriptors.md, The `ipc`
+/// defaults).
 fn ipc(sink: &Sink, at: &str, kind: ExecutorKind, id: &str) -> Option<Executor> {
     match kind {
         ExecutorKind::AppleEvents => Some(Executor::AppleEvents(AppleEvents {

@@ -309,6 +309,20 @@ pub fn placeholder_name(name: &str) -> String {
     out
 }
 
+/// The names of the `${NAME}` placeholders of `text` (letters, digits and `_`, not
+/// starting with a digit), in order, repeats included; anything else is literal.
+pub fn placeholder_names(text: &str) -> impl Iterator<Item = &str> {
+    text.split("${").skip(1).filter_map(|rest| {
+        let name = &rest[..rest.find('}')?];
+        let mut chars = name.chars();
+        let ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        ok.then_some(name)
+    })
+}
+
 /// The `${name}` placeholders of a template, in order.
 pub(crate) fn placeholders(template: &str) -> impl Iterator<Item = &str> {
     template.split("${").skip(1).filter_map(|rest| {

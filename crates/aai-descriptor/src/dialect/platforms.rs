@@ -1,7 +1,7 @@
-//! Dialect D0, "platforms" (seeds `000`, `003` §2.5 and appendix C): one file, one app,
+//! Dialect D0, "platforms" (docs/descriptors.md, platforms): one file, one app,
 //! one `platforms.<os>` section per platform, each with its own automation and tools.
 //!
-//! Timeouts are seconds except Android's milliseconds. Defaults are the seed's: 30 s,
+//! Timeouts are seconds except Android's milliseconds. Defaults are the format's: 30 s,
 //! Android 5,000 ms, iOS 10 s.
 
 use std::time::Duration;
@@ -311,7 +311,7 @@ fn dbus_method(obj: &mut Obj<'_>) -> Option<ToolCall> {
     })
 }
 
-/// A native D-Bus tool: `method` (the seed's convention) or `property` (our extension),
+/// A native D-Bus tool: `method` (the format's convention) or `property` (our extension),
 /// each with an optional `interface`. `None` when the tool has neither.
 pub(crate) fn native_dbus(obj: &mut Obj<'_>) -> Option<Option<ToolCall>> {
     let sink = obj.sink();

@@ -18,20 +18,7 @@ pub fn entry(app: &str, name: &str) -> String {
 }
 
 /// The placeholder names of `text`, in order (repeats included).
-pub fn names_in(text: &str) -> impl Iterator<Item = &str> {
-    text.split("${").skip(1).filter_map(|rest| {
-        let name = &rest[..rest.find('}')?];
-        is_name(name).then_some(name)
-    })
-}
-
-fn is_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
+pub use aai_descriptor::placeholder_names as names_in;
 
 /// Every placeholder `executor` uses (sorted, once each).
 pub fn names(executor: &Executor) -> Vec<String> {

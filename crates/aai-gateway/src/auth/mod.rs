@@ -87,7 +87,7 @@ pub fn forms(secret: &str) -> Vec<String> {
     }
     let mut out = vec![
         secret.to_owned(),
-        crate::exec::http::encode(secret),
+        crate::text::percent_encode(secret),
         url::form_urlencoded::byte_serialize(secret.as_bytes()).collect(),
     ];
     for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {

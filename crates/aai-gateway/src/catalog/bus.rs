@@ -3,6 +3,7 @@
 //! introspection walk that `--discover` turns into descriptors. Nothing here calls an
 //! app's methods; that is the D-Bus executor's job.
 
+use aai_author::dbus::{Interface, Object};
 use zbus::Connection;
 
 const DBUS: &str = "org.freedesktop.DBus";
@@ -29,29 +30,6 @@ pub async fn session_names() -> Vec<String> {
     names
 }
 
-/// A method's in-args: optional name and signature text.
-pub type MethodArgs = Vec<(Option<String>, String)>;
-
-/// One introspected object: its path and its interfaces (standard ones left out).
-#[derive(Debug, Clone)]
-pub struct ObjectDescription {
-    /// Object path.
-    pub path: String,
-    /// Its interfaces.
-    pub interfaces: Vec<InterfaceDescription>,
-}
-
-/// One interface of an introspected object.
-#[derive(Debug, Clone)]
-pub struct InterfaceDescription {
-    /// Interface name.
-    pub name: String,
-    /// Methods with their in-args.
-    pub methods: Vec<(String, MethodArgs)>,
-    /// Properties: name, signature, writable.
-    pub properties: Vec<(String, String, bool)>,
-}
-
 /// Interfaces every object has; not worth describing.
 const STANDARD: &[&str] = &[
     "org.freedesktop.DBus.Properties",
@@ -62,17 +40,14 @@ const STANDARD: &[&str] = &[
 
 /// Walks the object tree of `service` on the session bus (at most `max_objects`), without
 /// starting anything: the name must already have an owner.
-pub async fn describe_service(
-    service: &str,
-    max_objects: usize,
-) -> Result<Vec<ObjectDescription>, String> {
+pub async fn describe_service(service: &str, max_objects: usize) -> Result<Vec<Object>, String> {
     let mut out = Vec::new();
     for Introspected { path, node, .. } in introspect_tree(service, max_objects).await? {
-        let interfaces: Vec<InterfaceDescription> = node
+        let interfaces: Vec<Interface> = node
             .interfaces()
             .iter()
             .filter(|i| !STANDARD.contains(&i.name().as_str()))
-            .map(|i| InterfaceDescription {
+            .map(|i| Interface {
                 name: i.name().to_string(),
                 methods: i
                     .methods()
@@ -95,7 +70,7 @@ pub async fn describe_service(
             })
             .collect();
         if !interfaces.is_empty() {
-            out.push(ObjectDescription { path, interfaces });
+            out.push(Object { path, interfaces });
         }
     }
     Ok(out)

@@ -1,4 +1,4 @@
-//! Finding and loading descriptors (DESIGN §3).
+//! Finding and loading descriptors (docs/design.md, Discovery).
 //!
 //! Search directories are taken in precedence order — the user dir (`$AAI_HOME`), then
 //! config `scanPaths`, then the OS's system paths. The first directory that provides an
@@ -9,18 +9,10 @@
 //! Files are read and parsed in parallel; the merge is sequential and deterministic
 //! (directories in precedence order, files sorted by path).
 
-pub mod author;
 pub mod builtin;
 #[cfg(target_os = "linux")]
 pub mod bus;
-pub mod drafts;
-#[cfg(target_os = "linux")]
-pub mod generate;
-pub mod mcp_import;
-pub mod openapi;
 pub mod paths;
-pub mod sdef;
-pub mod watch;
 pub mod web;
 
 use std::collections::HashMap;
@@ -347,7 +339,8 @@ fn merge(into: &mut Loaded, app: App, path: PathBuf, notes: &mut Vec<Diagnostic>
     }
 }
 
-/// In the user dir the folder is meant to be named after the app id (seed `000`).
+/// In the user dir the folder is meant to be named after the app id (docs/descriptors.md,
+/// Where descriptors are found).
 fn check_folder_name(path: &Path, id: &str, notes: &mut Vec<Diagnostic>) {
     let folder = path
         .parent()

@@ -1,4 +1,4 @@
-//! Where descriptors live on each OS (DESIGN §3).
+//! Where descriptors live on each OS (docs/descriptors.md, Where descriptors are found).
 //!
 //! Every OS's paths are computed on every OS, from an environment lookup and a root
 //! prefix, so the macOS and Windows layouts are tested here against a fake root.

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use crate::error::{Code, GatewayError};
+use crate::gateway::Lifecycle;
 
 pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> ExitCode {
     let args = match args.map(serde_json::from_str::<serde_json::Value>) {
@@ -21,17 +22,12 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
             ));
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(&GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot start: {e}"),
-            ));
-        }
+    let life = match Lifecycle::new(ctx.into_gateway()) {
+        Ok(life) => life,
+        Err(e) => return fail(&GatewayError::new(Code::AutomationFailed, e)),
     };
-    let gateway = ctx.into_gateway();
-    let outcome = runtime.block_on(async {
+    let gateway = life.gateway().clone();
+    let outcome = life.block_on(async {
         let scan = gateway.clone();
         tokio::task::spawn_blocking(move || scan.rescan())
             .await
@@ -47,11 +43,12 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
             caller: crate::consent::Caller::cli(),
             prompter: None,
         };
-        gateway.call(app, tool, args, cancel, None, &origin).await
+        gateway
+            .pipeline
+            .call(app, tool, args, cancel, None, &origin)
+            .await
     });
-    gateway.shutdown();
-    drop(runtime);
-    crate::exec::process::reap_all(std::time::Duration::from_secs(2));
+    drop(life);
     match outcome {
         Ok(o) => {
             let mut out = std::io::stdout().lock();

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::Context;
 use super::table::Table;
-use crate::state::{Grant, State};
+use crate::consent::state::{Grant, State};
 
 /// What to do.
 #[derive(Debug)]

@@ -1,16 +1,15 @@
 //! `--discover [--yes] [--force] [--all] [--json]`: the summary first, then write on
 //! confirmation (a TTY prompt) or `--yes`. Progress goes to stderr.
 //!
-//! Where apps are found: on Linux the D-Bus session bus (`catalog::generate`); on macOS
+//! Where apps are found: on Linux the D-Bus session bus (`aai_author::dbus`); on macOS
 //! the scriptable bundles under `/Applications` and `~/Applications` (their `.sdef`,
-//! `catalog::sdef`).
+//! `aai_author::sdef`).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use super::Context;
-use super::drafts::{Found, present};
-use crate::catalog::drafts::{self, Plan};
+use super::drafts::{self, Found, Plan, present};
 
 /// Options of `--discover`.
 #[derive(Debug, Clone, Copy)]
@@ -52,7 +51,7 @@ pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
 /// The session bus's services, introspected.
 #[cfg(target_os = "linux")]
 fn bus(ctx: &Context, opts: Options) -> Result<(Vec<Found>, Vec<String>), String> {
-    use crate::catalog::generate;
+    use aai_author::dbus as generate;
     let runtime = super::runtime()?;
     let names = match runtime.block_on(crate::catalog::bus::owned_names()) {
         Ok(n) => n,
@@ -140,32 +139,32 @@ fn bundles(ctx: &Context, opts: Options) -> (Vec<Found>, Vec<String>) {
                     continue;
                 }
             };
-            let (text, summary, plan) =
-                match crate::catalog::sdef::draft(&info.id, &info.name, &source) {
-                    Ok(Some(draft)) => {
-                        let tools = draft.descriptor["platforms"]["macos"]["tools"]
-                            .as_array()
-                            .map_or(0, Vec::len);
-                        let text = format!(
-                            "{}\n",
-                            serde_json::to_string_pretty(&draft.descriptor).expect("JSON")
-                        );
-                        let plan = if !opts.all && builtin.contains(&info.id) {
-                            Plan::BuiltIn
-                        } else {
-                            drafts::plan(&ctx.home.join(&info.id), &text)
-                        };
-                        let summary = format!(
-                            "{} from {} ({} left out)",
-                            crate::text::count(tools, "tool", "tools"),
-                            sdef.file_name().unwrap_or_default().to_string_lossy(),
-                            crate::text::count(draft.skipped.len(), "command", "commands"),
-                        );
-                        (Some(text), summary, plan)
-                    }
-                    Ok(None) => (None, "no commands of its own".to_owned(), Plan::Empty),
-                    Err(e) => (None, e, Plan::Invalid),
-                };
+            let (text, summary, plan) = match aai_author::sdef::draft(&info.id, &info.name, &source)
+            {
+                Ok(Some(draft)) => {
+                    let tools = draft.descriptor["platforms"]["macos"]["tools"]
+                        .as_array()
+                        .map_or(0, Vec::len);
+                    let text = format!(
+                        "{}\n",
+                        serde_json::to_string_pretty(&draft.descriptor).expect("JSON")
+                    );
+                    let plan = if !opts.all && builtin.contains(&info.id) {
+                        Plan::BuiltIn
+                    } else {
+                        drafts::plan(&ctx.home.join(&info.id), &text)
+                    };
+                    let summary = format!(
+                        "{} from {} ({} left out)",
+                        crate::text::count(tools, "tool", "tools"),
+                        sdef.file_name().unwrap_or_default().to_string_lossy(),
+                        crate::text::count(draft.skipped.len(), "command", "commands"),
+                    );
+                    (Some(text), summary, plan)
+                }
+                Ok(None) => (None, "no commands of its own".to_owned(), Plan::Empty),
+                Err(e) => (None, e, Plan::Invalid),
+            };
             found.push(Found {
                 id: info.id,
                 text,

@@ -1,6 +1,6 @@
 //! Commands that write descriptors (`--discover`, `--generate`, `import`) show what they would
 //! write first, then write on `--yes` or a TTY confirmation; files the user edited are
-//! kept unless `--force` (`catalog::drafts`).
+//! kept unless `--force` (`aai_author::plan` decides; this module reads and writes).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::Context;
 use super::table::{Table, printable};
-use crate::catalog::drafts::{self, Plan};
+pub(super) use aai_author::plan::Plan;
 
 /// How to write (also the `import` subcommands' flags).
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -107,8 +107,8 @@ pub(super) fn present(
                 return fail(&format!("{} was not written: {e}", f.id));
             }
             let wrote = match &f.file {
-                Some(file) => drafts::write_file(file, text).map(|()| file.clone()),
-                None => drafts::write(&ctx.home.join(&f.id), text),
+                Some(file) => write_file(file, text).map(|()| file.clone()),
+                None => write(&ctx.home.join(&f.id), text),
             };
             match wrote {
                 Ok(path) => written.push(path),
@@ -157,4 +157,43 @@ fn ask(n: usize) -> bool {
 fn fail(message: &str) -> ExitCode {
     let _ = writeln!(std::io::stderr(), "aai-gateway: {message}");
     ExitCode::from(2)
+}
+
+/// What writing `text` to `dir/aai.json` would do. A text that does not validate is
+/// never written.
+pub(super) fn plan(dir: &Path, text: &str) -> Plan {
+    if let Err(diagnostics) = aai_author::plan::check(text) {
+        for d in &diagnostics {
+            tracing::warn!("generated descriptor for {}: {d}", dir.display());
+        }
+        return Plan::Invalid;
+    }
+    plan_valid(dir, text)
+}
+
+/// What writing `text`, already validated, to `dir/aai.json` would do.
+pub(super) fn plan_valid(dir: &Path, text: &str) -> Plan {
+    let current = std::fs::read_to_string(dir.join("aai.json")).ok();
+    let recorded = std::fs::read_to_string(dir.join(".generated")).ok();
+    aai_author::plan::plan(current.as_deref(), recorded.as_deref(), text)
+}
+
+/// Writes `text` to a file the user named (no fingerprint: the user owns it), through a
+/// temporary file beside it.
+fn write_file(file: &Path, text: &str) -> std::io::Result<()> {
+    // Owner-only, like every descriptor the gateway writes (it may name a server's
+    // command and the names of its secrets).
+    crate::files::write_private(file, text.as_bytes())
+}
+
+/// Writes `text` and its fingerprint.
+fn write(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
+    crate::files::private_dir(dir)?;
+    let file = dir.join("aai.json");
+    crate::files::write_private(&file, text.as_bytes())?;
+    crate::files::write_private(
+        &dir.join(".generated"),
+        format!("{}\n", aai_author::plan::fingerprint(text)).as_bytes(),
+    )?;
+    Ok(file)
 }

@@ -1,5 +1,5 @@
 //! `--generate <app> [--from FILE]`: a language model drafts the app's descriptor
-//! (`catalog::author`, through `llm`), `validate` checks each answer, and the problems go
+//! (`aai_author::generate`, through `llm`), `validate` checks each answer, and the problems go
 //! back to the model until an answer is valid or `generate.rounds` answers were asked for.
 //! A valid draft is shown, then written like `--discover`'s (`--yes` or a TTY
 //! confirmation; files you edited kept unless `--force`).
@@ -14,12 +14,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::Context;
+use super::drafts::plan_valid;
 use super::drafts::{self, Found};
 use crate::auth::Secret;
 use crate::auth::store::{Credential, Store};
-use crate::catalog::author::{self, Source, SourceKind, Verdict};
-use crate::catalog::drafts::plan_valid;
 use crate::llm::{Chat, Message};
+use aai_author::generate::{self as author, Source, SourceKind, Verdict};
 
 /// The credential-store entry of the model service's key (`auth set aai-gateway.generate`).
 pub const KEY_ID: &str = "aai-gateway.generate";
@@ -153,7 +153,7 @@ async fn gather(app: &str, from: Option<&Path>) -> Result<Source, String> {
             .map_err(|_| format!("{} is not UTF-8 text", file.display()))?;
         return Ok(Source {
             kind: SourceKind::of_text(&text),
-            id: app_id(app),
+            id: author::app_id(app),
             origin: format!("the file {}", file.display()),
             text,
         });
@@ -222,26 +222,10 @@ async fn help_text(app: &str) -> Result<Source, String> {
         .map_or_else(|| app.to_owned(), |n| n.to_string_lossy().into_owned());
     Ok(Source {
         kind: SourceKind::Help,
-        id: app_id(&name),
+        id: author::app_id(&name),
         origin: format!("the command `{app}`"),
         text,
     })
-}
-
-/// `app` as an app id: as given when it is reverse-DNS, else `local.<app>` (letters,
-/// digits, `.`, `-`, `_` only).
-fn app_id(app: &str) -> String {
-    let clean = crate::text::replace_outside(
-        app,
-        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'),
-        '-',
-    );
-    let clean: String = clean.trim_matches(['.', '-']).chars().take(120).collect();
-    if clean.contains('.') && !clean.contains("..") {
-        clean
-    } else {
-        format!("local.{}", if clean.is_empty() { "app" } else { &clean })
-    }
 }
 
 /// Progress on stderr (stdout is the table or JSON).

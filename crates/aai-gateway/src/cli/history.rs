@@ -11,7 +11,7 @@ pub(super) use crate::history::since;
 use crate::history::utc;
 
 pub(super) fn run(ctx: &Context, filter: &Filter, json: bool) -> ExitCode {
-    let file = crate::state::State::file_in(&ctx.home);
+    let file = crate::consent::state::State::file_in(&ctx.home);
     let records = if file.exists() {
         match history::query(&file, filter) {
             Ok(r) => r,

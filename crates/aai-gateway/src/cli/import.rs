@@ -1,9 +1,9 @@
 //! `import mcp <file>`: one descriptor per MCP server of a client's configuration
-//! (`catalog::mcp_import`); a server's credential goes to the credential store as its
+//! (`aai_author::mcp_config`); a server's credential goes to the credential store as its
 //! descriptor is written.
 //!
 //! `import openapi <file|url>`: one web descriptor from an OpenAPI document
-//! (`catalog::openapi`), into the home directory or `-o FILE`.
+//! (`aai_author::openapi`), into the home directory or `-o FILE`.
 //!
 //! Both show what they would write, then write on `--yes` or a TTY confirmation.
 
@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use super::Context;
 use super::drafts::{self, Found};
+use super::drafts::{Plan, plan, plan_valid};
 use crate::auth::store::{Credential, Store};
-use crate::catalog::drafts::{Plan, plan, plan_valid};
-use crate::catalog::openapi;
+use aai_author::openapi;
 
 /// Largest configuration file read (they are a few KiB).
 const MAX_FILE: u64 = 4 * 1024 * 1024;
@@ -32,7 +32,7 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
     );
     let platform = ctx.host.os().as_str();
     let env = |k: &str| std::env::var(k).ok();
-    let servers = match crate::catalog::mcp_import::servers(&text, &name, platform, &env) {
+    let servers = match aai_author::mcp_config::servers(&text, &name, platform, &env) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };

@@ -1,4 +1,4 @@
-//! The command line (DESIGN §8). Only commands that work are defined.
+//! The command line (docs/design.md, CLI). Only commands that work are defined.
 
 mod auth;
 mod call;
@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand};
 
 use crate::catalog::{self, SearchDir};
 use crate::config::Config;
+use crate::gateway::Lifecycle;
 use crate::host::{Host, Os};
 
 /// Lets AI agents call applications directly: an MCP gateway for aai.json apps.
@@ -451,37 +452,31 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
     let addr = listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
     let token = crate::listen::token_for(&ctx.home, addr)?;
-    crate::exec::process::become_subreaper();
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
-    let gateway = ctx.into_gateway();
+    let life = Lifecycle::new(ctx.into_gateway())?;
+    let config = &life.gateway().config;
     let options = crate::listen::Options {
         addr,
         token,
         mcp: true,
-        ui: gateway.config.enable_web_ui,
-        hosts: gateway.config.web_allowed_hosts.clone(),
+        ui: config.enable_web_ui,
+        hosts: config.web_allowed_hosts.clone(),
     };
-    let served = runtime.block_on(async {
-        let bound = crate::listen::bind(options).await?;
-        let origin = crate::listen::origin_of(bound.addr());
-        let ui = if gateway.config.enable_web_ui {
-            format!(", the web UI on {origin}/ui")
-        } else {
-            String::new()
-        };
-        // The one line a person starting a web server expects.
-        let _ = writeln!(
-            std::io::stderr(),
-            "aai-gateway: serving MCP on {origin}/mcp{ui} (Ctrl-C stops it)"
-        );
-        let running = gateway.start();
-        let served = crate::listen::serve(gateway.clone(), bound).await;
-        running.stop();
-        served
-    });
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-    crate::exec::process::reap_all(std::time::Duration::from_secs(2));
-    served
+    let ui = config.enable_web_ui;
+    let bound = life
+        .block_on(crate::listen::bind(options))
+        .map_err(|e| e.to_string())?;
+    let origin = crate::access::origin_of(bound.addr());
+    let ui = if ui {
+        format!(", the web UI on {origin}/ui")
+    } else {
+        String::new()
+    };
+    // The one line a person starting a web server expects.
+    let _ = writeln!(
+        std::io::stderr(),
+        "aai-gateway: serving MCP on {origin}/mcp{ui} (Ctrl-C stops it)"
+    );
+    life.serve(|gateway| crate::listen::serve(gateway, bound))
         .map(|()| ExitCode::SUCCESS)
         .map_err(|e| e.to_string())
 }
@@ -496,9 +491,8 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             "aai-gateway is an MCP server: it speaks MCP on stdin/stdout and waits for an MCP client (Claude Code, Codex, Cursor, …) to start it; README.md › \"Use it from an MCP client\" shows how. Try `aai-gateway --scan` to see your apps; Ctrl-C stops this."
         );
     }
-    crate::exec::process::become_subreaper();
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
-    let gateway = ctx.into_gateway();
+    let life = Lifecycle::new(ctx.into_gateway())?;
+    let gateway = life.gateway().clone();
     if gateway.config.enable_web_ui {
         // Bound before MCP starts, so that the first CONSENT_REQUIRED can link to it.
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
@@ -509,12 +503,12 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             ui: true,
             hosts: Vec::new(),
         };
-        match runtime.block_on(crate::listen::bind_near(gateway.config.http_port, options)) {
+        match life.block_on(crate::listen::bind_near(gateway.config.http_port, options)) {
             Ok(bound) => {
-                let origin = crate::listen::origin_of(bound.addr());
+                let origin = crate::access::origin_of(bound.addr());
                 gateway.consent.set_ui(format!("{origin}/ui"));
                 let gateway = gateway.clone();
-                runtime.spawn(async move {
+                life.spawn(async move {
                     if let Err(e) = crate::listen::serve(gateway, bound).await {
                         tracing::warn!("the web UI stopped: {e}");
                     }
@@ -523,14 +517,8 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             Err(e) => tracing::warn!("no web UI: {e}"),
         }
     }
-    let served = runtime
-        .block_on(crate::mcp::stdio::serve(gateway))
-        .map_err(|e| format!("MCP server stopped: {e:#}"));
-    // Adapters and blocking scans must not keep the process alive after the session.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-    // Nothing we started outlives us, not even a grandchild that left its group.
-    crate::exec::process::reap_all(std::time::Duration::from_secs(2));
-    served?;
+    life.serve(crate::mcp::stdio::serve)
+        .map_err(|e| format!("MCP server stopped: {e:#}"))?;
     Ok(ExitCode::SUCCESS)
 }
 

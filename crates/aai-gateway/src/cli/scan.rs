@@ -1,7 +1,8 @@
 //! `--scan [--json]`: what the gateway would serve, and what is wrong with the rest.
 //!
-//! JSON shape (DESIGN §8): `{"apps":[{"id","name","description","aliases","version",
-//! "source","bindings":[{"platform","type","usable","tools":[names],"source"}]}],
+//! JSON shape (docs/design.md, CLI):
+//! `{"apps":[{"id","name","description","aliases","version","source","bindings":
+//! [{"platform","type","usable","tools":[names],"source"}]}],
 //! "diagnostics":[{"source","pointer","severity","message"}]}`.
 
 use std::io::Write;
@@ -20,9 +21,9 @@ use crate::text::count;
 pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
     // The ids local descriptors used in earlier runs, as the server reads them (nothing is
     // created when there is no state file yet).
-    let file = crate::state::State::file_in(&ctx.home);
+    let file = crate::consent::state::State::file_in(&ctx.home);
     let reserved = if file.exists() {
-        crate::state::State::open(&file)
+        crate::consent::state::State::open(&file)
             .and_then(|s| s.local_ids())
             .unwrap_or_default()
     } else {

@@ -3,7 +3,7 @@
 //! Directories are searched like a config `scanPaths` entry. Exit status 1 when any file
 //! has an error (warnings alone pass), 0 otherwise.
 //!
-//! `validate NEW --against OLD`: also the seeds' version rules
+//! `validate NEW --against OLD`: also the version rules of docs/descriptors.md, Versions
 //! (`aai_descriptor::versions`): each change with the bump it needs; exit status 1 when the
 //! new version is not bumped enough.
 

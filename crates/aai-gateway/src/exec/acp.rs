@@ -1,5 +1,6 @@
-//! The `acp` executor (seed `002`): a coding agent that speaks the Agent Client Protocol
-//! (v1, newline-delimited JSON-RPC 2.0 on stdio) is an app, and the gateway is its client.
+//! The `acp` executor (docs/agents.md, ACP agents): a coding agent that speaks the Agent
+//! Client Protocol (v1, newline-delimited JSON-RPC 2.0 on stdio) is an app, and the
+//! gateway is its client.
 //!
 //! This is a small client of our own rather than the `agent-client-protocol` crate: the
 //! crate's connection runs `!Send` futures on a local task set, which does not fit a
@@ -50,6 +51,14 @@ const START_DEADLINE: Duration = Duration::from_secs(60);
 const SESSION_DEADLINE: Duration = Duration::from_secs(60);
 /// How long an agent has to end a cancelled turn before it is stopped.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// Why a prompt turn stopped before the agent answered.
+#[derive(Debug, Clone, Copy)]
+enum Stopped {
+    TimedOut,
+    Cancelled,
+}
+
 /// Longest accepted message line.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 /// The ACP error code for "authentication required".
@@ -535,12 +544,12 @@ impl AcpExecutor {
         let ended = tokio::select! {
             answer = &mut prompt => Ok(answer),
             // Starting the agent took part of the call's time.
-            () = tokio::time::sleep(req.ctx.timeout.saturating_sub(begun.elapsed())) => Err(Code::Timeout),
-            () = req.ctx.cancel.cancelled() => Err(Code::AutomationFailed),
+            () = tokio::time::sleep(req.ctx.timeout.saturating_sub(begun.elapsed())) => Err(Stopped::TimedOut),
+            () = req.ctx.cancel.cancelled() => Err(Stopped::Cancelled),
         };
         let answer = match ended {
             Ok(answer) => answer,
-            Err(code) => {
+            Err(stopped) => {
                 agent
                     .notify("session/cancel", json!({"sessionId": session}))
                     .await;
@@ -552,13 +561,18 @@ impl AcpExecutor {
                     agent.kill();
                 }
                 agent.turns.lock().expect("turns lock").remove(&session);
-                let what = if code == Code::Timeout {
-                    format!(
-                        "the agent did not finish within {} s; the turn was cancelled",
-                        req.ctx.timeout.as_secs()
-                    )
-                } else {
-                    "the call was cancelled; the agent's turn was cancelled".to_owned()
+                let (code, what) = match stopped {
+                    Stopped::TimedOut => (
+                        Code::Timeout,
+                        format!(
+                            "the agent did not finish within {} s; the turn was cancelled",
+                            req.ctx.timeout.as_secs()
+                        ),
+                    ),
+                    Stopped::Cancelled => (
+                        Code::AutomationFailed,
+                        "the call was cancelled; the agent's turn was cancelled".to_owned(),
+                    ),
                 };
                 return Err(GatewayError::new(code, what).with("sessionId", session.as_str()));
             }

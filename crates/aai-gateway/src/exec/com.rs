@@ -14,9 +14,9 @@
 //!   -ExecutionPolicy Bypass -EncodedCommand <script>`; the JSON document is its standard
 //!   input.
 //! * `output_parser: last_result`: the script prints the last value as JSON.
-//! * Errors print `HRESULT 0x…: message`; [`failure`] maps the HRESULT to the seed's codes,
-//!   and the executor retries a busy app (`RPC_E_CALL_REJECTED`,
-//!   `RPC_E_SERVERCALL_RETRYLATER`) with bounded backoff — the seed's retry mechanism.
+//! * Errors print `HRESULT 0x…: message`; [`failure`] maps the HRESULT to the codes of
+//!   docs/design.md, Errors, and the executor retries a busy app (`RPC_E_CALL_REJECTED`,
+//!   `RPC_E_SERVERCALL_RETRYLATER`) with bounded backoff (docs/design.md, Executors).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -189,7 +189,7 @@ pub fn render_envelope(prog_id: &str, envelope: &Value) -> Rendered {
 
 fn finish(script: String, values: Value) -> Rendered {
     let mut args: Vec<String> = ARGS.iter().map(|s| (*s).to_owned()).collect();
-    args.push(crate::dialog::encode_utf16le(&script));
+    args.push(crate::text::powershell_encoded(&script));
     Rendered {
         args,
         stdin: values.to_string(),
@@ -206,7 +206,7 @@ pub enum Failure {
     Final(GatewayError),
 }
 
-/// Maps PowerShell's error text to the seed's codes.
+/// Maps PowerShell's error text to the gateway's codes (docs/design.md, Errors).
 pub fn failure(app: &str, stderr: &str) -> Failure {
     let said = crate::text::excerpt(stderr.trim(), 500);
     let hresult = stderr
@@ -244,8 +244,9 @@ pub fn failure(app: &str, stderr: &str) -> Failure {
 }
 
 /// What the script printed: its last value as JSON (text when it is not JSON). A string
-/// that itself holds a JSON object or array (the seed's `return` of `"{\"success\":true}"`)
-/// is that object or array, as `result as text` reads it on macOS.
+/// that itself holds a JSON object or array (the `return` of `"{\"success\":true}"` in the
+/// Outlook example, `fixtures/valid/d0-mail.json`) is that object or array, as
+/// `result as text` reads it on macOS.
 pub fn read(stdout: &str) -> Value {
     let text = stdout.trim();
     if text.is_empty() {
@@ -401,7 +402,7 @@ try {
 ";
 
     #[test]
-    fn the_seed_outlook_action_list_becomes_this_script() {
+    fn the_spec_outlook_action_list_becomes_this_script() {
         let r = render_steps(
             &outlook(),
             &json!({"to": "bob@example.com", "subject": "Hi", "body": "Text"}),
@@ -455,7 +456,7 @@ try {
     }
 
     #[test]
-    fn hresults_map_to_the_seed_codes() {
+    fn hresults_map_to_the_documented_codes() {
         let code = |stderr: &str| match failure("com.example", stderr) {
             Failure::Final(e) => (false, e.code),
             Failure::Busy(e) => (true, e.code),

@@ -1,4 +1,4 @@
-//! The JSON envelope of the protocol spec, shared by every executor that talks to an
+//! The JSON envelope (docs/design.md, Executors), shared by every executor that talks to an
 //! adapter rather than to an app's own API (stdio, the D-Bus JSON convention, and the
 //! platform conventions that carry it).
 //!

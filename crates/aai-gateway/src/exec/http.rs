@@ -1,4 +1,5 @@
-//! The `http` executor (DESIGN §6) on reqwest, one client (connection pool) per gateway.
+//! The `http` executor (docs/web.md, Requests) on reqwest, one client (connection pool)
+//! per gateway.
 //!
 //! URL: `baseUrl` + the tool's `path`, each `{name}` filled with the argument of that name,
 //! percent-encoded as one path segment and removed from the arguments. The rest go to the
@@ -335,7 +336,7 @@ fn fill_path(
             )
             .with("field", format!("/{name}")));
         }
-        filled.push_str(&encode(&text));
+        filled.push_str(&crate::text::percent_encode(&text));
         rest = &rest[open + close + 1..];
     }
     filled.push_str(rest);
@@ -407,9 +408,9 @@ fn append_query(url: &mut String, pairs: &[(String, Value)]) {
         };
         for value in values {
             query.push(if query.is_empty() { '?' } else { '&' });
-            query.push_str(&encode(k));
+            query.push_str(&crate::text::percent_encode(k));
             query.push('=');
-            query.push_str(&encode(&value));
+            query.push_str(&crate::text::percent_encode(&value));
         }
     }
     if !query.is_empty() {
@@ -434,19 +435,6 @@ fn scalar_text(v: &Value) -> Option<String> {
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
-}
-
-/// Percent-encodes everything but the unreserved characters (RFC 3986).
-pub fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn backoff(attempt: u32) -> Duration {

@@ -15,7 +15,7 @@ const MAX_FILE: u64 = 32 * 1024 * 1024;
 
 /// The file that keeps `app`'s list under `dir`.
 fn file(dir: &Path, app: &str) -> PathBuf {
-    dir.join(format!("{:016x}.json", crate::hash::stable(app)))
+    dir.join(format!("{:016x}.json", aai_descriptor::hash::stable(app)))
 }
 
 /// `app`'s list as listed from the command `pin` names, when one was kept: each tool as

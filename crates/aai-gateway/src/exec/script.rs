@@ -14,10 +14,10 @@
 //! * [`read`]: `result as text` is the text (parsed as JSON when it is JSON); `result as
 //!   record` is osascript's source form (`-s s`) of a record, parsed into a JSON object
 //!   ([`record`]).
-//! * [`failure`]: osascript's error number becomes the seed's code. An Apple event that
-//!   finds its app not running (-600, -609) launches the app once and is sent again: it
-//!   never reached the app, so it had no effect. A script is not run again (it may have
-//!   done part of its work).
+//! * [`failure`]: osascript's error number becomes an error code (docs/macos.md,
+//!   Errors). An Apple event that finds its app not running (-600, -609) launches the
+//!   app once and is sent again: it never reached the app, so it had no effect. A
+//!   script is not run again (it may have done part of its work).
 
 pub mod record;
 
@@ -213,13 +213,19 @@ pub fn read(output: ScriptOutput, stdout: &str) -> Result<Value, GatewayError> {
     }
 }
 
+/// The error number osascript ends its report with (`… (-1743)`).
+fn error_number(stderr: &str) -> Option<i32> {
+    stderr
+        .trim()
+        .strip_suffix(')')
+        .and_then(|m| m.rsplit_once('('))
+        .and_then(|(_, n)| n.trim().parse::<i32>().ok())
+}
+
 /// osascript's error (`… execution error: Not authorized … (-1743)`) as a wire error.
 pub fn failure(app: &str, stderr: &str) -> GatewayError {
     let message = stderr.trim();
-    let number = message
-        .strip_suffix(')')
-        .and_then(|m| m.rsplit_once('('))
-        .and_then(|(_, n)| n.trim().parse::<i32>().ok());
+    let number = error_number(message);
     let said = crate::text::excerpt(message, 500);
     match number {
         Some(-1743) => GatewayError::new(
@@ -290,14 +296,14 @@ impl ScriptExecutor {
             &format!("{:016x}", u64::from_le_bytes(id)),
         );
         let rendered = render_event(events, &envelope);
-        let stdout = match run(&rendered, req).await {
+        let stdout = match osascript(&rendered, req).await {
             // The event never reached the app: launch it once, then send it again.
-            Err(Error::Failed(e)) if e.code == Code::AppNotRunning => {
+            Err(Osa::Refused(e)) if e.app_not_running() => {
                 tracing::info!(app = %req.app, "the app is not running; launching it once");
                 run(&render_launch(&events.bundle_id), req).await?;
                 run(&rendered, req).await?
             }
-            other => other?,
+            other => other.map_err(|e| e.into_error(req.app))?,
         };
         Ok(read_event_reply(&stdout)?)
     }
@@ -315,8 +321,42 @@ pub fn render_launch(bundle_id: &str) -> Rendered {
     }
 }
 
-/// Runs osascript; its stdout, or the mapped error.
-async fn run(rendered: &Rendered, req: &Request<'_>) -> Result<String, Error> {
+/// How running osascript went wrong.
+enum Osa {
+    /// It could not run, or ran out of time.
+    Run(GatewayError),
+    /// It ran and reported an error.
+    Refused(OsaError),
+}
+
+/// osascript's own error report.
+struct OsaError {
+    stderr: String,
+}
+
+impl OsaError {
+    /// The AppleScript error number at the end of the report (`… (-1743)`).
+    fn number(&self) -> Option<i32> {
+        error_number(&self.stderr)
+    }
+
+    /// The app was not running (an Apple event could not reach it).
+    fn app_not_running(&self) -> bool {
+        matches!(self.number(), Some(-600 | -609))
+    }
+}
+
+impl Osa {
+    fn into_error(self, app: &str) -> Error {
+        match self {
+            Osa::Run(e) => e.into(),
+            Osa::Refused(e) => failure(app, &e.stderr).into(),
+        }
+    }
+}
+
+/// Runs osascript; its stdout, or how it failed.
+async fn osascript(rendered: &Rendered, req: &Request<'_>) -> Result<String, Osa> {
     let out = super::run_once(
         req,
         rendered.program,
@@ -324,11 +364,20 @@ async fn run(rendered: &Rendered, req: &Request<'_>) -> Result<String, Error> {
         rendered.stdin.as_bytes(),
         MAX_OUTPUT,
     )
-    .await?;
+    .await
+    .map_err(Osa::Run)?;
     if !out.success() {
-        return Err(failure(req.app, &String::from_utf8_lossy(&out.stderr)).into());
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        return Err(Osa::Refused(OsaError { stderr }));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs osascript; its stdout, or the mapped error.
+async fn run(rendered: &Rendered, req: &Request<'_>) -> Result<String, Error> {
+    osascript(rendered, req)
+        .await
+        .map_err(|e| e.into_error(req.app))
 }
 
 impl Execute for ScriptExecutor {
@@ -393,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_mail_example_renders_as_the_template_means() {
+    fn the_spec_mail_example_renders_as_the_template_means() {
         let r = render(
             Lang::AppleScript,
             MAIL,
@@ -516,7 +565,7 @@ mod tests {
     }
 
     #[test]
-    fn error_numbers_map_to_the_seed_codes() {
+    fn error_numbers_map_to_the_documented_codes() {
         let cases = [
             (
                 "25:31: execution error: Not authorized to send Apple events to Mail. (-1743)",

@@ -1,5 +1,5 @@
-//! The `stdio` executor (DESIGN §6): a local adapter process speaking newline-delimited
-//! JSON envelopes.
+//! The `stdio` executor (docs/mcp.md, The stdio adapter protocol): a local adapter
+//! process speaking newline-delimited JSON envelopes.
 //!
 //! One envelope per line (see `envelope`); `progress` envelopes are forwarded as MCP
 //! progress.

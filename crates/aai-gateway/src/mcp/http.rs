@@ -18,12 +18,12 @@ use crate::gateway::Gateway;
 /// requires (for the callers' identity).
 pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -> axum::Router {
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_origins(crate::listen::allowed_origins(addr))
+        .with_allowed_origins(crate::access::allowed_origins(addr))
         .enforce_origin_validation();
     let config = if token.is_some() {
         config.disable_allowed_hosts()
     } else {
-        config.with_allowed_hosts(crate::listen::allowed_hosts(addr))
+        config.with_allowed_hosts(crate::access::allowed_hosts(addr))
     };
     let factory = move || Ok(Server::new(gateway.clone(), "http").with_token(token.clone()));
     let mut sessions = LocalSessionManager::default();
@@ -77,7 +77,7 @@ async fn capped(
     }
     let remote = req
         .extensions()
-        .get::<crate::listen::Remote>()
+        .get::<crate::access::Remote>()
         .map(|r| r.0)
         .filter(|ip| !ip.is_loopback());
     let open: std::collections::HashSet<String> = sessions
@@ -115,7 +115,7 @@ async fn capped(
     // At the cap: only an `initialize` opens a session (the stateless revision's requests
     // do not). The body is already in memory (the listener bounded and read it).
     let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, crate::listen::MAX_BODY).await else {
+    let Ok(bytes) = axum::body::to_bytes(body, crate::access::MAX_BODY).await else {
         return axum::http::StatusCode::PAYLOAD_TOO_LARGE.into_response();
     };
     #[derive(serde::Deserialize)]

@@ -1,15 +1,15 @@
-//! The MCP surface (DESIGN §4). The only module that knows rmcp.
+//! The MCP surface (docs/mcp.md): the gateway as an MCP server. With `exec/mcp/client.rs`
+//! (the gateway as a client of downstream servers), the only module that knows rmcp.
 //!
 //! Listed tools use client-safe names: `app_<slug>` (one per app, returns its guide),
 //! `aai_search`, `aai_guide`, `aai_exec`; in `flat` mode every tool as `<slug>__<tool>`.
-//! `tools/call` also accepts the seed spellings `app:<id>`, `aai:exec` and the direct
-//! `<appId>:<tool>` (seed `004`). Resources: `app:<appId>` (the normalized descriptor of
-//! the binding in use) and `app:<appId>/guide` (markdown).
+//! `tools/call` also accepts the colon spellings `app:<id>`, `aai:exec` and the direct
+//! `<appId>:<tool>` (docs/design.md, Colon spellings). Resources: `app:<appId>` (the
+//! normalized descriptor of the binding in use) and `app:<appId>/guide` (markdown).
 
 // This module is where rmcp is allowed (clippy.toml bans its types elsewhere).
 #![allow(clippy::disallowed_types)]
 
-pub mod downstream;
 pub mod http;
 mod names;
 pub mod stdio;
@@ -36,14 +36,6 @@ use crate::host::Os;
 use crate::pipeline::Outcome;
 use crate::registry::{Entry, Snapshot};
 use tools::Meta;
-
-/// How much of rmcp's own logging the log keeps (`logging.rs`), unless `AAI_LOG` names
-/// rmcp: warnings (its `info` lines dump whole protocol structs), and nothing of its
-/// client transports, whose errors quote reqwest errors and so the full URL of a
-/// downstream server, a key in its query included (`downstream.rs` reports each failure
-/// itself, without it).
-pub const LOG_DIRECTIVES: &str =
-    "rmcp=warn,rmcp::transport::worker=off,rmcp::transport::streamable_http_client=off";
 
 const INSTRUCTIONS: &str = "This server lets you use applications on this computer and on the web directly. \
 Find an app with `aai_search` (any language), read its guide with `aai_guide` (or the app's `app_*` tool), \
@@ -188,11 +180,15 @@ impl Server {
                 Ok(search_result(&snapshot, query, limit).into())
             }
             Some(Meta::Guide) => {
+                if matches!(args.get("app"), None | Some(Value::Null)) {
+                    return Ok(text(crate::registry::guide::GATEWAY.to_owned()).into());
+                }
                 let app = string_arg(&args, "app")?;
                 // A downstream MCP server is asked for its tools on first use (once it may
                 // start).
                 let (snapshot, note) = self
                     .gateway
+                    .pipeline
                     .guide_snapshot(snapshot, app, &self.guide_origin(ctx))
                     .await?;
                 let entry = find(&snapshot, app, self.gateway.host.os())?;
@@ -239,6 +235,7 @@ impl Server {
                 {
                     let (snapshot, note) = self
                         .gateway
+                        .pipeline
                         .guide_snapshot(snapshot.clone(), app, &self.guide_origin(ctx))
                         .await?;
                     let entry = find(&snapshot, app, self.gateway.host.os())?;
@@ -287,7 +284,11 @@ impl Server {
             (true, true) => match round.answer(&caller, app, tool)? {
                 Some(answer) => Some(Arc::new(crate::consent::Fixed(answer)) as _),
                 None => {
-                    if let Some(question) = self.gateway.consent_question(app, tool, &caller).await
+                    if let Some(question) = self
+                        .gateway
+                        .pipeline
+                        .consent_question(app, tool, &caller)
+                        .await
                     {
                         return Ok(input_required(&question, app, tool)?.into());
                     }
@@ -298,6 +299,7 @@ impl Server {
         let origin = crate::pipeline::Origin { caller, prompter };
         let outcome = self
             .gateway
+            .pipeline
             .call(
                 app,
                 tool,
@@ -380,6 +382,7 @@ impl Server {
         });
         let statuses = self
             .gateway
+            .pipeline
             .batch(batch, ctx.ct.clone(), on_done, &origin)
             .await?;
         if let Some(progress) = &progress {
@@ -489,7 +492,8 @@ fn read_batch(
 
 /// A batch's result: one line per call in the text, and in `structuredContent`
 /// `{results: [{index, app, tool, status, result | error | reason}], ok, failed, skipped}`
-/// with each error in the seed's shape and each result as the `aai_exec` result it would be.
+/// with each error in the shape of docs/design.md, Errors, and each result as the
+/// `aai_exec` result it would be.
 fn batch_result(
     labels: &[(String, String)],
     statuses: Vec<crate::batch::Status>,
@@ -994,7 +998,7 @@ impl ServerHandler for Server {
                 for e in snapshot
                     .entries
                     .iter()
-                    .filter(|e| !self.gateway.unapproved_server(e))
+                    .filter(|e| !self.gateway.pipeline.unapproved_server(e))
                 {
                     tools.extend(names::flat_tools(e));
                 }

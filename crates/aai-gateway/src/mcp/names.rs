@@ -49,7 +49,7 @@ fn empty_object() -> Arc<Map<String, Value>> {
 pub(super) fn flat_name(entry: &Entry, tool: &str) -> String {
     let mut name = format!("{}__{}", entry.slug, crate::registry::slug::sanitize(tool));
     if name.len() > MAX_NAME {
-        let hash = format!("{:06x}", crate::hash::stable(&name) & 0x00ff_ffff);
+        let hash = format!("{:06x}", aai_descriptor::hash::stable(&name) & 0x00ff_ffff);
         name.truncate(MAX_NAME - hash.len() - 1);
         name.push('_');
         name.push_str(&hash);

@@ -30,8 +30,8 @@ use crate::lines::read_line_capped;
 /// Longest accepted line (rmcp's own limit).
 const MAX_LINE: usize = 16 * 1024 * 1024;
 
-/// Serves MCP on stdin/stdout; starts the gateway's background work (first scan,
-/// watcher, registry, signals) and stops it when the session ends.
+/// Serves MCP on stdin/stdout until the client leaves or the gateway stops (the
+/// gateway's background work is the lifecycle's: `gateway::Lifecycle::serve`).
 pub async fn serve(gateway: Arc<Gateway>) -> anyhow::Result<()> {
     let (input, output) = (tokio::io::stdin(), tokio::io::stdout());
     serve_on(gateway, input, output).await
@@ -43,7 +43,6 @@ pub async fn serve_on(
     input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> anyhow::Result<()> {
-    let running = gateway.start();
     let (rmcp_side, our_side) = tokio::io::duplex(1 << 16);
     let (from_rmcp, to_rmcp) = tokio::io::split(our_side);
     let output = Arc::new(tokio::sync::Mutex::new(output));
@@ -61,7 +60,6 @@ pub async fn serve_on(
     inbound.abort();
     // Let the last answers reach the client.
     let _ = tokio::time::timeout(std::time::Duration::from_millis(500), outbound).await;
-    running.stop();
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! The meta tools: one table that both `tools/list` and `tools/call` read, so a name and
-//! its seed spelling can never drift apart.
+//! its colon spelling (docs/design.md, Colon spellings) can never drift apart.
 
 use std::sync::{Arc, OnceLock};
 
@@ -21,10 +21,10 @@ pub(super) enum Meta {
     Batch,
 }
 
-/// One row: the listed name, the seed spelling accepted on `tools/call`, the meaning.
+/// One row: the listed name, the colon spelling also accepted on `tools/call`, the meaning.
 struct Row {
     name: &'static str,
-    seed: &'static str,
+    colon: &'static str,
     meta: Meta,
     description: &'static str,
     schema: fn() -> Value,
@@ -33,33 +33,32 @@ struct Row {
 const TABLE: &[Row] = &[
     Row {
         name: "aai_search",
-        seed: "aai:search",
+        colon: "aai:search",
         meta: Meta::Search,
-        description: "Find apps and their tools by name (any language), alias or purpose. Returns app ids for aai_guide and aai_exec.",
+        description: "Find apps and tools by name (any language), alias or purpose; returns app ids.",
         schema: || {
             json!({"type":"object","properties":{
                 "query":{"type":"string","description":"What to look for, e.g. \"send email\" or \"提醒事项\""},
-                "limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},
+                "limit":{"type":"integer","maximum":50,"default":10}},
                 "required":["query"]})
         },
     },
     Row {
         name: "aai_guide",
-        seed: "aai:guide",
+        colon: "aai:guide",
         meta: Meta::Guide,
-        description: "Show an app's guide: its tools, their parameters, and a ready aai_exec example. Apps with many tools list them one per line; add `tool` for one tool's parameters.",
+        description: "An app's tools, their parameters and an aai_exec example; with `tool`, that tool only. Without `app`: how this gateway works.",
         schema: || {
             json!({"type":"object","properties":{
                 "app":{"type":"string","description":"App id (or name) from aai_search"},
-                "tool":{"type":"string","description":"Only this tool's parameters (for apps with many tools)"}},
-                "required":["app"]})
+                "tool":{"type":"string","description":"Only this tool"}}})
         },
     },
     Row {
         name: "web_discover",
-        seed: "web:discover",
+        colon: "web:discover",
         meta: Meta::WebDiscover,
-        description: "Find a web app by its URL or domain (reads https://<domain>/.well-known/aai.json) and show its guide; the app is then callable with aai_exec.",
+        description: "Add a web app by URL or domain (its /.well-known/aai.json) and show its guide.",
         schema: || {
             json!({"type":"object","properties":{
                 "url":{"type":"string","description":"A URL or domain, e.g. \"yuque.com\""}},
@@ -68,9 +67,9 @@ const TABLE: &[Row] = &[
     },
     Row {
         name: "aai_exec",
-        seed: "aai:exec",
+        colon: "aai:exec",
         meta: Meta::Exec,
-        description: "Run one tool of an app. Read the app's guide first for the tool's arguments.",
+        description: "Run an app's tool; aai_guide shows its arguments.",
         schema: || {
             json!({"type":"object","properties":{
                 "app":{"type":"string","description":"App id, or a web app's URL"},
@@ -81,9 +80,9 @@ const TABLE: &[Row] = &[
     },
     Row {
         name: "aai_batch",
-        seed: "aai:batch",
+        colon: "aai:batch",
         meta: Meta::Batch,
-        description: "Run many tool calls in one request (each as aai_exec would, consent included) and get one result per call. Use it when a task needs several independent calls.",
+        description: "Run several aai_exec calls in one request; one result each.",
         schema: || {
             json!({"type":"object","properties":{
                 "calls":{"type":"array","description":"The calls, each {app, tool, args}","items":{
@@ -91,19 +90,19 @@ const TABLE: &[Row] = &[
                         "app":{"type":"string"},"tool":{"type":"string"},"args":{"type":"object"}},
                     "required":["app","tool"]}},
                 "mode":{"type":"string","enum":["parallel","sequence"],"default":"parallel",
-                        "description":"parallel: side by side; sequence: one after the other, in order"},
+                        "description":"sequence: one at a time, in order"},
                 "stopOnError":{"type":"boolean","default":false,
-                               "description":"After a failure, start no further calls (they are reported skipped)"}},
+                               "description":"Skip the rest after a failure"}},
                 "required":["calls"]})
         },
     },
 ];
 
-/// The meta tool a `tools/call` name means (listed name or seed spelling).
+/// The meta tool a `tools/call` name means (listed name or colon spelling).
 pub(super) fn lookup(name: &str) -> Option<Meta> {
     TABLE
         .iter()
-        .find(|r| r.name == name || r.seed == name)
+        .find(|r| r.name == name || r.colon == name)
         .map(|r| r.meta)
 }
 
@@ -134,7 +133,7 @@ mod tests {
         assert_eq!(listed().len(), TABLE.len());
         for row in TABLE {
             assert_eq!(lookup(row.name), Some(row.meta));
-            assert_eq!(lookup(row.seed), Some(row.meta));
+            assert_eq!(lookup(row.colon), Some(row.meta));
             assert!(listed().iter().any(|t| t.name == row.name));
         }
         assert_eq!(lookup("aai_other"), None);

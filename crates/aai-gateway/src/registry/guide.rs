@@ -16,6 +16,35 @@ use crate::registry::{Entry, Snapshot};
 /// then gives one tool's parameters.
 pub const FULL_GUIDE_MAX: usize = 40;
 
+/// How the gateway itself is used: `aai_guide` without an app. The meta tools'
+/// descriptions in `tools/list` stay short; the details are here, read once when needed.
+pub const GATEWAY: &str = "# Using this gateway
+
+Apps on this computer and on the web are reached through five tools:
+
+1. `aai_search {query, limit?}` finds apps by name in any language, alias or purpose, and
+   tools by name or description. Results give each app's id.
+2. `aai_guide {app}` shows an app's guide: what it is, how it is reached, its tools with
+   their parameters, and a ready `aai_exec` example. Apps with many tools list one tool per
+   line; `aai_guide {app, tool}` gives one tool's parameters.
+3. `aai_exec {app, tool, args}` runs one tool. `args` follows the tool's parameters;
+   defaults are filled in and the arguments are checked before anything runs. `app` may
+   also be a web app's URL.
+4. `aai_batch {calls, mode?, stopOnError?}` runs many `aai_exec` calls in one request and
+   returns one result per call, in the order given. `mode` `parallel` (the default) runs
+   them side by side, `sequence` one after the other. With `stopOnError`, the calls after
+   a failure are not started and are reported as skipped. Each call is asked about and
+   recorded as `aai_exec` would be.
+5. `web_discover {url}` reads a web app's description from
+   `https://<domain>/.well-known/aai.json` and shows its guide; the app can then be
+   called with `aai_exec`.
+
+The user decides which apps may run: a call may wait for their answer, or fail with
+CONSENT_REQUIRED, whose message says how they can allow it. Errors carry a type
+(`data.type`, e.g. INVALID_PARAMS, APP_NOT_FOUND, TIMEOUT) and say whether a retry may
+help (`data.retryable`).
+";
+
 /// The guide of `entry`.
 pub fn render(snapshot: &Snapshot, entry: &Entry) -> String {
     let app = &entry.app;

@@ -26,7 +26,7 @@ pub fn sanitize(text: &str) -> String {
 
 /// A short stable hash of an id, for disambiguating slugs.
 fn short_hash(id: &str) -> String {
-    format!("{:06x}", crate::hash::stable(id) & 0x00ff_ffff)
+    format!("{:06x}", aai_descriptor::hash::stable(id) & 0x00ff_ffff)
 }
 
 /// Gives colliding or over-long slugs a stable hash suffix.

@@ -93,7 +93,7 @@ impl Ui {
         codes.retain(|(_, until)| *until > now);
         match codes
             .iter()
-            .position(|(c, _)| crate::listen::constant_time_eq(c.as_bytes(), code.as_bytes()))
+            .position(|(c, _)| crate::access::constant_time_eq(c.as_bytes(), code.as_bytes()))
         {
             Some(at) => {
                 codes.remove(at);
@@ -140,7 +140,7 @@ impl Ui {
     /// Whether a form's token is this run's.
     fn csrf_ok(&self, given: Option<&str>) -> bool {
         given.is_some_and(|g| {
-            crate::listen::constant_time_eq(g.as_bytes(), self.inner.csrf.as_bytes())
+            crate::access::constant_time_eq(g.as_bytes(), self.inner.csrf.as_bytes())
         })
     }
 

@@ -132,7 +132,7 @@ fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
 
 /// History rows for `filter`, read on a blocking thread; an empty list when none exist.
 async fn calls(ui: &Ui, filter: Filter) -> Result<Vec<CallRow>, String> {
-    let file = crate::state::State::file_in(&ui.gateway().home);
+    let file = crate::consent::state::State::file_in(&ui.gateway().home);
     tokio::task::spawn_blocking(move || {
         if !file.exists() {
             return Ok(Vec::new());
@@ -475,7 +475,7 @@ struct CallPage {
 }
 
 pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response {
-    let file = crate::state::State::file_in(&ui.gateway().home);
+    let file = crate::consent::state::State::file_in(&ui.gateway().home);
     let found = tokio::task::spawn_blocking(move || {
         if file.exists() {
             history::get(&file, id)
@@ -920,7 +920,7 @@ pub(super) async fn config(State(ui): State<Ui>, Query(q): Query<FlashQuery>) ->
         ("Config file".to_owned(), config.file.display().to_string()),
         (
             "State (consent, history)".to_owned(),
-            crate::state::State::file_in(&gateway.home)
+            crate::consent::state::State::file_in(&gateway.home)
                 .display()
                 .to_string(),
         ),
@@ -1074,8 +1074,8 @@ pub(super) async fn sign_in_page(
 fn signed_in(token: &crate::auth::Secret) -> Response {
     let cookie = format!(
         "{}={}; Path=/ui; HttpOnly; SameSite=Strict",
-        crate::listen::TOKEN_COOKIE,
-        crate::listen::ui_session(token)
+        crate::access::TOKEN_COOKIE,
+        crate::access::ui_session(token)
     );
     ([(header::SET_COOKIE, cookie)], Redirect::to("/ui")).into_response()
 }
@@ -1090,7 +1090,7 @@ pub(super) async fn sign_in(State(ui): State<Ui>, Form(form): Form<SignInForm>) 
         return Redirect::to("/ui").into_response();
     };
     use std::sync::atomic::Ordering;
-    if !crate::listen::constant_time_eq(form.token.as_bytes(), token.expose().as_bytes()) {
+    if !crate::access::constant_time_eq(form.token.as_bytes(), token.expose().as_bytes()) {
         // After a few wrong tokens in a row each further one waits longer (up to 2 s).
         let n = ui.inner.failures.fetch_add(1, Ordering::SeqCst) + 1;
         if n > 5 {

@@ -1,4 +1,4 @@
-//! The `dbus` executor (DESIGN §6), on zbus over the gateway's tokio runtime.
+//! The `dbus` executor (docs/dbus.md), on zbus over the gateway's tokio runtime.
 //!
 //! * JSON convention: `Execute(s) → s` on the binding's interface (default
 //!   `com.aai.Executor`) with the envelope `{"version","tool","params","request_id"}`;

@@ -10,7 +10,7 @@
 //! and reloads them only when a grant is missing (the CLI or UI may have added one).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rusqlite::{Connection, params};
 
@@ -41,6 +41,54 @@ pub struct Error {
     source: rusqlite::Error,
 }
 
+/// `state.db`, opened on first use and then kept: the server's handshake never waits for
+/// the disk. Clones share one file.
+#[derive(Debug, Clone)]
+pub struct Deferred(Arc<DeferredInner>);
+
+#[derive(Debug)]
+struct DeferredInner {
+    file: Option<PathBuf>,
+    opened: OnceLock<Option<Arc<State>>>,
+}
+
+impl Deferred {
+    /// The state in `file`, opened when first needed.
+    pub fn at(file: PathBuf) -> Deferred {
+        Deferred(Arc::new(DeferredInner {
+            file: Some(file),
+            opened: OnceLock::new(),
+        }))
+    }
+
+    /// The open state, or `None` when it cannot be opened (said once, as a warning:
+    /// grants are then kept for this run only).
+    pub fn get(&self) -> Option<&Arc<State>> {
+        self.0
+            .opened
+            .get_or_init(|| {
+                let file = self.0.file.as_deref()?;
+                State::open(file)
+                    .inspect_err(|e| {
+                        tracing::warn!("{e}; consent grants are kept for this run only");
+                    })
+                    .ok()
+                    .map(Arc::new)
+            })
+            .as_ref()
+    }
+}
+
+/// A state that is already open (or, with `None`, none at all).
+impl From<Option<Arc<State>>> for Deferred {
+    fn from(state: Option<Arc<State>>) -> Deferred {
+        Deferred(Arc::new(DeferredInner {
+            file: None,
+            opened: OnceLock::from(state),
+        }))
+    }
+}
+
 /// The open state file.
 #[derive(Debug)]
 pub struct State {
@@ -57,9 +105,8 @@ impl State {
             file: file.to_owned(),
             source,
         };
-        if let Some(dir) = file.parent() {
-            let _ = crate::files::private_dir(dir);
-        }
+        // Created owner-only before SQLite opens it (the history writer may be first).
+        let _ = crate::files::create_private(file);
         let warn = || {
             tracing::warn!(
                 "the state file {} can be read but not written: its grants hold, new ones are kept for this run only, and call history is off",
@@ -106,11 +153,7 @@ impl State {
             file: file.to_owned(),
             source,
         };
-        let new = !file.exists();
         let conn = Connection::open(file).map_err(fail)?;
-        if new {
-            let _ = crate::files::set_mode(file, 0o600);
-        }
         conn.busy_timeout(std::time::Duration::from_secs(2))
             .map_err(fail)?;
         conn.execute_batch(

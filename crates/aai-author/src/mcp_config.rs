@@ -385,13 +385,13 @@ fn out_of_the_file(
         .map(|(k, v)| {
             if has_placeholder(&v) {
                 let v = v.replace("${env:", "${");
-                for name in crate::auth::fill::names_in(&v) {
+                for name in aai_descriptor::placeholder_names(&v) {
                     imported.notes.push(format!(
                         "{what} `{k}` takes `${{{name}}}`: store it with `aai-gateway auth set {id} --secret {name}` (or let the gateway read its environment: config `secrets.fromEnvironment`)"
                     ));
                 }
                 (k, v)
-            } else if crate::auth::fill::looks_secret(&k) && !v.is_empty() {
+            } else if aai_descriptor::looks_secret(&k) && !v.is_empty() {
                 let name = aai_descriptor::placeholder_name(&k);
                 imported.notes.push(format!(
                     "{what} `{k}`: its value goes to the credential store, the descriptor says `${{{name}}}`"

@@ -1,11 +1,15 @@
 //! The gateway as an MCP *client* of a downstream server (the `mcp` executor's wire; the
-//! executor's lifecycle lives in `exec/mcp.rs`). rmcp stays inside `mcp/`: this module
-//! speaks in JSON values and the gateway's own types.
+//! executor's lifecycle lives in `exec/mcp/mod.rs`). Besides the server in `mcp/`, the
+//! only module that knows rmcp: it speaks to the executor in JSON values and the
+//! gateway's own types.
 //!
 //! One [`Connection`] per downstream server: stdio (over the pipes of a child started by
 //! `exec/process.rs`) or streamable HTTP (over `net`'s API client). Progress notifications
 //! are routed to the call that sent the token; `tools/list_changed` calls the connection's
 //! hook; dropping a connection closes it (and, for stdio, kills the child's group).
+
+// rmcp's client is allowed here (clippy.toml bans its types elsewhere).
+#![allow(clippy::disallowed_types)]
 
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
@@ -205,13 +209,14 @@ pub async fn connect(
             let client = crate::net::client(crate::net::Purpose::Api)?.clone();
             let mut custom = HashMap::new();
             for (name, value) in &headers {
-                let name = axum::http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    format!(
-                        "the header name `{}` is not valid (letters, digits and `-` only)",
-                        crate::text::excerpt(&name.escape_debug().to_string(), 40)
-                    )
-                })?;
-                let mut value = axum::http::HeaderValue::from_str(value)
+                let name =
+                    reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                        format!(
+                            "the header name `{}` is not valid (letters, digits and `-` only)",
+                            crate::text::excerpt(&name.escape_debug().to_string(), 40)
+                        )
+                    })?;
+                let mut value = reqwest::header::HeaderValue::from_str(value)
                     .map_err(|_| format!("the value of header `{name}` is not valid"))?;
                 value.set_sensitive(true);
                 custom.insert(name, value);

@@ -14,6 +14,8 @@
 //! Results pass through untouched (text, images, embedded resources, `structuredContent`,
 //! `isError`), and so do progress and cancellation.
 
+mod client;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -25,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::{Execute, Request, process};
 use crate::error::{Code, GatewayError};
-use crate::mcp::downstream::{self, CallError, Connection, RemoteTool, Transport};
+use client::{CallError, Connection, RemoteTool, Transport};
 
 /// How long starting a server and its handshake may take at most (`npx` may install
 /// first); a call's own timeout bounds it too.
@@ -364,7 +366,7 @@ impl McpExecutor {
                 let _ = changed.send(id.clone());
             }
         });
-        let connection = downstream::connect(transport, deadline, on_tools_changed)
+        let connection = client::connect(transport, deadline, on_tools_changed)
             .await
             .map_err(|why: String| unavailable(app, &why, ""))?;
         tracing::info!(app, server = ?connection.server(), "connected to the MCP server");

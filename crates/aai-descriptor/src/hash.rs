@@ -1,6 +1,6 @@
 //! A stable hash (64-bit FNV-1a): the same on every platform and Rust version, unlike
-//! `std`'s hasher, so it can name things that outlive one process — slug suffixes that
-//! clients see, and the fingerprints `--discover` leaves beside generated files.
+//! `std`'s hasher, so it can name things that outlive one process — the gateway's slug
+//! suffixes that clients see, and the fingerprints left beside generated descriptors.
 
 /// The FNV-1a hash of `text`.
 pub fn stable(text: &str) -> u64 {

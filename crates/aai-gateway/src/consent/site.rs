@@ -1,5 +1,6 @@
 //! What a person checks before a web app is used the first time: the site's origin and,
-//! for https, its certificate (subject, issuer, SHA-256 fingerprint; seed `004`).
+//! for https, its certificate (subject, issuer, SHA-256 fingerprint; docs/consent.md, Web
+//! apps: the site and its certificate).
 //!
 //! The certificate is read by a TLS handshake of its own, verified exactly as every
 //! request of the gateway is (rustls with the platform verifier), before any request of

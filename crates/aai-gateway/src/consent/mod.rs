@@ -19,6 +19,10 @@
 //!   needs its tools), and an "always" answer is tied to the command (`exec::start`).
 //!   Search and lists never ask and never start anything.
 
+pub mod dialog;
+pub mod site;
+pub mod state;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -27,9 +31,9 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConsentMode;
+use crate::consent::state::{Deferred, Grant};
 use crate::error::{Code, GatewayError};
 pub use crate::exec::start::Start;
-use crate::state::{Grant, State};
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -108,7 +112,7 @@ pub struct Question {
     pub description: String,
     /// For a web app: its server and certificate, which the user checks and an "always"
     /// answer is tied to.
-    pub site: Option<crate::site::Site>,
+    pub site: Option<crate::consent::site::Site>,
     /// What must start first (a downstream MCP server, an ACP agent) when that is not
     /// allowed yet: an allowing answer allows it too, and an "always" one is tied to its
     /// command.
@@ -150,7 +154,9 @@ impl Question {
 
     /// The certificate fingerprint an answer is tied to.
     fn cert(&self) -> Option<&str> {
-        self.site.as_ref().and_then(crate::site::Site::fingerprint)
+        self.site
+            .as_ref()
+            .and_then(crate::consent::site::Site::fingerprint)
     }
 }
 
@@ -236,7 +242,9 @@ pub struct Gate {
     mode: ConsentMode,
     per_app: std::collections::BTreeMap<String, ConsentMode>,
     wait: Duration,
-    state: Option<Arc<State>>,
+    state: Deferred,
+    /// The grants have been read from `state` (on first use, not at start).
+    loaded: std::sync::Once,
     /// The gateway's own channel (a native dialog), used when the front door has none.
     native: Option<SharedPrompter>,
     /// `(caller key, app, tool or "*")` → the certificate the grant is tied to.
@@ -256,18 +264,20 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// A gate with `mode` (per-app overrides in `per_app`), grants from `state`.
+    /// A gate with `mode` (per-app overrides in `per_app`), grants from `state` (read
+    /// when first needed).
     pub fn new(
         mode: ConsentMode,
         per_app: std::collections::BTreeMap<String, ConsentMode>,
         wait: Duration,
-        state: Option<Arc<State>>,
+        state: impl Into<Deferred>,
     ) -> Gate {
-        let gate = Gate {
+        Gate {
             mode,
             per_app,
             wait,
-            state,
+            state: state.into(),
+            loaded: std::sync::Once::new(),
             native: None,
             grants: RwLock::new(HashMap::new()),
             pending: Mutex::new(Vec::new()),
@@ -276,9 +286,13 @@ impl Gate {
             ui: OnceLock::new(),
             started: Mutex::default(),
             asking: Mutex::default(),
-        };
-        gate.reload();
-        gate
+        }
+    }
+
+    /// The grants in memory, read from `state.db` on first use.
+    fn grant_map(&self) -> &RwLock<HashMap<Key, Option<String>>> {
+        self.loaded.call_once(|| self.read_grants());
+        &self.grants
     }
 
     /// Adds the gateway's own channel (a native dialog) for callers whose front door
@@ -306,7 +320,14 @@ impl Gate {
 
     /// Reads the grants again (another process may have changed them).
     pub fn reload(&self) {
-        let Some(state) = &self.state else { return };
+        self.loaded.call_once(|| {});
+        self.read_grants();
+    }
+
+    fn read_grants(&self) {
+        let Some(state) = self.state.get() else {
+            return;
+        };
         match state.grants() {
             Ok(all) => {
                 *self.grants.write().expect("grants lock") = all
@@ -320,13 +341,13 @@ impl Gate {
 
     /// Every "always" grant, oldest first (this run's too when `state.db` is unusable).
     pub fn grants(&self) -> Vec<Grant> {
-        if let Some(state) = &self.state
+        if let Some(state) = self.state.get()
             && let Ok(all) = state.grants()
         {
             return all;
         }
         let mut all: Vec<Grant> = self
-            .grants
+            .grant_map()
             .read()
             .expect("grants lock")
             .iter()
@@ -350,7 +371,7 @@ impl Gate {
             ConsentMode::Deny => return false,
             ConsentMode::Prompt => {}
         }
-        self.grants
+        self.grant_map()
             .read()
             .expect("grants lock")
             .get(&(ANY_CALLER.to_owned(), app.to_owned(), START.to_owned()))
@@ -377,7 +398,7 @@ impl Gate {
     /// Whether a grant covers the call; one tied to a certificate only while the site
     /// shows that certificate (`cert`).
     fn granted(&self, caller: &str, app: &str, tool: &str, cert: Option<&str>) -> bool {
-        let grants = self.grants.read().expect("grants lock");
+        let grants = self.grant_map().read().expect("grants lock");
         [tool, "*"].iter().any(|t| {
             grants
                 .get(&(caller.to_owned(), app.to_owned(), (*t).to_owned()))
@@ -388,11 +409,11 @@ impl Gate {
     /// Always allows `caller` to run `tool` (`*`: every tool) of `app`; with `cert`, only
     /// while the site shows that certificate.
     pub fn remember(&self, caller: &str, app: &str, tool: &str, cert: Option<&str>) {
-        self.grants.write().expect("grants lock").insert(
+        self.grant_map().write().expect("grants lock").insert(
             (caller.to_owned(), app.to_owned(), tool.to_owned()),
             cert.map(str::to_owned),
         );
-        if let Some(state) = &self.state {
+        if let Some(state) = self.state.get() {
             let grant = Grant {
                 caller: caller.to_owned(),
                 app: app.to_owned(),
@@ -416,12 +437,12 @@ impl Gate {
         let matches = |(c, a, t): &Key| {
             a == app && tool.is_none_or(|x| x == t) && caller.is_none_or(|x| x == c)
         };
-        let mut grants = self.grants.write().expect("grants lock");
+        let mut grants = self.grant_map().write().expect("grants lock");
         let before = grants.len();
         grants.retain(|k, _| !matches(k));
         let here = before - grants.len();
         drop(grants);
-        match &self.state {
+        match self.state.get() {
             Some(state) => state.revoke(app, tool, caller).map_err(|e| e.to_string()),
             None => Ok(here),
         }
@@ -527,7 +548,10 @@ impl Gate {
                 app_name: question.app_name.clone(),
                 tool: question.tool.clone(),
                 description: question.description.clone(),
-                site: question.site.as_ref().map(crate::site::Site::describe),
+                site: question
+                    .site
+                    .as_ref()
+                    .map(crate::consent::site::Site::describe),
                 cert: question.cert().map(str::to_owned),
                 start: question.start.as_ref().map(Start::describe),
                 start_pin: question.start.as_ref().map(|s| s.pin.clone()),
@@ -831,6 +855,7 @@ pub type SharedPrompter = Arc<dyn Prompter>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consent::state::State;
 
     fn question(caller: &str) -> Question {
         Question {
@@ -994,7 +1019,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_grant_for_a_web_app_holds_while_its_certificate_does() {
-        use crate::site::{Certificate, Site};
+        use crate::consent::site::{Certificate, Site};
         let gate = Gate::new(
             ConsentMode::Prompt,
             Default::default(),

@@ -4,9 +4,13 @@
 //! broadcast that every front door (each MCP session, later the web UI) subscribes to, and
 //! one shutdown token. [`Gateway::start`] starts what runs in the background — the first
 //! scan, the watcher, the registry catalog refresh, the signal handler — so a transport
-//! only has to serve until [`Gateway::stopping`] resolves and then call
-//! [`Running::stop`]. One call's path lives in `pipeline`.
+//! only has to serve until [`Gateway::stopping`] resolves. [`Lifecycle`] is the one
+//! guard every command that runs the gateway goes through: it starts that work and owns
+//! the one teardown. One call's path lives in `pipeline`.
 
+pub mod watch;
+
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,7 +20,7 @@ use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Authenticator;
-use crate::catalog::{self, SearchDir, watch};
+use crate::catalog::{self, SearchDir};
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::exec::Executors;
@@ -49,18 +53,17 @@ pub struct Gateway {
     reported: std::sync::Mutex<Vec<String>>,
     rescans: AtomicU64,
     shutdown: CancellationToken,
-    pub(crate) executors: Executors,
-    pub(crate) consent: crate::consent::Gate,
-    pub(crate) history: Option<Arc<dyn crate::history::Sink>>,
-    pub(crate) auth: Authenticator,
+    /// The call path (every front door's).
+    pub pipeline: crate::pipeline::Pipeline,
+    pub(crate) executors: Arc<Executors>,
+    pub(crate) consent: Arc<crate::consent::Gate>,
+    pub(crate) auth: Arc<Authenticator>,
     pub(crate) web: catalog::web::Fetcher,
-    /// `state.db`, when it can be opened.
-    state: Option<Arc<crate::state::State>>,
+    /// `state.db`, opened on first use.
+    state: crate::consent::state::Deferred,
     /// The ids local and built-in descriptors have had (this run's scans and, through
     /// `state.db`, earlier runs'): a web app may never take one.
     local_ids: std::sync::Mutex<Option<std::collections::HashSet<String>>>,
-    /// Web apps' servers and certificates, for consent.
-    pub(crate) sites: crate::site::Sites,
 }
 
 impl Gateway {
@@ -86,47 +89,69 @@ impl Gateway {
             .iter()
             .filter_map(|(id, a)| Some((id.clone(), a.client_id.clone()?)))
             .collect();
-        let auth = Authenticator::new(store, locale.clone(), client_ids);
-        let state = match crate::state::State::open(&crate::state::State::file_in(&home)) {
-            Ok(s) => Some(Arc::new(s)),
-            Err(e) => {
-                tracing::warn!("{e}; consent grants are kept for this run only");
-                None
-            }
-        };
+        let auth = Arc::new(Authenticator::new(store, locale.clone(), client_ids));
+        // Opened on first use: the handshake does not wait for the disk.
+        let state =
+            crate::consent::state::Deferred::at(crate::consent::state::State::file_in(&home));
         let per_app = config
             .apps
             .iter()
             .filter_map(|(id, a)| Some((id.clone(), a.consent?)))
             .collect();
-        let native = crate::dialog::Dialog::available()
+        let native = crate::consent::dialog::Dialog::available()
             .map(|d| Arc::new(d) as crate::consent::SharedPrompter);
-        let consent =
+        let consent = Arc::new(
             crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state.clone())
-                .with_native(native);
+                .with_native(native),
+        );
         let retention = crate::history::Retention {
             days: config.history_days,
             rows: config.history_rows,
         };
-        let history =
-            match crate::history::Sqlite::open(&crate::state::State::file_in(&home), retention) {
-                Ok(h) => Some(Arc::new(h) as Arc<dyn crate::history::Sink>),
-                Err(e) => {
-                    tracing::warn!("call history is off: {e}");
-                    None
-                }
-            };
-        let executors = Executors::default();
+        let history = match crate::history::Sqlite::start(
+            crate::consent::state::State::file_in(&home),
+            retention,
+        ) {
+            Ok(h) => Some(Arc::new(h) as Arc<dyn crate::history::Sink>),
+            Err(e) => {
+                tracing::warn!("call history is off: {e}");
+                None
+            }
+        };
+        let executors = Arc::new(Executors::default());
         executors
             .mcp()
             .keep_lists_in(home.join("cache").join("mcp-tools"));
-        Arc::new(Gateway {
+        let sites = Arc::new(crate::consent::site::Sites::default());
+        let settings = crate::pipeline::Settings {
+            default_timeout: config.default_timeout,
+            retries: config.retries,
+            secrets_from_environment: config.secrets_from_environment,
+            cwd: config
+                .apps
+                .iter()
+                .filter_map(|(id, a)| Some((id.clone(), a.cwd.clone()?)))
+                .collect(),
+            os: host.os(),
+            batch_max_calls: config.batch_max_calls,
+            batch_concurrency: config.batch_concurrency,
+        };
+        Arc::new_cyclic(|me| Gateway {
+            pipeline: crate::pipeline::Pipeline::new(
+                Arc::new(Handle(me.clone())),
+                crate::pipeline::Parts {
+                    executors: executors.clone(),
+                    consent: consent.clone(),
+                    auth: auth.clone(),
+                    history: history.clone(),
+                    sites: sites.clone(),
+                    settings,
+                },
+            ),
             state,
             local_ids: std::sync::Mutex::new(None),
             consent,
-            history,
             web: catalog::web::Fetcher::new(&home),
-            sites: crate::site::Sites::default(),
             auth,
             config,
             home,
@@ -224,7 +249,7 @@ impl Gateway {
         let mut ids = self.local_ids.lock().expect("local ids lock");
         ids.get_or_insert_with(|| {
             self.state
-                .as_ref()
+                .get()
                 .and_then(|s| s.local_ids().inspect_err(|e| tracing::warn!("{e}")).ok())
                 .unwrap_or_default()
         })
@@ -246,7 +271,7 @@ impl Gateway {
         if new.is_empty() {
             return;
         }
-        if let Some(state) = &self.state
+        if let Some(state) = self.state.get()
             && let Err(e) = state.note_local_ids(&new)
         {
             tracing::warn!("{e}");
@@ -291,26 +316,6 @@ impl Gateway {
         (!declared && mcp.needs_listing(&entry.app.id)).then_some(server)
     }
 
-    /// What starting `entry`'s app needs approved before it may start now, when that is
-    /// not allowed yet (`None`: nothing to start, or allowed).
-    pub(crate) fn start_to_approve(
-        &self,
-        entry: &crate::registry::Entry,
-    ) -> Option<crate::consent::Start> {
-        let start = crate::exec::start::start_of(
-            &entry.binding().executor,
-            crate::pipeline::base_dir(entry),
-        )?;
-        (!self.consent.start_allowed(&entry.app.id, &start)).then_some(start)
-    }
-
-    /// Whether `entry` is a downstream MCP server that may not start yet, so that its
-    /// tools (if listed in an earlier run) are shown but nothing is started for them.
-    pub(crate) fn unapproved_server(&self, entry: &crate::registry::Entry) -> bool {
-        matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_))
-            && self.start_to_approve(entry).is_some()
-    }
-
     /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
     /// server whose tools are not known in this run (its first use connects to it). A
     /// server that may not start yet is left alone: its tools are the ones kept from an
@@ -326,7 +331,7 @@ impl Gateway {
         let Some(server) = self.unlisted_server(entry) else {
             return Ok(snapshot);
         };
-        if self.start_to_approve(entry).is_some() {
+        if self.pipeline.start_to_approve(entry).is_some() {
             return Ok(snapshot);
         }
         let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
@@ -367,7 +372,7 @@ impl Gateway {
             .filter(|e| {
                 self.unlisted_server(e).is_some()
                     && !mcp.has_list(&e.app.id)
-                    && self.start_to_approve(e).is_none()
+                    && self.pipeline.start_to_approve(e).is_none()
             })
             .map(|e| e.app.id.clone())
             .collect();
@@ -457,14 +462,17 @@ impl Gateway {
         self.shutdown.cancelled().await;
     }
 
-    /// Asks everything to stop.
+    /// Asks everything to stop: transports end their sessions, and every process the
+    /// executors started is stopped (adapters run in their own process groups, so a
+    /// signal to the gateway does not reach them).
     pub fn stop(&self) {
         self.shutdown.cancel();
+        self.executors.shutdown();
     }
 
     /// Starts the background work of a server: the watcher (first, so no change on disk
     /// can fall between it and the scan), the first scan, the registry catalog refresh
-    /// (when enabled), and the signal handler. Stop it with [`Running::stop`].
+    /// (when enabled), and the signal handler. Dropping the [`Running`] stops it.
     pub fn start(self: &Arc<Self>) -> Running {
         let watcher = watch::start(self.clone());
         let me = self.clone();
@@ -568,14 +576,51 @@ impl Gateway {
     pub fn authenticator(&self) -> &Authenticator {
         &self.auth
     }
+}
 
-    /// Stops every process the gateway started.
-    pub fn shutdown(&self) {
-        self.executors.shutdown();
+/// The gateway as the pipeline's [`crate::pipeline::Apps`]: weak, so the pipeline the
+/// gateway holds does not keep it alive.
+struct Handle(std::sync::Weak<Gateway>);
+
+impl Handle {
+    fn gateway(&self) -> Result<Arc<Gateway>, GatewayError> {
+        self.0.upgrade().ok_or_else(|| {
+            GatewayError::new(
+                crate::error::Code::ServiceUnavailable,
+                "the gateway is stopping",
+            )
+        })
     }
 }
 
-/// The background work of a running server; [`Running::stop`] ends it.
+impl crate::pipeline::Apps for Handle {
+    fn snapshot(&self) -> crate::pipeline::AppsFuture<'_, Arc<Snapshot>> {
+        Box::pin(async move {
+            match self.0.upgrade() {
+                Some(gateway) => gateway.snapshot().await,
+                None => Arc::new(Snapshot::default()),
+            }
+        })
+    }
+
+    fn listed<'a>(
+        &'a self,
+        snapshot: Arc<Snapshot>,
+        app: &'a str,
+    ) -> crate::pipeline::AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>> {
+        Box::pin(async move { self.gateway()?.remote_tools(snapshot, app).await })
+    }
+
+    fn discover_web<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> crate::pipeline::AppsFuture<'a, Result<String, GatewayError>> {
+        Box::pin(async move { Ok(self.gateway()?.discover_web(url).await?.0) })
+    }
+}
+
+/// The background work of a running server; dropping it ends that work and stops the
+/// gateway.
 #[derive(Debug)]
 pub struct Running {
     gateway: Arc<Gateway>,
@@ -583,15 +628,82 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-impl Running {
-    /// Stops the background work and every process the executors started. Adapters run in
-    /// their own process groups, so a signal to the gateway does not reach them.
-    pub fn stop(self) {
+impl Drop for Running {
+    fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
         }
         self.gateway.stop();
-        self.gateway.shutdown();
+    }
+}
+
+/// The one lifecycle of every command that runs the gateway (the stdio server, `--web`,
+/// `call`): the runtime, the gateway, and the one teardown when it drops — everything
+/// asked to stop, the runtime given 200 ms, then every process the gateway started (and
+/// their descendants, through the subreaper) reaped within 2 s.
+#[derive(Debug)]
+pub struct Lifecycle {
+    runtime: Option<tokio::runtime::Runtime>,
+    gateway: Arc<Gateway>,
+}
+
+impl Lifecycle {
+    /// Takes charge of `gateway`: this process adopts orphaned descendants, and a runtime
+    /// is made for it.
+    pub fn new(gateway: Arc<Gateway>) -> Result<Lifecycle, String> {
+        crate::exec::process::become_subreaper();
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
+        Ok(Lifecycle {
+            runtime: Some(runtime),
+            gateway,
+        })
+    }
+
+    /// The gateway.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// Runs `work` on the runtime (setup before serving, or a one-off command).
+    pub fn block_on<F: Future>(&self, work: F) -> F::Output {
+        self.runtime().block_on(work)
+    }
+
+    /// Spawns `work` on the runtime; it ends with the lifecycle.
+    pub fn spawn<F>(&self, work: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.runtime().spawn(work);
+    }
+
+    /// Serves: starts the background work ([`Gateway::start`]), runs `serve` until it
+    /// returns (a transport serves until [`Gateway::stopping`]), then stops it all.
+    pub fn serve<F, T>(self, serve: impl FnOnce(Arc<Gateway>) -> F) -> T
+    where
+        F: Future<Output = T>,
+    {
+        let gateway = self.gateway.clone();
+        self.block_on(async move {
+            let _running = gateway.start();
+            serve(gateway).await
+        })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime lives until drop")
+    }
+}
+
+impl Drop for Lifecycle {
+    fn drop(&mut self) {
+        self.gateway.stop();
+        if let Some(runtime) = self.runtime.take() {
+            // Adapters and blocking scans must not keep the process alive.
+            runtime.shutdown_timeout(Duration::from_millis(200));
+        }
+        // Nothing we started outlives us, not even a grandchild that left its group.
+        crate::exec::process::reap_all(Duration::from_secs(2));
     }
 }
 

@@ -190,7 +190,7 @@ impl Dialog {
                     ]
                     .map(str::to_owned),
                 );
-                args.push(encode_utf16le(&powershell_script()));
+                args.push(crate::text::powershell_encoded(&powershell_script()));
                 env.push((QUESTION_VAR.to_owned(), question.text()));
             }
         }
@@ -268,13 +268,6 @@ if ($form.Tag) {{ [Console]::Out.Write($form.Tag) }}
 "#,
         buttons = buttons.join(",")
     )
-}
-
-/// What PowerShell's `-EncodedCommand` takes: base64 of the UTF-16LE text.
-pub fn encode_utf16le(script: &str) -> String {
-    use base64::Engine;
-    let bytes: Vec<u8> = script.encode_utf16().flat_map(u16::to_le_bytes).collect();
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// `&`, `<`, `>` escaped: zenity reads its text as Pango markup.

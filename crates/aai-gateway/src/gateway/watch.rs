@@ -16,8 +16,8 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 
-use super::SourceKind;
-use crate::gateway::Gateway;
+use super::Gateway;
+use crate::catalog::SourceKind;
 
 /// How long to wait for an event burst to settle before rescanning.
 const SETTLE: Duration = Duration::from_millis(150);
@@ -45,8 +45,8 @@ pub fn start(gateway: Arc<Gateway>) -> Watcher {
     #[cfg(target_os = "linux")]
     let bus_task = {
         let tx = tx.clone();
-        tokio::spawn(super::bus::watch_names(
-            super::builtin::watches,
+        tokio::spawn(crate::catalog::bus::watch_names(
+            crate::catalog::builtin::watches,
             move || {
                 let _ = tx.send(());
             },

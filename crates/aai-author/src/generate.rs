@@ -1,6 +1,6 @@
 //! `--generate`: what a language model is asked, how its answer is read and checked, and
-//! what it is told when the answer is wrong. The conversation itself is `llm`'s, the loop
-//! `cli::generate`'s; this module is pure.
+//! what it is told when the answer is wrong. The conversation itself and the loop are the
+//! command line's; this module is pure.
 //!
 //! The instructions are `prompts/generate.md` (compiled in). The first user message gives
 //! the source (D-Bus introspection XML, a `.sdef`, an OpenAPI document, `--help` text) and
@@ -11,10 +11,17 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::llm::Message;
+/// One message of the conversation.
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: &'static str,
+    /// Its text.
+    pub content: String,
+}
 
 /// The model's instructions.
-pub const PROMPT: &str = include_str!("../../prompts/generate.md");
+pub const PROMPT: &str = include_str!("../prompts/generate.md");
 
 /// Most characters of source text sent (the rest is cut, and the model told so).
 pub const MAX_SOURCE: usize = 120_000;
@@ -211,6 +218,22 @@ fn json_in(answer: &str) -> Option<&str> {
     let start = answer.find('{')?;
     let end = answer.rfind('}')?;
     (end > start).then(|| &answer[start..=end])
+}
+
+/// `app` as an app id: as given when it is reverse-DNS, else `local.<app>` (letters,
+/// digits, `.`, `-`, `_` only).
+pub fn app_id(app: &str) -> String {
+    let clean = crate::text::replace_outside(
+        app,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'),
+        '-',
+    );
+    let clean: String = clean.trim_matches(['.', '-']).chars().take(120).collect();
+    if clean.contains('.') && !clean.contains("..") {
+        clean
+    } else {
+        format!("local.{}", if clean.is_empty() { "app" } else { &clean })
+    }
 }
 
 #[cfg(test)]

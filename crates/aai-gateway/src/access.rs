@@ -1,0 +1,76 @@
+//! Who may reach the HTTP listener, shared by the listener and what it mounts (`/mcp`,
+//! `/ui`): the host names and browser origins a request may use, the UI's sign-in cookie
+//! (derived from the token, never the token itself), the connection's address, the
+//! largest body, and a comparison that does not leak where secrets differ.
+
+use std::net::SocketAddr;
+
+use crate::auth::Secret;
+
+/// The address a request's connection came from (a request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct Remote(pub std::net::IpAddr);
+
+/// `http://127.0.0.1:3000` (brackets for IPv6; a wildcard address shows as 127.0.0.1).
+pub fn origin_of(addr: SocketAddr) -> String {
+    let ip = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_owned()
+    } else if addr.is_ipv6() {
+        format!("[{}]", addr.ip())
+    } else {
+        addr.ip().to_string()
+    };
+    format!("http://{ip}:{}", addr.port())
+}
+
+/// The host names a request may use to reach `addr`.
+pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    let own = addr.ip().to_string();
+    if !hosts.contains(&own) {
+        hosts.push(own);
+    }
+    hosts
+}
+
+/// The origins a browser page may send from to reach `addr`.
+pub fn allowed_origins(addr: SocketAddr) -> Vec<String> {
+    let port = addr.port();
+    let mut origins = vec![
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+        format!("http://[::1]:{port}"),
+    ];
+    let own = origin_of(addr);
+    if !origins.contains(&own) {
+        origins.push(own);
+    }
+    origins
+}
+
+/// The name of the UI's sign-in cookie (with a token).
+pub const TOKEN_COOKIE: &str = "aai_token";
+
+/// The largest request body.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+/// The UI's sign-in cookie for `token`: derived from it, so that a leaked cookie opens
+/// the UI only and never serves as the bearer token of `/mcp`.
+pub fn ui_session(token: &Secret) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(b"aai-gateway web UI session\0");
+    hash.update(token.expose().as_bytes());
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Equality that takes the same time wherever the inputs differ (the length still shows).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,293 @@
+//! The call path on its own: a `Pipeline` built from explicit parts — apps from an
+//! in-memory snapshot (no gateway, no watcher), the consent gate with no state file, an
+//! in-memory credential store, a recording history sink — and the stdio executor with a
+//! `sh` adapter. No MCP, no peer.
+//!
+//! Run: `cargo test -p aai-gateway --test pipeline`
+
+// The adapter is started through the gateway's executor.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aai_gateway::auth::Authenticator;
+use aai_gateway::auth::store::Store;
+use aai_gateway::catalog::{Layout, SearchDir, SourceKind};
+use aai_gateway::config::ConsentMode;
+use aai_gateway::consent::{Caller, Gate};
+use aai_gateway::error::{Code, GatewayError};
+use aai_gateway::exec::Executors;
+use aai_gateway::history::{Record, Sink};
+use aai_gateway::host::{Host, Os};
+use aai_gateway::pipeline::{Apps, AppsFuture, Origin, Parts, Pipeline, Settings};
+use aai_gateway::registry::Snapshot;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Echoes each request line back as its result; writes a mark file for every call, so a
+/// test can tell whether the adapter ran.
+const ADAPTER: &str = r#"while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"request_id":"\([^"]*\)".*/\1/p')
+  echo x >> "$MARKS/called"
+  printf '{"version":"1.0","request_id":"%s","status":"success","result":{"request":%s}}\n' "$id" "$line"
+done"#;
+
+/// Apps from one scan of `home`; counts the web discoveries it is asked for.
+struct Fixed {
+    snapshot: Arc<Snapshot>,
+    discovered: AtomicUsize,
+}
+
+impl Apps for Fixed {
+    fn snapshot(&self) -> AppsFuture<'_, Arc<Snapshot>> {
+        Box::pin(async move { self.snapshot.clone() })
+    }
+
+    fn listed<'a>(
+        &'a self,
+        snapshot: Arc<Snapshot>,
+        _app: &'a str,
+    ) -> AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>> {
+        Box::pin(async move { Ok(snapshot) })
+    }
+
+    fn discover_web<'a>(&'a self, url: &'a str) -> AppsFuture<'a, Result<String, GatewayError>> {
+        self.discovered.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            Err(GatewayError::new(
+                Code::ServiceUnavailable,
+                format!("no network in this test ({url})"),
+            ))
+        })
+    }
+}
+
+/// Keeps every record.
+#[derive(Debug, Default)]
+struct Recorded(Mutex<Vec<Record>>);
+
+impl Sink for Recorded {
+    fn record(&self, record: Record) {
+        self.0.lock().unwrap().push(record);
+    }
+}
+
+struct Bench {
+    pipeline: Pipeline,
+    apps: Arc<Fixed>,
+    history: Arc<Recorded>,
+    marks: tempfile::TempDir,
+    _home: tempfile::TempDir,
+}
+
+fn bench(mode: ConsentMode) -> Bench {
+    let home = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let doc = json!({
+        "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+        "app": {"id": "com.example.sh", "name": {"en": "Shell echo"}, "defaultLang": "en",
+                "description": "Echoes requests"},
+        "execution": {"type": "stdio", "command": "sh", "args": ["-c", ADAPTER],
+                      "env": {"MARKS": marks.path().to_str().unwrap()}},
+        "tools": [{"name": "echo", "description": "Echo",
+                   "parameters": {"type": "object",
+                                  "properties": {"text": {"type": "string"},
+                                                 "password": {"type": "string"},
+                                                 "count": {"type": "integer", "default": 1}},
+                                  "required": ["text"]}}]
+    });
+    let dir = home.path().join("com.example.sh");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("aai.json"), doc.to_string()).unwrap();
+    let dirs = [SearchDir {
+        kind: SourceKind::User,
+        dir: home.path().to_owned(),
+        layout: Layout::AppDirs,
+    }];
+    let catalog = aai_gateway::catalog::load(&dirs, &Default::default());
+    let host = Host::new(Os::Linux);
+    let apps = Arc::new(Fixed {
+        snapshot: Arc::new(Snapshot::build(catalog, &host, None)),
+        discovered: AtomicUsize::new(0),
+    });
+    let history = Arc::new(Recorded::default());
+    let parts = Parts {
+        executors: Arc::new(Executors::default()),
+        consent: Arc::new(Gate::new(mode, Default::default(), Duration::ZERO, None)),
+        auth: Arc::new(Authenticator::new(
+            Store::memory(),
+            None,
+            Default::default(),
+        )),
+        history: Some(history.clone() as Arc<dyn Sink>),
+        sites: Arc::default(),
+        settings: Settings {
+            default_timeout: Duration::from_secs(10),
+            retries: 0,
+            secrets_from_environment: false,
+            cwd: Default::default(),
+            os: Os::Linux,
+            batch_max_calls: 10,
+            batch_concurrency: 2,
+        },
+    };
+    Bench {
+        pipeline: Pipeline::new(apps.clone(), parts),
+        apps,
+        history,
+        marks,
+        _home: home,
+    }
+}
+
+fn origin() -> Origin {
+    Origin {
+        caller: Caller {
+            name: "test".into(),
+            transport: "stdio",
+            token: None,
+        },
+        prompter: None,
+    }
+}
+
+impl Bench {
+    async fn call(&self, app: &str, args: Value) -> Result<Value, GatewayError> {
+        self.pipeline
+            .call(
+                app,
+                "echo",
+                Some(args),
+                CancellationToken::new(),
+                None,
+                &origin(),
+            )
+            .await
+            .map(|o| o.value)
+    }
+
+    fn adapter_ran(&self) -> bool {
+        marks_in(self.marks.path())
+    }
+}
+
+fn marks_in(dir: &Path) -> bool {
+    dir.join("called").exists()
+}
+
+#[tokio::test]
+async fn a_call_runs_with_defaults_and_is_recorded_masked() {
+    let b = bench(ConsentMode::Allow);
+    let value = b
+        .call(
+            "com.example.sh",
+            json!({"text": "hi", "password": "hunter2"}),
+        )
+        .await
+        .unwrap();
+    // The adapter got the defaults filled in.
+    assert_eq!(value["request"]["params"]["count"], 1, "{value}");
+    assert!(b.adapter_ran());
+    let records = b.history.0.lock().unwrap();
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert_eq!(
+        (r.app.as_str(), r.tool.as_str()),
+        ("com.example.sh", "echo")
+    );
+    assert_eq!(r.status, "ok");
+    assert_eq!(r.caller, "test@stdio");
+    assert!(!r.args.to_string().contains("hunter2"), "{}", r.args);
+    b.pipeline.executors.shutdown();
+}
+
+#[tokio::test]
+async fn bad_arguments_are_refused_before_anything_runs() {
+    let b = bench(ConsentMode::Allow);
+    let e = b
+        .call("com.example.sh", json!({"text": 7}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::InvalidParams, "{e}");
+    assert!(!b.adapter_ran());
+    let records = b.history.0.lock().unwrap();
+    assert_eq!(records[0].code.as_deref(), Some("INVALID_PARAMS"));
+}
+
+#[tokio::test]
+async fn nothing_runs_without_consent() {
+    let b = bench(ConsentMode::Deny);
+    let e = b
+        .call("com.example.sh", json!({"text": "hi"}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e.code, Code::PermissionDenied | Code::ConsentRequired),
+        "{e}"
+    );
+    assert!(!b.adapter_ran());
+    // Asked with no way to ask and no time to wait: refused too, and still nothing ran.
+    let b = bench(ConsentMode::Prompt);
+    let e = b
+        .call("com.example.sh", json!({"text": "hi"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::ConsentRequired, "{e}");
+    assert!(!b.adapter_ran());
+}
+
+#[tokio::test]
+async fn an_unknown_id_never_reaches_the_network_and_a_url_does() {
+    let b = bench(ConsentMode::Allow);
+    for typo in ["nope.app", "com.example.shh", "example.com"] {
+        let e = b.call(typo, json!({"text": "hi"})).await.unwrap_err();
+        assert_eq!(e.code, Code::AppNotFound, "{typo}: {e}");
+    }
+    assert_eq!(b.apps.discovered.load(Ordering::SeqCst), 0);
+    let e = b
+        .call("https://example.com", json!({"text": "hi"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::ServiceUnavailable, "{e}");
+    assert_eq!(b.apps.discovered.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_batch_keeps_the_order_and_stops_after_a_failure_when_asked() {
+    use aai_gateway::batch::{Batch, Call, Mode};
+    let b = bench(ConsentMode::Allow);
+    let call = |text: Value| {
+        Ok(Call {
+            app: "com.example.sh".into(),
+            tool: "echo".into(),
+            args: Some(json!({"text": text})),
+        })
+    };
+    let batch = Batch {
+        calls: vec![call(json!("a")), call(json!(1)), call(json!("c"))],
+        mode: Mode::Sequence,
+        stop_on_error: true,
+    };
+    let statuses = b
+        .pipeline
+        .batch(batch, CancellationToken::new(), None, &origin())
+        .await
+        .unwrap();
+    let names: Vec<&str> = statuses.iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["ok", "error", "skipped"]);
+    let empty = Batch {
+        calls: Vec::new(),
+        mode: Mode::Parallel,
+        stop_on_error: false,
+    };
+    let e = b
+        .pipeline
+        .batch(empty, CancellationToken::new(), None, &origin())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::InvalidParams);
+    b.pipeline.executors.shutdown();
+}
