@@ -15,17 +15,18 @@ use std::time::Duration;
 
 use aai_gateway::auth::Authenticator;
 use aai_gateway::auth::store::Store;
-use aai_gateway::catalog::{Layout, SearchDir, SourceKind};
 use aai_gateway::config::ConsentMode;
 use aai_gateway::consent::{Caller, Gate};
 use aai_gateway::error::{Code, GatewayError};
 use aai_gateway::exec::Executors;
 use aai_gateway::history::{Record, Sink};
-use aai_gateway::host::{Host, Os};
+use aai_gateway::host::Os;
 use aai_gateway::pipeline::{Apps, AppsFuture, Origin, Parts, Pipeline, Settings};
 use aai_gateway::registry::Snapshot;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+mod common;
 
 /// Echoes each request line back as its result; writes a mark file for every call, so a
 /// test can tell whether the adapter ran.
@@ -99,18 +100,9 @@ fn bench(mode: ConsentMode) -> Bench {
                                                  "count": {"type": "integer", "default": 1}},
                                   "required": ["text"]}}]
     });
-    let dir = home.path().join("com.example.sh");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("aai.json"), doc.to_string()).unwrap();
-    let dirs = [SearchDir {
-        kind: SourceKind::User,
-        dir: home.path().to_owned(),
-        layout: Layout::AppDirs,
-    }];
-    let catalog = aai_gateway::catalog::load(&dirs, &Default::default());
-    let host = Host::new(Os::Linux);
+    common::put(home.path(), &doc);
     let apps = Arc::new(Fixed {
-        snapshot: Arc::new(Snapshot::build(catalog, &host, None)),
+        snapshot: Arc::new(common::snapshot_of(home.path(), None)),
         discovered: AtomicUsize::new(0),
     });
     let history = Arc::new(Recorded::default());

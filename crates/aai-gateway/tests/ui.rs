@@ -1,0 +1,151 @@
+//! The web UI's pages and forms, through the router alone (`tower::ServiceExt::oneshot`,
+//! no socket, no browser): pages list what the gateway serves, markup from a descriptor is
+//! shown as text, and a form without this run's CSRF token changes nothing while one with
+//! it does. The listener's own guard (Host, Origin, token) is `listen.rs`'s and tested
+//! end to end.
+//!
+//! Run: `cargo test -p aai-gateway --test ui`
+
+use std::sync::Arc;
+
+use aai_gateway::auth::store::Store;
+use aai_gateway::config::Config;
+use aai_gateway::gateway::Gateway;
+use aai_gateway::host::{Host, Os};
+use aai_gateway::ui::Ui;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::json;
+use tower::ServiceExt as _;
+
+mod common;
+
+fn gateway(home: &std::path::Path) -> Arc<Gateway> {
+    common::put(
+        home,
+        &json!({
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": "com.example.sh", "name": {"en": "Shell echo"}, "defaultLang": "en",
+                    "description": "Echoes <script>alert(1)</script> requests"},
+            "execution": {"type": "stdio", "command": "true"},
+            "tools": [{"name": "echo", "description": "Echo the arguments",
+                       "parameters": {"type": "object"}}]
+        }),
+    );
+    let (config, _) = Config::parse("{}", &home.join("config.json")).unwrap();
+    let gateway = Gateway::with_parts(
+        config,
+        home.to_owned(),
+        None,
+        Host::new(Os::Linux),
+        common::dirs(home),
+        Store::memory(),
+    );
+    gateway.rescan();
+    gateway
+}
+
+async fn send(ui: &Ui, request: Request<Body>) -> (StatusCode, String) {
+    let response = ui.clone().router().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+async fn get(ui: &Ui, path: &str) -> (StatusCode, String) {
+    send(ui, Request::get(path).body(Body::empty()).unwrap()).await
+}
+
+async fn post(ui: &Ui, path: &str, form: &str) -> (StatusCode, String) {
+    let request = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_owned()))
+        .unwrap();
+    send(ui, request).await
+}
+
+/// The CSRF token a page's forms carry.
+fn csrf_of(page: &str) -> String {
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .expect("the page has a form");
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+#[tokio::test]
+async fn pages_show_the_apps_and_never_their_markup() {
+    let home = tempfile::tempdir().unwrap();
+    let gw = gateway(home.path());
+    let ui = Ui::new(gw, "http://127.0.0.1:9/ui".into(), None);
+    let (status, apps) = get(&ui, "/ui/apps").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        apps.contains("com.example.sh") && apps.contains("Shell echo"),
+        "{apps}"
+    );
+    let (status, app) = get(&ui, "/ui/apps/com.example.sh").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(app.contains("echo"), "{app}");
+    assert!(
+        !app.contains("<script>alert(1)</script>"),
+        "markup reached the page"
+    );
+    assert!(app.contains("&#60;script&#62;"), "shown as text: {app}");
+    let (status, _) = get(&ui, "/ui/apps/com.example.nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    for page in [
+        "/ui",
+        "/ui/history",
+        "/ui/consent",
+        "/ui/credentials",
+        "/ui/config",
+    ] {
+        let (status, body) = get(&ui, page).await;
+        assert_eq!(status, StatusCode::OK, "{page}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_form_changes_something_only_with_this_runs_csrf_token() {
+    let home = tempfile::tempdir().unwrap();
+    let gw = gateway(home.path());
+    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None);
+    let grant = "caller=test%40stdio&app=com.example.sh&tool=echo";
+    for form in [grant.to_owned(), format!("{grant}&csrf=forged")] {
+        let (status, _) = post(&ui, "/ui/consent/grant", &form).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{form}");
+    }
+    assert!(gw.pipeline.consent.grants().is_empty());
+    // Another run's UI has another token.
+    let other = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None);
+    let (_, page) = get(&other, "/ui/consent").await;
+    let (status, _) = post(
+        &ui,
+        "/ui/consent/grant",
+        &format!("{grant}&csrf={}", csrf_of(&page)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // This run's token: the grant is made, and the answer is a redirect with a message.
+    let (_, page) = get(&ui, "/ui/consent").await;
+    let (status, _) = post(
+        &ui,
+        "/ui/consent/grant",
+        &format!("{grant}&csrf={}", csrf_of(&page)),
+    )
+    .await;
+    assert!(status.is_redirection(), "{status}");
+    let grants = gw.pipeline.consent.grants();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    assert_eq!(
+        (
+            grants[0].caller.as_str(),
+            grants[0].app.as_str(),
+            grants[0].tool.as_str()
+        ),
+        ("test@stdio", "com.example.sh", "echo")
+    );
+}
