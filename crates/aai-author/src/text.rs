@@ -16,7 +16,7 @@ pub(crate) fn slug(name: &str) -> String {
 }
 
 /// `text` with every character `keep` refuses replaced by `with`.
-pub fn replace_outside(text: &str, keep: impl Fn(char) -> bool, with: char) -> String {
+pub(crate) fn replace_outside(text: &str, keep: impl Fn(char) -> bool, with: char) -> String {
     text.chars()
         .map(|c| if keep(c) { c } else { with })
         .collect()

@@ -22,7 +22,7 @@ use crate::llm::{Chat, Message};
 use aai_author::generate::{self as author, Source, SourceKind, Verdict};
 
 /// The credential-store entry of the model service's key (`auth set aai-gateway.generate`).
-pub const KEY_ID: &str = "aai-gateway.generate";
+pub(super) const KEY_ID: &str = "aai-gateway.generate";
 
 /// Largest `--from` file read.
 const MAX_FROM: u64 = 16 * 1024 * 1024;

@@ -4,26 +4,26 @@ use unicode_width::UnicodeWidthStr;
 
 /// Rows of cells, printed with columns padded to their widest cell.
 #[derive(Debug, Default)]
-pub struct Table {
+pub(super) struct Table {
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
     /// A table with a header row.
-    pub fn new(header: &[&str]) -> Table {
+    pub(super) fn new(header: &[&str]) -> Table {
         Table {
             rows: vec![header.iter().map(|s| (*s).to_owned()).collect()],
         }
     }
 
     /// Adds a row.
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(super) fn row(&mut self, cells: Vec<String>) {
         self.rows
             .push(cells.into_iter().map(|c| printable(&c)).collect());
     }
 
     /// The table as text, two spaces between columns, no trailing spaces.
-    pub fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let widths: Vec<usize> = (0..columns)
             .map(|c| {

@@ -348,7 +348,7 @@ fn envelope_reply(value: &Value) -> Result<Value, GatewayError> {
 
 mod rand {
     /// A random request id.
-    pub fn random_id() -> u64 {
+    pub(super) fn random_id() -> u64 {
         let mut b = [0u8; 8];
         getrandom::fill(&mut b).expect("the OS has randomness");
         u64::from_le_bytes(b)

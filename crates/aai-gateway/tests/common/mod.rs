@@ -11,7 +11,7 @@ use aai_gateway::registry::Snapshot;
 use serde_json::Value;
 
 /// Writes `doc` to `home/<its app id>/aai.json`.
-pub fn put(home: &Path, doc: &Value) {
+pub(crate) fn put(home: &Path, doc: &Value) {
     let id = doc["app"]["id"]
         .as_str()
         .expect("the descriptor has an app id");
@@ -21,7 +21,7 @@ pub fn put(home: &Path, doc: &Value) {
 }
 
 /// `home` as the only search directory (no system paths).
-pub fn dirs(home: &Path) -> Vec<SearchDir> {
+pub(crate) fn dirs(home: &Path) -> Vec<SearchDir> {
     vec![SearchDir {
         kind: SourceKind::User,
         dir: home.to_owned(),
@@ -30,7 +30,7 @@ pub fn dirs(home: &Path) -> Vec<SearchDir> {
 }
 
 /// One scan of `home` as a Linux machine serves it; a broken descriptor fails the test.
-pub fn snapshot_of(home: &Path, locale: Option<&str>) -> Snapshot {
+pub(crate) fn snapshot_of(home: &Path, locale: Option<&str>) -> Snapshot {
     let catalog = aai_gateway::catalog::load(&dirs(home), &Default::default());
     assert!(
         catalog.diagnostics.iter().all(|d| !d.is_error()),

@@ -35,7 +35,7 @@ use crate::exec::process::{ChildGuard, Spawned, StderrTail};
 use crate::exec::{Progress, ProgressSink};
 
 /// How to reach a server.
-pub enum Transport {
+pub(super) enum Transport {
     /// A started child; its stdin/stdout carry MCP.
     Stdio(Box<Spawned>),
     /// A streamable HTTP endpoint with the headers every request carries (secrets included).
@@ -69,7 +69,7 @@ impl std::fmt::Debug for Transport {
 
 /// A tool as the server lists it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RemoteTool {
+pub(super) struct RemoteTool {
     /// Name.
     pub name: String,
     /// Description (may be empty).
@@ -82,7 +82,7 @@ pub struct RemoteTool {
 
 /// How a downstream call failed.
 #[derive(Debug)]
-pub enum CallError {
+pub(super) enum CallError {
     /// The connection is gone (the server exited or hung up).
     Closed(String),
     /// The server answered with a JSON-RPC error.
@@ -139,7 +139,7 @@ fn token_key(token: &rmcp::model::ProgressToken) -> String {
 }
 
 /// A live connection to one downstream server.
-pub struct Connection {
+pub(super) struct Connection {
     service: RunningService<RoleClient, Handler>,
     sinks: Sinks,
     /// Kills the stdio server's process group when the connection is dropped.
@@ -162,7 +162,7 @@ impl std::fmt::Debug for Connection {
 
 /// Connects and runs the MCP handshake within `deadline`. `on_tools_changed` runs when
 /// the server says its tool list changed. The error is plain text without secrets.
-pub async fn connect(
+pub(super) async fn connect(
     transport: Transport,
     deadline: Duration,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
@@ -553,12 +553,12 @@ impl Connection {
     }
 
     /// Whether the server has gone away.
-    pub fn is_closed(&self) -> bool {
+    pub(super) fn is_closed(&self) -> bool {
         self.service.is_transport_closed()
     }
 
     /// The server's last stderr lines (stdio) as a note for error messages.
-    pub fn stderr_note(&self) -> String {
+    pub(super) fn stderr_note(&self) -> String {
         self.stderr
             .as_ref()
             .map(StderrTail::note)
@@ -566,7 +566,7 @@ impl Connection {
     }
 
     /// The server's name and version, as it introduced itself.
-    pub fn server(&self) -> Option<String> {
+    pub(super) fn server(&self) -> Option<String> {
         let info = self.service.peer_info()?;
         let server = info.server_info.as_ref()?;
         Some(format!("{} {}", server.name, server.version))
@@ -576,7 +576,7 @@ impl Connection {
     /// name used before, too many tools) is left out with a warning, and a tool whose
     /// `inputSchema` is not an object schema takes any object (the server still checks).
     /// rmcp's typed listing would refuse the whole list for one such tool.
-    pub async fn list_tools(&self, deadline: Duration) -> Result<Vec<RemoteTool>, String> {
+    pub(super) async fn list_tools(&self, deadline: Duration) -> Result<Vec<RemoteTool>, String> {
         let listing = async {
             let mut tools = Vec::new();
             let mut seen = HashSet::new();
@@ -642,7 +642,7 @@ impl Connection {
     /// Calls `name` with `args`; the result is the server's `CallToolResult` as JSON,
     /// untouched. Progress goes to `progress`; `cancel` and `deadline` cancel the request
     /// downstream too.
-    pub async fn call(
+    pub(super) async fn call(
         &self,
         name: &str,
         args: Map<String, Value>,
