@@ -26,6 +26,29 @@ const MAX_RESULT: usize = 500;
 /// Longest kept caller, app or tool name.
 const MAX_NAME: usize = 200;
 
+/// What went wrong with the history.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be opened (or created).
+    #[error("{}: {source}", file.display())]
+    Open {
+        /// The history's file.
+        file: PathBuf,
+        /// Why.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// Reading or counting failed.
+    #[error("reading the call history failed: {0}")]
+    Read(#[from] rusqlite::Error),
+    /// The writer thread could not start.
+    #[error("the history writer could not start: {0}")]
+    Writer(#[source] std::io::Error),
+    /// A duration that is not one (`--since`).
+    #[error("`{0}` is not a duration such as 30m, 2h or 7d")]
+    Duration(String),
+}
+
 /// One finished call.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Record {
@@ -75,15 +98,18 @@ pub struct Sqlite {
 
 impl Sqlite {
     /// Opens `file` and starts the writer.
-    pub fn open(file: &Path, retention: Retention) -> Result<Sqlite, String> {
-        let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    pub fn open(file: &Path, retention: Retention) -> Result<Sqlite, Error> {
+        let conn = connect(file).map_err(|source| Error::Open {
+            file: file.to_owned(),
+            source,
+        })?;
         Sqlite::spawn(move || Some(conn), retention)
     }
 
     /// Starts the writer, which opens `file` itself: nothing waits for the disk (the
     /// server's handshake does not). When the file cannot be opened, the writer says so
     /// and records are dropped.
-    pub fn start(file: PathBuf, retention: Retention) -> Result<Sqlite, String> {
+    pub fn start(file: PathBuf, retention: Retention) -> Result<Sqlite, Error> {
         Sqlite::spawn(
             move || {
                 connect(&file)
@@ -99,7 +125,7 @@ impl Sqlite {
     fn spawn(
         open: impl FnOnce() -> Option<Connection> + Send + 'static,
         retention: Retention,
-    ) -> Result<Sqlite, String> {
+    ) -> Result<Sqlite, Error> {
         // A list channel: memory grows with what waits, not with the bound.
         let (queue, rx) = std::sync::mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
@@ -111,7 +137,7 @@ impl Sqlite {
                     write_loop(&conn, &rx, &taken, retention);
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(Error::Writer)?;
         Ok(Sqlite {
             queue,
             queued,
@@ -261,12 +287,12 @@ pub struct Filter {
 }
 
 /// Reads records from `file`, newest first.
-pub fn query(file: &Path, filter: &Filter) -> Result<Vec<Record>, String> {
+pub fn query(file: &Path, filter: &Filter) -> Result<Vec<Record>, Error> {
     Ok(rows(file, filter)?.into_iter().map(|(_, r)| r).collect())
 }
 
 /// Reads records from `file` with their row ids, newest first.
-pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, String> {
+pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, Error> {
     select(
         file,
         "WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR caller = ?3)
@@ -284,7 +310,7 @@ pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, String> 
 }
 
 /// The record with row id `id`, if it is still kept.
-pub fn get(file: &Path, id: u64) -> Result<Option<Record>, String> {
+pub fn get(file: &Path, id: u64) -> Result<Option<Record>, Error> {
     Ok(select(file, "WHERE id = ?1", params![clamp(id)])?
         .into_iter()
         .next()
@@ -295,32 +321,31 @@ fn select(
     file: &Path,
     rest: &str,
     params: &[&dyn rusqlite::ToSql],
-) -> Result<Vec<(u64, Record)>, String> {
-    let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let mut stmt = conn
-        .prepare(&format!(
-            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt FROM history {rest}"
+) -> Result<Vec<(u64, Record)>, Error> {
+    let conn = connect(file).map_err(|source| Error::Open {
+        file: file.to_owned(),
+        source,
+    })?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt FROM history {rest}"
+    ))?;
+    let rows = stmt.query_map(params, |r| {
+        Ok((
+            r.get::<_, i64>(0)?.max(0) as u64,
+            Record {
+                at_ms: r.get::<_, i64>(1)?.max(0) as u64,
+                caller: r.get(2)?,
+                app: r.get(3)?,
+                tool: r.get(4)?,
+                args: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or(Value::Null),
+                status: r.get(6)?,
+                code: r.get(7)?,
+                duration_ms: r.get::<_, i64>(8)?.max(0) as u64,
+                excerpt: r.get(9)?,
+            },
         ))
-        .map_err(|e| e.to_string())?;
-    let rows = stmt
-        .query_map(params, |r| {
-            Ok((
-                r.get::<_, i64>(0)?.max(0) as u64,
-                Record {
-                    at_ms: r.get::<_, i64>(1)?.max(0) as u64,
-                    caller: r.get(2)?,
-                    app: r.get(3)?,
-                    tool: r.get(4)?,
-                    args: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or(Value::Null),
-                    status: r.get(6)?,
-                    code: r.get(7)?,
-                    duration_ms: r.get::<_, i64>(8)?.max(0) as u64,
-                    excerpt: r.get(9)?,
-                },
-            ))
-        })
-        .map_err(|e| e.to_string())?;
-    rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// `2026-11-23 02:30:00` for Unix milliseconds (civil date from days, no time zone data).
@@ -346,7 +371,7 @@ pub fn utc(at_ms: u64) -> String {
 }
 
 /// `1h`, `30m`, `2d`, `45s`, or seconds: the Unix time (ms) that far back.
-pub fn since(text: &str) -> Result<u64, String> {
+pub fn since(text: &str) -> Result<u64, Error> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().find(|(_, c)| c.is_alphabetic()) {
         Some((i, _)) => text.split_at(i),
@@ -354,23 +379,26 @@ pub fn since(text: &str) -> Result<u64, String> {
     };
     let n: u64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a duration such as 30m, 2h or 7d"))?;
+        .map_err(|_| Error::Duration(text.to_owned()))?;
     let secs = match unit {
         "s" => n,
         "m" => n.saturating_mul(60),
         "h" => n.saturating_mul(3600),
         "d" => n.saturating_mul(86_400),
-        _ => return Err(format!("`{text}`: the unit must be s, m, h or d")),
+        _ => return Err(Error::Duration(text.to_owned())),
     };
     Ok(now_ms().saturating_sub(secs.saturating_mul(1000)))
 }
 
 /// How many records `file` holds.
-pub fn count(file: &Path) -> Result<u64, String> {
-    let conn = connect(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    conn.query_row("SELECT count(*) FROM history", [], |r| r.get::<_, i64>(0))
-        .map(|n| n.max(0) as u64)
-        .map_err(|e| e.to_string())
+pub fn count(file: &Path) -> Result<u64, Error> {
+    let conn = connect(file).map_err(|source| Error::Open {
+        file: file.to_owned(),
+        source,
+    })?;
+    Ok(conn
+        .query_row("SELECT count(*) FROM history", [], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)?)
 }
 
 /// Field names whose values are never kept.
@@ -505,6 +533,19 @@ pub fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_or_say_what_they_expect() {
+        let now = now_ms();
+        let back = since("30m").unwrap();
+        assert!((29 * 60 * 1000..31 * 60 * 1000).contains(&now.abs_diff(back)));
+        assert!(since("45").is_ok(), "seconds by default");
+        for bad in ["5y", "m", "-3h", "x"] {
+            let e = since(bad).unwrap_err();
+            assert!(matches!(e, Error::Duration(_)), "{bad}: {e}");
+            assert!(e.to_string().contains("30m, 2h or 7d"), "{e}");
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -42,7 +42,6 @@ pub mod history;
 pub mod host;
 pub mod lines;
 pub mod listen;
-pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod net;

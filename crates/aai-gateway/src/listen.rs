@@ -47,15 +47,13 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// [`MIN_TOKEN_LEN`] characters); else, where a connection's owner cannot be proven (off
 /// loopback, or an OS without `peer` support), the per-install token of `home`; else
 /// none (the OS proves each peer).
-pub fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secret>, String> {
+pub fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secret>, Error> {
     if let Some(token) = std::env::var("AAI_HTTP_TOKEN")
         .ok()
         .filter(|t| !t.trim().is_empty())
     {
         if token.trim().chars().count() < MIN_TOKEN_LEN {
-            return Err(format!(
-                "AAI_HTTP_TOKEN is shorter than {MIN_TOKEN_LEN} characters: anyone who can reach the port could guess it; use a long random value (`aai-gateway token` prints one made for this install)"
-            ));
+            return Err(Error::ShortToken);
         }
         return Ok(Some(Secret::new(token.trim())));
     }
@@ -66,7 +64,7 @@ pub fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secr
 }
 
 /// The per-install token in `home/token`, made (32 random bytes, hex, 0600) when missing.
-pub fn install_token(home: &std::path::Path) -> Result<Secret, String> {
+pub fn install_token(home: &std::path::Path) -> Result<Secret, Error> {
     let file = home.join("token");
     if let Ok(text) = std::fs::read_to_string(&file)
         && text.trim().len() >= MIN_TOKEN_LEN
@@ -74,11 +72,12 @@ pub fn install_token(home: &std::path::Path) -> Result<Secret, String> {
         return Ok(Secret::new(text.trim()));
     }
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a token: {e}"))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::Token(format!("no randomness for a token: {e}")))?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     crate::files::private_dir(home)
         .and_then(|()| crate::files::write_private(&file, format!("{token}\n").as_bytes()))
-        .map_err(|e| format!("cannot keep the token in {}: {e}", file.display()))?;
+        .map_err(|e| Error::Token(format!("cannot keep the token in {}: {e}", file.display())))?;
     Ok(Secret::new(token))
 }
 
@@ -111,6 +110,14 @@ pub enum Error {
     /// The server failed while running.
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
+    /// `AAI_HTTP_TOKEN` is too short to be safe.
+    #[error(
+        "AAI_HTTP_TOKEN is shorter than {MIN_TOKEN_LEN} characters: anyone who can reach the port could guess it; use a long random value (`aai-gateway token` prints one made for this install)"
+    )]
+    ShortToken,
+    /// The per-install token could not be made or kept.
+    #[error("{0}")]
+    Token(String),
 }
 
 /// A bound listener, not serving yet.

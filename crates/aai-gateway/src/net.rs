@@ -37,17 +37,31 @@ pub enum Purpose {
     TokenEndpoint,
 }
 
+/// Why an HTTP request could not even be made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The HTTP client could not be built (the TLS setup failed).
+    #[error("the HTTP client could not be built: {0}")]
+    Client(String),
+    /// The URL carries a user name or password.
+    #[error("`{0}` carries a user name or password; give the URL without them")]
+    Credentials(String),
+    /// Neither https nor plain http to this machine.
+    #[error("`{0}` must use https (plain http only for this machine)")]
+    Insecure(String),
+}
+
 /// The shared client for `purpose`; an error says why it could not be built.
-pub fn client(purpose: Purpose) -> Result<&'static Client, String> {
-    static API: OnceLock<Result<Client, String>> = OnceLock::new();
-    static DESCRIPTOR: OnceLock<Result<Client, String>> = OnceLock::new();
-    static TOKEN: OnceLock<Result<Client, String>> = OnceLock::new();
+pub fn client(purpose: Purpose) -> Result<&'static Client, Error> {
+    static API: OnceLock<Result<Client, Error>> = OnceLock::new();
+    static DESCRIPTOR: OnceLock<Result<Client, Error>> = OnceLock::new();
+    static TOKEN: OnceLock<Result<Client, Error>> = OnceLock::new();
     let cell = match purpose {
         Purpose::Api => &API,
         Purpose::Descriptor => &DESCRIPTOR,
         Purpose::TokenEndpoint => &TOKEN,
     };
-    cell.get_or_init(|| build(purpose).map_err(|e| e.to_string()))
+    cell.get_or_init(|| build(purpose).map_err(|e| Error::Client(e.to_string())))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -110,12 +124,9 @@ fn build(purpose: Purpose) -> reqwest::Result<Client> {
 /// Whether a descriptor (or the registry catalog) may be fetched from `url`: https, or
 /// plain http to this machine only; never with a user name or password in it. The error
 /// says why, without echoing the URL's secrets.
-pub fn check_fetchable(url: &reqwest::Url) -> Result<(), String> {
+pub fn check_fetchable(url: &reqwest::Url) -> Result<(), Error> {
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!(
-            "`{}` carries a user name or password; give the URL without them",
-            redact(url)
-        ));
+        return Err(Error::Credentials(redact(url)));
     }
     let loopback = match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
@@ -126,10 +137,7 @@ pub fn check_fetchable(url: &reqwest::Url) -> Result<(), String> {
     match url.scheme() {
         "https" => Ok(()),
         "http" if loopback => Ok(()),
-        _ => Err(format!(
-            "`{}` must use https (plain http only for this machine)",
-            redact(url)
-        )),
+        _ => Err(Error::Insecure(redact(url))),
     }
 }
 

@@ -63,6 +63,20 @@ impl From<crate::auth::oauth::Tokens> for Credential {
     }
 }
 
+/// Why `auth set` input is not a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadCredential {
+    /// Nothing was given.
+    #[error("the value is empty")]
+    Empty,
+    /// An app credential must be a JSON object with both fields.
+    #[error("expected a JSON object with non-empty \"appId\" and \"appSecret\"")]
+    NotAppCredential,
+    /// OAuth credentials come from signing in.
+    #[error("`oauth2` credentials cannot be set this way; use `aai-gateway auth login`")]
+    OAuth,
+}
+
 impl Credential {
     /// The auth type this credential serves.
     pub fn kind(&self) -> AuthKind {
@@ -76,12 +90,12 @@ impl Credential {
 
     /// Reads what `auth set` was given for an auth type: a bare string for `apiKey` and
     /// `cookie`, a JSON object `{"appId", "appSecret"}` (or snake_case) for `appCredential`.
-    pub fn parse(kind: AuthKind, input: &str) -> Result<Credential, String> {
+    pub fn parse(kind: AuthKind, input: &str) -> Result<Credential, BadCredential> {
         let input = input.trim_end_matches(['\r', '\n']);
         match kind {
             AuthKind::ApiKey | AuthKind::Cookie => {
                 if input.trim().is_empty() {
-                    return Err("the value is empty".to_owned());
+                    return Err(BadCredential::Empty);
                 }
                 let value = Secret::new(input.trim());
                 Ok(if kind == AuthKind::ApiKey {
@@ -91,9 +105,8 @@ impl Credential {
                 })
             }
             AuthKind::AppCredential => {
-                let v: Value = serde_json::from_str(input).map_err(|_| {
-                    "expected a JSON object {\"appId\": …, \"appSecret\": …}".to_owned()
-                })?;
+                let v: Value =
+                    serde_json::from_str(input).map_err(|_| BadCredential::NotAppCredential)?;
                 let get = |a: &str, b: &str| {
                     v.get(a)
                         .or_else(|| v.get(b))
@@ -107,13 +120,10 @@ impl Credential {
                             app_secret: Secret::new(secret),
                         })
                     }
-                    _ => Err(
-                        "expected a JSON object with non-empty \"appId\" and \"appSecret\""
-                            .to_owned(),
-                    ),
+                    _ => Err(BadCredential::NotAppCredential),
                 }
             }
-            AuthKind::OAuth2 => Err("`oauth2` credentials cannot be set this way".to_owned()),
+            AuthKind::OAuth2 => Err(BadCredential::OAuth),
         }
     }
 }

@@ -40,7 +40,10 @@ const STANDARD: &[&str] = &[
 
 /// Walks the object tree of `service` on the session bus (at most `max_objects`), without
 /// starting anything: the name must already have an owner.
-pub async fn describe_service(service: &str, max_objects: usize) -> Result<Vec<Object>, String> {
+pub async fn describe_service(
+    service: &str,
+    max_objects: usize,
+) -> Result<Vec<Object>, zbus::Error> {
     let mut out = Vec::new();
     for Introspected { path, node, .. } in introspect_tree(service, max_objects).await? {
         let interfaces: Vec<Interface> = node
@@ -81,8 +84,8 @@ pub async fn describe_service(service: &str, max_objects: usize) -> Result<Vec<O
 pub async fn introspect_tree(
     service: &str,
     max_objects: usize,
-) -> Result<Vec<Introspected>, String> {
-    let conn = Connection::session().await.map_err(|e| e.to_string())?;
+) -> Result<Vec<Introspected>, zbus::Error> {
+    let conn = Connection::session().await?;
     let mut todo = vec!["/".to_owned()];
     let mut out = Vec::new();
     while let Some(path) = todo.pop() {
@@ -161,13 +164,12 @@ pub async fn watch_names(watched: fn(&str) -> bool, changed: impl Fn()) {
 }
 
 /// The session bus's owned well-known names (not activatable ones).
-pub async fn owned_names() -> Result<Vec<String>, String> {
-    let conn = Connection::session().await.map_err(|e| e.to_string())?;
+pub async fn owned_names() -> Result<Vec<String>, zbus::Error> {
+    let conn = Connection::session().await?;
     let reply = conn
         .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), "ListNames", &())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut names: Vec<String> = reply.body().deserialize().map_err(|e| e.to_string())?;
+        .await?;
+    let mut names: Vec<String> = reply.body().deserialize()?;
     names.retain(|n| !n.starts_with(':'));
     names.sort();
     Ok(names)

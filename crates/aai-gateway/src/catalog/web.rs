@@ -46,8 +46,9 @@ pub fn well_known(input: &str) -> Result<reqwest::Url, GatewayError> {
 }
 
 fn check_fetchable(url: &reqwest::Url) -> Result<(), GatewayError> {
-    net::check_fetchable(url)
-        .map_err(|why| GatewayError::new(Code::InvalidParams, why).with("field", "/url"))
+    net::check_fetchable(url).map_err(|why| {
+        GatewayError::new(Code::InvalidParams, why.to_string()).with("field", "/url")
+    })
 }
 
 /// The cache directory of the web apps.
@@ -396,7 +397,7 @@ impl Fetcher {
 /// Where a URL of a fetched descriptor may point: the origin it was fetched from, or, when
 /// both are https, a host of the same registrable domain (`api.example.com` for a
 /// descriptor from `example.com`). Says which URL breaks the rule, naming both origins.
-pub fn check_bound(app: &aai_descriptor::App, source: &reqwest::Url) -> Result<(), String> {
+fn check_bound(app: &aai_descriptor::App, source: &reqwest::Url) -> Result<(), String> {
     use aai_descriptor::{Auth, Executor, McpServer};
     for (i, binding) in app.bindings.iter().enumerate() {
         let mut urls: Vec<(&str, &str)> = Vec::new();

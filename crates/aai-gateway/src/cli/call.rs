@@ -24,7 +24,12 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
     };
     let life = match Lifecycle::new(ctx.into_gateway()) {
         Ok(life) => life,
-        Err(e) => return fail(&GatewayError::new(Code::AutomationFailed, e)),
+        Err(e) => {
+            return fail(&GatewayError::new(
+                Code::AutomationFailed,
+                format!("cannot start: {e}"),
+            ));
+        }
     };
     let gateway = life.gateway().clone();
     let outcome = life.block_on(async {

@@ -16,9 +16,9 @@ use std::time::Duration;
 use super::Context;
 use super::drafts::plan_valid;
 use super::drafts::{self, Found};
+use super::llm::{Chat, Message};
 use crate::auth::Secret;
 use crate::auth::store::{Credential, Store};
-use crate::llm::{Chat, Message};
 use aai_author::generate::{self as author, Source, SourceKind, Verdict};
 
 /// The credential-store entry of the model service's key (`auth set aai-gateway.generate`).
@@ -165,7 +165,9 @@ async fn gather(app: &str, from: Option<&Path>) -> Result<Source, String> {
             .iter()
             .any(|n| n == app)
     {
-        let objects = crate::catalog::bus::introspect_tree(app, 64).await?;
+        let objects = crate::catalog::bus::introspect_tree(app, 64)
+            .await
+            .map_err(|e| format!("cannot introspect `{app}`: {e}"))?;
         if objects.is_empty() {
             return Err(format!(
                 "`{app}` has no interfaces of its own on the session bus"

@@ -79,7 +79,8 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
     };
     drafts::present(ctx, opts, &found, &[], &mut |f| {
         for (key, value) in &f.secrets {
-            let credential = Credential::parse(aai_descriptor::AuthKind::ApiKey, value)?;
+            let credential = Credential::parse(aai_descriptor::AuthKind::ApiKey, value)
+                .map_err(|e| e.to_string())?;
             runtime
                 .block_on(store.set(key, credential))
                 .map_err(|e| format!("its credential could not be stored: {}", e.detail))?;
@@ -254,11 +255,12 @@ fn plan_file(file: &Path, text: &str) -> Plan {
 /// An OpenAPI document from an https (or loopback http) URL.
 fn fetch(source: &str) -> Result<String, String> {
     let url = reqwest::Url::parse(source).map_err(|e| format!("`{source}` is not a URL: {e}"))?;
-    crate::net::check_fetchable(&url)?;
+    crate::net::check_fetchable(&url).map_err(|e| e.to_string())?;
     let shown = crate::net::redact(&url);
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let client = crate::net::client(crate::net::Purpose::Descriptor)?;
+        let client =
+            crate::net::client(crate::net::Purpose::Descriptor).map_err(|e| e.to_string())?;
         let response = client
             .get(url)
             .timeout(std::time::Duration::from_secs(60))

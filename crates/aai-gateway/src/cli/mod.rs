@@ -8,6 +8,7 @@ mod drafts;
 mod generate;
 mod history;
 mod import;
+mod llm;
 mod scan;
 mod table;
 mod validate;
@@ -332,7 +333,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Some(Command::Token) => {
             let ctx = context(cli.home, cli.config, false, false)?;
-            let token = crate::listen::install_token(&ctx.home)?;
+            let token = crate::listen::install_token(&ctx.home).map_err(|e| e.to_string())?;
             let _ = writeln!(std::io::stdout(), "{}", token.expose());
             Ok(ExitCode::SUCCESS)
         }
@@ -346,7 +347,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             json,
         }) => {
             let ctx = context(cli.home, cli.config, false, false)?;
-            let since_ms = since.as_deref().map(history::since).transpose()?;
+            let since_ms = since
+                .as_deref()
+                .map(history::since)
+                .transpose()
+                .map_err(|e| e.to_string())?;
             let filter = crate::history::Filter {
                 app,
                 tool,
@@ -451,8 +456,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitCode, String> {
     let addr = listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
-    let token = crate::listen::token_for(&ctx.home, addr)?;
-    let life = Lifecycle::new(ctx.into_gateway())?;
+    let token = crate::listen::token_for(&ctx.home, addr).map_err(|e| e.to_string())?;
+    let life = Lifecycle::new(ctx.into_gateway()).map_err(|e| format!("cannot start: {e}"))?;
     let config = &life.gateway().config;
     let options = crate::listen::Options {
         addr,
@@ -491,14 +496,14 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             "aai-gateway is an MCP server: it speaks MCP on stdin/stdout and waits for an MCP client (Claude Code, Codex, Cursor, …) to start it; README.md › \"Use it from an MCP client\" shows how. Try `aai-gateway --scan` to see your apps; Ctrl-C stops this."
         );
     }
-    let life = Lifecycle::new(ctx.into_gateway())?;
+    let life = Lifecycle::new(ctx.into_gateway()).map_err(|e| format!("cannot start: {e}"))?;
     let gateway = life.gateway().clone();
     if gateway.config.enable_web_ui {
         // Bound before MCP starts, so that the first CONSENT_REQUIRED can link to it.
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let options = crate::listen::Options {
             addr,
-            token: crate::listen::token_for(&gateway.home, addr)?,
+            token: crate::listen::token_for(&gateway.home, addr).map_err(|e| e.to_string())?,
             mcp: false,
             ui: true,
             hosts: Vec::new(),

@@ -233,6 +233,11 @@ impl Slot {
     }
 }
 
+/// An answer to a call that no longer waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no pending call {0}: it was answered or it expired")]
+pub struct NotPending(pub u64);
+
 /// `(caller key, app, tool)`.
 type Key = (String, String, String);
 
@@ -433,7 +438,7 @@ impl Gate {
         app: &str,
         tool: Option<&str>,
         caller: Option<&str>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, state::Error> {
         let matches = |(c, a, t): &Key| {
             a == app && tool.is_none_or(|x| x == t) && caller.is_none_or(|x| x == c)
         };
@@ -443,7 +448,7 @@ impl Gate {
         let here = before - grants.len();
         drop(grants);
         match self.state.get() {
-            Some(state) => state.revoke(app, tool, caller).map_err(|e| e.to_string()),
+            Some(state) => state.revoke(app, tool, caller),
             None => Ok(here),
         }
     }
@@ -465,13 +470,13 @@ impl Gate {
     /// Answers pending call `id` (from the web UI). A waiting call follows the answer; for
     /// a refused call, "always" choices are remembered, "once" lets its next retry run,
     /// and deny forgets it. Says what happened.
-    pub fn answer(&self, id: u64, choice: Choice) -> Result<&'static str, String> {
+    pub fn answer(&self, id: u64, choice: Choice) -> Result<&'static str, NotPending> {
         let slot = {
             let mut slots = self.pending.lock().expect("pending lock");
             let at = slots
                 .iter()
                 .position(|s| s.info.id == id)
-                .ok_or_else(|| format!("no pending call {id}: it was answered or it expired"))?;
+                .ok_or(NotPending(id))?;
             slots.remove(at)
         };
         let key = (

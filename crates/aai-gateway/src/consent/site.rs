@@ -82,6 +82,17 @@ impl Site {
 }
 
 /// Certificates read, per origin, with when.
+/// Why a site's server and certificate could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SiteError {
+    /// The app's base URL is not one.
+    #[error("{0}")]
+    Url(String),
+    /// No verified TLS handshake with the server.
+    #[error("{0}")]
+    Handshake(String),
+}
+
 #[derive(Debug, Default)]
 pub struct Sites {
     seen: Mutex<HashMap<String, (Site, Instant)>>,
@@ -89,8 +100,9 @@ pub struct Sites {
 
 impl Sites {
     /// The site behind `base_url`: from the cache when fresh, else by a handshake.
-    pub async fn site(&self, base_url: &str) -> Result<Site, String> {
-        let url = url::Url::parse(base_url).map_err(|e| format!("{base_url}: {e}"))?;
+    pub async fn site(&self, base_url: &str) -> Result<Site, SiteError> {
+        let url =
+            url::Url::parse(base_url).map_err(|e| SiteError::Url(format!("{base_url}: {e}")))?;
         let origin = url.origin().ascii_serialization();
         if let Some((site, at)) = self.seen.lock().expect("sites lock").get(&origin)
             && at.elapsed() < FRESH
@@ -100,14 +112,15 @@ impl Sites {
         let certificate = if url.scheme() == "https" {
             let host = url
                 .host_str()
-                .ok_or_else(|| format!("{origin} has no host"))?
+                .ok_or_else(|| SiteError::Url(format!("{origin} has no host")))?
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .to_owned();
             let port = url.port_or_known_default().unwrap_or(443);
             let der = tokio::task::spawn_blocking(move || handshake(&host, port))
                 .await
-                .map_err(|e| e.to_string())??;
+                .map_err(|e| SiteError::Handshake(e.to_string()))?
+                .map_err(SiteError::Handshake)?;
             Some(Certificate::from_der(&der))
         } else {
             None
@@ -194,6 +207,7 @@ mod tests {
             .site(&format!("https://127.0.0.1:{port}/"))
             .await
             .unwrap_err();
-        assert!(e.contains("cannot connect"), "{e}");
+        assert!(matches!(e, SiteError::Handshake(_)), "{e}");
+        assert!(e.to_string().contains("cannot connect"), "{e}");
     }
 }

@@ -650,9 +650,9 @@ pub struct Lifecycle {
 impl Lifecycle {
     /// Takes charge of `gateway`: this process adopts orphaned descendants, and a runtime
     /// is made for it.
-    pub fn new(gateway: Arc<Gateway>) -> Result<Lifecycle, String> {
+    pub fn new(gateway: Arc<Gateway>) -> std::io::Result<Lifecycle> {
         crate::exec::process::become_subreaper();
-        let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start: {e}"))?;
+        let runtime = tokio::runtime::Runtime::new()?;
         Ok(Lifecycle {
             runtime: Some(runtime),
             gateway,

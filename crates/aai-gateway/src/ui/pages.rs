@@ -137,11 +137,13 @@ async fn calls(ui: &Ui, filter: Filter) -> Result<Vec<CallRow>, String> {
         if !file.exists() {
             return Ok(Vec::new());
         }
-        history::rows(&file, &filter).map(|rows| {
-            rows.into_iter()
-                .map(|(id, r)| CallRow::new(id, r))
-                .collect()
-        })
+        history::rows(&file, &filter)
+            .map(|rows| {
+                rows.into_iter()
+                    .map(|(id, r)| CallRow::new(id, r))
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())?
@@ -426,7 +428,7 @@ pub(super) async fn history(State(ui): State<Ui>, Query(q): Query<HistoryQuery>)
     let since_ms = match some(&q.since).map(|s| history::since(&s)) {
         Some(Ok(ms)) => Some(ms),
         Some(Err(e)) => {
-            error = Some(e);
+            error = Some(e.to_string());
             None
         }
         None => None,
@@ -485,7 +487,7 @@ pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response 
     })
     .await
     .map_err(|e| e.to_string())
-    .and_then(|r| r);
+    .and_then(|r| r.map_err(|e| e.to_string()));
     let record = match found {
         Ok(Some(r)) => r,
         Ok(None) => return not_found(&ui, &format!("No call {id} is kept.")),
@@ -578,7 +580,7 @@ pub(super) async fn answer(State(ui): State<Ui>, Form(form): Form<AnswerForm>) -
     };
     match ui.gateway().consent.answer(form.id, choice) {
         Ok(what) => ui.flash(&back, format!("Answered: {what}."), true),
-        Err(e) => ui.flash(&back, e, false),
+        Err(e) => ui.flash(&back, e.to_string(), false),
     }
 }
 

@@ -39,7 +39,7 @@ pub fn describe(sig: &Signature) -> String {
 
 /// Converts `json` to a D-Bus value of type `sig`; `at` names the argument (and path
 /// inside it) for errors.
-pub fn to_dbus(json: &Json, sig: &Signature, at: &str) -> Result<Value<'static>, String> {
+pub(super) fn to_dbus(json: &Json, sig: &Signature, at: &str) -> Result<Value<'static>, String> {
     let wrong = || {
         format!(
             "argument `{at}` must be a D-Bus {}, but a JSON {} was given",

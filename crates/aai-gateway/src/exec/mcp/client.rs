@@ -206,7 +206,9 @@ pub(super) async fn connect(
         } => {
             secrets.extend(url_secrets(&url));
             secrets.sort_by_key(|f| std::cmp::Reverse(f.len()));
-            let client = crate::net::client(crate::net::Purpose::Api)?.clone();
+            let client = crate::net::client(crate::net::Purpose::Api)
+                .map_err(|e| e.to_string())?
+                .clone();
             let mut custom = HashMap::new();
             for (name, value) in &headers {
                 let name =

@@ -6,7 +6,7 @@
 use serde_json::{Map, Number, Value};
 
 /// Parses one value that fills `text`.
-pub fn parse(text: &str) -> Result<Value, String> {
+pub(super) fn parse(text: &str) -> Result<Value, String> {
     let mut p = Parser {
         s: text,
         i: 0,

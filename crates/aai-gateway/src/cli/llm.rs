@@ -17,23 +17,23 @@ const MAX_ANSWER: usize = 8 * 1024 * 1024;
 
 /// A chat-completions endpoint and model.
 #[derive(Debug)]
-pub struct Chat {
+pub(super) struct Chat {
     /// Base URL, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
-    pub base_url: String,
+    pub(super) base_url: String,
     /// Model name.
-    pub model: String,
+    pub(super) model: String,
     /// Bearer key, when the service needs one (local servers usually do not).
-    pub key: Option<Secret>,
+    pub(super) key: Option<Secret>,
     /// Time for one whole answer.
-    pub timeout: Duration,
+    pub(super) timeout: Duration,
 }
 
-pub use aai_author::generate::Message;
+pub(super) use aai_author::generate::Message;
 
 impl Chat {
     /// Sends the conversation and returns the answer's text; `progress` is told how many
     /// characters have arrived as they stream in.
-    pub async fn complete(
+    pub(super) async fn complete(
         &self,
         messages: &[Message],
         progress: &mut dyn FnMut(usize),
@@ -45,7 +45,7 @@ impl Chat {
         .map_err(|e| format!("generate.baseUrl `{}` is not a URL: {e}", self.base_url))?;
         net::check_fetchable(&url).map_err(|e| format!("generate.baseUrl: {e}"))?;
         let shown = net::redact(&url);
-        let client = net::client(Purpose::Api)?;
+        let client = net::client(Purpose::Api).map_err(|e| e.to_string())?;
         let body = json!({
             "model": self.model,
             "messages": messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect::<Vec<_>>(),
