@@ -2,7 +2,8 @@
 //! native automation channels, described by `aai.json` descriptors.
 //!
 //! # Layout
-//! * [`cli`] — the command line; `main.rs` only calls [`cli::main`].
+//! * [`cli`] — the command line; `main.rs` only calls [`cli::main`]; [`clients`] — the MCP
+//!   clients it registers with and how their configuration files are edited.
 //! * [`gateway`] — the running gateway: scans, the snapshot, the change broadcast, the
 //!   watcher, and [`gateway::Lifecycle`], the one start and teardown of every command.
 //! * [`catalog`] — where descriptors are found (files, built-ins, the web cache), precedence,
@@ -32,6 +33,7 @@ pub mod batch;
 pub mod budget;
 pub mod catalog;
 pub mod cli;
+pub mod clients;
 pub mod config;
 pub mod consent;
 pub mod error;

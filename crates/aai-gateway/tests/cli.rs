@@ -582,9 +582,19 @@ fn unreadable_and_odd_files_do_not_block_the_rest() {
 fn version_help_and_no_command() {
     let env = Env::new();
     let v = env.run(&["--version"], &[]);
+    // `aai-gateway 0.1.0 (<commit>)`: the commit of this checkout, from build.rs.
+    let version = String::from_utf8(v.stdout).unwrap();
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or("unknown".to_owned(), |o| {
+            String::from_utf8_lossy(&o.stdout).trim().to_owned()
+        });
     assert_eq!(
-        String::from_utf8(v.stdout).unwrap().trim(),
-        format!("aai-gateway {}", env!("CARGO_PKG_VERSION"))
+        version.trim(),
+        format!("aai-gateway {} ({commit})", env!("CARGO_PKG_VERSION"))
     );
     let h = env.run(&["--help"], &[]);
     let help = String::from_utf8(h.stdout).unwrap();

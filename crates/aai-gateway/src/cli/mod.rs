@@ -2,6 +2,7 @@
 
 mod auth;
 mod call;
+mod clients;
 mod consent;
 mod discover;
 mod drafts;
@@ -17,16 +18,24 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::catalog::{self, SearchDir};
 use crate::config::Config;
 use crate::gateway::Lifecycle;
 use crate::host::{Host, Os};
 
+/// `--version`: the version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("AAI_GATEWAY_COMMIT"),
+    ")"
+);
+
 /// Lets AI agents call applications directly: an MCP gateway for aai.json apps.
 #[derive(Debug, Parser)]
-#[command(name = "aai-gateway", version, about, long_about = None)]
+#[command(name = "aai-gateway", version = VERSION, about, long_about = None)]
 #[command(group(clap::ArgGroup::new("writer").args(["discover", "generate"]).multiple(false)))]
 struct Cli {
     /// The AAI home directory (descriptors, config, state); default ~/.aai.
@@ -160,6 +169,40 @@ enum Command {
         /// Arguments as a JSON object; default `{}`.
         args: Option<String>,
     },
+    /// The MCP clients the gateway can set itself up in (Claude Code, Claude Desktop,
+    /// Cursor, VS Code, Windsurf, Codex, Continue, Cline, Zed, Gemini CLI), and whether it
+    /// is; `clients add <CLIENT>` adds it, `clients remove <CLIENT>` takes it out.
+    Clients {
+        #[command(subcommand)]
+        action: Option<ClientsCommand>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the shell completion script for SHELL, e.g.
+    /// `aai-gateway completions bash > ~/.local/share/bash-completion/completions/aai-gateway`.
+    Completions {
+        /// bash, zsh, fish, powershell or elvish.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g.
+    /// `aai-gateway manpage > ~/.local/share/man/man1/aai-gateway.1`.
+    Manpage,
+}
+
+#[derive(Debug, Subcommand)]
+enum ClientsCommand {
+    /// Every known client, its configuration file, and whether the gateway is set up.
+    List {
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add the gateway to a client's configuration (shows the change; writes it with
+    /// --yes or after a "y" at the terminal, keeping a backup).
+    Add(clients::Add),
+    /// Take the gateway's entry out of a client's configuration.
+    Remove(clients::Change),
 }
 
 #[derive(Debug, Subcommand)]
@@ -313,6 +356,24 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
+        Some(Command::Clients { action, json }) => Ok(match action {
+            None => clients::list(json),
+            Some(ClientsCommand::List { json: j }) => clients::list(json || j),
+            Some(ClientsCommand::Add(args)) => clients::add(&args, cli.home.as_deref()),
+            Some(ClientsCommand::Remove(args)) => clients::remove(&args),
+        }),
+        Some(Command::Completions { shell }) => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "aai-gateway", &mut out);
+            print(&out)
+        }
+        Some(Command::Manpage) => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|e| format!("cannot render the man page: {e}"))?;
+            print(&out)
+        }
         Some(Command::Validate {
             paths,
             json,
@@ -449,6 +510,14 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let ctx = context(cli.home, cli.config, true, false)?;
             serve(ctx)
         }
+    }
+}
+
+/// Writes a generated text to stdout; a closed pipe (`| head`) is not an error.
+fn print(bytes: &[u8]) -> Result<ExitCode, String> {
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        _ => Ok(ExitCode::SUCCESS),
     }
 }
 

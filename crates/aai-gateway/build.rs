@@ -1,0 +1,68 @@
+//! Names the commit the binary was built from, for `--version`: `AAI_GATEWAY_COMMIT` when
+//! the builder sets it (the release workflow), else the checkout's `HEAD`, else the commit cargo recorded when it packaged the crate
+//! (`.cargo_vcs_info.json`, what `cargo install aai-gateway` builds from), else `unknown`.
+
+use std::path::Path;
+use std::process::Command;
+
+fn main() {
+    println!("cargo::rerun-if-env-changed=AAI_GATEWAY_COMMIT");
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&dir);
+    let commit = std::env::var("AAI_GATEWAY_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .or_else(|| from_git(dir))
+        .or_else(|| from_package(dir))
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo::rustc-env=AAI_GATEWAY_COMMIT={}", commit.trim());
+}
+
+// The rule that only exec/process.rs creates processes is about the gateway at run time;
+// this runs once, at build time, in cargo's build-script process.
+#[allow(clippy::disallowed_methods)]
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn from_git(dir: &Path) -> Option<String> {
+    let commit = git(dir, &["rev-parse", "--short=12", "HEAD"]).filter(|c| !c.is_empty())?;
+    // Rebuild when HEAD moves: a commit changes the ref HEAD points to, a checkout HEAD.
+    if let Some(git_dir) = git(dir, &["rev-parse", "--absolute-git-dir"]) {
+        let git_dir = Path::new(&git_dir);
+        println!("cargo::rerun-if-changed={}", git_dir.join("HEAD").display());
+        // The branch's ref file, or packed-refs when the ref is packed (a path that does
+        // not exist would rerun this script on every build).
+        let head = git(dir, &["symbolic-ref", "-q", "HEAD"]).map(|h| git_dir.join(h));
+        for path in head.into_iter().chain([git_dir.join("packed-refs")]) {
+            if path.exists() {
+                println!("cargo::rerun-if-changed={}", path.display());
+            }
+        }
+    }
+    // Uncommitted changes are not marked: watching the index would rebuild the crate on
+    // every `git add`.
+    Some(commit)
+}
+
+/// `cargo package` writes `{"git": {"sha1": "…", "dirty": true?}, …}` into the crate.
+fn from_package(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(".cargo_vcs_info.json")).ok()?;
+    println!("cargo::rerun-if-changed=.cargo_vcs_info.json");
+    let start = text.find("\"sha1\"")? + "\"sha1\"".len();
+    let rest = text[start..].trim_start().strip_prefix(':')?.trim_start();
+    let sha: String = rest
+        .strip_prefix('"')?
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    (sha.len() >= 12).then(|| sha[..12].to_owned())
+}

@@ -1,0 +1,658 @@
+//! The MCP clients the gateway can register itself with (`aai-gateway clients`): where
+//! each keeps its user-level configuration, the shape of its server entry, and how the
+//! gateway's entry is merged in or taken out while every other key, server, comment and
+//! the file's formatting stay as they were (a concrete syntax tree for JSON and JSONC, a
+//! format-preserving document for TOML).
+//!
+//! Pure: texts in, texts out. The command line reads and writes the files (docs/clients.md).
+
+use std::path::PathBuf;
+
+use jsonc_parser::ParseOptions;
+use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
+use serde_json::Value;
+
+use crate::host::Os;
+
+/// The entry name used unless the user picks another (`claude mcp add aai …`).
+pub const DEFAULT_NAME: &str = "aai";
+
+/// A client the gateway knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Client {
+    /// What the user types: `clients add <id>`.
+    pub id: &'static str,
+    /// The product's name.
+    pub name: &'static str,
+    kind: Kind,
+}
+
+/// Where the entry goes and what it looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `mcpServers.<name> = {command, args}` (Claude Desktop, Cursor, Windsurf, Gemini
+    /// CLI, and Continue's own `mcpServers/*.json` files).
+    McpServers,
+    /// `mcpServers.<name> = {type: "stdio", command, args, env}` in `~/.claude.json`.
+    ClaudeCode,
+    /// `servers.<name> = {type: "stdio", command, args}` in VS Code's user `mcp.json`.
+    VsCode,
+    /// `mcpServers.<name> = {command, args, disabled: false}` (Cline).
+    Cline,
+    /// `context_servers.<name> = {source: "custom", command, args, env}` (Zed).
+    Zed,
+    /// `[mcp_servers.<name>]` with `command` and `args` in Codex's `config.toml`.
+    Codex,
+}
+
+/// Every client, in the order `clients` lists them.
+pub const ALL: &[Client] = &[
+    Client {
+        id: "claude-code",
+        name: "Claude Code",
+        kind: Kind::ClaudeCode,
+    },
+    Client {
+        id: "claude-desktop",
+        name: "Claude Desktop",
+        kind: Kind::McpServers,
+    },
+    Client {
+        id: "cursor",
+        name: "Cursor",
+        kind: Kind::McpServers,
+    },
+    Client {
+        id: "vscode",
+        name: "VS Code",
+        kind: Kind::VsCode,
+    },
+    Client {
+        id: "windsurf",
+        name: "Windsurf",
+        kind: Kind::McpServers,
+    },
+    Client {
+        id: "codex",
+        name: "Codex",
+        kind: Kind::Codex,
+    },
+    Client {
+        id: "continue",
+        name: "Continue",
+        kind: Kind::McpServers,
+    },
+    Client {
+        id: "cline",
+        name: "Cline",
+        kind: Kind::Cline,
+    },
+    Client {
+        id: "zed",
+        name: "Zed",
+        kind: Kind::Zed,
+    },
+    Client {
+        id: "gemini",
+        name: "Gemini CLI",
+        kind: Kind::McpServers,
+    },
+];
+
+/// The client called `id` (its id or its name, any case; `claude` is Claude Code).
+pub fn find(id: &str) -> Option<Client> {
+    let wanted = id.trim().to_ascii_lowercase().replace([' ', '_'], "-");
+    let wanted = match wanted.as_str() {
+        "claude" => "claude-code",
+        "code" | "vs-code" => "vscode",
+        "gemini-cli" => "gemini",
+        other => other,
+    };
+    ALL.iter()
+        .find(|c| c.id == wanted || c.name.to_ascii_lowercase().replace(' ', "-") == wanted)
+        .copied()
+}
+
+/// How the client starts the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// A client's configuration could not be read: the file is left alone.
+#[derive(Debug, thiserror::Error)]
+pub enum Malformed {
+    /// Not JSON (or JSONC where the client allows comments).
+    #[error("{0}")]
+    Json(String),
+    /// Not TOML.
+    #[error("{0}")]
+    Toml(String),
+    /// Parsed, but a key the entry goes under holds something other than an object/table.
+    #[error("`{0}` is not an object")]
+    NotAnObject(String),
+}
+
+impl Client {
+    /// The user-level configuration file on `os`, from the environment (`HOME`,
+    /// `XDG_CONFIG_HOME`, `APPDATA`, `USERPROFILE`, `CODEX_HOME`).
+    pub fn config_path(&self, os: Os, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let home = match os {
+            Os::Windows => var("USERPROFILE"),
+            _ => var("HOME"),
+        }?;
+        // Where desktop apps keep their settings: ~/.config, ~/Library/Application
+        // Support or %APPDATA%.
+        let app_data = match os {
+            Os::Windows => var("APPDATA").unwrap_or_else(|| home.join("AppData").join("Roaming")),
+            Os::Macos => home.join("Library").join("Application Support"),
+            _ => var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config")),
+        };
+        let vscode_user = app_data.join("Code").join("User");
+        Some(match self.id {
+            "claude-code" => home.join(".claude.json"),
+            "claude-desktop" => app_data.join("Claude").join("claude_desktop_config.json"),
+            "cursor" => home.join(".cursor").join("mcp.json"),
+            "vscode" => vscode_user.join("mcp.json"),
+            "windsurf" => home
+                .join(".codeium")
+                .join("windsurf")
+                .join("mcp_config.json"),
+            "codex" => var("CODEX_HOME")
+                .unwrap_or_else(|| home.join(".codex"))
+                .join("config.toml"),
+            // Continue reads every JSON file of ~/.continue/mcpServers/: the gateway's
+            // entry gets a file of its own there.
+            "continue" => home
+                .join(".continue")
+                .join("mcpServers")
+                .join("aai-gateway.json"),
+            "cline" => vscode_user
+                .join("globalStorage")
+                .join("saoudrizwan.claude-dev")
+                .join("settings")
+                .join("cline_mcp_settings.json"),
+            "zed" => match os {
+                Os::Windows => app_data.join("Zed").join("settings.json"),
+                _ => var("XDG_CONFIG_HOME")
+                    .unwrap_or_else(|| home.join(".config"))
+                    .join("zed")
+                    .join("settings.json"),
+            },
+            "gemini" => home.join(".gemini").join("settings.json"),
+            _ => return None,
+        })
+    }
+
+    /// The key the servers live under.
+    fn servers_key(&self) -> &'static str {
+        match self.kind {
+            Kind::VsCode => "servers",
+            Kind::Zed => "context_servers",
+            Kind::Codex => "mcp_servers",
+            _ => "mcpServers",
+        }
+    }
+
+    /// The entry for `launch`, in this client's shape.
+    pub fn entry(&self, launch: &Launch) -> Value {
+        let mut entry = serde_json::Map::new();
+        match self.kind {
+            Kind::ClaudeCode | Kind::VsCode => {
+                entry.insert("type".into(), "stdio".into());
+            }
+            Kind::Zed => {
+                entry.insert("source".into(), "custom".into());
+            }
+            _ => {}
+        }
+        entry.insert("command".into(), launch.command.clone().into());
+        entry.insert("args".into(), launch.args.clone().into());
+        match self.kind {
+            Kind::ClaudeCode | Kind::Zed => {
+                entry.insert("env".into(), Value::Object(serde_json::Map::new()));
+            }
+            Kind::Cline => {
+                entry.insert("disabled".into(), false.into());
+            }
+            _ => {}
+        }
+        Value::Object(entry)
+    }
+
+    /// The name under which the gateway is set up in `text`: an entry called `name`, or
+    /// any entry that starts `aai-gateway` (by path, `npx -y aai-gateway` or `uvx`).
+    pub fn status(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+        let servers = self.servers(text)?;
+        if servers.iter().any(|(n, _)| n == name) {
+            return Ok(Some(name.to_owned()));
+        }
+        Ok(servers
+            .into_iter()
+            .find(|(_, entry)| runs_gateway(entry))
+            .map(|(n, _)| n))
+    }
+
+    /// `text` (empty when the file does not exist yet) with the gateway's entry `name`
+    /// added, or replaced when it differs. `None` when it is already there as asked.
+    pub fn add(
+        &self,
+        text: &str,
+        name: &str,
+        launch: &Launch,
+    ) -> Result<Option<String>, Malformed> {
+        let entry = self.entry(launch);
+        if self.kind == Kind::Codex {
+            return codex_add(text, name, &entry);
+        }
+        let root = parse_json(text)?;
+        let object = root.object_value_or_set();
+        let servers = child_object(&object, self.servers_key())?;
+        match servers.get(name) {
+            Some(prop) => {
+                let current = prop.value().and_then(|v| v.to_serde_value());
+                if current.as_ref() == Some(&entry) {
+                    return Ok(None);
+                }
+                prop.set_value(cst_value(&entry));
+            }
+            None => {
+                servers.append(name, cst_value(&entry));
+            }
+        }
+        Ok(Some(with_final_newline(root.to_string(), text)))
+    }
+
+    /// `text` without the entry `name`; `None` when there is no such entry.
+    pub fn remove(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+        if self.kind == Kind::Codex {
+            return codex_remove(text, name);
+        }
+        let root = parse_json(text)?;
+        let Some(object) = root.object_value() else {
+            return Ok(None);
+        };
+        let Some(servers) = object.object_value(self.servers_key()) else {
+            return Ok(None);
+        };
+        let Some(prop) = servers.get(name) else {
+            return Ok(None);
+        };
+        prop.remove();
+        Ok(Some(with_final_newline(root.to_string(), text)))
+    }
+
+    /// Whether `text` holds nothing but an empty server list: what `remove` leaves of a
+    /// file the gateway made (Continue's `aai-gateway.json`), which can then go.
+    pub fn only_empty_servers(&self, text: &str) -> bool {
+        let Ok(Value::Object(map)) = json_value(text) else {
+            return false;
+        };
+        map.len() == 1
+            && map
+                .get(self.servers_key())
+                .and_then(Value::as_object)
+                .is_some_and(serde_json::Map::is_empty)
+    }
+
+    /// Whether the gateway owns the whole file (it is not the client's main settings).
+    pub fn own_file(&self) -> bool {
+        self.id == "continue"
+    }
+
+    /// The servers of `text`, by name.
+    fn servers(&self, text: &str) -> Result<Vec<(String, Value)>, Malformed> {
+        let value = if self.kind == Kind::Codex {
+            let table: toml::Table =
+                toml::from_str(text).map_err(|e| Malformed::Toml(e.to_string()))?;
+            serde_json::to_value(table).unwrap_or_default()
+        } else {
+            json_value(text)?
+        };
+        if !(value.is_object() || value.is_null()) {
+            return Err(Malformed::NotAnObject("the file".to_owned()));
+        }
+        let servers = match value.get(self.servers_key()) {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(Malformed::NotAnObject(self.servers_key().to_owned())),
+        };
+        Ok(servers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+}
+
+/// Whether a server entry starts the gateway: its command, or (for `npx`/`uvx`) its
+/// first package argument, is `aai-gateway`.
+fn runs_gateway(entry: &Value) -> bool {
+    let is_gateway = |s: &str| {
+        let file = s.rsplit(['/', '\\']).next().unwrap_or(s);
+        let file = file.strip_suffix(".exe").unwrap_or(file);
+        file == "aai-gateway" || s.starts_with("aai-gateway@")
+    };
+    // Zed's older shape nests them: {"command": {"path", "args"}}.
+    let (command, args) = match entry.get("command") {
+        Some(Value::Object(nested)) => (nested.get("path"), nested.get("args")),
+        command => (command, entry.get("args")),
+    };
+    command.and_then(Value::as_str).is_some_and(is_gateway)
+        || args
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().filter_map(Value::as_str).any(is_gateway))
+}
+
+/// JSONC, as every client here accepts it on reading (comments, trailing commas);
+/// nothing the gateway writes uses either.
+fn options() -> ParseOptions {
+    ParseOptions {
+        allow_comments: true,
+        allow_loose_object_property_names: false,
+        allow_trailing_commas: true,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        ..ParseOptions::default()
+    }
+}
+
+/// The whole of a JSONC text as a value (`null` for an empty file).
+fn json_value(text: &str) -> Result<Value, Malformed> {
+    let root = CstRootNode::parse(text, &options()).map_err(|e| Malformed::Json(e.to_string()))?;
+    Ok(root
+        .value()
+        .and_then(|v| v.to_serde_value())
+        .unwrap_or_default())
+}
+
+fn parse_json(text: &str) -> Result<CstRootNode, Malformed> {
+    let root = CstRootNode::parse(text, &options()).map_err(|e| Malformed::Json(e.to_string()))?;
+    match root.value() {
+        Some(v) if v.as_object().is_none() => Err(Malformed::NotAnObject("the file".to_owned())),
+        _ => Ok(root),
+    }
+}
+
+/// The object under `key` of `object`, made when missing; an error when it is not one.
+fn child_object(object: &CstObject, key: &str) -> Result<CstObject, Malformed> {
+    match object.get(key) {
+        None => Ok(object.object_value_or_set(key)),
+        Some(prop) => match prop.value() {
+            Some(v) if v.as_object().is_some() => Ok(object.object_value_or_set(key)),
+            Some(v) if v.as_null_keyword().is_some() => Ok(object.object_value_or_set(key)),
+            _ => Err(Malformed::NotAnObject(key.to_owned())),
+        },
+    }
+}
+
+fn cst_value(value: &Value) -> CstInputValue {
+    match value {
+        Value::Null => CstInputValue::Null,
+        Value::Bool(b) => CstInputValue::Bool(*b),
+        Value::Number(n) => CstInputValue::Number(n.to_string()),
+        Value::String(s) => CstInputValue::String(s.clone()),
+        Value::Array(items) => CstInputValue::Array(items.iter().map(cst_value).collect()),
+        Value::Object(map) => {
+            CstInputValue::Object(map.iter().map(|(k, v)| (k.clone(), cst_value(v))).collect())
+        }
+    }
+}
+
+/// A new file ends with a newline; an existing one keeps whether it had one.
+fn with_final_newline(mut new: String, old: &str) -> String {
+    if (old.trim().is_empty() || old.ends_with('\n')) && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    new
+}
+
+fn codex_document(text: &str) -> Result<toml_edit::DocumentMut, Malformed> {
+    text.parse::<toml_edit::DocumentMut>()
+        .map_err(|e| Malformed::Toml(e.to_string()))
+}
+
+fn codex_add(text: &str, name: &str, entry: &Value) -> Result<Option<String>, Malformed> {
+    let mut doc = codex_document(text)?;
+    let servers = doc.entry("mcp_servers").or_insert_with(|| {
+        let mut table = toml_edit::Table::new();
+        table.set_implicit(true);
+        toml_edit::Item::Table(table)
+    });
+    let Some(servers) = servers.as_table_like_mut() else {
+        return Err(Malformed::NotAnObject("mcp_servers".to_owned()));
+    };
+    let mut table = toml_edit::Table::new();
+    table.insert(
+        "command",
+        toml_edit::value(entry["command"].as_str().unwrap_or_default()),
+    );
+    let mut args = toml_edit::Array::new();
+    for a in entry["args"].as_array().into_iter().flatten() {
+        args.push(a.as_str().unwrap_or_default());
+    }
+    table.insert("args", toml_edit::value(args));
+    if let Some(current) = servers.get(name) {
+        let same = current.as_table_like().is_some_and(|t| {
+            t.len() == 2
+                && t.get("command").and_then(|c| c.as_str()) == entry["command"].as_str()
+                && t.get("args").and_then(|a| a.as_array()).is_some_and(|a| {
+                    a.iter().map(|v| v.as_str()).eq(entry["args"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(Value::as_str))
+                })
+        });
+        if same {
+            return Ok(None);
+        }
+    }
+    servers.insert(name, toml_edit::Item::Table(table));
+    Ok(Some(with_final_newline(doc.to_string(), text)))
+}
+
+fn codex_remove(text: &str, name: &str) -> Result<Option<String>, Malformed> {
+    let mut doc = codex_document(text)?;
+    let Some(servers) = doc
+        .get_mut("mcp_servers")
+        .and_then(|s| s.as_table_like_mut())
+    else {
+        return Ok(None);
+    };
+    if servers.remove(name).is_none() {
+        return Ok(None);
+    }
+    // The `[mcp_servers]` header the gateway's entry implied goes with it.
+    if servers.is_empty()
+        && doc["mcp_servers"]
+            .as_table()
+            .is_some_and(|t| t.is_implicit())
+    {
+        doc.remove("mcp_servers");
+    }
+    Ok(Some(doc.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npx() -> Launch {
+        Launch {
+            command: "npx".into(),
+            args: vec!["-y".into(), "aai-gateway".into()],
+        }
+    }
+
+    fn client(id: &str) -> Client {
+        find(id).unwrap()
+    }
+
+    #[test]
+    fn names_find_clients() {
+        for (typed, id) in [
+            ("claude", "claude-code"),
+            ("Claude Code", "claude-code"),
+            ("VS Code", "vscode"),
+            ("gemini-cli", "gemini"),
+            ("ZED", "zed"),
+        ] {
+            assert_eq!(find(typed).map(|c| c.id), Some(id), "{typed}");
+        }
+        assert!(find("notepad").is_none());
+        assert_eq!(ALL.len(), 10);
+    }
+
+    #[test]
+    fn jsonc_keeps_comments_and_other_servers() {
+        let text = "{\n  // my editor\n  \"editor.fontSize\": 14,\n  \"context_servers\": {\n    \"other\": {\"source\": \"custom\", \"command\": \"x\", \"args\": []}, // keep\n  },\n}\n";
+        let added = client("zed").add(text, "aai", &npx()).unwrap().unwrap();
+        assert!(
+            added.contains("// my editor") && added.contains("// keep"),
+            "{added}"
+        );
+        assert!(added.contains("\"other\""), "{added}");
+        let parsed = json_value(&added).unwrap();
+        assert_eq!(
+            parsed["context_servers"]["aai"],
+            serde_json::json!({"source": "custom", "command": "npx", "args": ["-y", "aai-gateway"], "env": {}})
+        );
+        assert_eq!(
+            client("zed").status(&added, "aai").unwrap().as_deref(),
+            Some("aai")
+        );
+        // Again: nothing to do. Removed: the text as it was.
+        assert!(client("zed").add(&added, "aai", &npx()).unwrap().is_none());
+        let removed = client("zed").remove(&added, "aai").unwrap().unwrap();
+        assert_eq!(removed, text);
+        assert!(client("zed").remove(&removed, "aai").unwrap().is_none());
+    }
+
+    #[test]
+    fn an_empty_file_gets_the_shape_of_the_client() {
+        let vscode = client("vscode").add("", "aai", &npx()).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&vscode).unwrap();
+        assert_eq!(v["servers"]["aai"]["type"], "stdio");
+        assert!(vscode.ends_with('\n'));
+        let claude = client("claude-code")
+            .add("{}", "aai", &npx())
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_str(&claude).unwrap();
+        assert_eq!(v["mcpServers"]["aai"]["env"], serde_json::json!({}));
+        let cline = client("cline").add("", "aai", &npx()).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&cline).unwrap();
+        assert_eq!(v["mcpServers"]["aai"]["disabled"], false);
+        let continue_ = client("continue");
+        let removed = continue_.remove(
+            &client("continue").add("", "aai", &npx()).unwrap().unwrap(),
+            "aai",
+        );
+        assert!(continue_.only_empty_servers(&removed.unwrap().unwrap()));
+    }
+
+    #[test]
+    fn a_changed_entry_is_replaced_and_others_are_recognised() {
+        let text = r#"{"mcpServers": {"aai": {"command": "/old/aai-gateway", "args": []}}}"#;
+        let out = client("cursor").add(text, "aai", &npx()).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["mcpServers"]["aai"]["command"], "npx");
+        let elsewhere = r#"{"mcpServers": {"gw": {"command": "uvx", "args": ["aai-gateway"]}}}"#;
+        assert_eq!(
+            client("gemini")
+                .status(elsewhere, "aai")
+                .unwrap()
+                .as_deref(),
+            Some("gw")
+        );
+        let nested =
+            r#"{"context_servers": {"a": {"command": {"path": "/x/aai-gateway", "args": []}}}}"#;
+        assert_eq!(
+            client("zed").status(nested, "aai").unwrap().as_deref(),
+            Some("a")
+        );
+        let unrelated = r#"{"mcpServers": {"t": {"command": "aai-gateway-helper"}}}"#;
+        assert_eq!(client("cursor").status(unrelated, "aai").unwrap(), None);
+    }
+
+    #[test]
+    fn malformed_files_are_refused() {
+        for (id, text) in [
+            ("cursor", "{\"mcpServers\": {"),
+            ("cursor", "[1, 2]"),
+            ("cursor", "{\"mcpServers\": [1]}"),
+            ("codex", "[mcp_servers\ncommand = 1"),
+            ("codex", "mcp_servers = 3\n"),
+        ] {
+            assert!(client(id).add(text, "aai", &npx()).is_err(), "{id}: {text}");
+            assert!(client(id).status(text, "aai").is_err(), "{id}: {text}");
+        }
+    }
+
+    #[test]
+    fn codex_toml_keeps_comments_and_order() {
+        let text = "# my settings\nmodel = \"o3\"\n\n[mcp_servers.time]\ncommand = \"uvx\" # keep\nargs = [\"mcp-server-time\"]\n";
+        let added = client("codex").add(text, "aai", &npx()).unwrap().unwrap();
+        assert!(added.starts_with(text), "{added}");
+        assert!(
+            added.contains(
+                "[mcp_servers.aai]\ncommand = \"npx\"\nargs = [\"-y\", \"aai-gateway\"]\n"
+            ),
+            "{added}"
+        );
+        assert!(
+            client("codex")
+                .add(&added, "aai", &npx())
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            client("codex").status(&added, "aai").unwrap().as_deref(),
+            Some("aai")
+        );
+        assert_eq!(
+            client("codex").remove(&added, "aai").unwrap().unwrap(),
+            text
+        );
+        let fresh = client("codex").add("", "aai", &npx()).unwrap().unwrap();
+        assert_eq!(
+            fresh,
+            "[mcp_servers.aai]\ncommand = \"npx\"\nargs = [\"-y\", \"aai-gateway\"]\n"
+        );
+        assert_eq!(client("codex").remove(&fresh, "aai").unwrap().unwrap(), "");
+    }
+
+    #[test]
+    fn paths_follow_the_os() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "USERPROFILE" => Some("C:\\Users\\u".to_owned()),
+            "APPDATA" => Some("C:\\Users\\u\\AppData\\Roaming".to_owned()),
+            _ => None,
+        };
+        let path = |id: &str, os| client(id).config_path(os, &env).unwrap();
+        assert_eq!(
+            path("claude-code", Os::Linux),
+            PathBuf::from("/home/u/.claude.json")
+        );
+        assert_eq!(
+            path("vscode", Os::Macos),
+            PathBuf::from("/home/u/Library/Application Support/Code/User/mcp.json")
+        );
+        assert_eq!(
+            path("zed", Os::Linux),
+            PathBuf::from("/home/u/.config/zed/settings.json")
+        );
+        assert_eq!(
+            path("codex", Os::Linux),
+            PathBuf::from("/home/u/.codex/config.toml")
+        );
+        assert!(path("claude-desktop", Os::Windows).starts_with("C:\\Users\\u\\AppData\\Roaming"));
+    }
+}
