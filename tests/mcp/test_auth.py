@@ -224,6 +224,10 @@ def test_a_locked_keyring_gives_a_clear_error_fast(gw, bus, tmp_path):
     assert time.monotonic() - started < 15
     assert p.returncode == 1
     assert "the OS credential store is not usable" in p.stderr, p.stderr
+    # What to do, in one line, never cut.
+    line = next(ln for ln in p.stderr.splitlines() if "not usable" in ln)
+    assert line.rstrip().endswith('or set "credentials": {"store": "file"} in config.json.'), line
+    assert "Start a Secret Service" in line, line
     assert "k3y" not in p.stderr
 
 

@@ -46,13 +46,31 @@ async def test_without_a_channel_the_call_names_the_grant_command(gw):
         assert err.code == -32014, err
         assert err.data["caller"] == "agent-x@stdio"
         command = err.data["command"]
-        assert command == "aai-gateway consent grant com.example.echo --tool echo --caller agent-x@stdio"
+        # The gateway runs on a home of the test's, not ~/.aai: the command names it.
+        assert command == (f"aai-gateway --home {gw.home} consent grant com.example.echo --tool echo"
+                           " --caller agent-x@stdio")
+        # A client that shows only the message still tells the user what to run.
+        hint = (f"Ask the user to approve it at {err.data['ui']} (while this gateway runs) or to run:"
+                f" {command}")
+        assert err.message.endswith(hint), err.message
+        assert err.data["hint"] == hint
         # Guides, search and lists never ask.
         await s.call_tool("aai_guide", {"app": "com.example.echo"})
         await s.call_tool("aai_search", {"query": "echo"})
         await s.list_tools()
-        granted = gw.run("consent", "grant", "com.example.echo", "--tool", "echo", "--caller", "agent-x@stdio")
+        # Pasted as it is, in a shell without AAI_HOME: the grant lands where the gateway
+        # reads it, and the retry runs.
+        import os
+        import subprocess
+        bindir = gw.tmp / "bin"
+        bindir.mkdir()
+        (bindir / "aai-gateway").symlink_to(gw.binary)
+        env = {k: v for k, v in gw.env().items() if k != "AAI_HOME"}
+        env["PATH"] = f"{bindir}:{os.environ['PATH']}"
+        env["HOME"] = str(gw.tmp / "elsewhere")
+        granted = subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True)
         assert granted.returncode == 0, granted.stderr
+        assert not (gw.tmp / "elsewhere" / ".aai").exists()
         r = await s.call_tool("aai_exec", ECHO)
         assert r.structured_content["echo"]["text"] == "hi"
     listed = json.loads(gw.run("consent", "list", "--json").stdout)
@@ -62,6 +80,33 @@ async def test_without_a_channel_the_call_names_the_grant_command(gw):
         with pytest.raises(MCPError) as e:
             await s.call_tool("aai_exec", ECHO)
         assert e.value.error.code == -32014, "a revoked grant asks again"
+
+
+async def test_the_question_shows_the_arguments_masked_and_cut(gw):
+    """The user sees what they approve: the arguments, with secrets masked as history
+    masks them and long values cut, in the client's form and in the web UI."""
+    prompting(gw)
+    secret_url = "https://alice:hunter2@example.com/x?token=abc123&page=2"
+    answers = Answers("once", "once")
+    async with gw.session(elicitation=answers, client_name="agent-a") as s:
+        args = {"app": "com.example.echo", "tool": "echo", "args": {"text": secret_url}}
+        assert (await s.call_tool("aai_exec", args)).structured_content["echo"]["text"] == secret_url
+        await s.call_tool("aai_exec", {**args, "args": {"text": "L" * 5000}})
+    assert "L" * 150 in answers.asked[1] and "L" * 201 not in answers.asked[1], "cut, not dropped"
+    asked = answers.asked[0]
+    assert "with {" in asked and "example.com" in asked and "page=2" in asked, asked
+    assert "hunter2" not in asked and "abc123" not in asked, asked
+    # Without a channel: the web UI's pending list shows them the same way, cut.
+    import urllib.request
+    async with gw.session(client_name="agent-b") as s:
+        for text in ["L" * 2000, secret_url]:
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": text}})
+        link = e.value.error.data["ui"]
+        token = gw.run("token").stdout.strip()
+        req = urllib.request.Request(link, headers={"Authorization": f"Bearer {token}"})
+        page = urllib.request.urlopen(req, timeout=10).read().decode()
+    assert "example.com" in page and "hunter2" not in page and "abc123" not in page, page
 
 
 async def test_elicitation_choices(gw):
@@ -267,10 +312,11 @@ async def test_the_grant_command_is_safe_to_paste_into_a_shell(gw):
     bindir = gw.tmp / "bin"
     bindir.mkdir()
     (bindir / "aai-gateway").symlink_to(gw.binary)
+    env = {k: v for k, v in gw.env().items() if k != "AAI_HOME"}
     p = subprocess.run(["sh", "-c", e.value.error.data["command"]], cwd=gw.tmp, capture_output=True, text=True,
-                       env={**gw.env(), "PATH": f"{bindir}:{os.environ['PATH']}", "AAI_HOME": str(gw.home)})
+                       env={**env, "PATH": f"{bindir}:{os.environ['PATH']}"})
     assert p.returncode == 0, p.stderr
     assert not any((gw.tmp / f"PWNED{n}").exists() for n in range(1, 5)), "pasting ran a command"
     grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
     assert [(g["caller"], g["tool"]) for g in grants] == [(f"{caller}@stdio", hostile)]
-    assert e.value.error.data["powershellCommand"].startswith("aai-gateway 'consent' 'grant'")
+    assert e.value.error.data["powershellCommand"].startswith(f"aai-gateway '--home' '{gw.home}' 'consent' 'grant'")

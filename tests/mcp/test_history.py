@@ -74,3 +74,47 @@ async def test_credentials_never_reach_history(gw, httpbin):
     assert KEY not in json.dumps(recorded) and "***" in recorded[0]["excerpt"]
     for path in gw.home.rglob("state.db*"):
         assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_every_cli_call_is_recorded_under_the_app_id(gw):
+    """Fast-failing one-shot calls exit at once: each waits for its record to be stored,
+    and each is kept under the app's id, with the name the caller typed beside it."""
+    gw.add_app("com.example.notes", name={"en": "Notes", "zh-CN": "笔记"}, aliases=("notes",))
+    typed = ["com.example.notes", "notes", "笔记"]
+    for i in range(60):
+        out = gw.run("call", typed[i % 3], "echo", "{}")  # no `text`: INVALID_PARAMS
+        assert out.returncode == 1, out
+    found = calls(gw, "--app", "com.example.notes", "--limit", "1000")
+    assert len(found) == 60, len(found)
+    assert {c["code"] for c in found} == {"INVALID_PARAMS"}
+    assert sorted({c["asked"] for c in found}, key=str) == sorted([None, "notes", "笔记"], key=str)
+    table = gw.run("history", "--limit", "3").stdout
+    assert "com.example.notes (as" in table, table
+
+
+def test_a_burst_then_sigterm_loses_nothing(gw):
+    """MCP calls answered just before SIGTERM are stored before the process ends."""
+    import os
+    import signal
+    import subprocess
+    gw.add_app("com.example.echo", aliases=("echo-app",))
+    proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], env=gw.env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    send = lambda m: (proc.stdin.write(json.dumps(m) + "\n"), proc.stdin.flush())  # noqa: E731
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+          "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "burst", "version": "1"}}})
+    proc.stdout.readline()
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    n = 40
+    for i in range(1, n + 1):
+        args = {"text": f"m{i}"} if i % 2 else {}
+        send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+              "params": {"name": "aai_exec", "arguments": {"app": "echo-app" if i % 4 == 1 else "com.example.echo",
+                                                           "tool": "echo", "args": args}}})
+    replies = [json.loads(proc.stdout.readline()) for _ in range(n)]
+    assert sorted(r["id"] for r in replies) == list(range(1, n + 1))
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) is not None
+    found = calls(gw, "--app", "com.example.echo", "--limit", "1000")
+    assert len(found) == n, len(found)
+    assert sum(1 for c in found if c["asked"] == "echo-app") == n // 4

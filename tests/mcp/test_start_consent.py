@@ -48,7 +48,7 @@ async def test_nothing_starts_before_the_user_said_yes(gw, tmp_path):
     async with gw.session(client_name="agent-m") as s:
         guide = (await s.call_tool("aai_guide", {"app": APP})).content[0].text
         assert "has not been started" in guide and "once it is allowed to start" in guide, guide
-        assert f"aai-gateway consent grant {APP} --start" in guide, guide
+        assert f"aai-gateway --home {gw.home} consent grant {APP} --start" in guide, guide
         with pytest.raises(MCPError) as e:
             await s.call_tool("aai_exec", {"app": APP, "tool": "hello", "args": {"name": "x"}})
         err = e.value.error
@@ -184,7 +184,7 @@ async def test_a_dialog_that_cannot_open_is_no_answer(gw):
             await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": "hi"}})
     err = e.value.error
     assert err.code == -32014, f"not an answer, so not a denial: {err}"
-    assert err.data["command"].startswith("aai-gateway consent grant com.example.echo")
+    assert err.data["command"].startswith(f"aai-gateway --home {gw.home} consent grant com.example.echo")
 
 
 async def test_a_command_changed_while_the_user_is_asked_is_asked_about_again(gw, tmp_path):

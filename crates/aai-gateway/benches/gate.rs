@@ -44,6 +44,7 @@ fn main() {
         description: "Tool 0".into(),
         site: None,
         start: None,
+        args: None,
     };
     // "Always allow this tool", once; every later check finds the grant in memory.
     rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))
@@ -68,6 +69,7 @@ fn main() {
             at_ms: history::now_ms(),
             caller: question.caller.key(),
             app: question.app.clone(),
+            asked: None,
             tool: question.tool.clone(),
             args: masked,
             status: "ok".into(),
@@ -109,6 +111,7 @@ fn main() {
                 at_ms: history::now_ms(),
                 caller: "bench@stdio".into(),
                 app: "com.bench.app0".into(),
+                asked: None,
                 tool: "tool0".into(),
                 args: json!({"i": sent}),
                 status: "ok".into(),

@@ -159,6 +159,9 @@ pub struct GatewayError {
     /// Extra fields merged into `data` (e.g. `field` for INVALID_PARAMS); boxed because
     /// most errors have none and errors travel by value.
     pub extra: Option<Box<Map<String, Value>>>,
+    /// What the user can do about it, for the end of `message` whole (CONSENT_REQUIRED:
+    /// where to approve and the command that grants it); also `data.hint`.
+    pub hint: Option<String>,
 }
 
 impl GatewayError {
@@ -170,7 +173,23 @@ impl GatewayError {
             app: None,
             tool: None,
             extra: None,
+            hint: None,
         }
+    }
+
+    /// The detail and, when there is one, the hint: what a person at a terminal reads.
+    pub fn explain(&self) -> String {
+        match &self.hint {
+            Some(hint) => format!("{}. {hint}", self.detail),
+            None => self.detail.clone(),
+        }
+    }
+
+    /// Sets what the user can do about it: shown whole at the end of `message`, since a
+    /// client that shows only `message` must still tell the user the way out.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> GatewayError {
+        self.hint = Some(hint.into());
+        self
     }
 
     /// Names the app and tool, unless already named.
@@ -194,6 +213,9 @@ impl GatewayError {
     pub fn scrub(mut self, forms: &[String]) -> GatewayError {
         let clean = crate::text::scrub;
         self.detail = clean(&self.detail, forms);
+        if let Some(hint) = &mut self.hint {
+            *hint = clean(hint, forms);
+        }
         if let Some(extra) = &mut self.extra {
             for value in extra.values_mut() {
                 if let Value::String(s) = value {
@@ -217,7 +239,10 @@ impl GatewayError {
         if first.chars().count() > MAX {
             short.push('…');
         }
-        format!("{}: {short}", self.code.message())
+        match &self.hint {
+            Some(hint) => format!("{}: {short}. {hint}", self.code.message()),
+            None => format!("{}: {short}", self.code.message()),
+        }
     }
 
     /// The `data` object (docs/design.md, Errors).
@@ -233,6 +258,9 @@ impl GatewayError {
         }
         if let Some(tool) = &self.tool {
             map.insert("tool".into(), tool.clone().into());
+        }
+        if let Some(hint) = &self.hint {
+            map.insert("hint".into(), hint.clone().into());
         }
         if let Some(extra) = &self.extra {
             map.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));

@@ -58,6 +58,8 @@ pub struct Record {
     pub caller: String,
     /// App id (as asked for, when it did not resolve).
     pub app: String,
+    /// The name the caller used, when it was not the id (`notes`, `笔记`, a URL).
+    pub asked: Option<String>,
     /// Tool.
     pub tool: String,
     /// Arguments, masked and cut.
@@ -76,6 +78,20 @@ pub struct Record {
 pub trait Sink: Send + Sync + std::fmt::Debug {
     /// Takes a record without blocking.
     fn record(&self, record: Record);
+
+    /// Waits (at most `wait`) until every record taken so far is stored: what the
+    /// gateway does before it exits, so that the last calls are not lost.
+    fn flush(&self, wait: std::time::Duration) {
+        let _ = wait;
+    }
+}
+
+/// What the writer thread receives.
+#[derive(Debug)]
+enum Message {
+    Record(Box<Record>),
+    /// Answer when everything before it is stored.
+    Flush(std::sync::mpsc::SyncSender<()>),
 }
 
 /// Retention limits.
@@ -90,7 +106,7 @@ pub struct Retention {
 /// The SQLite history: a queue to a writer thread.
 #[derive(Debug)]
 pub struct Sqlite {
-    queue: Sender<Record>,
+    queue: Sender<Message>,
     /// Records sent and not yet taken by the writer (at most [`QUEUE`]).
     queued: Arc<AtomicUsize>,
     dropped: Arc<AtomicU64>,
@@ -148,8 +164,14 @@ impl Sqlite {
 
 impl Sink for Sqlite {
     fn record(&self, mut record: Record) {
+        // What the caller typed may be a URL with a password in it.
+        record.app = mask_text(&record.app);
+        record.asked = record.asked.as_deref().map(mask_text);
         // Names come from clients and descriptors: they are cut like values.
-        for name in [&mut record.caller, &mut record.app, &mut record.tool] {
+        for name in [&mut record.caller, &mut record.app, &mut record.tool]
+            .into_iter()
+            .chain(record.asked.as_mut())
+        {
             if name.chars().count() > MAX_NAME {
                 *name = crate::text::excerpt(name, MAX_NAME);
             }
@@ -166,8 +188,18 @@ impl Sink for Sqlite {
             return;
         }
         // A writer that could not open the file has gone: the record is dropped.
-        if self.queue.send(record).is_err() {
+        if self.queue.send(Message::Record(Box::new(record))).is_err() {
             self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn flush(&self, wait: std::time::Duration) {
+        let (done, stored) = std::sync::mpsc::sync_channel(1);
+        if self.queue.send(Message::Flush(done)).is_ok()
+            && stored.recv_timeout(wait).is_err()
+            && self.queued.load(Ordering::Relaxed) > 0
+        {
+            tracing::warn!("the call history could not store its last records within {wait:?}");
         }
     }
 }
@@ -193,23 +225,43 @@ fn connect(file: &Path) -> rusqlite::Result<Connection> {
          );
          CREATE INDEX IF NOT EXISTS history_at ON history (at_ms);",
     )?;
+    // Added after the first release of the table: the name the caller used.
+    let has_asked = conn
+        .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'asked'")?
+        .exists([])?;
+    if !has_asked {
+        conn.execute_batch("ALTER TABLE history ADD COLUMN asked TEXT")?;
+    }
     Ok(conn)
 }
 
 fn write_loop(
     conn: &Connection,
-    rx: &Receiver<Record>,
+    rx: &Receiver<Message>,
     queued: &AtomicUsize,
     retention: Retention,
 ) {
     prune(conn, retention);
     let mut since_prune = 0;
     while let Ok(first) = rx.recv() {
-        // Whatever else is waiting goes in the same transaction.
-        let batch: Vec<Record> = std::iter::once(first).chain(rx.try_iter()).collect();
+        // Whatever else is waiting goes in the same transaction; flushes are answered
+        // once it is committed.
+        let mut batch = Vec::new();
+        let mut flushes = Vec::new();
+        for message in std::iter::once(first).chain(rx.try_iter()) {
+            match message {
+                Message::Record(r) => batch.push(*r),
+                Message::Flush(done) => flushes.push(done),
+            }
+        }
         queued.fetch_sub(batch.len(), Ordering::Relaxed);
-        if let Err(e) = insert(conn, &batch) {
+        if !batch.is_empty()
+            && let Err(e) = insert(conn, &batch)
+        {
             tracing::warn!("cannot write the call history: {e}");
+        }
+        for done in flushes {
+            let _ = done.send(());
         }
         since_prune += batch.len();
         if since_prune >= 1000 {
@@ -223,8 +275,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
         for r in batch {
             stmt.execute(params![
@@ -236,7 +288,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
                 r.status,
                 r.code,
                 clamp(r.duration_ms),
-                r.excerpt
+                r.excerpt,
+                r.asked
             ])?;
         }
     }
@@ -327,7 +380,7 @@ fn select(
         source,
     })?;
     let mut stmt = conn.prepare(&format!(
-        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt FROM history {rest}"
+        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked FROM history {rest}"
     ))?;
     let rows = stmt.query_map(params, |r| {
         Ok((
@@ -342,6 +395,7 @@ fn select(
                 code: r.get(7)?,
                 duration_ms: r.get::<_, i64>(8)?.max(0) as u64,
                 excerpt: r.get(9)?,
+                asked: r.get(10)?,
             },
         ))
     })?;
@@ -596,6 +650,7 @@ mod tests {
             sink.record(Record {
                 at_ms: now_ms() + i,
                 caller: "c@stdio".into(),
+                asked: None,
                 app: if i % 2 == 0 {
                     "com.a".into()
                 } else {

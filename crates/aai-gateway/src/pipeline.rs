@@ -56,6 +56,15 @@ struct Control {
     progress: Option<crate::exec::ProgressSink>,
 }
 
+/// What a call learned on its way, for its history record.
+#[derive(Debug, Default)]
+struct Trace {
+    /// The id of the app the name resolved to.
+    app_id: Option<String>,
+    /// The secrets the request carried (scrubbed from the excerpt).
+    secrets: Vec<String>,
+}
+
 /// A successful call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -150,6 +159,13 @@ pub struct Parts {
 }
 
 impl Pipeline {
+    /// Waits (at most `wait`) until the history has stored every call so far.
+    pub fn flush_history(&self, wait: std::time::Duration) {
+        if let Some(history) = &self.history {
+            history.flush(wait);
+        }
+    }
+
     /// A pipeline over `apps` with `parts`.
     pub fn new(apps: Arc<dyn Apps>, parts: Parts) -> Pipeline {
         Pipeline {
@@ -212,11 +228,12 @@ impl Pipeline {
                 .map(crate::history::mask)
                 .unwrap_or(Value::Null)
         });
-        let mut secrets = Vec::new();
+        let mut trace = Trace::default();
         let control = Control { cancel, progress };
         let result = self
-            .call_inner(app, tool, args, control, origin, &mut secrets)
+            .call_inner(app, tool, args, control, origin, &mut trace)
             .await;
+        let secrets = trace.secrets;
         let elapsed = started.elapsed();
         match &result {
             Ok(_) => tracing::info!(app, tool, ?elapsed, "call succeeded"),
@@ -229,10 +246,17 @@ impl Pipeline {
             };
             // Scrubbed before it is cut, so no secret survives as a prefix.
             let excerpt = crate::history::excerpt(&crate::text::scrub(&head, &secrets));
+            // Kept under the app's id, so that filters by id find it; the name the caller
+            // used goes beside it.
+            let (id, asked) = match trace.app_id {
+                Some(id) if id != app => (id, Some(app.to_owned())),
+                _ => (app.to_owned(), None),
+            };
             history.record(crate::history::Record {
                 at_ms: crate::history::now_ms(),
                 caller: origin.caller.key(),
-                app: app.to_owned(),
+                app: id,
+                asked,
                 tool: tool.to_owned(),
                 args,
                 status: status.to_owned(),
@@ -251,6 +275,7 @@ impl Pipeline {
         &self,
         app: &str,
         tool: &str,
+        args: Option<&Value>,
         caller: &crate::consent::Caller,
     ) -> Option<crate::consent::Question> {
         let snapshot = self.snapshot().await;
@@ -271,6 +296,7 @@ impl Pipeline {
             app_name: snapshot.name(entry).to_owned(),
             tool: name,
             description,
+            args: args.and_then(crate::consent::Question::shown_args),
             site: self
                 .site_to_check(&entry.app.id, entry.binding(), caller)
                 .await
@@ -313,6 +339,7 @@ impl Pipeline {
                 description: "start it, so that its tools can be listed".to_owned(),
                 site: None,
                 start: Some(start),
+                args: None,
             };
             if let Err(e) = self
                 .consent
@@ -360,7 +387,7 @@ impl Pipeline {
             })
     }
 
-    /// The call itself; `secrets_out` receives the secrets the request carried (for
+    /// The call itself; `trace` receives the app's id and the secrets the request carried (for
     /// scrubbing what is recorded).
     async fn call_inner(
         &self,
@@ -369,7 +396,7 @@ impl Pipeline {
         args: Option<Value>,
         control: Control,
         origin: &Origin,
-        secrets_out: &mut Vec<String>,
+        trace: &mut Trace,
     ) -> Result<Outcome, GatewayError> {
         let Control { cancel, progress } = control;
         let mut snapshot = self.snapshot().await;
@@ -384,6 +411,7 @@ impl Pipeline {
         let entry = snapshot
             .find(app)
             .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;
+        trace.app_id = Some(entry.app.id.clone());
         // A downstream MCP server that may not start yet and has never listed its tools:
         // the user is asked about the call and the start together, before anything runs.
         let mut asked = false;
@@ -399,6 +427,7 @@ impl Pipeline {
                 description: UNLISTED.to_owned(),
                 site: None,
                 start: Some(start),
+                args: None,
             };
             self.consent
                 .check(&question, origin.prompter.as_deref())
@@ -425,6 +454,7 @@ impl Pipeline {
             app_name: snapshot.name(entry).to_owned(),
             tool: tool.name.clone(),
             description: tool.description.clone(),
+            args: crate::consent::Question::shown_args(&args),
             site: self
                 .site_to_check(app_id, binding, &origin.caller)
                 .await
@@ -483,7 +513,7 @@ impl Pipeline {
                 .map(crate::auth::Material::secret_forms)
                 .unwrap_or_default();
             secrets.extend(crate::auth::echoes(filled.iter().map(|(_, v)| v.expose())));
-            secrets_out.clone_from(&secrets);
+            trace.secrets.clone_from(&secrets);
             let result = self
                 .executors
                 .execute(Request {

@@ -324,12 +324,19 @@ fn entry(app: &str) -> Result<keyring::Entry, GatewayError> {
 }
 
 fn store_error(e: &keyring::Error) -> GatewayError {
+    // The way out is said whole (the hint is never cut), whatever the store's own text.
+    let hint = if cfg!(target_os = "linux") {
+        "Start a Secret Service (GNOME Keyring or KWallet) and unlock it, or set \"credentials\": {\"store\": \"file\"} in config.json."
+    } else {
+        "Unlock the OS credential store, or set \"credentials\": {\"store\": \"file\"} in config.json."
+    };
+    let reason = e.to_string();
+    let reason = crate::text::excerpt(reason.lines().next().unwrap_or_default(), 120);
     GatewayError::new(
         Code::ServiceUnavailable,
-        format!(
-            "the OS credential store is not usable: {e}. On Linux a Secret Service (GNOME Keyring, KWallet) must run and be unlocked; or set \"credentials\": {{\"store\": \"file\"}} in config.json"
-        ),
+        format!("the OS credential store is not usable ({reason})"),
     )
+    .with_hint(hint)
 }
 
 fn read_file(path: &std::path::Path) -> Result<serde_json::Map<String, Value>, GatewayError> {

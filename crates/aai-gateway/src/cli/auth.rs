@@ -83,7 +83,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                         }
                         Ok(None) => "no".to_owned(),
                         Err(e) => {
-                            store_problem = Some(e.detail);
+                            store_problem = Some(e.explain());
                             "unknown".to_owned()
                         }
                     }
@@ -108,7 +108,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                             }
                             Ok(None) => format!("no: aai-gateway auth set {id} --secret {name}"),
                             Err(e) => {
-                                store_problem = Some(e.detail);
+                                store_problem = Some(e.explain());
                                 "unknown".to_owned()
                             }
                         }
@@ -191,7 +191,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 None => app.clone(),
             };
             if let Err(e) = runtime.block_on(store.set(&key, credential)) {
-                return fail(&e.detail);
+                return fail(&e.explain());
             }
             let _ = match &secret {
                 Some(name) => writeln!(std::io::stdout(), "stored the secret {name} of {app}"),
@@ -220,10 +220,10 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 runtime.block_on(crate::auth::oauth::login(&oauth, &client_id, open_browser));
             let tokens = match signed_in {
                 Ok(t) => t,
-                Err(e) => return fail(&e.detail),
+                Err(e) => return fail(&e.explain()),
             };
             if let Err(e) = runtime.block_on(store.set(&app, Credential::OAuth(tokens))) {
-                return fail(&e.detail);
+                return fail(&e.explain());
             }
             let _ = writeln!(std::io::stdout(), "signed in to {app}");
             ExitCode::SUCCESS
@@ -237,7 +237,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 let _ = writeln!(std::io::stdout(), "no credential was stored for {app}");
                 ExitCode::SUCCESS
             }
-            Err(e) => fail(&e.detail),
+            Err(e) => fail(&e.explain()),
         },
     }
 }

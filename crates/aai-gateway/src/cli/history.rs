@@ -49,7 +49,10 @@ pub(super) fn run(ctx: &Context, filter: &Filter, json: bool) -> ExitCode {
         table.row(vec![
             utc(r.at_ms),
             r.caller.clone(),
-            r.app.clone(),
+            match &r.asked {
+                Some(asked) => format!("{} (as {asked})", r.app),
+                None => r.app.clone(),
+            },
             r.tool.clone(),
             status,
             r.duration_ms.to_string(),

@@ -83,7 +83,7 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
                 .map_err(|e| e.to_string())?;
             runtime
                 .block_on(store.set(key, credential))
-                .map_err(|e| format!("its credential could not be stored: {}", e.detail))?;
+                .map_err(|e| format!("its credential could not be stored: {}", e.explain()))?;
         }
         Ok(())
     })

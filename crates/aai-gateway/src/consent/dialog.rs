@@ -349,6 +349,7 @@ mod tests {
             description: "Send".into(),
             site: None,
             start: None,
+            args: None,
         }
     }
 

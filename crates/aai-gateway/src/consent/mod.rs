@@ -117,6 +117,10 @@ pub struct Question {
     /// allowed yet: an allowing answer allows it too, and an "always" one is tied to its
     /// command.
     pub start: Option<Start>,
+    /// The call's arguments as the user sees them: one line of JSON, secret-looking
+    /// fields masked as in history, cut ([`Question::shown_args`]); `None` when there are
+    /// none or the question is not about one call.
+    pub args: Option<String>,
 }
 
 /// The tool name of a question about starting an app only (its guide or tool list needs
@@ -128,6 +132,16 @@ pub const START: &str = "@start";
 pub const ANY_CALLER: &str = "*";
 
 impl Question {
+    /// `args` as a question shows them: masked like history (docs/history.md), one line,
+    /// at most 300 characters; nothing for no arguments.
+    pub fn shown_args(args: &serde_json::Value) -> Option<String> {
+        if args.as_object().is_some_and(serde_json::Map::is_empty) || args.is_null() {
+            return None;
+        }
+        let line = crate::history::mask(args).to_string();
+        Some(crate::text::excerpt(&line, 300))
+    }
+
     /// One sentence for any channel.
     pub fn text(&self) -> String {
         let mut text = if self.tool == START {
@@ -141,6 +155,10 @@ impl Question {
                 self.caller.name, self.tool, self.app_name, self.app, self.description
             )
         };
+        if let Some(args) = &self.args {
+            text.push_str(" — with ");
+            text.push_str(args);
+        }
         if let Some(site) = &self.site {
             text.push_str(" — on ");
             text.push_str(&site.describe());
@@ -205,6 +223,8 @@ pub struct Pending {
     pub tool: String,
     /// What the tool does.
     pub description: String,
+    /// The call's arguments, masked and cut ([`Question::shown_args`]).
+    pub args: Option<String>,
     /// For a web app: its server and certificate.
     pub site: Option<String>,
     /// The certificate fingerprint an "always" answer is tied to.
@@ -261,6 +281,8 @@ pub struct Gate {
     once: Mutex<Vec<(Key, u64)>>,
     /// The web UI's address, once it listens (for the link in CONSENT_REQUIRED).
     ui: OnceLock<String>,
+    /// The home, when it is not the default one: the grant command must name it.
+    home: OnceLock<std::path::PathBuf>,
     /// Starts allowed for this run ("allow once"): `(app, pin)`.
     started: Mutex<std::collections::HashSet<(String, String)>>,
     /// One question at a time per key: concurrent calls that need the same answer wait
@@ -289,6 +311,7 @@ impl Gate {
             next_id: AtomicU64::new(1),
             once: Mutex::new(Vec::new()),
             ui: OnceLock::new(),
+            home: OnceLock::new(),
             started: Mutex::default(),
             asking: Mutex::default(),
         }
@@ -311,6 +334,12 @@ impl Gate {
     /// CONSENT_REQUIRED can link to it. The first address stays.
     pub fn set_ui(&self, base: String) {
         let _ = self.ui.set(base);
+    }
+
+    /// Names the gateway's home in the grant command of CONSENT_REQUIRED (`--home …`), for
+    /// a gateway that does not run on the default one.
+    pub fn set_home(&self, home: std::path::PathBuf) {
+        let _ = self.home.set(home);
     }
 
     /// The web UI's address, when one listens.
@@ -553,6 +582,7 @@ impl Gate {
                 app_name: question.app_name.clone(),
                 tool: question.tool.clone(),
                 description: question.description.clone(),
+                args: question.args.clone(),
                 site: question
                     .site
                     .as_ref()
@@ -729,9 +759,11 @@ impl Gate {
                 vec![name.to_owned(), value.to_owned()]
             }
         };
-        let mut words: Vec<String> = ["aai-gateway", "consent", "grant", question.app.as_str()]
-            .map(str::to_owned)
-            .to_vec();
+        let mut words = vec!["aai-gateway".to_owned()];
+        if let Some(home) = self.home.get() {
+            words.extend(option("--home", &home.to_string_lossy()));
+        }
+        words.extend(["consent", "grant", question.app.as_str()].map(str::to_owned));
         if !start_only {
             words.extend(option("--tool", &question.tool));
             words.extend(option("--caller", caller));
@@ -748,6 +780,12 @@ impl Gate {
         let where_ = match &ui {
             Some(link) => format!("approve it at {link} or run `{command}`"),
             None => format!("run `{command}`"),
+        };
+        let hint = match &ui {
+            Some(link) => format!(
+                "Ask the user to approve it at {link} (while this gateway runs) or to run: {command}"
+            ),
+            None => format!("Ask the user to run: {command}"),
         };
         let detail = match &question.start {
             Some(start) if start_only => format!(
@@ -767,6 +805,7 @@ impl Gate {
             ),
         };
         let mut error = GatewayError::new(Code::ConsentRequired, detail)
+            .with_hint(hint)
             .with("caller", caller)
             .with("command", command)
             .with("powershellCommand", powershell);
@@ -875,6 +914,7 @@ mod tests {
             description: "Send".into(),
             site: None,
             start: None,
+            args: None,
         }
     }
 

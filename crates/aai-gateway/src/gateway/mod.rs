@@ -104,6 +104,12 @@ impl Gateway {
             crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state.clone())
                 .with_native(native),
         );
+        let env = |k: &str| std::env::var(k).ok();
+        let default_home = crate::catalog::paths::default_home(crate::host::Os::current(), &env);
+        if default_home.as_deref() != Some(home.as_path()) {
+            let absolute = std::path::absolute(&home).unwrap_or_else(|_| home.clone());
+            consent.set_home(absolute);
+        }
         let retention = crate::history::Retention {
             days: config.history_days,
             rows: config.history_rows,
@@ -702,6 +708,9 @@ impl Drop for Lifecycle {
             // Adapters and blocking scans must not keep the process alive.
             runtime.shutdown_timeout(Duration::from_millis(200));
         }
+        // Every call made so far is in the history before the process ends (calls
+        // cancelled above recorded themselves as they ended).
+        self.gateway.pipeline.flush_history(Duration::from_secs(2));
         // Nothing we started outlives us, not even a grandchild that left its group.
         crate::exec::process::reap_all(Duration::from_secs(2));
     }

@@ -287,7 +287,7 @@ impl Server {
                     if let Some(question) = self
                         .gateway
                         .pipeline
-                        .consent_question(app, tool, &caller)
+                        .consent_question(app, tool, args.as_ref(), &caller)
                         .await
                     {
                         return Ok(input_required(&question, app, tool)?.into());
