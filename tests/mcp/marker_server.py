@@ -7,6 +7,7 @@ Run: python3 marker_server.py MARKER_FILE  (stdio)
 import sys
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 with open(sys.argv[1], "a") as marker:
     marker.write("started\n")
@@ -14,7 +15,7 @@ with open(sys.argv[1], "a") as marker:
 server = MCPServer("marker")
 
 
-@server.tool(description="Says hello to `name`")
+@server.tool(description="Says hello to `name`", annotations=ToolAnnotations(readOnlyHint=True))
 async def hello(name: str) -> str:
     return f"hello {name}"
 

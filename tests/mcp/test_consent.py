@@ -109,6 +109,28 @@ async def test_the_question_shows_the_arguments_masked_and_cut(gw):
     assert "example.com" in page and "hunter2" not in page and "abc123" not in page, page
 
 
+async def test_read_only_tools_run_without_asking_only_when_configured(gw):
+    from conftest import tool
+    ro = tool("echo", {"text": {"type": "string"}}, ["text"], readOnly=True)
+    rw = tool("progress")
+    for read_only, look_asks in [("ask", True), ("allow", False)]:
+        gw.config(consent={"mode": "prompt", "readOnly": read_only})
+        gw.add_app("com.example.echo", tools=[ro, rw])
+        async with gw.session(client_name=f"agent-ro-{read_only}") as s:
+            if look_asks:
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("aai_exec", ECHO)
+                assert e.value.error.code == -32014
+            else:
+                r = await s.call_tool("aai_exec", ECHO)
+                assert not r.is_error and '"hi"' in r.content[0].text, r
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "progress", "args": {}})
+            assert e.value.error.code == -32014, "a tool that writes still asks"
+    scan = json.loads(gw.run("--scan", "--json").stdout)
+    assert "consent.readOnly" not in json.dumps(scan.get("diagnostics", []))
+
+
 async def test_elicitation_choices(gw):
     prompting(gw)
     answers = Answers("once", "decline", "cancel", "deny", "tool")

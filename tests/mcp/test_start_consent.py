@@ -219,3 +219,22 @@ def test_reserved_tool_names_do_not_load(gw):
         scan = json.loads(gw.run("--scan", "--json").stdout)
         assert not any(a["id"] == "com.example.reserved" for a in scan["apps"]), name
         assert any("is reserved" in d["message"] for d in scan["diagnostics"]), name
+
+
+async def test_a_read_only_hint_runs_without_asking_once_the_server_may_start(gw, tmp_path):
+    """`consent.readOnly: "allow"` trusts a server's readOnlyHint for its calls, never for
+    starting it: the start is still asked about."""
+    marker = tmp_path / "marker"
+    gw.config(consent={"mode": "prompt", "readOnly": "allow"})
+    marker_app(gw, marker)
+    async with gw.session(client_name="agent-ro") as s:
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": APP, "tool": "hello", "args": {"name": "x"}})
+        assert e.value.error.code == -32014 and starts(marker) == 0
+    assert gw.run("consent", "grant", APP, "--start").returncode == 0
+    async with gw.session(client_name="agent-ro") as s:
+        r = await s.call_tool("aai_exec", {"app": APP, "tool": "hello", "args": {"name": "x"}})
+        assert "hello x" in r.content[0].text
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": APP, "tool": "env", "args": {"name": "HOME"}})
+        assert e.value.error.code == -32014, "no hint, so it asks"

@@ -353,6 +353,10 @@ pub struct Tool {
         skip_serializing_if = "Option::is_none"
     )]
     pub timeout: Option<Duration>,
+    /// The tool only reads (descriptor `readOnly`, a downstream MCP tool's
+    /// `readOnlyHint`): with `consent.readOnly: "allow"` it runs without asking.
+    #[serde(rename = "readOnly", skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
     /// What running the tool means for its executor.
     pub call: ToolCall,
 }

@@ -45,6 +45,7 @@ fn main() {
         site: None,
         start: None,
         args: None,
+        read_only: false,
     };
     // "Always allow this tool", once; every later check finds the grant in memory.
     rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))

@@ -106,6 +106,8 @@ pub struct Config {
     pub consent: ConsentMode,
     /// How long a call without a consent channel waits for a grant (`consent.waitSeconds`).
     pub consent_wait: Duration,
+    /// Read-only tools run without asking (`consent.readOnly: "allow"`; default `"ask"`).
+    pub consent_read_only: bool,
     /// Credential storage.
     pub credentials: CredentialStore,
     /// Locale for names, overriding `LC_ALL`/`LC_MESSAGES`/`LANG`.
@@ -187,6 +189,15 @@ impl Config {
             ("consent.mode".into(), self.consent.as_str().into()),
             ("consent.waitSeconds".into(), secs(self.consent_wait)),
             (
+                "consent.readOnly".into(),
+                if self.consent_read_only {
+                    "allow"
+                } else {
+                    "ask"
+                }
+                .into(),
+            ),
+            (
                 "credentials.store".into(),
                 match self.credentials {
                     CredentialStore::Keyring => "keyring",
@@ -251,6 +262,7 @@ impl Config {
             errors: ErrorStyle::JsonRpc,
             consent: ConsentMode::Prompt,
             consent_wait: Duration::ZERO,
+            consent_read_only: false,
             credentials: CredentialStore::Keyring,
             locale: None,
             retries: 2,
@@ -411,6 +423,9 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             && let Some(n) = at_most(&mut consent, "waitSeconds", n, 3600.0)
         {
             c.consent_wait = Duration::from_secs_f64(n);
+        }
+        if let Some(allow) = choice(&mut consent, "readOnly", &[("ask", false), ("allow", true)]) {
+            c.consent_read_only = allow;
         }
     }
     if let Some(mut credentials) = obj.opt_obj("credentials")

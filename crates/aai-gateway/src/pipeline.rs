@@ -281,12 +281,12 @@ impl Pipeline {
         let snapshot = self.snapshot().await;
         let entry = snapshot.find(app)?;
         let start = self.start_to_approve(entry);
-        let (name, description) = match entry.binding().tool(tool) {
-            Some(t) => (t.name.clone(), t.description.clone()),
+        let (name, description, read_only) = match entry.binding().tool(tool) {
+            Some(t) => (t.name.clone(), t.description.clone(), t.read_only),
             // A server that has not run yet has not listed its tools: the question names
             // the tool as asked, and starting the server comes with it.
             None if start.is_some() && self.unapproved_server(entry) => {
-                (tool.to_owned(), UNLISTED.to_owned())
+                (tool.to_owned(), UNLISTED.to_owned(), false)
             }
             None => return None,
         };
@@ -297,6 +297,7 @@ impl Pipeline {
             tool: name,
             description,
             args: args.and_then(crate::consent::Question::shown_args),
+            read_only,
             site: self
                 .site_to_check(&entry.app.id, entry.binding(), caller)
                 .await
@@ -340,6 +341,7 @@ impl Pipeline {
                 site: None,
                 start: Some(start),
                 args: None,
+                read_only: false,
             };
             if let Err(e) = self
                 .consent
@@ -428,6 +430,7 @@ impl Pipeline {
                 site: None,
                 start: Some(start),
                 args: None,
+                read_only: false,
             };
             self.consent
                 .check(&question, origin.prompter.as_deref())
@@ -455,6 +458,7 @@ impl Pipeline {
             tool: tool.name.clone(),
             description: tool.description.clone(),
             args: crate::consent::Question::shown_args(&args),
+            read_only: tool.read_only,
             site: self
                 .site_to_check(app_id, binding, &origin.caller)
                 .await

@@ -610,6 +610,7 @@ fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
         parameters,
         returns: base.returns,
         timeout: None,
+        read_only: base.read_only,
         call: call?,
     })
 }

@@ -18,6 +18,8 @@ pub(crate) struct ToolBase<'a> {
     /// The parameters schema as written, for load-time checks (placeholders, paths).
     pub params_json: &'a Value,
     pub returns: Option<Schema>,
+    /// `readOnly`: the tool only reads.
+    pub read_only: bool,
 }
 
 /// Reads and checks an app id.
@@ -72,12 +74,14 @@ pub(crate) fn tool_base<'a>(tool: &mut Obj<'a>) -> Option<ToolBase<'a>> {
         .get("returns")
         .and_then(|v| schema(tool.sink(), v, tool.at("returns"), false));
     let returns_ok = returns.is_some() || !tool.has("returns");
+    let read_only = tool.opt_bool("readOnly").unwrap_or(false);
     Some(ToolBase {
         name: name?.to_owned(),
         description,
         parameters: parameters?,
         params_json: params_json?,
         returns: if returns_ok { returns } else { return None },
+        read_only,
     })
 }
 

@@ -214,6 +214,7 @@ fn tool(
         description,
         parameters,
         returns,
+        read_only,
         ..
     } = base?;
     Some(Tool {
@@ -222,6 +223,7 @@ fn tool(
         parameters,
         returns,
         timeout,
+        read_only,
         call: call?,
     })
 }

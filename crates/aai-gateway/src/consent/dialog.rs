@@ -350,6 +350,7 @@ mod tests {
             site: None,
             start: None,
             args: None,
+            read_only: false,
         }
     }
 

@@ -121,6 +121,8 @@ pub struct Question {
     /// fields masked as in history, cut ([`Question::shown_args`]); `None` when there are
     /// none or the question is not about one call.
     pub args: Option<String>,
+    /// The tool only reads (descriptor `readOnly`, a server's `readOnlyHint`).
+    pub read_only: bool,
 }
 
 /// The tool name of a question about starting an app only (its guide or tool list needs
@@ -283,6 +285,8 @@ pub struct Gate {
     ui: OnceLock<String>,
     /// The home, when it is not the default one: the grant command must name it.
     home: OnceLock<std::path::PathBuf>,
+    /// `consent.readOnly: "allow"`: read-only tools run without asking.
+    read_only: bool,
     /// Starts allowed for this run ("allow once"): `(app, pin)`.
     started: Mutex<std::collections::HashSet<(String, String)>>,
     /// One question at a time per key: concurrent calls that need the same answer wait
@@ -312,9 +316,23 @@ impl Gate {
             once: Mutex::new(Vec::new()),
             ui: OnceLock::new(),
             home: OnceLock::new(),
+            read_only: false,
             started: Mutex::default(),
             asking: Mutex::default(),
         }
+    }
+
+    /// Lets read-only tools run without asking (`consent.readOnly: "allow"`).
+    #[must_use]
+    pub fn with_read_only(mut self, allow: bool) -> Gate {
+        self.read_only = allow;
+        self
+    }
+
+    /// Whether `question` is about a read-only tool the configuration lets run without
+    /// asking (what it starts must still be allowed).
+    fn read_only_ok(&self, question: &Question) -> bool {
+        self.read_only && question.read_only && self.start_ok(question)
     }
 
     /// The grants in memory, read from `state.db` on first use.
@@ -614,6 +632,7 @@ impl Gate {
         let caller = question.caller.key();
         self.mode(&question.app) == ConsentMode::Prompt
             && question.caller.transport != "cli"
+            && !self.read_only_ok(question)
             && !(self.start_ok(question)
                 && (start_only(question)
                     || self.granted(&caller, &question.app, &question.tool, question.cert())
@@ -669,6 +688,10 @@ impl Gate {
             if let Some(start) = &question.start {
                 self.allow_start(&question.app, &start.pin, false);
             }
+            return Ok(());
+        }
+        if self.read_only_ok(question) {
+            tracing::info!(app = %question.app, tool = %question.tool, "a read-only tool runs without asking (consent.readOnly)");
             return Ok(());
         }
         let key = (
@@ -915,6 +938,7 @@ mod tests {
             site: None,
             start: None,
             args: None,
+            read_only: false,
         }
     }
 

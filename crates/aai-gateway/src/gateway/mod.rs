@@ -102,7 +102,8 @@ impl Gateway {
             .map(|d| Arc::new(d) as crate::consent::SharedPrompter);
         let consent = Arc::new(
             crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state.clone())
-                .with_native(native),
+                .with_native(native)
+                .with_read_only(config.consent_read_only),
         );
         let env = |k: &str| std::env::var(k).ok();
         let default_home = crate::catalog::paths::default_home(crate::host::Os::current(), &env);

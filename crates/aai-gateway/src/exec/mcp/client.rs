@@ -78,6 +78,8 @@ pub(super) struct RemoteTool {
     pub input_schema: Value,
     /// `outputSchema`, when declared.
     pub output_schema: Option<Value>,
+    /// `annotations.readOnlyHint`.
+    pub read_only: bool,
 }
 
 /// How a downstream call failed.
@@ -757,6 +759,11 @@ fn read_tool(raw: &Value, seen: &HashSet<String>) -> Result<RemoteTool, String> 
             .to_owned(),
         input_schema,
         output_schema: raw.get("outputSchema").filter(|s| s.is_object()).cloned(),
+        // A hint from the server, trusted only as far as `consent.readOnly` says.
+        read_only: raw
+            .pointer("/annotations/readOnlyHint")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     })
 }
 

@@ -418,6 +418,7 @@ fn keep_tool(t: &RemoteTool) -> Value {
         "description": t.description,
         "inputSchema": t.input_schema,
         "outputSchema": t.output_schema,
+        "readOnly": t.read_only,
     })
 }
 
@@ -432,6 +433,7 @@ fn kept_tool(t: &Value) -> Option<RemoteTool> {
             .to_owned(),
         input_schema: t.get("inputSchema")?.clone(),
         output_schema: t.get("outputSchema").cloned().filter(|v| !v.is_null()),
+        read_only: t.get("readOnly").and_then(Value::as_bool).unwrap_or(false),
     })
 }
 
@@ -469,6 +471,7 @@ fn to_tool(app: &str, t: RemoteTool) -> Tool {
         parameters,
         returns,
         timeout: None,
+        read_only: t.read_only,
         call: ToolCall::Forward,
     }
 }
