@@ -367,3 +367,37 @@ async def test_an_agent_with_a_string_protocol_version_is_named_as_such(gw):
             await ask(s, "dev.acp.version", "hello")
     assert e.value.error.data["type"] == "AUTOMATION_NOT_SUPPORTED"
     assert 'speaks ACP version "1.0"' in e.value.error.data["detail"]
+
+
+def test_a_one_shot_call_asks_the_agents_permission_at_the_terminal(gw):
+    """`aai-gateway call` from a terminal answers the agent's permission request there;
+    without a terminal it is refused with the way out, never left hanging."""
+    import pty
+    import select
+    import subprocess
+    ts_agent(gw)
+    gw.config(consent={"mode": "prompt"})
+    args = ["call", "dev.acp.example", "ask", '{"prompt": "update the config"}']
+    for answer, edited in [(b"y\n", True), (b"n\n", False)]:
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home), *args], env=gw.env(),
+                                stdin=slave, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        seen = b""
+        try:
+            while b"[y/N]" not in seen:
+                ready, _, _ = select.select([master], [], [], 60)
+                assert ready, seen
+                seen += os.read(master, 4096)
+            assert b"Modifying critical configuration file" in seen, seen
+            os.write(master, answer)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            os.close(master)
+        text = out.decode()
+        assert ("successfully updated" in text) == edited, text
+        assert ("prefer not to make that change" in text) != edited, text
+    no_tty = gw.run(*args, timeout=60)
+    assert "prefer not to make that change" in no_tty.stdout, no_tty

@@ -600,17 +600,28 @@ impl Pipeline {
             let mut question = base.clone();
             let prompter = prompter.clone();
             Box::pin(async move {
-                if from_cli {
-                    // The user asked for the call, not for what the agent then wants.
-                    return match consent.mode(&question.app) {
-                        crate::config::ConsentMode::Allow => Ok(()),
-                        _ => Err("the command line cannot answer an agent's permission request; make the call through an MCP client, or set the app's consent mode to `allow`".to_owned()),
-                    };
-                }
                 question.tool = format!("{}/{}", question.tool, permission.kind);
                 question.start = None;
                 question.description = permission.title;
                 question.site = None;
+                question.args = None;
+                question.read_only = false;
+                if from_cli {
+                    // The user asked for the call, not for what the agent then wants: a
+                    // terminal asks them (this call only), else only `allow` lets it.
+                    if consent.mode(&question.app) == crate::config::ConsentMode::Allow {
+                        return Ok(());
+                    }
+                    let Some(terminal) = prompter else {
+                        return Err("the agent asked for a permission and nobody can answer it here; run `aai-gateway call` in a terminal to answer, make the call through an MCP client, or set the app's consent mode to `allow`".to_owned());
+                    };
+                    return match terminal.ask(&question).await {
+                        crate::consent::Reply::Chosen(c) if c != crate::consent::Choice::Deny => {
+                            Ok(())
+                        }
+                        _ => Err("the user refused the agent's permission request".to_owned()),
+                    };
+                }
                 consent
                     .check(&question, prompter.as_deref())
                     .await

@@ -44,9 +44,13 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
                 on_signal.cancel();
             }
         });
+        // A person at a terminal can answer an agent's permission requests.
+        let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
+            && std::io::IsTerminal::is_terminal(&std::io::stderr());
         let origin = crate::pipeline::Origin {
             caller: crate::consent::Caller::cli(),
-            prompter: None,
+            prompter: interactive
+                .then(|| std::sync::Arc::new(Terminal) as crate::consent::SharedPrompter),
         };
         gateway
             .pipeline
@@ -69,4 +73,38 @@ fn fail(error: &GatewayError) -> ExitCode {
     let text = serde_json::to_string_pretty(&error.to_json()).expect("JSON values serialize");
     let _ = writeln!(std::io::stderr(), "{text}");
     ExitCode::FAILURE
+}
+
+/// Asks at the terminal (stderr for the question, stdin for the answer): what a one-shot
+/// `call` offers when an agent asks for a permission mid-call. An answer is for this
+/// call only; the command line keeps no grants.
+#[derive(Debug)]
+struct Terminal;
+
+impl crate::consent::Prompter for Terminal {
+    fn ask<'a>(
+        &'a self,
+        question: &'a crate::consent::Question,
+    ) -> std::pin::Pin<Box<dyn Future<Output = crate::consent::Reply> + Send + 'a>> {
+        let text = question.text();
+        Box::pin(async move {
+            let answer = tokio::task::spawn_blocking(move || {
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "{text}\nAllow it? [y/N] ");
+                let _ = err.flush();
+                drop(err);
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line).map(|_| line)
+            })
+            .await;
+            match answer {
+                Ok(Ok(line)) if matches!(line.trim(), "y" | "Y" | "yes" | "Yes") => {
+                    crate::consent::Reply::Chosen(crate::consent::Choice::Once)
+                }
+                Ok(Ok(_)) => crate::consent::Reply::Declined,
+                Ok(Err(e)) => crate::consent::Reply::Unavailable(e.to_string()),
+                Err(e) => crate::consent::Reply::Unavailable(e.to_string()),
+            }
+        })
+    }
 }
