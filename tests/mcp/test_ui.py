@@ -133,7 +133,8 @@ async def test_every_page_renders_in_chromium(gw, httpbin):
     assert "com.example.keyed" in seen["credentials"]["text"] and "apiKey" in seen["credentials"]["text"]
     config = seen["config"]["text"]
     assert re.search(r"consent\.mode\s+prompt\s+\S*config\.json", config), config
-    assert re.search(r"httpPort\s+3000\s+default", config), config
+    # `--web --listen` chose the port: the page says the real one, and the setting.
+    assert re.search(r"httpPort\s+\d+\s+listening \(the setting is 3000\)", config), config
 
 
 async def test_a_pending_call_approved_in_the_ui_completes(gw):
@@ -360,3 +361,55 @@ async def test_a_link_cannot_pre_fill_a_grant_or_break_an_answer(gw):
         # A `back` that is no header value: the action's answer is still a redirect.
         r = post(ui + "/rescan", {"csrf": token, "back": "/ui/apps\x01x"})
         assert r.status_code == 303 and r.headers["location"].startswith("/ui?flash="), r.status_code
+
+
+async def test_a_tool_runs_from_its_app_page(gw):
+    """The app page has a form per tool, built from its schema; running it goes through
+    the pipeline as the user at the UI (validated, recorded as web-ui@ui)."""
+    gw.add_app("com.example.echo")
+    gw.config(consent={"mode": "prompt"})
+    with web(gw) as (url, _):
+        app_url = ui_of(url) + "/apps/com.example.echo"
+        page = get(app_url).text
+        assert 'name="arg.text"' in page and 'name="type.n" value="integer"' in page, page
+        csrf = csrf_of(page)
+        ran = post(app_url + "/try", {"csrf": csrf, "tool": "echo", "type.text": "text", "arg.text": "from the ui",
+                                      "type.n": "integer", "arg.n": "2", "type.delay": "number", "arg.delay": ""})
+        assert ran.status_code == 200 and "The tool ran." in ran.text, ran.text
+        assert "from the ui" in ran.text and "&#34;n&#34;: 2" in ran.text, ran.text
+        # A field that is not what its type says is refused before anything runs.
+        bad = post(app_url + "/try", {"csrf": csrf, "tool": "echo", "type.n": "integer", "arg.n": "two",
+                                      "arg.text": "x"})
+        assert bad.status_code == 303
+        assert "must be a whole number" in get(url.removesuffix("/mcp") + bad.headers["location"]).text
+        # The schema still decides: a missing required field fails like any call.
+        failed = post(app_url + "/try", {"csrf": csrf, "tool": "echo", "json": "{}"})
+        assert "The call failed." in failed.text and "INVALID_PARAMS" in failed.text, failed.text
+        assert post(app_url + "/try", {"tool": "echo", "arg.text": "x"}).status_code == 403
+    calls = json.loads(gw.run("history", "--json").stdout)["calls"]
+    assert [(c["caller"], c["status"]) for c in calls] == [("web-ui@ui", "error"), ("web-ui@ui", "ok")]
+
+
+async def test_pages_follow_pending_consent_and_show_the_real_port(gw):
+    gw.add_app("com.example.echo")
+    gw.config(consent={"mode": "prompt"})
+    # A broken descriptor with 14 errors: 10 are shown, the rest counted.
+    gw.put("com.example.broken", {"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+                                  "app": {"id": "com.example.broken", "name": {"en": "B"}},
+                                  "execution": {"type": "stdio", "command": "x"},
+                                  "tools": [{"name": f"t{i}", "parameters": {"type": 7}} for i in range(14)]})
+    port = free_port()
+    with web(gw, listen=f"127.0.0.1:{port}") as (url, _):
+        ui = f"http://127.0.0.1:{port}/ui"
+        consent = get(ui + "/consent").text
+        assert 'http-equiv="refresh"' not in consent, "nothing pending: no reload under the grant form"
+        assert 'http-equiv="refresh" content="10"' in get(ui).text
+        e = await call_over_http(f"http://127.0.0.1:{port}/mcp")
+        assert isinstance(e, MCPError) and e.error.code == -32014
+        assert 'http-equiv="refresh" content="3"' in get(ui + "/consent").text
+        assert 'http-equiv="refresh" content="3"' in get(ui).text
+        config = get(ui + "/config").text
+        assert f"<td><code>{port}</code></td>" in config and "listening (the setting is 3000)" in config, config
+        apps = get(ui + "/apps").text
+        assert re.search(r"… and \d+ more \(`aai-gateway validate", apps), apps
+        assert "(UTC)" not in get(ui + "/history").text

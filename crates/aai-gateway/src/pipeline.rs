@@ -370,9 +370,7 @@ impl Pipeline {
         let aai_descriptor::Executor::Http(http) = &binding.executor else {
             return Ok(None);
         };
-        if caller.transport == "cli"
-            || self.consent.mode(app_id) != crate::config::ConsentMode::Prompt
-        {
+        if caller.is_user() || self.consent.mode(app_id) != crate::config::ConsentMode::Prompt {
             return Ok(None);
         }
         self.sites
@@ -592,7 +590,7 @@ impl Pipeline {
         origin: &Origin,
     ) -> exec::Asker {
         let consent = self.consent.clone();
-        let from_cli = origin.caller.transport == "cli";
+        let from_cli = origin.caller.is_user();
         let base = question.clone();
         let prompter = origin.prompter.clone();
         Arc::new(move |permission: exec::Permission| {

@@ -139,8 +139,9 @@ pub struct Broken {
     pub problems: Vec<String>,
 }
 
-/// How many of a broken file's errors a lookup reports.
-const BROKEN_PROBLEMS: usize = 3;
+/// How many of a broken file's errors are kept for lookups and the UI (the rest are
+/// counted).
+const BROKEN_PROBLEMS: usize = 10;
 
 impl Broken {
     fn new(path: &Path, layout: Layout, diagnostics: &[Diagnostic]) -> Broken {
@@ -167,15 +168,24 @@ impl Broken {
         {
             ids.push(id);
         }
+        let errors: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.is_error()).collect();
+        let mut problems: Vec<String> = errors
+            .iter()
+            .take(BROKEN_PROBLEMS)
+            .map(ToString::to_string)
+            .collect();
+        // Never a silent cut: the rest is counted, and where to see it said.
+        if errors.len() > BROKEN_PROBLEMS {
+            problems.push(format!(
+                "… and {} more (`aai-gateway validate {}` lists every one)",
+                errors.len() - BROKEN_PROBLEMS,
+                crate::text::sh_quote(&path.to_string_lossy())
+            ));
+        }
         Broken {
             file: path.to_owned(),
             ids,
-            problems: diagnostics
-                .iter()
-                .filter(|d| d.is_error())
-                .take(BROKEN_PROBLEMS)
-                .map(ToString::to_string)
-                .collect(),
+            problems,
         }
     }
 }

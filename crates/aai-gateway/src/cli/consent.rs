@@ -50,10 +50,17 @@ pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
             } else if grants.is_empty() {
                 let _ = writeln!(out, "No grants: every call asks (consent.mode `prompt`).");
             } else {
-                let mut table = Table::new(&["CALLER", "APP", "TOOL", "WHILE CERTIFICATE IS"]);
+                // A web app's grant holds only while the site shows the same certificate.
+                let mut table =
+                    Table::new(&["CALLER", "APP", "TOOL", "SITE CERTIFICATE (SHA-256)"]);
                 for g in grants {
+                    let tool = if g.tool == "*" {
+                        "every tool".to_owned()
+                    } else {
+                        g.tool
+                    };
                     let cert = g.cert.unwrap_or_else(|| "-".to_owned());
-                    table.row(vec![g.caller, g.app, g.tool, cert]);
+                    table.row(vec![g.caller, g.app, tool, cert]);
                 }
                 let _ = write!(out, "{}", table.render());
             }

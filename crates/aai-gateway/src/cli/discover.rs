@@ -55,7 +55,11 @@ fn bus(ctx: &Context, opts: Options) -> Result<(Vec<Found>, Vec<String>), String
     let runtime = super::runtime()?;
     let names = match runtime.block_on(crate::catalog::bus::owned_names()) {
         Ok(n) => n,
-        Err(e) => return Err(format!("cannot reach the D-Bus session bus: {e}")),
+        Err(e) => {
+            return Err(format!(
+                "cannot reach the D-Bus session bus ({e}). --discover finds apps on the desktop session's bus: run it inside your desktop session, or set DBUS_SESSION_BUS_ADDRESS (e.g. `unix:path=$XDG_RUNTIME_DIR/bus`); `aai-gateway import openapi|mcp` and `--generate` make descriptors without a bus."
+            ));
+        }
     };
     let activatable: Vec<String> = crate::catalog::builtin::session_bus_names()
         .into_iter()

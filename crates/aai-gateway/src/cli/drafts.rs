@@ -18,7 +18,8 @@ pub(super) struct Options {
     /// Write without asking.
     #[arg(long)]
     pub yes: bool,
-    /// Also overwrite descriptors you edited (and an existing `-o` file).
+    /// Also overwrite descriptors you edited (and an existing `--output` file, where the
+    /// command has one).
     #[arg(long)]
     pub force: bool,
     /// Print one JSON object instead of a table.

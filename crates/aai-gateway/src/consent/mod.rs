@@ -57,6 +57,21 @@ impl Caller {
         }
     }
 
+    /// The web UI's own "try it" form: the user at the UI, like the command line.
+    pub fn ui() -> Caller {
+        Caller {
+            name: "web-ui".into(),
+            transport: "ui",
+            token: None,
+        }
+    }
+
+    /// Whether the user is the caller (the command line, the web UI's "try it" form):
+    /// they asked for the call itself, so it does not ask them again.
+    pub fn is_user(&self) -> bool {
+        matches!(self.transport, "cli" | "ui")
+    }
+
     /// `name@transport` (`name@http#1a2b3c4d` with a bearer token), the key of grants.
     pub fn key(&self) -> String {
         match &self.token {
@@ -631,7 +646,7 @@ impl Gate {
     pub fn would_ask(&self, question: &Question) -> bool {
         let caller = question.caller.key();
         self.mode(&question.app) == ConsentMode::Prompt
-            && question.caller.transport != "cli"
+            && !question.caller.is_user()
             && !self.read_only_ok(question)
             && !(self.start_ok(question)
                 && (start_only(question)
@@ -684,7 +699,7 @@ impl Gate {
             ConsentMode::Prompt => {}
         }
         // The user at the command line asked for this call (and for what it starts).
-        if question.caller.transport == "cli" {
+        if question.caller.is_user() {
             if let Some(start) = &question.start {
                 self.allow_start(&question.app, &start.pin, false);
             }

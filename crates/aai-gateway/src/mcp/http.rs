@@ -73,7 +73,15 @@ async fn capped(
     let maybe_opens =
         req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
     if !maybe_opens {
-        return next.run(req).await;
+        let delete = req.method() == axum::http::Method::DELETE;
+        let mut response = next.run(req).await;
+        // A session ended by DELETE: rmcp answers 202, the specification's clients (the
+        // Python SDK) expect 200 or 204 and log a failure on anything else.
+        if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+            *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+            *response.body_mut() = axum::body::Body::empty();
+        }
+        return response;
     }
     let remote = req
         .extensions()

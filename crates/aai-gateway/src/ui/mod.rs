@@ -115,6 +115,7 @@ impl Ui {
             .route("/ui/", get(pages::dashboard))
             .route("/ui/apps", get(pages::apps))
             .route("/ui/apps/{id}", get(pages::app))
+            .route("/ui/apps/{id}/try", post(pages::try_tool))
             .route("/ui/history", get(pages::history))
             .route("/ui/history/{id}", get(pages::call))
             .route("/ui/consent", get(pages::consent))

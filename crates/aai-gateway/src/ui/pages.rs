@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::{Ui, forbidden_csrf, page};
 use crate::auth::store::Credential;
 use crate::consent::{Choice, Pending};
-use crate::history::{self, Filter, Record, utc};
+use crate::history::{self, Filter, Record};
 use crate::registry::Missing;
 
 /// What every page carries: its title and path, the CSRF token, a message.
@@ -23,6 +23,9 @@ pub(super) struct Chrome {
     path: String,
     csrf: String,
     flash: Option<(String, bool)>,
+    /// Reload the page every this many seconds (a pending consent appears without
+    /// JavaScript, which the UI's CSP forbids).
+    refresh: Option<u32>,
 }
 
 impl Chrome {
@@ -37,7 +40,14 @@ impl Chrome {
             path: path.into(),
             csrf: ui.inner.csrf.clone(),
             flash: ui.take_flash(flash),
+            refresh: None,
         }
+    }
+
+    /// Reloads the page every `seconds`.
+    fn refreshing(mut self, seconds: Option<u32>) -> Chrome {
+        self.refresh = seconds;
+        self
     }
 
     /// The navigation: `(href, label, is this page)`.
@@ -81,7 +91,7 @@ impl CallRow {
     fn new(id: u64, r: Record) -> CallRow {
         CallRow {
             id,
-            time: utc(r.at_ms),
+            time: local_time(r.at_ms),
             short: crate::text::excerpt(&r.excerpt, 120),
             caller: r.caller,
             app: r.app,
@@ -90,6 +100,21 @@ impl CallRow {
             code: r.code,
             duration_ms: r.duration_ms,
         }
+    }
+}
+
+/// `2026-11-25 03:12:04 CET`: a time in this machine's time zone (`TZ`, else
+/// `/etc/localtime`; UTC when neither can be read), which is where the user of a local UI
+/// sits (no JavaScript runs to ask the browser).
+fn local_time(at_ms: u64) -> String {
+    let zone = jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
+    let at = i64::try_from(at_ms).unwrap_or(i64::MAX);
+    match jiff::Timestamp::from_millisecond(at) {
+        Ok(t) => t
+            .to_zoned_datetime(zone)
+            .strftime("%Y-%m-%d %H:%M:%S %Z")
+            .to_string(),
+        Err(_) => crate::history::utc(at_ms),
     }
 }
 
@@ -118,7 +143,7 @@ fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
         .map(|p: Pending| PendingRow {
             highlight: Some(p.id) == highlight,
             id: p.id,
-            time: utc(p.at_ms),
+            time: local_time(p.at_ms),
             caller: p.caller,
             app: p.app,
             app_name: p.app_name,
@@ -201,14 +226,18 @@ pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>)
     )
     .await
     .unwrap_or_default();
+    let pending = pending_rows(&ui, None);
     page(
         DashboardPage {
-            c: Chrome::new(&ui, "Dashboard", "/ui", q.flash),
+            // No form to lose here: a new pending call shows within 10 s, and while one
+            // waits the page follows closely.
+            c: Chrome::new(&ui, "Dashboard", "/ui", q.flash)
+                .refreshing(Some(if pending.is_empty() { 10 } else { 3 })),
             apps: snapshot.entries.len(),
             broken: snapshot.missing_all().len(),
             calls_day,
             errors_day,
-            pending: pending_rows(&ui, None),
+            pending,
             recent,
             errors,
         }
@@ -312,6 +341,70 @@ pub(super) struct ToolRow {
     name: String,
     description: String,
     schema: String,
+    /// The "try it" form's fields, one per top-level property of the schema.
+    fields: Vec<Field>,
+}
+
+/// One field of a tool's "try it" form.
+#[derive(Debug)]
+pub(super) struct Field {
+    name: String,
+    /// `text`, `number`, `integer`, `boolean`, `choice` or `json` (anything else).
+    kind: &'static str,
+    required: bool,
+    description: String,
+    /// For `choice`: the allowed values.
+    options: Vec<String>,
+}
+
+/// The form fields of a tool's parameters schema: strings, numbers and booleans as
+/// inputs, an `enum` of strings as a choice, anything else as JSON text.
+fn fields_of(schema: &serde_json::Value) -> Vec<Field> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(serde_json::Value::as_array)
+        .map(|r| r.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) = schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .take(50)
+        .map(|(name, p)| {
+            let options: Vec<String> = p
+                .get("enum")
+                .and_then(serde_json::Value::as_array)
+                .map(|e| {
+                    e.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let kind = match p.get("type").and_then(serde_json::Value::as_str) {
+                _ if !options.is_empty() => "choice",
+                Some("string") => "text",
+                Some("number") => "number",
+                Some("integer") => "integer",
+                Some("boolean") => "boolean",
+                _ => "json",
+            };
+            Field {
+                name: name.clone(),
+                kind,
+                required: required.contains(&name.as_str()),
+                description: p
+                    .get("description")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                options,
+            }
+        })
+        .collect()
 }
 
 #[derive(Template)]
@@ -377,6 +470,7 @@ pub(super) async fn app(
                     name: t.name.clone(),
                     description: t.description.clone(),
                     schema: serde_json::to_string_pretty(t.parameters.json()).unwrap_or_default(),
+                    fields: fields_of(t.parameters.json()),
                 })
                 .collect(),
             diagnostics: snapshot
@@ -540,18 +634,22 @@ pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>)
             .await
             .unwrap_or_default()
     };
+    let pending = pending_rows(&ui, q.pending);
     page(
         ConsentPage {
-            c: Chrome::new(&ui, "Consent", "/ui/consent", q.flash),
+            // Only while something waits: a reload would lose what is typed into the
+            // grant form below.
+            c: Chrome::new(&ui, "Consent", "/ui/consent", q.flash)
+                .refreshing((!pending.is_empty()).then_some(3)),
             mode: ui.gateway().config.consent.as_str(),
-            pending: pending_rows(&ui, q.pending),
+            pending,
             grants: grants
                 .into_iter()
                 .map(|g| GrantRow {
                     time: if g.granted_at == 0 {
                         "this run".into()
                     } else {
-                        utc(g.granted_at.saturating_mul(1000))
+                        local_time(g.granted_at.saturating_mul(1000))
                     },
                     caller: g.caller,
                     app: g.app,
@@ -899,6 +997,9 @@ pub(super) async fn config(State(ui): State<Ui>, Query(q): Query<FlashQuery>) ->
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(serde_json::Value::Null);
+    let listening = url::Url::parse(ui.base())
+        .ok()
+        .and_then(|u| u.port_or_known_default());
     let rows = config
         .effective()
         .into_iter()
@@ -911,6 +1012,17 @@ pub(super) async fn config(State(ui): State<Ui>, Query(q): Query<FlashQuery>) ->
             } else {
                 "default".to_owned()
             };
+            // `--listen`, or the next free port when `httpPort` was taken: the port this
+            // UI really answers on.
+            if key == "httpPort"
+                && let Some(port) = listening.filter(|p| p.to_string() != value)
+            {
+                return (
+                    key,
+                    port.to_string(),
+                    format!("listening (the setting is {value})"),
+                );
+            }
             (key, value, from)
         })
         .collect();
@@ -1107,4 +1219,132 @@ pub(super) async fn sign_in(State(ui): State<Ui>, Form(form): Form<SignInForm>) 
     }
     ui.inner.failures.store(0, Ordering::SeqCst);
     signed_in(token)
+}
+
+/// The result of a tool run from its app page.
+#[derive(Template)]
+#[template(path = "ui/tried.html")]
+struct TriedPage {
+    c: Chrome,
+    app: String,
+    tool: String,
+    args: String,
+    ok: bool,
+    result: String,
+}
+
+/// `POST /ui/apps/{id}/try`: runs one tool with the form's arguments through the same
+/// pipeline as every front door (validation, consent policy, credentials, history), as
+/// the user at the UI (caller `web-ui@ui`, like the command line).
+pub(super) async fn try_tool(
+    State(ui): State<Ui>,
+    Path(id): Path<String>,
+    Form(form): Form<Vec<(String, String)>>,
+) -> Response {
+    let value = |key: &str| form.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    if !ui.csrf_ok(value("csrf")) {
+        return forbidden_csrf();
+    }
+    let tool = value("tool").unwrap_or_default().to_owned();
+    let back = format!(
+        "/ui/apps/{}",
+        percent_encoding::utf8_percent_encode(&id, percent_encoding::NON_ALPHANUMERIC)
+    );
+    let args = match form_args(&form) {
+        Ok(args) => args,
+        Err(why) => return ui.flash(&back, why, false),
+    };
+    let origin = crate::pipeline::Origin {
+        caller: crate::consent::Caller::ui(),
+        prompter: None,
+    };
+    let shown = crate::history::mask(&args);
+    let outcome = ui
+        .gateway()
+        .pipeline
+        .call(
+            &id,
+            &tool,
+            Some(args),
+            tokio_util::sync::CancellationToken::new(),
+            None,
+            &origin,
+        )
+        .await;
+    let (ok, result) = match outcome {
+        // The user's own result, as the app gave it (cut at 100,000 characters).
+        Ok(o) => (
+            true,
+            crate::text::excerpt(
+                &serde_json::to_string_pretty(&o.value).unwrap_or_default(),
+                100_000,
+            ),
+        ),
+        Err(e) => (
+            false,
+            serde_json::to_string_pretty(&e.to_json()).unwrap_or_default(),
+        ),
+    };
+    page(
+        TriedPage {
+            c: Chrome::new(&ui, format!("{id}: {tool}"), back.clone(), None),
+            app: id,
+            tool,
+            args: serde_json::to_string_pretty(&shown).unwrap_or_default(),
+            ok,
+            result,
+        }
+        .render(),
+    )
+}
+
+/// The arguments of a "try it" form: `arg.<name>` fields typed by `type.<name>`, empty
+/// ones left out; a non-empty `json` field (an object) is taken whole instead.
+fn form_args(form: &[(String, String)]) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    if let Some((_, text)) = form
+        .iter()
+        .find(|(k, v)| k == "json" && !v.trim().is_empty())
+    {
+        return match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            Ok(_) => Err("The arguments must be a JSON object.".to_owned()),
+            Err(e) => Err(format!("The arguments are not JSON: {e}")),
+        };
+    }
+    let kind = |name: &str| {
+        form.iter()
+            .find(|(k, _)| k.strip_prefix("type.") == Some(name))
+            .map_or("text", |(_, v)| v.as_str())
+    };
+    let mut args = serde_json::Map::new();
+    for (key, text) in form {
+        let Some(name) = key.strip_prefix("arg.") else {
+            continue;
+        };
+        if text.is_empty() {
+            continue;
+        }
+        let value = match kind(name) {
+            "integer" => text
+                .trim()
+                .parse::<i64>()
+                .map(Value::from)
+                .map_err(|_| format!("`{name}` must be a whole number."))?,
+            "number" => text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(|| format!("`{name}` must be a number."))?,
+            "boolean" => Value::Bool(text == "true"),
+            "json" => {
+                serde_json::from_str(text).map_err(|e| format!("`{name}` is not JSON: {e}"))?
+            }
+            _ => Value::String(text.clone()),
+        };
+        args.insert(name.to_owned(), value);
+    }
+    Ok(Value::Object(args))
 }
