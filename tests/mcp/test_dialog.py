@@ -104,7 +104,9 @@ async def test_macos_and_windows_dialogs_get_the_question_as_data(gw, tmp_path, 
     gw.config(consent={"mode": "prompt"})
     gw.add_app("com.example.echo")
     hostile = "-e \"$(touch /tmp/pwned)\" <b>`x`</b> ' \\"
-    question = f"{hostile} wants to run `echo` of Echo (com.example.echo): The echo tool"
+    # The arguments as the gateway will run them (defaults filled in), masked like history.
+    question = (f"{hostile} wants to run `echo` of Echo (com.example.echo): The echo tool"
+                ' — with {"text":"hi","n":3}')
     env = {"PATH": f"{bindir}:{os.environ['PATH']}", "AAI_CONSENT_DIALOG": dialog}
     async with gw.session(client_name=hostile, **env) as s:
         # Dismissed (no output): refused, nothing remembered.

@@ -283,7 +283,11 @@ impl Prompter for Dialog {
         question: &'a Question,
     ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
         Box::pin(async move {
-            let rendered = self.render(question);
+            let mut rendered = self.render(question);
+            if matches!(self, Dialog::Zenity | Dialog::Kdialog) {
+                let var = |k: &str| std::env::var(k).ok();
+                rendered.env.extend(utf8_locale(&var));
+            }
             let spec = Spec {
                 program: rendered.program,
                 args: &rendered.args,
@@ -304,6 +308,21 @@ impl Prompter for Dialog {
             }
         })
     }
+}
+
+/// `LC_ALL=C.UTF-8` when the environment names no UTF-8 locale: GTK and Qt refuse
+/// arguments that are not text in the locale's charset, and a question holds app names,
+/// arguments and dashes in any script (MCP clients often start servers without `LANG`).
+fn utf8_locale(var: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
+    // The first of LC_ALL, LC_CTYPE, LANG that is set decides, as in glibc.
+    let effective = ["LC_ALL", "LC_CTYPE", "LANG"]
+        .iter()
+        .find_map(|k| var(k).filter(|v| !v.is_empty()));
+    let utf8 = effective.is_some_and(|v| {
+        let v = v.to_ascii_lowercase();
+        v.contains("utf-8") || v.contains("utf8")
+    });
+    (!utf8).then(|| ("LC_ALL".to_owned(), "C.UTF-8".to_owned()))
 }
 
 /// What a dialog's exit means: its choice, a person closing it, or a dialog that never
@@ -394,6 +413,27 @@ mod tests {
         assert_eq!(script[0], "on run argv");
         assert!(script.contains(&"set answers to {\"once\", \"tool\", \"app\", \"deny\"}"));
         assert_eq!(script.last(), Some(&"end run"));
+    }
+
+    #[test]
+    fn dialogs_get_a_utf8_locale_when_the_environment_has_none() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let forced = Some(("LC_ALL".to_owned(), "C.UTF-8".to_owned()));
+        assert_eq!(utf8_locale(&env(&[])), forced);
+        assert_eq!(utf8_locale(&env(&[("LANG", "C")])), forced);
+        assert_eq!(utf8_locale(&env(&[("LANG", "de_DE.UTF-8")])), None);
+        assert_eq!(
+            utf8_locale(&env(&[("LANG", "de_DE.UTF-8"), ("LC_ALL", "POSIX")])),
+            forced
+        );
+        assert_eq!(utf8_locale(&env(&[("LC_CTYPE", "zh_CN.utf8")])), None);
     }
 
     #[test]
