@@ -162,3 +162,84 @@ def test_the_override_and_a_missing_platform_package(packages, tmp_path, binary)
     over = subprocess.run([str(launcher), "--version"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "AAI_GATEWAY_BINARY": str(binary)})
     assert over.returncode == 0 and over.stdout.startswith("aai-gateway ")
+
+
+class Registry:
+    """The npm registry protocol, as much as installing needs (packuments and tarballs),
+    serving the built packages on loopback: what npm sees once they are published. Any
+    other package is 404 — which is what npm gets for the other platforms' optional
+    packages here, as it would offline."""
+
+    def __init__(self, tarballs):
+        import base64
+        import hashlib
+        import tarfile
+        self.files, self.packuments = {}, {}
+        for path in tarballs:
+            data = path.read_bytes()
+            with tarfile.open(path) as t:
+                manifest = json.load(t.extractfile("package/package.json"))
+            name, version = manifest["name"], manifest["version"]
+            file = f"/-/{path.name}"
+            self.files[file] = data
+            manifest["dist"] = {
+                "tarball": file, "shasum": hashlib.sha1(data).hexdigest(),
+                "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()}
+            self.packuments[name] = {"name": name, "dist-tags": {"latest": version},
+                                     "versions": {version: manifest}}
+
+    def __enter__(self):
+        import http.server
+        import threading
+        import urllib.parse
+        registry = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                path = urllib.parse.unquote(self.path.split("?")[0])
+                if path in registry.files:
+                    body, kind = registry.files[path], "application/octet-stream"
+                elif path.lstrip("/") in registry.packuments:
+                    doc = json.loads(json.dumps(registry.packuments[path.lstrip("/")]))
+                    for v in doc["versions"].values():
+                        v["dist"]["tarball"] = f"http://127.0.0.1:{registry.port}{v['dist']['tarball']}"
+                    body, kind = json.dumps(doc).encode(), "application/json"
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.port}/"
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+
+
+def test_npx_y_and_npm_install_g_from_a_registry(packages, tmp_path):
+    """The way users run it: `npx -y aai-gateway` and `npm install -g aai-gateway` resolve
+    the platform package from the registry through optionalDependencies, with no script."""
+    with Registry(packages) as url:
+        env = {**npm_env(tmp_path), "npm_config_registry": url, "npm_config_offline": "false",
+               "npm_config_prefer_online": "true"}
+        npx = subprocess.run(["npx", "-y", "aai-gateway", "--version"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert npx.returncode == 0 and npx.stdout.startswith(f"aai-gateway {VERSION} ("), npx
+        prefix = tmp_path / "prefix"
+        installed = subprocess.run(["npm", "install", "-g", "--prefix", str(prefix), "aai-gateway"], env=env,
+                                   capture_output=True, text=True, timeout=300)
+        assert installed.returncode == 0, installed.stderr
+        assert (prefix / "lib" / "node_modules" / "@aai-gateway" / "linux-x64" / "bin" / "aai-gateway").exists() or \
+            (prefix / "lib" / "node_modules" / "aai-gateway" / "node_modules" / "@aai-gateway" / "linux-x64").exists()
+        out = subprocess.run([str(prefix / "bin" / "aai-gateway"), "--version"], capture_output=True, text=True)
+        assert out.stdout.startswith(f"aai-gateway {VERSION} ("), out
