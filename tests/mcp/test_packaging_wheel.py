@@ -73,6 +73,10 @@ def test_uvx_runs_the_wheel_offline_and_serves_mcp(tmp_path):
     cmd = [uv(), "tool", "run", "--offline", "--from", str(wheel), "aai-gateway"]
     out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0 and out.stdout.startswith(f"aai-gateway {VERSION} ("), out
+    # By name, as `uvx aai-gateway` finds it on an index (here the dist folder as a flat one).
+    by_name = subprocess.run([uv(), "tool", "run", "--offline", "--no-index", "--find-links", str(DIST),
+                              "aai-gateway", "--version"], capture_output=True, text=True, env=env, timeout=300)
+    assert by_name.returncode == 0 and by_name.stdout.startswith(f"aai-gateway {VERSION} ("), by_name
     replies = mcp_exchange(cmd, env, tmp_path)
     assert [r.get("id") for r in replies] == [1, 2], "nothing but MCP on stdout"
     assert replies[0]["result"]["serverInfo"]["name"] == "aai-gateway"
