@@ -401,3 +401,40 @@ def test_a_one_shot_call_asks_the_agents_permission_at_the_terminal(gw):
         assert ("prefer not to make that change" in text) != edited, text
     no_tty = gw.run(*args, timeout=60)
     assert "prefer not to make that change" in no_tty.stdout, no_tty
+
+
+async def test_claude_without_its_adapter_is_offered_through_npx_after_consent(gw, tmp_path):
+    """`claude` on PATH without `claude-code-acp`: the built-in Claude Code app starts the
+    adapter with `npx -y @zed-industries/claude-code-acp`. That downloads code, so nothing
+    runs before the user allowed the start, and the question says it downloads."""
+    need_peer(ECHO_AGENT.exists(), "the `agent` example of crates.io agent-client-protocol")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\nexit 0\n")
+    marker = tmp_path / "npx-ran"
+    # Stands in for npx (the platform boundary: no download here): records its arguments
+    # and runs the echo agent as the adapter would.
+    (bin_dir / "npx").write_text(f'#!/bin/sh\necho "$@" >> {marker}\nexec {ECHO_AGENT} "{tmp_path}"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    path = f"{bin_dir}:/usr/bin:/bin"
+    gw.config(consent={"mode": "prompt"})
+    async with gw.session(PATH=path) as s:
+        found = (await s.call_tool("aai_search", {"query": "claude"})).content[0].text
+        assert "com.anthropic.claude-code" in found
+        with pytest.raises(MCPError) as e:
+            await ask(s, "com.anthropic.claude-code", "hello")
+        err = e.value.error
+        assert err.code == -32014, err
+        assert "npx -y @zed-industries/claude-code-acp" in err.data["start"], err.data
+        assert "downloads a package" in err.data["start"], err.data
+        assert not marker.exists(), "nothing ran before the user said yes"
+    gw.extra_env = {"PATH": path}  # the command line sees the same PATH, so the same app
+    granted = gw.run("consent", "grant", "com.anthropic.claude-code", "--start")
+    assert granted.returncode == 0, granted.stderr
+    asked = []
+    async with gw.session(elicitation=deciding({"`ask`": "once"}, asked), PATH=path) as s:
+        r = await ask(s, "com.anthropic.claude-code", "hello", cwd=str(tmp_path))
+        assert r.content[0].text.startswith("Client sent: hello")
+    assert len(asked) == 1 and "downloads" not in asked[0], "the start was allowed already"
+    assert marker.read_text().split() == ["-y", "@zed-industries/claude-code-acp"]

@@ -14,7 +14,8 @@
 //!
 //! * coding agents that speak ACP, each only when its command is on `PATH`: OpenCode
 //!   (`opencode acp`), Claude Code (`claude-code-acp`), Codex (`codex-acp`) and Gemini CLI
-//!   (`gemini --experimental-acp`), with one `ask` tool (docs/acp.md).
+//!   (`gemini --experimental-acp`), with one `ask` tool (docs/agents.md); Claude Code and
+//!   Codex also when only `claude`/`codex` and `npx` are, through `npx -y <adapter>`.
 //!
 //! They have the lowest precedence: a descriptor for the same id anywhere else wins.
 
@@ -103,13 +104,17 @@ pub fn apps(names: &[String]) -> Vec<(App, PathBuf)> {
     out
 }
 
-/// A coding agent offered when its command is on `PATH`.
+/// A coding agent offered when its command is on `PATH` — or, for an agent that speaks
+/// ACP through an adapter, when the agent's own CLI is (`claude`, `codex`) and `npx` can
+/// fetch the adapter (`npm` names it).
 struct CodingAgent {
     id: &'static str,
     name: &'static str,
     command: &'static str,
     args: &'static [&'static str],
     about: &'static str,
+    /// The agent's own command, and the npm package of its ACP adapter.
+    npm: Option<(&'static str, &'static str)>,
 }
 
 const CODING_AGENTS: [CodingAgent; 4] = [
@@ -119,6 +124,7 @@ const CODING_AGENTS: [CodingAgent; 4] = [
         command: "opencode",
         args: &["acp"],
         about: "OpenCode, the open-source coding agent",
+        npm: None,
     },
     CodingAgent {
         id: "com.anthropic.claude-code",
@@ -126,6 +132,7 @@ const CODING_AGENTS: [CodingAgent; 4] = [
         command: "claude-code-acp",
         args: &[],
         about: "Anthropic's Claude Code, through Zed's ACP adapter",
+        npm: Some(("claude", "@zed-industries/claude-code-acp")),
     },
     CodingAgent {
         id: "com.openai.codex",
@@ -133,6 +140,7 @@ const CODING_AGENTS: [CodingAgent; 4] = [
         command: "codex-acp",
         args: &[],
         about: "OpenAI's Codex, through Zed's ACP adapter",
+        npm: Some(("codex", "@zed-industries/codex-acp")),
     },
     CodingAgent {
         id: "com.google.gemini-cli",
@@ -140,6 +148,7 @@ const CODING_AGENTS: [CodingAgent; 4] = [
         command: "gemini",
         args: &["--experimental-acp"],
         about: "Google's Gemini CLI",
+        npm: None,
     },
 ];
 
@@ -152,8 +161,17 @@ pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
     };
     CODING_AGENTS
         .iter()
-        .filter(|a| find(a.command))
-        .map(|a| {
+        .filter_map(|a| {
+            if find(a.command) {
+                return Some((a, a.command.to_owned(), a.args.iter().map(|s| (*s).to_owned()).collect()));
+            }
+            // The agent is installed but its adapter is not: npx fetches the adapter on
+            // the first start — which downloads code, so the start's consent says so.
+            let (cli, package) = a.npm?;
+            (find(cli) && find("npx"))
+                .then(|| (a, "npx".to_owned(), vec!["-y".to_owned(), package.to_owned()]))
+        })
+        .map(|(a, command, args): (&CodingAgent, String, Vec<String>)| {
             let doc = serde_json::json!({
                 "schemaVersion": "1.0",
                 "version": "1.0.0",
@@ -171,7 +189,7 @@ pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
                     ),
                     "aliases": ["coding agent", "code assistant", "delegate", "编程助手", a.command],
                 },
-                "execution": {"type": "acp", "start": {"command": a.command, "args": a.args}},
+                "execution": {"type": "acp", "start": {"command": command, "args": args}},
                 "tools": [{
                     "name": "ask",
                     "description": format!(
@@ -299,6 +317,37 @@ mod tests {
             panic!()
         };
         assert_eq!(d.service, "org.mpris.MediaPlayer2.mpv");
+    }
+
+    #[test]
+    fn an_installed_agent_without_its_adapter_gets_it_through_npx() {
+        let found = coding_agents(|c| matches!(c, "claude" | "npx" | "codex-acp"));
+        let starts: Vec<(&str, String, Vec<String>)> = found
+            .iter()
+            .map(|(a, _)| {
+                let aai_descriptor::Executor::Acp(s) = &a.bindings[0].executor else {
+                    panic!("an ACP app")
+                };
+                (a.id.as_str(), s.command.clone(), s.args.clone())
+            })
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                (
+                    "com.anthropic.claude-code",
+                    "npx".to_owned(),
+                    vec![
+                        "-y".to_owned(),
+                        "@zed-industries/claude-code-acp".to_owned()
+                    ]
+                ),
+                ("com.openai.codex", "codex-acp".to_owned(), vec![]),
+            ]
+        );
+        // Without npx, or without the agent itself, nothing is offered.
+        assert!(coding_agents(|c| c == "claude").is_empty());
+        assert!(coding_agents(|c| c == "npx").is_empty());
     }
 
     #[test]
