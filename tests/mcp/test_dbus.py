@@ -232,11 +232,11 @@ def test_discover_generates_descriptors_that_load_and_work(dgw):
     assert json.loads(echo.stdout)[0] == ["x"], echo.stderr
 
     again = json.loads(dgw.run("--discover", "--yes", "--json").stdout)
-    assert {a["service"]: a["plan"] for a in again["apps"]}["com.example.Typed"] == "unchanged"
+    assert {a["app"]: a["plan"] for a in again["apps"]}["com.example.Typed"] == "unchanged"
     edited = dgw.home / "com.example.Typed" / "aai.json"
     edited.write_text(edited.read_text().replace("D-Bus service com.example.Typed", "My typed service"))
     kept = json.loads(dgw.run("--discover", "--yes", "--json").stdout)
-    assert {a["service"]: a["plan"] for a in kept["apps"]}["com.example.Typed"] == "edited"
+    assert {a["app"]: a["plan"] for a in kept["apps"]}["com.example.Typed"] == "edited"
     assert "My typed service" in edited.read_text()
     forced = json.loads(dgw.run("--discover", "--yes", "--force", "--json").stdout)
     assert any(p.endswith("com.example.Typed/aai.json") for p in forced["written"])

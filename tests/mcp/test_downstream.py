@@ -364,7 +364,7 @@ async def test_import_mcp_makes_apps_of_a_claude_config_and_keeps_the_key_out_of
         assert "tok-SECRET" not in (tmp_path / "stderr.log").read_text()
 
         again = gw.run("import", "mcp", str(config), "--json")
-        plans = {a["service"]: a["plan"] for a in json.loads(again.stdout)["apps"]}
+        plans = {a["app"]: a["plan"] for a in json.loads(again.stdout)["apps"]}
         assert plans == {"mcp.everything": "unchanged", "mcp.team-tools": "unchanged", "mcp.legacy": "skipped"}
     finally:
         stop(server)

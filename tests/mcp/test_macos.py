@@ -203,7 +203,7 @@ async def test_discover_on_macos_drafts_scriptable_apps(gw):
 
     p = discover("--json")
     assert p.returncode == 0, p.stderr
-    plans = {a["service"]: a["plan"] for a in json.loads(p.stdout)["apps"]}
+    plans = {a["app"]: a["plan"] for a in json.loads(p.stdout)["apps"]}
     assert plans == {"com.example.sketchpad": "new", "com.example.binary": "new", "..": "invalid",
                      "com.apple.mail": "builtin", "com.example.mine": "new"}, plans
     p = discover("--yes")
@@ -216,7 +216,7 @@ async def test_discover_on_macos_drafts_scriptable_apps(gw):
     assert not (gw.home / ".." / "aai.json").exists() and not (gw.tmp / "aai.json").exists()
     # A second run changes nothing; an edited draft is kept.
     written.write_text(written.read_text().replace("Start a sketch", "Start a sketch (mine)"))
-    plans = {a["service"]: a["plan"] for a in json.loads(discover("--json").stdout)["apps"]}
+    plans = {a["app"]: a["plan"] for a in json.loads(discover("--json").stdout)["apps"]}
     assert plans["com.example.binary"] == "unchanged" and plans["com.example.sketchpad"] == "edited"
 
 

@@ -123,7 +123,7 @@ pub(super) fn present(
     if opts.json {
         let apps: Vec<_> = found
             .iter()
-            .map(|f| json!({"service": f.id, "notes": f.notes, "plan": format!("{:?}", f.plan).to_lowercase(), "summary": f.summary,
+            .map(|f| json!({"app": f.id, "notes": f.notes, "plan": format!("{:?}", f.plan).to_lowercase(), "summary": f.summary,
                             "file": f.target(&ctx.home)}))
             .collect();
         let body = json!({"apps": apps, "notRunning": activatable, "written": written});
