@@ -160,7 +160,8 @@ enum Command {
         #[command(subcommand)]
         what: ImportCommand,
     },
-    /// Run one tool through the full pipeline and print its result (JSON).
+    /// Run one tool through the full pipeline: its result as JSON on stdout (exit 0), or
+    /// the error object `{code, message, data}` as JSON on stderr (exit 1).
     Call {
         /// App id (or name).
         app: String,
