@@ -316,17 +316,45 @@ fn launch(via: Option<Via>, home: Option<&Path>) -> Result<Launch, String> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| format!("cannot tell this binary's path: {e}"))?;
-    let shown = exe.to_string_lossy();
+    let home = home
+        .map(|h| std::path::absolute(h).map_err(|e| format!("--home: {e}")))
+        .transpose()?;
+    Ok(launch_for(
+        &exe.to_string_lossy(),
+        via,
+        home.as_deref().map(|h| h.to_string_lossy().into_owned()),
+        cfg!(windows),
+    ))
+}
+
+/// [`launch`] without the machine: `exe` is this binary's canonical path.
+fn launch_for(exe: &str, via: Option<Via>, home: Option<String>, windows: bool) -> Launch {
     // A binary in npx's or uv's temporary cache is gone after the next clean.
-    let via = via.unwrap_or(if shown.contains("/_npx/") || shown.contains("\\_npx\\") {
+    let via = via.unwrap_or(if exe.contains("/_npx/") || exe.contains("\\_npx\\") {
         Via::Npx
-    } else if shown.contains("/uv/archive-") || shown.contains("\\uv\\cache\\archive-") {
+    } else if exe.contains("/uv/archive-") || exe.contains("\\uv\\cache\\archive-") {
         Via::Uvx
     } else {
         Via::Path
     });
     let (command, mut args) = match via {
-        Via::Path => (shown.into_owned(), Vec::new()),
+        // Windows' canonical paths are verbatim (`\\?\C:\…`), which clients do not all
+        // take: the plain form names the same file.
+        Via::Path => (
+            exe.strip_prefix(r"\\?\")
+                .filter(|rest| !rest.starts_with("UNC\\"))
+                .unwrap_or(exe)
+                .to_owned(),
+            Vec::new(),
+        ),
+        // On Windows `npx` is `npx.cmd`, which clients that start a program without a
+        // shell cannot run: `cmd /c` runs it (uvx is an .exe).
+        Via::Npx if windows => (
+            "cmd".to_owned(),
+            ["/c", "npx", "-y", "aai-gateway"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
         Via::Npx => (
             "npx".to_owned(),
             vec!["-y".to_owned(), "aai-gateway".to_owned()],
@@ -334,8 +362,63 @@ fn launch(via: Option<Via>, home: Option<&Path>) -> Result<Launch, String> {
         Via::Uvx => ("uvx".to_owned(), vec!["aai-gateway".to_owned()]),
     };
     if let Some(home) = home {
-        let home = std::path::absolute(home).map_err(|e| format!("--home: {e}"))?;
-        args.extend(["--home".to_owned(), home.to_string_lossy().into_owned()]);
+        args.extend(["--home".to_owned(), home]);
     }
-    Ok(Launch { command, args })
+    Launch { command, args }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(l: &Launch) -> String {
+        std::iter::once(l.command.as_str())
+            .chain(l.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn the_entry_runs_what_will_still_be_there() {
+        let on = |exe: &str, via, windows| line(&launch_for(exe, via, None, windows));
+        assert_eq!(
+            on("/usr/bin/aai-gateway", None, false),
+            "/usr/bin/aai-gateway"
+        );
+        assert_eq!(
+            on(
+                "/root/.npm/_npx/1a2b/node_modules/@aai-gateway/linux-x64/bin/aai-gateway",
+                None,
+                false
+            ),
+            "npx -y aai-gateway"
+        );
+        assert_eq!(
+            on("/root/.cache/uv/archive-v0/x/bin/aai-gateway", None, false),
+            "uvx aai-gateway"
+        );
+        assert_eq!(
+            on(r"\\?\C:\Users\u\aai-gateway.exe", None, true),
+            r"C:\Users\u\aai-gateway.exe"
+        );
+        assert_eq!(
+            on(
+                r"C:\Users\u\AppData\Local\npm-cache\_npx\1\aai-gateway.exe",
+                None,
+                true
+            ),
+            "cmd /c npx -y aai-gateway"
+        );
+        assert_eq!(
+            on("/x/aai-gateway", Some(Via::Uvx), true),
+            "uvx aai-gateway"
+        );
+        let homed = launch_for(
+            "/x/aai-gateway",
+            Some(Via::Npx),
+            Some("/h/aai".into()),
+            false,
+        );
+        assert_eq!(line(&homed), "npx -y aai-gateway --home /h/aai");
+    }
 }
