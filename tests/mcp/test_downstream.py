@@ -6,6 +6,7 @@ the Python SDK client: the reference `server-everything` over stdio and streamab
 Run: python3 -m pytest tests/mcp -q
 """
 import json
+import re
 import os
 import signal
 import subprocess
@@ -540,3 +541,34 @@ async def test_a_tool_too_deep_to_parse_is_left_out_and_the_rest_listed(gw):
         assert "### `echo`" in guide and "### `deep`" not in guide, guide
         r = await s.call_tool("aai_exec", {"app": "dev.mcp.deep", "tool": "echo", "args": {"text": "hi"}})
         assert "hi" in r.content[0].text
+
+
+async def test_resources_and_prompts_of_a_server_are_read_through_its_app(gw):
+    """server-everything's resources and prompts: listed in the app's guide only (two
+    tools of the gateway's, `mcp.resources.read` and `mcp.prompts.get`), read and got
+    through aai_exec like any tool."""
+    everything(gw)
+    async with gw.session() as s:
+        listed = [t.name for t in (await s.list_tools()).tools]
+        assert listed == ["app_dev_mcp_everything", *META], "nothing more in the tool list"
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.everything"})).content[0].text
+        assert "### `mcp.resources.read`" in guide and "### `mcp.prompts.get`" in guide, guide
+        uri = re.search(r"- `(demo://resource/static/document/[^`]+)`", guide).group(1)
+        read = await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "mcp.resources.read",
+                                              "args": {"uri": uri}})
+        assert not read.is_error, read
+        contents = read.structured_content["contents"]
+        assert contents[0]["uri"] == uri and contents[0].get("text"), contents
+        assert read.content[0].type == "resource"
+        prompts = guide.split("### `mcp.prompts.get`", 1)[1]
+        found_prompt = re.search(r"- `([^`]+)`(?!\s*\()", prompts)
+        assert found_prompt, prompts[:2000]
+        prompt = found_prompt.group(1)
+        got = await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "mcp.prompts.get",
+                                             "args": {"name": prompt}})
+        assert got.structured_content["messages"][0]["role"] == "user", got
+        # A URI the server did not list is refused before anything is sent.
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "mcp.resources.read",
+                                           "args": {"uri": "file:///etc/passwd"}})
+        assert e.value.error.code == -32005

@@ -80,6 +80,17 @@ pub(super) struct RemoteTool {
     pub output_schema: Option<Value>,
     /// `annotations.readOnlyHint`.
     pub read_only: bool,
+    /// Not one of the server's tools: the gateway's own tool for its resources or prompts.
+    pub listing: Option<Listing>,
+}
+
+/// What a tool the gateway adds for a server reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Listing {
+    /// `resources/read`.
+    Resources,
+    /// `prompts/get`.
+    Prompts,
 }
 
 /// How a downstream call failed.
@@ -126,6 +137,16 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        (self.on_tools_changed)();
+    }
+
+    // Resources and prompts are offered as two of the app's tools (their descriptions
+    // list them): a change is a change of the app's tools.
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        (self.on_tools_changed)();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         (self.on_tools_changed)();
     }
 
@@ -569,6 +590,83 @@ impl Connection {
             .unwrap_or_default()
     }
 
+    /// Whether the server declared resources and prompts (`initialize` capabilities).
+    pub(super) fn offers(&self) -> (bool, bool) {
+        let caps = self.service.peer_info().map(|i| i.capabilities.clone());
+        caps.map_or((false, false), |c| {
+            (c.resources.is_some(), c.prompts.is_some())
+        })
+    }
+
+    /// Every item of a paged list (`resources/list` → `resources`, `prompts/list` →
+    /// `prompts`), at most [`MAX_LISTED`] items and [`MAX_PAGES`] pages, read as JSON.
+    pub(super) async fn list_all(
+        &self,
+        method: &str,
+        key: &str,
+        deadline: Duration,
+    ) -> Result<Vec<Value>, String> {
+        let listing = async {
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+                let page = self.raw(method, params).await.map_err(|e| match e {
+                    CallError::Rpc { message, .. } | CallError::Closed(message) => {
+                        format!("{method} failed: {message}")
+                    }
+                    _ => format!("{method} failed"),
+                })?;
+                let Some(listed) = page.get(key).and_then(Value::as_array) else {
+                    return Err(format!("the server's {method} answer has no `{key}` list"));
+                };
+                for item in listed {
+                    if items.len() >= MAX_LISTED {
+                        tracing::warn!(
+                            "{method}: more than {MAX_LISTED} items; the rest are left out"
+                        );
+                        return Ok(items);
+                    }
+                    items.push(item.clone());
+                }
+                cursor = page
+                    .get("nextCursor")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned);
+                if cursor.is_none() {
+                    return Ok(items);
+                }
+            }
+            Ok(items)
+        };
+        tokio::time::timeout(deadline, listing)
+            .await
+            .map_err(|_| format!("{method} got no answer within {} s", deadline.as_secs()))?
+    }
+
+    /// One request by method name, its result as JSON whatever rmcp makes of it (a
+    /// server's odd field does not refuse the whole answer).
+    pub(super) async fn raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, CallError> {
+        let request = ClientRequest::CustomRequest(CustomRequest::new(method.to_owned(), params));
+        match self.service.peer().send_request(request).await {
+            Ok(ServerResult::CustomResult(r)) => Ok(r.0),
+            Ok(other) => serde_json::to_value(other).map_err(|e| CallError::Rpc {
+                code: -32603,
+                message: e.to_string(),
+            }),
+            Err(rmcp::ServiceError::McpError(e)) => Err(CallError::Rpc {
+                code: e.code.0,
+                message: self.clean(&e.message),
+            }),
+            Err(e) => Err(self.closed(&e.to_string())),
+        }
+    }
+
     /// The server's name and version, as it introduced itself.
     pub(super) fn server(&self) -> Option<String> {
         let info = self.service.peer_info()?;
@@ -727,6 +825,8 @@ impl Connection {
 /// or hostile, and a guide of more would not fit any agent's context.
 const MAX_PAGES: usize = 100;
 const MAX_TOOLS: usize = 1000;
+/// Most resources (or prompts) of a server the gateway lists in its guide.
+const MAX_LISTED: usize = 200;
 
 /// One listed tool as the gateway can offer it, or why it cannot (`seen`: names so far).
 fn read_tool(raw: &Value, seen: &HashSet<String>) -> Result<RemoteTool, String> {
@@ -764,6 +864,7 @@ fn read_tool(raw: &Value, seen: &HashSet<String>) -> Result<RemoteTool, String> 
             .pointer("/annotations/readOnlyHint")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        listing: None,
     })
 }
 

@@ -27,13 +27,22 @@ use tokio::sync::mpsc;
 
 use super::{Execute, Request, process};
 use crate::error::{Code, GatewayError};
-use client::{CallError, Connection, RemoteTool, Transport};
+use client::{CallError, Connection, Listing, RemoteTool, Transport};
 
 /// How long starting a server and its handshake may take at most (`npx` may install
 /// first); a call's own timeout bounds it too.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(60);
 /// How long `tools/list` may take.
 const LIST_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The app's tool that reads one of its server's resources (when the server has
+/// resources and no tool of this name): its description lists them, so they cost a
+/// client nothing until it reads that app's guide.
+pub const RESOURCES_TOOL: &str = "mcp.resources.read";
+/// The app's tool that gets one of its server's prompts, the same way.
+pub const PROMPTS_TOOL: &str = "mcp.prompts.get";
+/// Most characters of the listing in such a tool's description.
+const LISTING_MAX: usize = 6000;
 
 /// One app's server: how it is reached, and its connection once made.
 struct Slot {
@@ -67,6 +76,8 @@ pub struct McpExecutor {
     stale: Stale,
     /// Apps whose cached list was read from disk, not listed by their server in this run.
     kept: Mutex<std::collections::HashSet<String>>,
+    /// `(app, tool)` → the gateway's own tools for a server's resources and prompts.
+    listings: Mutex<HashMap<(String, String), Listing>>,
     /// Where tool lists are kept on disk (none: only in memory).
     lists_dir: std::sync::OnceLock<PathBuf>,
     changed_tx: mpsc::UnboundedSender<String>,
@@ -82,6 +93,7 @@ impl Default for McpExecutor {
             tools: ToolCache::default(),
             stale: Stale::default(),
             kept: Mutex::default(),
+            listings: Mutex::default(),
             lists_dir: std::sync::OnceLock::new(),
             changed_tx,
             changed_rx: Mutex::new(Some(changed_rx)),
@@ -104,6 +116,18 @@ impl Execute for McpExecutor {
 }
 
 impl McpExecutor {
+    /// A listed tool as one of the app's tools; remembers which are the gateway's own
+    /// resource and prompt tools.
+    fn to_tool(&self, app: &str, t: RemoteTool) -> Tool {
+        if let Some(listing) = t.listing {
+            self.listings
+                .lock()
+                .expect("listings lock")
+                .insert((app.to_owned(), t.name.clone()), listing);
+        }
+        to_tool(app, t)
+    }
+
     /// Keeps tool lists in `dir` from now on (the first folder given stays).
     pub fn keep_lists_in(&self, dir: PathBuf) {
         let _ = self.lists_dir.set(dir);
@@ -122,7 +146,7 @@ impl McpExecutor {
         let tools: Vec<Tool> = listed
             .iter()
             .filter_map(kept_tool)
-            .map(|t| to_tool(app, t))
+            .map(|t| self.to_tool(app, t))
             .collect();
         self.kept.lock().expect("kept lock").insert(app.to_owned());
         self.tools
@@ -175,13 +199,29 @@ impl McpExecutor {
         self.stale.lock().expect("stale lock").remove(app);
         // The app's own timeout bounds the listing too (a server whose list cannot be
         // read must not hold a guide for 30 s when the app says 5).
-        let listed = link
-            .list_tools(timeout.map_or(LIST_DEADLINE, |t| t.min(LIST_DEADLINE)))
-            .await
-            .map_err(|why: String| {
-                self.forget(app, &link);
-                unavailable(app, &why, &link.stderr_note())
-            })?;
+        let limit = timeout.map_or(LIST_DEADLINE, |t| t.min(LIST_DEADLINE));
+        let mut listed = link.list_tools(limit).await.map_err(|why: String| {
+            self.forget(app, &link);
+            unavailable(app, &why, &link.stderr_note())
+        })?;
+        // Its resources and prompts, as two tools of the gateway's (a failure here costs
+        // only them: the tools stay usable).
+        let (resources, prompts) = link.offers();
+        for (offered, listing) in [(resources, Listing::Resources), (prompts, Listing::Prompts)] {
+            let name = listing_tool(listing);
+            if !offered || listed.iter().any(|t| t.name == name) {
+                continue;
+            }
+            let (method, key) = match listing {
+                Listing::Resources => ("resources/list", "resources"),
+                Listing::Prompts => ("prompts/list", "prompts"),
+            };
+            match link.list_all(method, key, limit).await {
+                Ok(items) if !items.is_empty() => listed.push(listing_remote(listing, &items)),
+                Ok(_) => {}
+                Err(why) => tracing::warn!(app, "{why}; its {key} are not offered"),
+            }
+        }
         if let (Some(dir), Some(start)) = (
             self.lists_dir.get(),
             super::start::start_of(&Executor::Mcp(server.clone()), base_dir),
@@ -196,7 +236,11 @@ impl McpExecutor {
                 tracing::warn!(app, "the tool list could not be kept on disk: {e}");
             }
         }
-        let tools = listed.into_iter().map(|t| to_tool(app, t)).collect();
+        self.listings
+            .lock()
+            .expect("listings lock")
+            .retain(|(a, _), _| a != app);
+        let tools = listed.into_iter().map(|t| self.to_tool(app, t)).collect();
         self.kept.lock().expect("kept lock").remove(app);
         self.tools
             .lock()
@@ -222,16 +266,32 @@ impl McpExecutor {
         };
         // Starting the server took part of the call's time.
         let left = ctx.timeout.saturating_sub(started.elapsed());
-        match link
-            .call(
-                &req.tool.name,
-                args,
-                ctx.progress.clone(),
-                &ctx.cancel,
-                left,
-            )
-            .await
-        {
+        let listing = self
+            .listings
+            .lock()
+            .expect("listings lock")
+            .get(&(req.app.to_owned(), req.tool.name.clone()))
+            .copied();
+        let outcome = match listing {
+            Some(listing) => {
+                tokio::select! {
+                    r = read_listing(&link, listing, args) => r,
+                    () = ctx.cancel.cancelled() => Err(CallError::Cancelled),
+                    () = tokio::time::sleep(left) => Err(CallError::Timeout),
+                }
+            }
+            None => {
+                link.call(
+                    &req.tool.name,
+                    args,
+                    ctx.progress.clone(),
+                    &ctx.cancel,
+                    left,
+                )
+                .await
+            }
+        };
+        match outcome {
             Ok(result) => Ok(result),
             Err(CallError::Closed(why)) => {
                 self.forget(req.app, &link);
@@ -419,6 +479,10 @@ fn keep_tool(t: &RemoteTool) -> Value {
         "inputSchema": t.input_schema,
         "outputSchema": t.output_schema,
         "readOnly": t.read_only,
+        "listing": t.listing.map(|l| match l {
+            Listing::Resources => "resources",
+            Listing::Prompts => "prompts",
+        }),
     })
 }
 
@@ -434,6 +498,11 @@ fn kept_tool(t: &Value) -> Option<RemoteTool> {
         input_schema: t.get("inputSchema")?.clone(),
         output_schema: t.get("outputSchema").cloned().filter(|v| !v.is_null()),
         read_only: t.get("readOnly").and_then(Value::as_bool).unwrap_or(false),
+        listing: match t.get("listing").and_then(Value::as_str) {
+            Some("resources") => Some(Listing::Resources),
+            Some("prompts") => Some(Listing::Prompts),
+            _ => None,
+        },
     })
 }
 
@@ -473,5 +542,129 @@ fn to_tool(app: &str, t: RemoteTool) -> Tool {
         timeout: None,
         read_only: t.read_only,
         call: ToolCall::Forward,
+    }
+}
+
+/// The name of the gateway's tool for a server's resources or prompts.
+fn listing_tool(listing: Listing) -> &'static str {
+    match listing {
+        Listing::Resources => RESOURCES_TOOL,
+        Listing::Prompts => PROMPTS_TOOL,
+    }
+}
+
+/// The gateway's tool for a server's resources or prompts: one argument naming the item
+/// (an `enum` of what was listed), and the list in its description — what an agent reads
+/// in the app's guide, and nowhere before.
+fn listing_remote(listing: Listing, items: &[Value]) -> RemoteTool {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let mut lines = Vec::new();
+    let mut names = Vec::new();
+    for item in items {
+        let key = match listing {
+            Listing::Resources => text(item, "uri"),
+            Listing::Prompts => text(item, "name"),
+        };
+        if key.is_empty() || names.contains(&key) {
+            continue;
+        }
+        let about = [
+            text(item, "title"),
+            text(item, "name"),
+            text(item, "description"),
+        ]
+        .into_iter()
+        .filter(|s| !s.is_empty() && *s != key)
+        .collect::<Vec<_>>()
+        .join(" — ");
+        let arguments: Vec<String> = item
+            .get("arguments")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                let required = a.get("required").and_then(Value::as_bool) == Some(true);
+                format!("{}{}", text(a, "name"), if required { "" } else { "?" })
+            })
+            .collect();
+        let args = if arguments.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", arguments.join(", "))
+        };
+        lines.push(crate::text::excerpt(
+            &format!(
+                "- `{key}`{args}{}",
+                if about.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {about}")
+                }
+            ),
+            300,
+        ));
+        names.push(key);
+    }
+    let listing_text = crate::text::excerpt(&lines.join("\n"), LISTING_MAX);
+    let (description, schema) = match listing {
+        Listing::Resources => (
+            format!(
+                "Read one of this server's resources (MCP resources/read); the result holds its contents.\n{listing_text}"
+            ),
+            json!({"type": "object", "properties": {"uri": {"type": "string", "enum": names}}, "required": ["uri"]}),
+        ),
+        Listing::Prompts => (
+            format!(
+                "Get one of this server's prompts (MCP prompts/get) with its arguments; the result holds its messages.\n{listing_text}"
+            ),
+            json!({"type": "object", "properties": {
+                "name": {"type": "string", "enum": names},
+                "arguments": {"type": "object", "additionalProperties": {"type": "string"}},
+            }, "required": ["name"]}),
+        ),
+    };
+    RemoteTool {
+        name: listing_tool(listing).to_owned(),
+        description,
+        input_schema: schema,
+        output_schema: None,
+        read_only: false,
+        listing: Some(listing),
+    }
+}
+
+/// `resources/read` or `prompts/get` for the gateway's tool, answered as a tool result:
+/// resource contents as embedded resources, prompt messages as text (the server's whole
+/// answer in `structuredContent`).
+async fn read_listing(
+    link: &Connection,
+    listing: Listing,
+    args: serde_json::Map<String, Value>,
+) -> Result<Value, CallError> {
+    match listing {
+        Listing::Resources => {
+            let answer = link
+                .raw("resources/read", Some(json!({"uri": args.get("uri")})))
+                .await?;
+            let content: Vec<Value> = answer
+                .get("contents")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|c| json!({"type": "resource", "resource": c}))
+                .collect();
+            Ok(json!({"content": content, "structuredContent": answer, "isError": false}))
+        }
+        Listing::Prompts => {
+            let mut params = json!({"name": args.get("name")});
+            if let Some(a) = args.get("arguments") {
+                params["arguments"] = a.clone();
+            }
+            let answer = link.raw("prompts/get", Some(params)).await?;
+            let text = serde_json::to_string_pretty(&answer).unwrap_or_default();
+            Ok(
+                json!({"content": [{"type": "text", "text": text}], "structuredContent": answer, "isError": false}),
+            )
+        }
     }
 }
