@@ -19,6 +19,28 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Code, GatewayError};
 use crate::pipeline::{Origin, Outcome, Pipeline};
 
+/// Why a batch was refused whole. `From<Error> for GatewayError` below gives the codes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No calls.
+    #[error("`calls` is empty; give at least one {{app, tool, args}}")]
+    Empty,
+    /// More calls than `batch.maxCalls`.
+    #[error("`calls` has {total} calls; a batch takes at most {max} (config `batch.maxCalls`)")]
+    TooMany {
+        /// Calls given.
+        total: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        GatewayError::new(Code::InvalidParams, e.to_string()).with("field", "/calls")
+    }
+}
+
 /// Most bytes (as JSON) the results of one batch may hold together.
 pub const RESULT_BUDGET: usize = 16 * 1024 * 1024;
 
@@ -108,20 +130,10 @@ impl Pipeline {
         let max = self.settings.batch_max_calls;
         let total = batch.calls.len();
         if total == 0 {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                "`calls` is empty; give at least one {app, tool, args}",
-            )
-            .with("field", "/calls"));
+            return Err(Error::Empty.into());
         }
         if total > max {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                format!(
-                    "`calls` has {total} calls; a batch takes at most {max} (config `batch.maxCalls`)"
-                ),
-            )
-            .with("field", "/calls"));
+            return Err(Error::TooMany { total, max }.into());
         }
         let width = match batch.mode {
             Mode::Parallel => self.settings.batch_concurrency,

@@ -308,40 +308,6 @@ impl fmt::Display for GatewayError {
 
 impl std::error::Error for GatewayError {}
 
-// Subsystem errors become wire errors here, and only here.
-
-impl From<crate::auth::oauth::Error> for GatewayError {
-    fn from(e: crate::auth::oauth::Error) -> GatewayError {
-        use crate::auth::oauth::Error;
-        match e {
-            Error::Refused { .. } => GatewayError::new(Code::AuthDenied, e.to_string()),
-            Error::NoRefreshToken => GatewayError::new(Code::AuthExpired, e.to_string()),
-            Error::Unavailable(wire) => wire,
-        }
-    }
-}
-
-impl From<crate::exec::Error> for GatewayError {
-    fn from(e: crate::exec::Error) -> GatewayError {
-        match e {
-            crate::exec::Error::Unauthorized(wire) | crate::exec::Error::Failed(wire) => wire,
-        }
-    }
-}
-
-impl From<crate::exec::process::RunError> for GatewayError {
-    fn from(e: crate::exec::process::RunError) -> GatewayError {
-        use crate::exec::process::RunError;
-        match e {
-            RunError::Start(wire) => wire,
-            RunError::TimedOut(_) => GatewayError::new(Code::Timeout, e.to_string()),
-            RunError::Cancelled | RunError::Io(_) => {
-                GatewayError::new(Code::AutomationFailed, e.to_string())
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,116 @@ use crate::history::Sink;
 use crate::host::Os;
 use crate::registry::{Missing, Snapshot};
 
+/// Why the call path refused a call before any executor ran. `From<Error> for
+/// GatewayError` below gives the wire codes and `data`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No such app (`detail` suggests close ids, or `web_discover` for a domain).
+    #[error("{detail}")]
+    NoApp {
+        /// The id asked for.
+        app: String,
+        /// What to say.
+        detail: String,
+    },
+    /// The app's descriptor does not load.
+    #[error("the descriptor of `{app}` ({}) does not load: {}", .file.display(), .problems.join("; "))]
+    Broken {
+        /// The id.
+        app: String,
+        /// The descriptor.
+        file: PathBuf,
+        /// Its errors.
+        problems: Vec<String>,
+    },
+    /// The app has no binding for this host.
+    #[error("`{app}` cannot run on this host ({}): it has bindings for {} only", .host.as_str(), .has.join(", "))]
+    Unsupported {
+        /// The id.
+        app: String,
+        /// This host.
+        host: Os,
+        /// `platform (kind)` of each binding.
+        has: Vec<String>,
+        /// The platforms it has.
+        platforms: Vec<String>,
+    },
+    /// No such tool in the app (`hint`: its tools, or the close ones).
+    #[error("`{app}` has no tool `{tool}`; {hint}")]
+    NoTool {
+        /// The id.
+        app: String,
+        /// The name asked for, escaped and cut.
+        tool: String,
+        /// What it has.
+        hint: String,
+    },
+    /// Arguments that are not an object.
+    #[error("arguments must be a JSON object, not {0}")]
+    NotObject(&'static str),
+    /// The tool's schema does not compile (load accepted it; a guard).
+    #[error("the tool's parameter schema does not compile: {0}")]
+    Schema(String),
+    /// The arguments break the schema (`field`: the first place, masked).
+    #[error("{detail}")]
+    Invalid {
+        /// Every violation, named by field, never by value.
+        detail: String,
+        /// The first one's pointer.
+        field: String,
+    },
+    /// Validation ran out of its time (a regex on hostile input).
+    #[error("validation took too long (over {} s); the arguments were refused", VALIDATION_DEADLINE.as_secs())]
+    ValidationSlow,
+    /// Validation's blocking task failed.
+    #[error("validating the arguments failed: {0}")]
+    ValidationFailed(String),
+    /// The gateway is shutting down.
+    #[error("the gateway is stopping")]
+    Stopping,
+    /// The site's certificate could not be fetched for the question.
+    #[error("the site's certificate could not be checked before the first call: {0}")]
+    SiteUnchecked(String),
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match &e {
+            Error::NoApp { .. } => Code::AppNotFound,
+            Error::Broken { .. } | Error::Schema(_) => Code::AaiJsonInvalid,
+            Error::Unsupported { .. } => Code::AutomationNotSupported,
+            Error::NoTool { .. } => Code::ToolNotFound,
+            Error::NotObject(_) | Error::Invalid { .. } | Error::ValidationSlow => {
+                Code::InvalidParams
+            }
+            Error::ValidationFailed(_) => Code::AutomationFailed,
+            Error::SiteUnchecked(_) | Error::Stopping => Code::ServiceUnavailable,
+        };
+        let wire = GatewayError::new(code, e.to_string());
+        match e {
+            Error::NoApp { app, .. } => wire.with("app", app),
+            Error::Broken { app, file, .. } => wire
+                .with("app", app)
+                .with("file", file.display().to_string())
+                .with(
+                    "command",
+                    format!("aai-gateway validate {}", file.display()),
+                ),
+            Error::Unsupported {
+                app,
+                host,
+                platforms,
+                ..
+            } => wire
+                .with("app", app)
+                .with("host", host.as_str())
+                .with("platforms", platforms),
+            Error::Invalid { field, .. } => wire.with("field", field),
+            _ => wire,
+        }
+    }
+}
+
 /// How long a prompt to an ACP agent may run when its descriptor sets no timeout.
 const AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -377,14 +487,7 @@ impl Pipeline {
             .site(&http.base_url)
             .await
             .map(Some)
-            .map_err(|e| {
-                GatewayError::new(
-                    Code::ServiceUnavailable,
-                    format!(
-                        "the site's certificate could not be checked before the first call: {e}"
-                    ),
-                )
-            })
+            .map_err(|e| Error::SiteUnchecked(e.to_string()).into())
     }
 
     /// The call itself; `trace` receives the app's id and the secrets the request carried (for
@@ -498,14 +601,14 @@ impl Pipeline {
                 self.settings.secrets_from_environment,
             )
             .await
-            .map_err(|e| e.at(app_id, &tool.name))?;
+            .map_err(|e| GatewayError::from(e).at(app_id, &tool.name))?;
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
             let material = match web_auth {
                 Some((a, base)) => match self.auth.material(app_id, a, base).await {
                     Ok(m) => Some(m),
-                    Err(e) => break Err(e),
+                    Err(e) => break Err(GatewayError::from(e)),
                 },
                 None => None,
             };
@@ -536,25 +639,23 @@ impl Pipeline {
                     },
                 })
                 .await;
-            let result = result.map_err(|e| match e {
-                exec::Error::Unauthorized(e) => exec::Error::Unauthorized(e.scrub(&secrets)),
-                exec::Error::Failed(e) => exec::Error::Failed(e.scrub(&secrets)),
-            });
+            let result =
+                result.map_err(|e| (e.unauthorized(), GatewayError::from(e).scrub(&secrets)));
             match (result, web_auth) {
                 (Ok(value), _) => break Ok(value),
                 // A 401 with a stored credential: an exchanged or OAuth token may have
                 // expired (renew it, once); a static one was rejected.
-                (Err(exec::Error::Unauthorized(e)), Some((a, _))) => {
+                (Err((true, e)), Some((a, _))) => {
                     if attempt == 1 && self.auth.after_unauthorized(app_id, a).await? {
                         continue;
                     }
-                    break Err(self.auth.required(
+                    break Err(GatewayError::from(self.auth.required(
                         app_id,
                         a,
                         &format!("the service rejected the stored credential ({})", e.detail),
-                    ));
+                    )));
                 }
-                (Err(exec::Error::Unauthorized(e) | exec::Error::Failed(e)), _) => break Err(e),
+                (Err((_, e)), _) => break Err(e),
             }
         };
         let value = match result.map_err(|e| e.at(app_id, &tool.name))? {
@@ -633,14 +734,12 @@ impl Pipeline {
 /// tools (or, for a large app, the close ones).
 pub fn no_such_tool(app_id: &str, binding: &aai_descriptor::Binding, tool: &str) -> GatewayError {
     let names: Vec<&str> = binding.tools.iter().map(|t| t.name.as_str()).collect();
-    GatewayError::new(
-        Code::ToolNotFound,
-        format!(
-            "`{app_id}` has no tool `{}`; {}",
-            crate::text::excerpt(&tool.escape_debug().to_string(), 100),
-            crate::registry::guide::tool_hint(&names, tool, app_id)
-        ),
-    )
+    Error::NoTool {
+        app: app_id.to_owned(),
+        tool: crate::text::excerpt(&tool.escape_debug().to_string(), 100),
+        hint: crate::registry::guide::tool_hint(&names, tool, app_id),
+    }
+    .into()
 }
 
 /// The folder an app's relative commands resolve against: its descriptor's.
@@ -696,43 +795,25 @@ fn is_url(app: &str) -> bool {
 /// this host, or it does not exist (with a suggestion).
 pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
     match snapshot.missing(app) {
-        Some(Missing::Broken(broken)) => GatewayError::new(
-            Code::AaiJsonInvalid,
-            format!(
-                "the descriptor of `{app}` ({}) does not load: {}",
-                broken.file.display(),
-                broken.problems.join("; ")
-            ),
-        )
-        .with("app", app)
-        .with("file", broken.file.display().to_string())
-        .with(
-            "command",
-            format!("aai-gateway validate {}", broken.file.display()),
-        ),
-        Some(Missing::Unsupported(bindings)) => {
-            let has: Vec<String> = bindings
+        Some(Missing::Broken(broken)) => Error::Broken {
+            app: app.to_owned(),
+            file: broken.file.clone(),
+            problems: broken.problems.clone(),
+        }
+        .into(),
+        Some(Missing::Unsupported(bindings)) => Error::Unsupported {
+            app: app.to_owned(),
+            host: os,
+            has: bindings
                 .iter()
                 .map(|(platform, kind)| format!("{} ({kind})", platform.as_str()))
-                .collect();
-            GatewayError::new(
-                Code::AutomationNotSupported,
-                format!(
-                    "`{app}` cannot run on this host ({}): it has bindings for {} only",
-                    os.as_str(),
-                    has.join(", ")
-                ),
-            )
-            .with("app", app)
-            .with("host", os.as_str())
-            .with(
-                "platforms",
-                bindings
-                    .iter()
-                    .map(|(p, _)| Value::from(p.as_str()))
-                    .collect::<Vec<_>>(),
-            )
+                .collect(),
+            platforms: bindings
+                .iter()
+                .map(|(p, _)| p.as_str().to_owned())
+                .collect(),
         }
+        .into(),
         None => {
             let hint = snapshot
                 .nearby(app, 3)
@@ -750,7 +831,11 @@ pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
                     app.trim()
                 ));
             }
-            GatewayError::new(Code::AppNotFound, detail).with("app", app)
+            Error::NoApp {
+                app: app.to_owned(),
+                detail,
+            }
+            .into()
         }
     }
 }
@@ -778,17 +863,8 @@ async fn validate(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayErro
     let work = tokio::task::spawn_blocking(move || prepare_args(&owned, args));
     match tokio::time::timeout(VALIDATION_DEADLINE, work).await {
         Ok(Ok(result)) => result,
-        Ok(Err(e)) => Err(GatewayError::new(
-            Code::AutomationFailed,
-            format!("validating the arguments failed: {e}"),
-        )),
-        Err(_) => Err(GatewayError::new(
-            Code::InvalidParams,
-            format!(
-                "validation took too long (over {} s); the arguments were refused",
-                VALIDATION_DEADLINE.as_secs()
-            ),
-        )),
+        Ok(Err(e)) => Err(Error::ValidationFailed(e.to_string()).into()),
+        Err(_) => Err(Error::ValidationSlow.into()),
     }
 }
 
@@ -798,23 +874,15 @@ pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayEr
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v,
         Some(other) => {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                format!(
-                    "arguments must be a JSON object, not {}",
-                    aai_descriptor::read::type_name(&other)
-                ),
-            ));
+            return Err(Error::NotObject(aai_descriptor::read::type_name(&other)).into());
         }
     };
     let schema = tool.parameters.json();
     apply_defaults(schema, schema, &mut args, 0);
-    let validator = tool.parameters.validator().map_err(|e| {
-        GatewayError::new(
-            Code::AaiJsonInvalid,
-            format!("the tool's parameter schema does not compile: {e}"),
-        )
-    })?;
+    let validator = tool
+        .parameters
+        .validator()
+        .map_err(|e| Error::Schema(e.to_string()))?;
     let mut declared = None;
     let violations: Vec<(String, String)> = validator
         .iter_errors(&args)
@@ -854,7 +922,11 @@ pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayEr
             })
             .collect::<Vec<_>>()
             .join("; ");
-        return Err(GatewayError::new(Code::InvalidParams, detail).with("field", field.clone()));
+        return Err(Error::Invalid {
+            detail,
+            field: field.clone(),
+        }
+        .into());
     }
     Ok(args)
 }

@@ -128,12 +128,24 @@ fn control_flow_never_branches_on_a_wire_code() {
         let body = &text[..end];
         for (n, line) in body.lines().enumerate() {
             let code = code_of(line);
-            let branches = code.contains("== Code::")
-                || code.contains("!= Code::")
-                || code
-                    .find("Code::")
-                    .is_some_and(|at| code.find("=>").is_some_and(|arm| at < arm))
-                || (code.contains("matches!") && code.contains("Code::"));
+            // `Code::` as a path of its own: `StatusCode::` (HTTP's) is not the wire's.
+            let wire: Vec<usize> = code
+                .match_indices("Code::")
+                .map(|(at, _)| at)
+                .filter(|&at| {
+                    at == 0 || {
+                        let before = code.as_bytes()[at - 1];
+                        !(before.is_ascii_alphanumeric() || before == b'_')
+                    }
+                })
+                .collect();
+            let branches = wire.iter().any(|&at| {
+                let left = code[..at].trim_end();
+                left.ends_with("==")
+                    || left.ends_with("!=")
+                    || code.find("=>").is_some_and(|arm| at < arm)
+                    || code.contains("matches!")
+            });
             if branches {
                 bad.push(format!("{rel}:{}: {}", n + 1, line.trim()));
             }
@@ -317,5 +329,75 @@ fn no_string_errors_cross_a_module_boundary() {
     assert!(
         bad.is_empty(),
         "string errors in public signatures: {bad:#?}"
+    );
+}
+
+#[test]
+fn wire_errors_are_built_only_at_the_edge_and_in_conversions() {
+    // A subsystem says why it failed with its own error type; that type's
+    // `impl From<…> for GatewayError`, beside it, is the one place its failures get a
+    // wire code. Beyond those impls, only the edge (`error.rs`, `mcp/`, `cli/`, `ui/`)
+    // builds a `GatewayError` itself.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut bad = Vec::new();
+    let mut conversions = 0;
+    for f in files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if ["error.rs", "mcp/", "cli/", "ui/"]
+            .iter()
+            .any(|e| rel.starts_with(e))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        let end = ["#[cfg(test)]", "#[cfg(all(test"]
+            .iter()
+            .filter_map(|m| text.find(m))
+            .min()
+            .unwrap_or(text.len());
+        // Depth of braces, and the depth at which a conversion's block opened.
+        let mut depth = 0usize;
+        let mut conversion: Option<usize> = None;
+        for (n, line) in text[..end].lines().enumerate() {
+            let code = code_of(line);
+            if conversion.is_none()
+                && code.contains("impl From<")
+                && code.contains("for GatewayError")
+            {
+                conversion = Some(depth);
+                conversions += 1;
+            }
+            let builds = code.contains("GatewayError::new(")
+                || (code.contains("GatewayError {") && !code.contains("-> GatewayError {"));
+            if builds && conversion.is_none() {
+                bad.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+            for c in code.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth = depth.saturating_sub(1);
+                        if conversion == Some(depth) {
+                            conversion = None;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "wire errors built outside a conversion: {bad:#?}"
+    );
+    assert!(
+        conversions >= 15,
+        "the checker found the conversions ({conversions})"
     );
 }

@@ -15,7 +15,7 @@ use aai_gateway::auth::store::{Credential, Store};
 use aai_gateway::auth::{Authenticator, Secret};
 use aai_gateway::catalog::{Layout, SearchDir, SourceKind};
 use aai_gateway::config::Config;
-use aai_gateway::error::Code;
+use aai_gateway::error::{Code, GatewayError};
 use aai_gateway::gateway::Gateway;
 use aai_gateway::host::{Host, Os};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -385,6 +385,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .material("com.example.api", &header, base)
         .await
         .unwrap_err();
+    let e = GatewayError::from(e);
     assert_eq!(e.code, Code::AuthRequired);
     let data = e.data();
     assert_eq!(data["command"], "aai-gateway auth set com.example.api");
@@ -432,6 +433,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .material("com.example.api", &cookie, base)
         .await
         .unwrap_err();
+    let e = GatewayError::from(e);
     assert_eq!(e.code, Code::AuthRequired);
     store
         .set(
@@ -452,6 +454,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .material("com.example.api", &cookie, "https://evil.test/v1")
         .await
         .unwrap_err();
+    let e = GatewayError::from(e);
     assert_eq!(e.code, Code::AuthRequired);
     assert!(
         e.detail.contains("stored for https://api.example.com"),
@@ -474,6 +477,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .material("com.example.api", &cookie, "https://evil.test/v1")
         .await
         .unwrap_err();
+    let e = GatewayError::from(e);
     assert_eq!(e.code, Code::AaiJsonInvalid);
     assert!(!e.detail.contains("s3"));
     auth.material("com.example.api", &cookie, base)

@@ -33,6 +33,130 @@ use crate::error::{Code, GatewayError};
 pub use secret::Secret;
 use store::{Credential, Store};
 
+/// Why a request's credential could not be had. `From<Error> for GatewayError` below
+/// gives the wire codes and the `data` an agent needs to explain the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The credential store failed.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    /// Tokens could not be had from the provider.
+    #[error(transparent)]
+    OAuth(#[from] oauth::Error),
+    /// The refresh token is gone or refused: only a new sign-in helps.
+    #[error("{why}; sign in again with `aai-gateway auth login {app}`")]
+    SignInAgain {
+        /// The app id.
+        app: String,
+        /// Why the refresh failed.
+        why: oauth::Error,
+    },
+    /// The cookie domain does not cover the API's host.
+    #[error(
+        "the cookie domain `{domain}` does not cover `{host}`; cookies are only sent to their domain"
+    )]
+    CookieDomain {
+        /// The descriptor's domain.
+        domain: String,
+        /// The base URL's host.
+        host: String,
+    },
+    /// A `${NAME}` placeholder has no stored (or allowed environment) value.
+    #[error(
+        "`{app}` needs the secret `{name}` (a `${{{name}}}` in its descriptor), which is not stored; run `aai-gateway auth set {app} --secret {name}`{}",
+        if *.from_env { " or set it in the gateway's environment" } else { "" }
+    )]
+    MissingSecret {
+        /// The app id.
+        app: String,
+        /// The placeholder's name.
+        name: String,
+        /// Whether the environment was asked too.
+        from_env: bool,
+    },
+    /// The token endpoint refused the app credential (its message scrubbed of the secret).
+    #[error("the token endpoint refused the stored app credential (HTTP {status}): {message}")]
+    ExchangeRefused {
+        /// Its status.
+        status: reqwest::StatusCode,
+        /// Its message.
+        message: String,
+    },
+    /// No usable credential: everything the agent needs to tell the user the fix.
+    #[error("{}; the user can fix it with `{}`", .0.why, .0.command())]
+    Required(Box<Required>),
+}
+
+/// AUTH_REQUIRED's content.
+#[derive(Debug)]
+pub struct Required {
+    app: String,
+    why: String,
+    kind: AuthKind,
+    obtain_url: Option<String>,
+    instructions: Option<Instructions>,
+    locale: Option<String>,
+}
+
+impl Required {
+    fn command(&self) -> String {
+        if self.kind == AuthKind::OAuth2 {
+            format!("aai-gateway auth login {}", self.app)
+        } else {
+            format!("aai-gateway auth set {}", self.app)
+        }
+    }
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Store(store) => return store.into(),
+            Error::OAuth(oauth) => return oauth.into(),
+            Error::SignInAgain { .. } => Code::AuthExpired,
+            Error::CookieDomain { .. } => Code::AaiJsonInvalid,
+            Error::MissingSecret { .. } | Error::Required(_) => Code::AuthRequired,
+            Error::ExchangeRefused { .. } => Code::AuthDenied,
+        };
+        let wire = GatewayError::new(code, e.to_string());
+        match e {
+            Error::SignInAgain { app, .. } => {
+                wire.with("command", format!("aai-gateway auth login {app}"))
+            }
+            Error::MissingSecret { app, name, .. } => {
+                let command = format!("aai-gateway auth set {app} --secret {name}");
+                wire.with("app", app)
+                    .with("secret", name)
+                    .with("command", command)
+            }
+            Error::Required(r) => {
+                let mut wire = wire
+                    .with("authType", r.kind.as_str())
+                    .with("command", r.command());
+                if let Some(url) = r.obtain_url {
+                    wire = wire.with("obtainUrl", url);
+                }
+                if let Some(i) = r.instructions {
+                    let mut obj = serde_json::Map::new();
+                    obj.insert("short".into(), i.short.into());
+                    if let Some(d) = i.detailed {
+                        obj.insert("detailed".into(), d.into());
+                    }
+                    if let Some(h) = i.help_url {
+                        obj.insert("helpUrl".into(), h.into());
+                    }
+                    wire = wire.with("instructions", Value::Object(obj));
+                }
+                if let Some(locale) = r.locale {
+                    wire = wire.with("locale", locale);
+                }
+                wire
+            }
+            _ => wire,
+        }
+    }
+}
+
 /// What one request must carry.
 #[derive(Debug, Clone, Default)]
 pub struct Material {
@@ -132,7 +256,7 @@ impl Authenticator {
 
     /// After a 401: makes the next attempt use fresh tokens. Returns whether trying again
     /// can help (exchanged and OAuth tokens can be renewed; static keys cannot).
-    pub async fn after_unauthorized(&self, app: &str, auth: &Auth) -> Result<bool, GatewayError> {
+    pub async fn after_unauthorized(&self, app: &str, auth: &Auth) -> Result<bool, Error> {
         match auth {
             Auth::AppCredential(_) => {
                 self.tokens.lock().expect("token lock").remove(app);
@@ -163,7 +287,7 @@ impl Authenticator {
         app: &str,
         oauth: &aai_descriptor::OAuth2,
         seen: &crate::auth::oauth::Tokens,
-    ) -> Result<crate::auth::oauth::Tokens, GatewayError> {
+    ) -> Result<crate::auth::oauth::Tokens, Error> {
         let _one_at_a_time = self.refreshing.lock().await;
         // Another call refreshed while this one waited: its tokens are the newer ones.
         if let Some(Credential::OAuth(current)) = self.store.get(app).await?
@@ -172,17 +296,18 @@ impl Authenticator {
             return Ok(current);
         }
         let client_id = self.client_id(app, oauth).unwrap_or_default();
-        let fresh = oauth::refresh(oauth, &client_id, seen).await.map_err(|e| {
-            if e.needs_sign_in() {
-                GatewayError::new(
-                    Code::AuthExpired,
-                    format!("{e}; sign in again with `aai-gateway auth login {app}`"),
-                )
-                .with("command", format!("aai-gateway auth login {app}"))
-            } else {
-                e.into()
-            }
-        })?;
+        let fresh = oauth::refresh(oauth, &client_id, seen)
+            .await
+            .map_err(|why| {
+                if why.needs_sign_in() {
+                    Error::SignInAgain {
+                        app: app.to_owned(),
+                        why,
+                    }
+                } else {
+                    Error::OAuth(why)
+                }
+            })?;
         // Renewed, not stored anew: the tokens stay bound to the server they were sent to.
         self.store
             .renew(app, Credential::OAuth(fresh.clone()))
@@ -197,7 +322,7 @@ impl Authenticator {
         app: &str,
         auth: &Auth,
         base_url: &str,
-    ) -> Result<Material, GatewayError> {
+    ) -> Result<Material, Error> {
         // An exchanged token still good needs no trip to the credential store.
         if matches!(auth, Auth::AppCredential(_))
             && let Some((token, until)) = self.tokens.lock().expect("token lock").get(app)
@@ -227,7 +352,7 @@ impl Authenticator {
         auth: &Auth,
         base_url: &str,
         stored: Option<Credential>,
-    ) -> Result<Material, GatewayError> {
+    ) -> Result<Material, Error> {
         let required = |why: &str| self.required(app, auth, why);
         match auth {
             Auth::ApiKey(k) => {
@@ -256,13 +381,10 @@ impl Authenticator {
                 let host = url_host(base_url);
                 let domain = c.domain.trim_start_matches('.');
                 if !(host == domain || host.ends_with(&format!(".{domain}"))) {
-                    return Err(GatewayError::new(
-                        Code::AaiJsonInvalid,
-                        format!(
-                            "the cookie domain `{}` does not cover `{host}`; cookies are only sent to their domain",
-                            c.domain
-                        ),
-                    ));
+                    return Err(Error::CookieDomain {
+                        domain: c.domain.clone(),
+                        host,
+                    });
                 }
                 let names: Vec<&str> = cookies
                     .expose()
@@ -329,7 +451,7 @@ impl Authenticator {
         auth: &Auth,
         base_url: &str,
         bound: Option<&str>,
-    ) -> Result<Option<String>, GatewayError> {
+    ) -> Result<Option<String>, Error> {
         let origin = reqwest::Url::parse(base_url)
             .map(|u| u.origin().ascii_serialization())
             .unwrap_or_else(|_| base_url.to_owned());
@@ -355,7 +477,7 @@ impl Authenticator {
         app: &str,
         executor: &aai_descriptor::Executor,
         from_env: bool,
-    ) -> Result<Vec<(String, Secret)>, GatewayError> {
+    ) -> Result<Vec<(String, Secret)>, Error> {
         let mut values = Vec::new();
         for name in fill::names(executor) {
             let stored = match self.store.get(&fill::entry(app, &name)).await? {
@@ -371,17 +493,11 @@ impl Authenticator {
             match value {
                 Some(v) => values.push((name, v)),
                 None => {
-                    let command = format!("aai-gateway auth set {app} --secret {name}");
-                    return Err(GatewayError::new(
-                        Code::AuthRequired,
-                        format!(
-                            "`{app}` needs the secret `{name}` (a `${{{name}}}` in its descriptor), which is not stored; run `{command}`{}",
-                            if from_env { " or set it in the gateway's environment" } else { "" }
-                        ),
-                    )
-                    .with("app", app)
-                    .with("secret", name)
-                    .with("command", command));
+                    return Err(Error::MissingSecret {
+                        app: app.to_owned(),
+                        name,
+                        from_env,
+                    });
                 }
             }
         }
@@ -394,7 +510,7 @@ impl Authenticator {
         endpoint: &str,
         app_id: &str,
         secret: &Secret,
-    ) -> Result<(Secret, Option<Duration>), GatewayError> {
+    ) -> Result<(Secret, Option<Duration>), Error> {
         let body = json!({"app_id": app_id, "app_secret": secret.expose()}).to_string();
         let (status, value) =
             crate::auth::oauth::post_token_endpoint(endpoint, "application/json", body).await?;
@@ -425,55 +541,30 @@ impl Authenticator {
                 let message = field(&["msg", "message", "error_description", "error"])
                     .and_then(Value::as_str)
                     .unwrap_or("no token in the response");
-                Err(GatewayError::new(
-                    Code::AuthDenied,
-                    format!(
-                        "the token endpoint refused the stored app credential (HTTP {status}): {message}"
-                    ),
-                )
-                .scrub(&forms(secret.expose())))
+                Err(Error::ExchangeRefused {
+                    status,
+                    message: crate::text::scrub(message, &forms(secret.expose())),
+                })
             }
         }
     }
 
     /// AUTH_REQUIRED with everything the agent needs to explain the fix.
-    pub fn required(&self, app: &str, auth: &Auth, why: &str) -> GatewayError {
-        let (instructions, obtain): (Option<&Instructions>, Option<&str>) = match auth {
-            Auth::ApiKey(k) => (k.instructions.as_ref(), Some(k.obtain_url.as_str())),
-            Auth::Cookie(c) => (c.instructions.as_ref(), Some(c.login_url.as_str())),
-            Auth::AppCredential(a) => (a.instructions.as_ref(), None),
+    pub fn required(&self, app: &str, auth: &Auth, why: &str) -> Error {
+        let (instructions, obtain_url) = match auth {
+            Auth::ApiKey(k) => (k.instructions.clone(), Some(k.obtain_url.clone())),
+            Auth::Cookie(c) => (c.instructions.clone(), Some(c.login_url.clone())),
+            Auth::AppCredential(a) => (a.instructions.clone(), None),
             Auth::OAuth2(_) => (None, None),
         };
-        let kind = auth.kind();
-        let command = if kind == AuthKind::OAuth2 {
-            format!("aai-gateway auth login {app}")
-        } else {
-            format!("aai-gateway auth set {app}")
-        };
-        let mut err = GatewayError::new(
-            Code::AuthRequired,
-            format!("{why}; the user can fix it with `{command}`"),
-        )
-        .with("authType", kind.as_str())
-        .with("command", command);
-        if let Some(url) = obtain {
-            err = err.with("obtainUrl", url);
-        }
-        if let Some(i) = instructions {
-            let mut obj = serde_json::Map::new();
-            obj.insert("short".into(), i.short.clone().into());
-            if let Some(d) = &i.detailed {
-                obj.insert("detailed".into(), d.clone().into());
-            }
-            if let Some(h) = &i.help_url {
-                obj.insert("helpUrl".into(), h.clone().into());
-            }
-            err = err.with("instructions", Value::Object(obj));
-        }
-        if let Some(locale) = &self.locale {
-            err = err.with("locale", locale.clone());
-        }
-        err
+        Error::Required(Box::new(Required {
+            app: app.to_owned(),
+            why: why.to_owned(),
+            kind: auth.kind(),
+            obtain_url,
+            instructions,
+            locale: self.locale.clone(),
+        }))
     }
 }
 

@@ -74,13 +74,8 @@ pub(crate) async fn post_token_endpoint(
     endpoint: &str,
     content_type: &str,
     body: String,
-) -> Result<(reqwest::StatusCode, Value), GatewayError> {
-    let client = crate::net::client(crate::net::Purpose::TokenEndpoint).map_err(|e| {
-        GatewayError::new(
-            Code::AutomationFailed,
-            format!("cannot start the HTTP client: {e}"),
-        )
-    })?;
+) -> Result<(reqwest::StatusCode, Value), Error> {
+    let client = crate::net::client(crate::net::Purpose::TokenEndpoint)?;
     let response = client
         .post(endpoint)
         .header("content-type", content_type)
@@ -88,25 +83,12 @@ pub(crate) async fn post_token_endpoint(
         .body(body)
         .send()
         .await
-        .map_err(|e| {
-            GatewayError::new(
-                Code::ServiceUnavailable,
-                format!(
-                    "the token endpoint is unreachable: {}",
-                    crate::net::describe(&e)
-                ),
-            )
-        })?;
+        .map_err(|e| Error::Unreachable(crate::net::describe(&e)))?;
     let status = response.status();
     // A token answer is small; a huge one is refused, never buffered.
     let body = crate::net::read_capped(response, crate::net::MAX_TOKEN_RESPONSE)
         .await
-        .map_err(|e| {
-            GatewayError::new(
-                Code::ServiceUnavailable,
-                format!("the token endpoint's answer: {e}"),
-            )
-        })?;
+        .map_err(Error::Answer)?;
     let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     Ok((status, value))
 }
@@ -116,25 +98,15 @@ pub async fn login(
     oauth: &OAuth2,
     client_id: &str,
     open: impl FnOnce(&str),
-) -> Result<Tokens, GatewayError> {
+) -> Result<Tokens, Error> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot listen for the sign-in redirect: {e}"),
-            )
-        })?;
+        .map_err(Error::Listen)?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
     let state = random_token(32);
     let verifier = random_token(64);
-    let mut url = reqwest::Url::parse(&oauth.authorization_endpoint).map_err(|e| {
-        GatewayError::new(
-            Code::AaiJsonInvalid,
-            format!("authorizationEndpoint is invalid: {e}"),
-        )
-    })?;
+    let mut url = reqwest::Url::parse(&oauth.authorization_endpoint).map_err(Error::Endpoint)?;
     url.query_pairs_mut()
         .append_pair("response_type", "code")
         .append_pair("client_id", client_id)
@@ -146,12 +118,7 @@ pub async fn login(
     open(url.as_str());
     let code = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_code(&listener, &state))
         .await
-        .map_err(|_| {
-            GatewayError::new(
-                Code::Timeout,
-                "nobody completed the sign-in within 5 minutes",
-            )
-        })??;
+        .map_err(|_| Error::NobodySignedIn)??;
     let form = [
         ("grant_type", "authorization_code"),
         ("code", code.as_str()),
@@ -159,9 +126,7 @@ pub async fn login(
         ("client_id", client_id),
         ("code_verifier", verifier.as_str()),
     ];
-    token_request(&oauth.token_endpoint, &form, None)
-        .await
-        .map_err(GatewayError::from)
+    token_request(&oauth.token_endpoint, &form, None).await
 }
 
 /// Why tokens could not be obtained.
@@ -178,15 +143,59 @@ pub enum Error {
     /// A refresh was needed but no refresh token is stored.
     #[error("the access token expired and there is no refresh token")]
     NoRefreshToken,
-    /// The endpoint could not be asked (unreachable, no client).
-    #[error(transparent)]
-    Unavailable(#[from] GatewayError),
+    /// The shared client could not be built.
+    #[error("cannot start the HTTP client: {0}")]
+    Client(#[from] crate::net::Error),
+    /// The token endpoint could not be reached.
+    #[error("the token endpoint is unreachable: {0}")]
+    Unreachable(String),
+    /// Its answer could not be read whole.
+    #[error("the token endpoint's answer: {0}")]
+    Answer(crate::net::BodyError),
+    /// No loopback port for the redirect.
+    #[error("cannot listen for the sign-in redirect: {0}")]
+    Listen(std::io::Error),
+    /// The descriptor's authorization endpoint is not a URL.
+    #[error("authorizationEndpoint is invalid: {0}")]
+    Endpoint(url::ParseError),
+    /// Nobody finished the sign-in in time.
+    #[error("nobody completed the sign-in within 5 minutes")]
+    NobodySignedIn,
+    /// Accepting the redirect failed.
+    #[error("the sign-in redirect failed: {0}")]
+    Redirect(std::io::Error),
+    /// The redirect's `state` is not ours.
+    #[error("the sign-in redirect carried the wrong `state`")]
+    WrongState,
+    /// The provider sent an error to the redirect.
+    #[error("the provider refused: {0}")]
+    ProviderRefused(String),
+    /// The redirect carried no code.
+    #[error("the sign-in redirect carried no code")]
+    NoCode,
 }
 
 impl Error {
     /// Whether only a new sign-in can help.
     pub fn needs_sign_in(&self) -> bool {
         matches!(self, Error::Refused { .. } | Error::NoRefreshToken)
+    }
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Refused { .. }
+            | Error::WrongState
+            | Error::ProviderRefused(_)
+            | Error::NoCode => Code::AuthDenied,
+            Error::NoRefreshToken => Code::AuthExpired,
+            Error::Unreachable(_) | Error::Answer(_) => Code::ServiceUnavailable,
+            Error::Endpoint(_) => Code::AaiJsonInvalid,
+            Error::NobodySignedIn => Code::Timeout,
+            Error::Client(_) | Error::Listen(_) | Error::Redirect(_) => Code::AutomationFailed,
+        };
+        GatewayError::new(code, e.to_string())
     }
 }
 
@@ -247,17 +256,9 @@ async fn token_request(
 }
 
 /// Accepts connections until one brings `/callback` with our `state`; answers each.
-async fn wait_for_code(
-    listener: &tokio::net::TcpListener,
-    state: &str,
-) -> Result<String, GatewayError> {
+async fn wait_for_code(listener: &tokio::net::TcpListener, state: &str) -> Result<String, Error> {
     loop {
-        let (mut socket, _) = listener.accept().await.map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("the sign-in redirect failed: {e}"),
-            )
-        })?;
+        let (mut socket, _) = listener.accept().await.map_err(Error::Redirect)?;
         let mut buf = vec![0u8; 16 * 1024];
         let n = socket.read(&mut buf).await.unwrap_or(0);
         let request = String::from_utf8_lossy(&buf[..n]);
@@ -277,10 +278,7 @@ async fn wait_for_code(
         let (page, result) = if get("state").as_deref() != Some(state) {
             (
                 "The sign-in answer did not match this request; try again.",
-                Err(GatewayError::new(
-                    Code::AuthDenied,
-                    "the sign-in redirect carried the wrong `state`",
-                )),
+                Err(Error::WrongState),
             )
         } else if let Some(error) = get("error") {
             let detail = get("error_description")
@@ -288,10 +286,7 @@ async fn wait_for_code(
                 .unwrap_or(error);
             (
                 "The sign-in was not completed. You can close this tab.",
-                Err(GatewayError::new(
-                    Code::AuthDenied,
-                    format!("the provider refused: {detail}"),
-                )),
+                Err(Error::ProviderRefused(detail)),
             )
         } else if let Some(code) = get("code") {
             (
@@ -299,13 +294,7 @@ async fn wait_for_code(
                 Ok(code),
             )
         } else {
-            (
-                "The sign-in answer carried no code.",
-                Err(GatewayError::new(
-                    Code::AuthDenied,
-                    "the sign-in redirect carried no code",
-                )),
-            )
+            ("The sign-in answer carried no code.", Err(Error::NoCode))
         };
         let html =
             format!("<!doctype html><meta charset=utf-8><title>aai-gateway</title><p>{page}</p>");

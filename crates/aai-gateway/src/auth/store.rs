@@ -169,7 +169,7 @@ impl Store {
     }
 
     /// The credential of `app`, if one is stored.
-    pub async fn get(&self, app: &str) -> Result<Option<Credential>, GatewayError> {
+    pub async fn get(&self, app: &str) -> Result<Option<Credential>, Error> {
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || store.get_now(&app)).await
     }
@@ -178,7 +178,7 @@ impl Store {
     pub async fn get_bound(
         &self,
         app: &str,
-    ) -> Result<Option<(Credential, Option<String>)>, GatewayError> {
+    ) -> Result<Option<(Credential, Option<String>)>, Error> {
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || {
             let Some(raw) = store.raw_now(&app)? else {
@@ -193,7 +193,7 @@ impl Store {
     /// Binds the credential of `app` to `origin`, the server it is first sent to: from
     /// then on it is sent nowhere else (a descriptor from another source that takes the
     /// app's id cannot receive it). Storing a credential again unbinds it.
-    pub async fn bind(&self, app: &str, origin: &str) -> Result<(), GatewayError> {
+    pub async fn bind(&self, app: &str, origin: &str) -> Result<(), Error> {
         let (store, app, origin) = (self.clone(), app.to_owned(), origin.to_owned());
         blocking(move || {
             let Some(mut raw) = store.raw_now(&app)? else {
@@ -207,7 +207,7 @@ impl Store {
 
     /// Replaces the credential of `app` with a renewed one (refreshed tokens), keeping the
     /// origin it is bound to.
-    pub async fn renew(&self, app: &str, credential: Credential) -> Result<(), GatewayError> {
+    pub async fn renew(&self, app: &str, credential: Credential) -> Result<(), Error> {
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || {
             let bound = store
@@ -223,18 +223,18 @@ impl Store {
     }
 
     /// Stores the credential of `app`.
-    pub async fn set(&self, app: &str, credential: Credential) -> Result<(), GatewayError> {
+    pub async fn set(&self, app: &str, credential: Credential) -> Result<(), Error> {
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || store.set_now(&app, &credential)).await
     }
 
     /// Forgets the credential of `app`; whether there was one.
-    pub async fn delete(&self, app: &str) -> Result<bool, GatewayError> {
+    pub async fn delete(&self, app: &str) -> Result<bool, Error> {
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || store.delete_now(&app)).await
     }
 
-    fn raw_now(&self, app: &str) -> Result<Option<Value>, GatewayError> {
+    fn raw_now(&self, app: &str) -> Result<Option<Value>, Error> {
         let text = match self {
             Store::Keyring => match entry(app)?.get_password() {
                 Ok(t) => t,
@@ -253,7 +253,7 @@ impl Store {
         Ok(serde_json::from_str(&text).ok())
     }
 
-    fn write_raw(&self, app: &str, raw: Value) -> Result<(), GatewayError> {
+    fn write_raw(&self, app: &str, raw: Value) -> Result<(), Error> {
         match self {
             Store::Keyring => entry(app)?
                 .set_password(&raw.to_string())
@@ -272,20 +272,20 @@ impl Store {
         }
     }
 
-    fn get_now(&self, app: &str) -> Result<Option<Credential>, GatewayError> {
+    fn get_now(&self, app: &str) -> Result<Option<Credential>, Error> {
         Ok(self
             .raw_now(app)?
             .and_then(|raw| serde_json::from_value(raw).ok()))
     }
 
-    fn set_now(&self, app: &str, credential: &Credential) -> Result<(), GatewayError> {
+    fn set_now(&self, app: &str, credential: &Credential) -> Result<(), Error> {
         self.write_raw(
             app,
             serde_json::to_value(credential).expect("credentials serialize"),
         )
     }
 
-    fn delete_now(&self, app: &str) -> Result<bool, GatewayError> {
+    fn delete_now(&self, app: &str) -> Result<bool, Error> {
         match self {
             Store::Keyring => match entry(app)?.delete_credential() {
                 Ok(()) => Ok(true),
@@ -303,72 +303,114 @@ impl Store {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, GatewayError> + Send + 'static,
-) -> Result<T, GatewayError> {
-    match tokio::time::timeout(DEADLINE, tokio::task::spawn_blocking(f)).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(e)) => Err(GatewayError::new(
-            Code::AutomationFailed,
-            format!("the credential store failed: {e}"),
-        )),
-        Err(_) => Err(GatewayError::new(
-            Code::ServiceUnavailable,
-            "the credential store did not answer within 5 s (is the keyring locked, or its daemon stuck?)",
-        )),
+/// Why the credential store could not be used. `From<Error> for GatewayError` below gives
+/// the wire codes; the keyring's comes with the way out, whole.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store's blocking task failed.
+    #[error("the credential store failed: {0}")]
+    Failed(String),
+    /// The store did not answer in time.
+    #[error(
+        "the credential store did not answer within 5 s (is the keyring locked, or its daemon stuck?)"
+    )]
+    Stuck,
+    /// The OS keyring refused (its first line, cut).
+    #[error("the OS credential store is not usable ({0})")]
+    Keyring(String),
+    /// The credential file is not JSON; it is left alone.
+    #[error(
+        "the credential file {} is not valid JSON ({why}); it was left as it is — repair or remove it",
+        .path.display()
+    )]
+    NotJson {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The parser's words.
+        why: String,
+    },
+    /// The credential file cannot be read.
+    #[error("cannot read {}: {why}", .path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS's words.
+        why: std::io::Error,
+    },
+    /// The credential file cannot be written.
+    #[error("cannot write {}: {why}", .path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS's words.
+        why: std::io::Error,
+    },
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Stuck | Error::Keyring(_) => Code::ServiceUnavailable,
+            Error::Failed(_) | Error::NotJson { .. } | Error::Read { .. } | Error::Write { .. } => {
+                Code::AutomationFailed
+            }
+        };
+        let wire = GatewayError::new(code, e.to_string());
+        match e {
+            // The way out is said whole (a hint is never cut), whatever the store's text.
+            Error::Keyring(_) if cfg!(target_os = "linux") => wire.with_hint(
+                "Start a Secret Service (GNOME Keyring or KWallet) and unlock it, or set \"credentials\": {\"store\": \"file\"} in config.json.",
+            ),
+            Error::Keyring(_) => wire.with_hint(
+                "Unlock the OS credential store, or set \"credentials\": {\"store\": \"file\"} in config.json.",
+            ),
+            _ => wire,
+        }
     }
 }
 
-fn entry(app: &str) -> Result<keyring::Entry, GatewayError> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    match tokio::time::timeout(DEADLINE, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(Error::Failed(e.to_string())),
+        Err(_) => Err(Error::Stuck),
+    }
+}
+
+fn entry(app: &str) -> Result<keyring::Entry, Error> {
     keyring::Entry::new(SERVICE, app).map_err(|e| store_error(&e))
 }
 
-fn store_error(e: &keyring::Error) -> GatewayError {
-    // The way out is said whole (the hint is never cut), whatever the store's own text.
-    let hint = if cfg!(target_os = "linux") {
-        "Start a Secret Service (GNOME Keyring or KWallet) and unlock it, or set \"credentials\": {\"store\": \"file\"} in config.json."
-    } else {
-        "Unlock the OS credential store, or set \"credentials\": {\"store\": \"file\"} in config.json."
-    };
+fn store_error(e: &keyring::Error) -> Error {
     let reason = e.to_string();
-    let reason = crate::text::excerpt(reason.lines().next().unwrap_or_default(), 120);
-    GatewayError::new(
-        Code::ServiceUnavailable,
-        format!("the OS credential store is not usable ({reason})"),
-    )
-    .with_hint(hint)
+    Error::Keyring(crate::text::excerpt(
+        reason.lines().next().unwrap_or_default(),
+        120,
+    ))
 }
 
-fn read_file(path: &std::path::Path) -> Result<serde_json::Map<String, Value>, GatewayError> {
+fn read_file(path: &std::path::Path) -> Result<serde_json::Map<String, Value>, Error> {
     match std::fs::read_to_string(path) {
         // An unreadable store is never taken for an empty one: the next write would
         // erase every credential in it.
-        Ok(text) => serde_json::from_str(&text).map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!(
-                    "the credential file {} is not valid JSON ({e}); it was left as it is — repair or remove it",
-                    path.display()
-                ),
-            )
+        Ok(text) => serde_json::from_str(&text).map_err(|e| Error::NotJson {
+            path: path.to_owned(),
+            why: e.to_string(),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(serde_json::Map::new()),
-        Err(e) => Err(GatewayError::new(
-            Code::AutomationFailed,
-            format!("cannot read {}: {e}", path.display()),
-        )),
+        Err(e) => Err(Error::Read {
+            path: path.to_owned(),
+            why: e,
+        }),
     }
 }
 
-fn write_file(
-    path: &std::path::Path,
-    all: &serde_json::Map<String, Value>,
-) -> Result<(), GatewayError> {
-    let fail = |e: std::io::Error| {
-        GatewayError::new(
-            Code::AutomationFailed,
-            format!("cannot write {}: {e}", path.display()),
-        )
+fn write_file(path: &std::path::Path, all: &serde_json::Map<String, Value>) -> Result<(), Error> {
+    let fail = |why: std::io::Error| Error::Write {
+        path: path.to_owned(),
+        why,
     };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(fail)?;
@@ -430,6 +472,8 @@ mod tests {
         std::fs::write(&path, r#"{"com.a": {"type": "apiKey", "value": "k"}"#).unwrap();
         let store = Store::File(path.clone());
         let e = store.get("com.a").await.unwrap_err();
+        assert!(matches!(e, Error::NotJson { .. }), "{e}");
+        let e = GatewayError::from(e);
         assert!(
             e.detail.contains("credentials.json") && e.detail.contains("not valid JSON"),
             "{e}"
@@ -443,7 +487,7 @@ mod tests {
             )
             .await
             .unwrap_err();
-        assert!(e.detail.contains("left as it is"), "{e}");
+        assert!(e.to_string().contains("left as it is"), "{e}");
         assert!(store.delete("com.a").await.is_err());
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),

@@ -26,17 +26,170 @@ use crate::net::{self, BodyError, Purpose};
 /// How long a fetched descriptor is fresh.
 pub const TTL: Duration = Duration::from_secs(24 * 3600);
 
+/// Why a web descriptor or the registry catalog could not be had. `From<Error> for
+/// GatewayError` below gives the wire codes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What the user typed is no URL or domain.
+    #[error("`url` is not a URL or domain")]
+    NotUrl,
+    /// A URL the gateway does not fetch (scheme, host).
+    #[error("{0}")]
+    NotFetchable(String),
+    /// The shared client could not be built.
+    #[error("cannot start the HTTP client: {0}")]
+    Client(#[from] net::Error),
+    /// The site could not be reached, and nothing is cached.
+    #[error("cannot fetch {url}: {why}")]
+    Unreachable {
+        /// The URL.
+        url: String,
+        /// What failed.
+        why: String,
+    },
+    /// The site answered with an error status.
+    #[error("{url} answered HTTP {status}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The status.
+        status: reqwest::StatusCode,
+    },
+    /// The body is not UTF-8.
+    #[error("{0} is not UTF-8 text")]
+    NotText(String),
+    /// The descriptor does not load.
+    #[error("the descriptor at {url} is invalid: {}", .errors.join("; "))]
+    Invalid {
+        /// The URL.
+        url: String,
+        /// Its errors, one line each.
+        errors: Vec<String>,
+        /// Every diagnostic, as JSON (`data.diagnostics`).
+        diagnostics: Value,
+    },
+    /// The descriptor points somewhere its origin may not send the gateway.
+    #[error("the descriptor at {url} is refused: {why}")]
+    Unbound {
+        /// The URL, redacted.
+        url: String,
+        /// The origin it came from.
+        origin: String,
+        /// Which URL breaks the rule.
+        why: String,
+    },
+    /// A catalog entry's descriptor describes another app.
+    #[error("the catalog lists `{listed}` but {url} describes `{described}`")]
+    WrongId {
+        /// The id the catalog promised.
+        listed: String,
+        /// The URL.
+        url: String,
+        /// The id the descriptor has.
+        described: String,
+    },
+    /// The id belongs to another origin.
+    #[error(
+        "{url} describes `{id}`, but that app belongs to {bound} (it was first fetched from there); another site cannot take it over. To move the app on purpose, delete {} and its stored credential (`aai-gateway auth logout {id}`), then discover it again",
+        .folder.display()
+    )]
+    TakenOver {
+        /// The URL, redacted.
+        url: String,
+        /// The app id.
+        id: String,
+        /// The origin it belongs to.
+        bound: String,
+        /// Its cache folder.
+        folder: PathBuf,
+    },
+    /// The id is a local or built-in app's.
+    #[error("{url} describes `{id}`, an id a local or built-in app has; a web app cannot take it")]
+    Reserved {
+        /// The URL, redacted.
+        url: String,
+        /// The app id.
+        id: String,
+    },
+    /// The cache could not be written.
+    #[error("cannot cache the descriptor: {0}")]
+    Cache(std::io::Error),
+    /// The configured registry URL is not a URL.
+    #[error("registryUrl is invalid: {0}")]
+    RegistryUrl(url::ParseError),
+    /// The registry could not be reached.
+    #[error("cannot reach the registry: {0}")]
+    RegistryUnreachable(String),
+    /// The registry answered with an error status.
+    #[error("{url} answered HTTP {status}")]
+    RegistryStatus {
+        /// The URL.
+        url: String,
+        /// The status.
+        status: reqwest::StatusCode,
+    },
+    /// The catalog is not JSON.
+    #[error("the registry catalog is not JSON: {0}")]
+    CatalogNotJson(serde_json::Error),
+    /// A catalog entry's URL is not a URL.
+    #[error("{url}: {why}")]
+    EntryUrl {
+        /// The entry's URL.
+        url: String,
+        /// The parser's words.
+        why: url::ParseError,
+    },
+    /// The descriptor is over the cap.
+    #[error("the descriptor is larger than 1 MiB")]
+    TooLarge,
+    /// Reading the body failed.
+    #[error("{0}")]
+    Body(BodyError),
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match &e {
+            Error::NotUrl | Error::NotFetchable(_) => Code::InvalidParams,
+            Error::Status { status, .. } if *status == reqwest::StatusCode::NOT_FOUND => {
+                Code::NotFound
+            }
+            Error::Unreachable { .. }
+            | Error::Status { .. }
+            | Error::RegistryUnreachable(_)
+            | Error::RegistryStatus { .. }
+            | Error::Body(_) => Code::ServiceUnavailable,
+            Error::NotText(_)
+            | Error::Invalid { .. }
+            | Error::Unbound { .. }
+            | Error::WrongId { .. }
+            | Error::RegistryUrl(_)
+            | Error::CatalogNotJson(_)
+            | Error::EntryUrl { .. }
+            | Error::TooLarge => Code::AaiJsonInvalid,
+            Error::TakenOver { .. } | Error::Reserved { .. } => Code::PermissionDenied,
+            Error::Client(_) | Error::Cache(_) => Code::AutomationFailed,
+        };
+        let wire = GatewayError::new(code, e.to_string());
+        match e {
+            Error::NotUrl | Error::NotFetchable(_) => wire.with("field", "/url"),
+            Error::Invalid { diagnostics, .. } => wire.with("diagnostics", diagnostics),
+            Error::Unbound { origin, .. } => wire.with("origin", origin),
+            Error::TakenOver { bound, .. } => wire.with("boundOrigin", bound),
+            _ => wire,
+        }
+    }
+}
+
 /// The `.well-known` URL for what the user typed: a URL, or a bare domain.
-pub fn well_known(input: &str) -> Result<reqwest::Url, GatewayError> {
+pub fn well_known(input: &str) -> Result<reqwest::Url, Error> {
     let input = input.trim();
     let with_scheme = if input.contains("://") {
         input.to_owned()
     } else {
         format!("https://{input}")
     };
-    let url = reqwest::Url::parse(&with_scheme).map_err(|_| {
-        GatewayError::new(Code::InvalidParams, "`url` is not a URL or domain").with("field", "/url")
-    })?;
+    let url = reqwest::Url::parse(&with_scheme).map_err(|_| Error::NotUrl)?;
     check_fetchable(&url)?;
     let mut base = url.clone();
     base.set_path("/.well-known/aai.json");
@@ -45,10 +198,8 @@ pub fn well_known(input: &str) -> Result<reqwest::Url, GatewayError> {
     Ok(base)
 }
 
-fn check_fetchable(url: &reqwest::Url) -> Result<(), GatewayError> {
-    net::check_fetchable(url).map_err(|why| {
-        GatewayError::new(Code::InvalidParams, why.to_string()).with("field", "/url")
-    })
+fn check_fetchable(url: &reqwest::Url) -> Result<(), Error> {
+    net::check_fetchable(url).map_err(|why| Error::NotFetchable(why.to_string()))
 }
 
 /// The cache directory of the web apps.
@@ -127,13 +278,8 @@ impl Fetcher {
         }
     }
 
-    fn client(&self) -> Result<&'static reqwest::Client, GatewayError> {
-        net::client(Purpose::Descriptor).map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot start the HTTP client: {e}"),
-            )
-        })
+    fn client(&self) -> Result<&'static reqwest::Client, Error> {
+        Ok(net::client(Purpose::Descriptor)?)
     }
 
     /// Fetches, validates and caches the descriptor at `url`. `known_id` is the app id a
@@ -142,7 +288,7 @@ impl Fetcher {
         &self,
         url: &reqwest::Url,
         known_id: Option<&str>,
-    ) -> Result<Fetched, GatewayError> {
+    ) -> Result<Fetched, Error> {
         check_fetchable(url)?;
         let cached = self.lookup(known_id, url).await;
         if let Some((id, meta)) = &cached
@@ -176,10 +322,10 @@ impl Fetcher {
                             changed: false,
                         })
                     }
-                    None => Err(GatewayError::new(
-                        Code::ServiceUnavailable,
-                        format!("cannot fetch {url}: {}", net::describe(&e)),
-                    )),
+                    None => Err(Error::Unreachable {
+                        url: url.to_string(),
+                        why: net::describe(&e),
+                    }),
                 };
             }
         };
@@ -196,15 +342,10 @@ impl Fetcher {
             });
         }
         if !response.status().is_success() {
-            let code = if response.status() == reqwest::StatusCode::NOT_FOUND {
-                Code::NotFound
-            } else {
-                Code::ServiceUnavailable
-            };
-            return Err(GatewayError::new(
-                code,
-                format!("{url} answered HTTP {}", response.status()),
-            ));
+            return Err(Error::Status {
+                url: url.to_string(),
+                status: response.status(),
+            });
         }
         let etag = response
             .headers()
@@ -212,38 +353,31 @@ impl Fetcher {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let body = read_capped(response).await?;
-        let text = String::from_utf8(body).map_err(|_| {
-            GatewayError::new(Code::AaiJsonInvalid, format!("{url} is not UTF-8 text"))
-        })?;
+        let text = String::from_utf8(body).map_err(|_| Error::NotText(url.to_string()))?;
         let parsed = aai_descriptor::parse(&text, url.as_str());
         let Some(app) = parsed.app else {
-            let lines: Vec<String> = parsed
-                .diagnostics
-                .iter()
-                .filter(|d| d.is_error())
-                .map(ToString::to_string)
-                .collect();
-            return Err(GatewayError::new(
-                Code::AaiJsonInvalid,
-                format!("the descriptor at {url} is invalid: {}", lines.join("; ")),
-            )
-            .with(
-                "diagnostics",
-                serde_json::to_value(&parsed.diagnostics).unwrap_or_default(),
-            ));
+            return Err(Error::Invalid {
+                url: url.to_string(),
+                errors: parsed
+                    .diagnostics
+                    .iter()
+                    .filter(|d| d.is_error())
+                    .map(ToString::to_string)
+                    .collect(),
+                diagnostics: serde_json::to_value(&parsed.diagnostics).unwrap_or_default(),
+            });
         };
-        check_bound(&app, url).map_err(|why| {
-            GatewayError::new(
-                Code::AaiJsonInvalid,
-                format!("the descriptor at {} is refused: {why}", net::redact(url)),
-            )
-            .with("origin", url.origin().ascii_serialization())
+        check_bound(&app, url).map_err(|why| Error::Unbound {
+            url: net::redact(url),
+            origin: url.origin().ascii_serialization(),
+            why,
         })?;
         if let Some(id) = known_id.filter(|id| *id != app.id) {
-            return Err(GatewayError::new(
-                Code::AaiJsonInvalid,
-                format!("the catalog lists `{id}` but {url} describes `{}`", app.id),
-            ));
+            return Err(Error::WrongId {
+                listed: id.to_owned(),
+                url: url.to_string(),
+                described: app.id,
+            });
         }
         // A web app's id belongs to the origin it was first fetched from: another origin
         // serving the same id must not take over the app (and the credential stored for
@@ -255,30 +389,18 @@ impl Fetcher {
                 .and_then(|u| reqwest::Url::parse(u).ok())
             && bound.origin() != url.origin()
         {
-            let folder = cache_dir(&self.home).join(&app.id);
-            return Err(GatewayError::new(
-                Code::PermissionDenied,
-                format!(
-                    "{} describes `{}`, but that app belongs to {} (it was first fetched from there); another site cannot take it over. To move the app on purpose, delete {} and its stored credential (`aai-gateway auth logout {}`), then discover it again",
-                    net::redact(url),
-                    app.id,
-                    bound.origin().ascii_serialization(),
-                    folder.display(),
-                    app.id,
-                ),
-            )
-            .with("boundOrigin", bound.origin().ascii_serialization()));
+            return Err(Error::TakenOver {
+                url: net::redact(url),
+                folder: cache_dir(&self.home).join(&app.id),
+                id: app.id,
+                bound: bound.origin().ascii_serialization(),
+            });
         }
         let dir = cache_dir(&self.home).join(&app.id);
-        let fail = |e: std::io::Error| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot cache the descriptor: {e}"),
-            )
-        };
-        crate::files::private_dir(&cache_dir(&self.home)).map_err(fail)?;
-        crate::files::private_dir(&dir).map_err(fail)?;
-        crate::files::write_private(&dir.join("aai.json"), text.as_bytes()).map_err(fail)?;
+        crate::files::private_dir(&cache_dir(&self.home)).map_err(Error::Cache)?;
+        crate::files::private_dir(&dir).map_err(Error::Cache)?;
+        crate::files::write_private(&dir.join("aai.json"), text.as_bytes())
+            .map_err(Error::Cache)?;
         let meta = json!({"sourceUrl": url.as_str(), "fetchedAt": now(), "ttlSecs": TTL.as_secs(), "etag": etag});
         self.write_meta(&app.id, &meta)?;
         self.remember(url.as_str(), &app.id);
@@ -293,38 +415,24 @@ impl Fetcher {
 
     /// Fetches the registry catalog and every descriptor in it (8 at a time). One bad
     /// entry does not stop the others; returns the ids cached and the problems.
-    pub async fn registry(
-        &self,
-        registry_url: &str,
-    ) -> Result<(Vec<String>, Vec<String>), GatewayError> {
+    pub async fn registry(&self, registry_url: &str) -> Result<(Vec<String>, Vec<String>), Error> {
         let url = reqwest::Url::parse(&format!(
             "{}/api/v1/apps",
             registry_url.trim_end_matches('/')
         ))
-        .map_err(|e| {
-            GatewayError::new(Code::AaiJsonInvalid, format!("registryUrl is invalid: {e}"))
-        })?;
+        .map_err(Error::RegistryUrl)?;
         check_fetchable(&url)?;
         let catalog: Value = match self.client()?.get(url.clone()).send().await {
-            Ok(r) if r.status().is_success() => serde_json::from_slice(&read_capped(r).await?)
-                .map_err(|e| {
-                    GatewayError::new(
-                        Code::AaiJsonInvalid,
-                        format!("the registry catalog is not JSON: {e}"),
-                    )
-                })?,
+            Ok(r) if r.status().is_success() => {
+                serde_json::from_slice(&read_capped(r).await?).map_err(Error::CatalogNotJson)?
+            }
             Ok(r) => {
-                return Err(GatewayError::new(
-                    Code::ServiceUnavailable,
-                    format!("{url} answered HTTP {}", r.status()),
-                ));
+                return Err(Error::RegistryStatus {
+                    url: url.to_string(),
+                    status: r.status(),
+                });
             }
-            Err(e) => {
-                return Err(GatewayError::new(
-                    Code::ServiceUnavailable,
-                    format!("cannot reach the registry: {}", net::describe(&e)),
-                ));
-            }
+            Err(e) => return Err(Error::RegistryUnreachable(net::describe(&e))),
         };
         let entries: Vec<(String, String)> = catalog
             .get("apps")
@@ -346,15 +454,17 @@ impl Fetcher {
         let mut problems = Vec::new();
         for chunk in entries.chunks(8) {
             let results = futures_util::future::join_all(chunk.iter().map(|(id, u)| async move {
-                let url = reqwest::Url::parse(u)
-                    .map_err(|e| GatewayError::new(Code::AaiJsonInvalid, format!("{u}: {e}")))?;
+                let url = reqwest::Url::parse(u).map_err(|why| Error::EntryUrl {
+                    url: u.clone(),
+                    why,
+                })?;
                 self.fetch(&url, Some(id)).await
             }))
             .await;
             for ((id, _), r) in chunk.iter().zip(results) {
                 match r {
                     Ok(f) => ok.push(f.app_id),
-                    Err(e) => problems.push(format!("{id}: {}", e.detail)),
+                    Err(e) => problems.push(format!("{id}: {e}")),
                 }
             }
         }
@@ -380,17 +490,12 @@ impl Fetcher {
         read_entry(&self.home, id)
     }
 
-    fn write_meta(&self, id: &str, meta: &Value) -> Result<(), GatewayError> {
+    fn write_meta(&self, id: &str, meta: &Value) -> Result<(), Error> {
         crate::files::write_private(
             &cache_dir(&self.home).join(id).join("meta.json"),
             format!("{meta:#}\n").as_bytes(),
         )
-        .map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot cache the descriptor: {e}"),
-            )
-        })
+        .map_err(Error::Cache)
     }
 }
 
@@ -559,16 +664,12 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, GatewayError> {
+async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, Error> {
     net::read_capped(response, net::MAX_DESCRIPTOR)
         .await
         .map_err(|e| match e {
-            BodyError::TooLarge(_) => {
-                GatewayError::new(Code::AaiJsonInvalid, "the descriptor is larger than 1 MiB")
-            }
-            BodyError::Transport(_) | BodyError::TimedOut => {
-                GatewayError::new(Code::ServiceUnavailable, e.to_string())
-            }
+            BodyError::TooLarge(_) => Error::TooLarge,
+            other => Error::Body(other),
         })
 }
 

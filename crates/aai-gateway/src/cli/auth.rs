@@ -12,6 +12,7 @@ use super::Context;
 use super::table::Table;
 use crate::auth::store::{Credential, Store};
 use crate::catalog;
+use crate::error::GatewayError;
 
 /// What to do.
 #[derive(Debug)]
@@ -83,7 +84,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                         }
                         Ok(None) => "no".to_owned(),
                         Err(e) => {
-                            store_problem = Some(e.explain());
+                            store_problem = Some(GatewayError::from(e).explain());
                             "unknown".to_owned()
                         }
                     }
@@ -108,7 +109,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                             }
                             Ok(None) => format!("no: aai-gateway auth set {id} --secret {name}"),
                             Err(e) => {
-                                store_problem = Some(e.explain());
+                                store_problem = Some(GatewayError::from(e).explain());
                                 "unknown".to_owned()
                             }
                         }
@@ -191,7 +192,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 None => app.clone(),
             };
             if let Err(e) = runtime.block_on(store.set(&key, credential)) {
-                return fail(&e.explain());
+                return fail(&GatewayError::from(e).explain());
             }
             let _ = match &secret {
                 Some(name) => writeln!(std::io::stdout(), "stored the secret {name} of {app}"),
@@ -220,10 +221,10 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 runtime.block_on(crate::auth::oauth::login(&oauth, &client_id, open_browser));
             let tokens = match signed_in {
                 Ok(t) => t,
-                Err(e) => return fail(&e.explain()),
+                Err(e) => return fail(&GatewayError::from(e).explain()),
             };
             if let Err(e) = runtime.block_on(store.set(&app, Credential::OAuth(tokens))) {
-                return fail(&e.explain());
+                return fail(&GatewayError::from(e).explain());
             }
             let _ = writeln!(std::io::stdout(), "signed in to {app}");
             ExitCode::SUCCESS
@@ -237,7 +238,7 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 let _ = writeln!(std::io::stdout(), "no credential was stored for {app}");
                 ExitCode::SUCCESS
             }
-            Err(e) => fail(&e.explain()),
+            Err(e) => fail(&GatewayError::from(e).explain()),
         },
     }
 }

@@ -16,6 +16,7 @@ use super::Context;
 use super::drafts::{self, Found};
 use super::drafts::{Plan, plan, plan_valid};
 use crate::auth::store::{Credential, Store};
+use crate::error::GatewayError;
 use aai_author::openapi;
 
 /// Largest configuration file read (they are a few KiB).
@@ -81,9 +82,12 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
         for (key, value) in &f.secrets {
             let credential = Credential::parse(aai_descriptor::AuthKind::ApiKey, value)
                 .map_err(|e| e.to_string())?;
-            runtime
-                .block_on(store.set(key, credential))
-                .map_err(|e| format!("its credential could not be stored: {}", e.explain()))?;
+            runtime.block_on(store.set(key, credential)).map_err(|e| {
+                format!(
+                    "its credential could not be stored: {}",
+                    GatewayError::from(e).explain()
+                )
+            })?;
         }
         Ok(())
     })

@@ -33,6 +33,60 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::config::ConsentMode;
 use crate::consent::state::{Deferred, Grant};
 use crate::error::{Code, GatewayError};
+
+/// Why a call may not run. `From<Error> for GatewayError` below gives the wire codes;
+/// CONSENT_REQUIRED comes with the way to allow it, whole in the message.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `consent.mode` is `deny`.
+    #[error("calls to this app are refused by configuration (`consent.mode` is `deny`)")]
+    Refused,
+    /// The user said no (`channel`: how they were asked, as a suffix).
+    #[error("the user denied this call{0}")]
+    Denied(String),
+    /// The question was closed without an answer.
+    #[error("the user declined or dismissed the question; nothing was remembered")]
+    Dismissed,
+    /// Nobody could be asked: how the user can allow it.
+    #[error("{}", .0.detail)]
+    Required(Box<Required>),
+}
+
+/// CONSENT_REQUIRED's content.
+#[derive(Debug)]
+pub struct Required {
+    detail: String,
+    hint: String,
+    caller: String,
+    command: String,
+    powershell: String,
+    start: Option<String>,
+    ui: Option<String>,
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        match e {
+            Error::Required(r) => {
+                let mut wire = GatewayError::new(Code::ConsentRequired, r.detail)
+                    .with_hint(r.hint)
+                    .with("caller", r.caller)
+                    .with("command", r.command)
+                    .with("powershellCommand", r.powershell);
+                if let Some(start) = r.start {
+                    wire = wire.with("start", start);
+                }
+                if let Some(link) = r.ui {
+                    wire = wire.with("ui", link);
+                }
+                wire
+            }
+            Error::Refused | Error::Denied(_) | Error::Dismissed => {
+                GatewayError::new(Code::PermissionDenied, e.to_string())
+            }
+        }
+    }
+}
 pub use crate::exec::start::Start;
 
 /// Who is calling.
@@ -691,10 +745,7 @@ impl Gate {
         match self.mode(&question.app) {
             ConsentMode::Allow => return Ok(()),
             ConsentMode::Deny => {
-                return Err(GatewayError::new(
-                    Code::PermissionDenied,
-                    "calls to this app are refused by configuration (`consent.mode` is `deny`)",
-                ));
+                return Err(Error::Refused.into());
             }
             ConsentMode::Prompt => {}
         }
@@ -788,6 +839,11 @@ impl Gate {
     /// CONSENT_REQUIRED for `question`, refused as pending entry `id`: where to approve
     /// it, and the command that grants it, quoted for a POSIX shell and for PowerShell.
     fn consent_required(&self, question: &Question, caller: &str, id: u64) -> GatewayError {
+        Error::Required(Box::new(self.required(question, caller, id))).into()
+    }
+
+    /// How the user can allow `question`, for a caller that cannot ask them.
+    fn required(&self, question: &Question, caller: &str, id: u64) -> Required {
         let start_only = start_only(question);
         // A value starting with `-` is given as `--tool=…`, so that it stays the value.
         let option = |name: &str, value: &str| -> Vec<String> {
@@ -842,18 +898,15 @@ impl Gate {
                     .unwrap_or_default()
             ),
         };
-        let mut error = GatewayError::new(Code::ConsentRequired, detail)
-            .with_hint(hint)
-            .with("caller", caller)
-            .with("command", command)
-            .with("powershellCommand", powershell);
-        if let Some(start) = &question.start {
-            error = error.with("start", start.describe());
+        Required {
+            detail,
+            hint,
+            caller: caller.to_owned(),
+            command,
+            powershell,
+            start: question.start.as_ref().map(|s| s.describe()),
+            ui,
         }
-        if let Some(link) = ui {
-            error = error.with("ui", link);
-        }
-        error
     }
 
     /// What an answer means for the call that asked: an allowing answer also allows what
@@ -883,14 +936,8 @@ impl Gate {
                 self.remember(&key.0, &key.1, "*", cert);
                 Ok(())
             }
-            Some(Choice::Deny) => Err(GatewayError::new(
-                Code::PermissionDenied,
-                format!("the user denied this call{channel}"),
-            )),
-            None => Err(GatewayError::new(
-                Code::PermissionDenied,
-                "the user declined or dismissed the question; nothing was remembered",
-            )),
+            Some(Choice::Deny) => Err(Error::Denied(channel.to_owned()).into()),
+            None => Err(Error::Dismissed.into()),
         }
     }
 }

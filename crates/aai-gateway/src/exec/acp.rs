@@ -59,6 +59,118 @@ enum Stopped {
     Cancelled,
 }
 
+/// How a call to an ACP agent failed. `From<Error> for GatewayError` below gives the wire
+/// codes. Clone: callers waiting for the same start share its failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The agent's program did not start.
+    #[error(transparent)]
+    Start(#[from] process::StartError),
+    /// The agent started but `initialize` failed (`note`: its last stderr lines).
+    #[error("the agent did not start: `initialize` failed: {message}{note}")]
+    NotStarted {
+        /// The JSON-RPC error's message.
+        message: String,
+        /// The note of its last stderr lines.
+        note: String,
+    },
+    /// The agent speaks another protocol version.
+    #[error("the agent speaks ACP version {0}, the gateway speaks {PROTOCOL_VERSION}")]
+    Version(String),
+    /// The client cancelled while the agent was starting.
+    #[error("the call was cancelled while the agent was starting")]
+    CancelledStarting,
+    /// `cwd` is not an absolute path to a folder.
+    #[error("`cwd` must be an absolute path to an existing folder")]
+    BadCwd,
+    /// A `sessionId` the running agent does not know and cannot load.
+    #[error(
+        "session `{0}` is not known to the running agent (it may have restarted, and it cannot load sessions); leave out `sessionId` to start a new one"
+    )]
+    UnknownSession(String),
+    /// The session is in another prompt turn.
+    #[error("session `{0}` is busy with another prompt; wait for it, or start a new session")]
+    Busy(String),
+    /// `session/new` answered without an id.
+    #[error("the agent's answer to session/new has no sessionId")]
+    NoSessionId,
+    /// The turn ran out of time and was cancelled.
+    #[error("the agent did not finish within {} s; the turn was cancelled", .0.as_secs())]
+    TimedOut(Duration),
+    /// The client cancelled; so was the turn.
+    #[error("the call was cancelled; the agent's turn was cancelled")]
+    Cancelled,
+    /// The agent exited during the turn.
+    #[error("{0}")]
+    Gone(String),
+    /// The agent needs its user to sign in (`methods`: the ways it offers).
+    #[error(
+        "the agent needs you to sign in first ({message}); sign in with the agent's own command, then try again. Its ways to sign in: {methods}"
+    )]
+    SignIn {
+        /// The app id.
+        app: String,
+        /// The agent's message.
+        message: String,
+        /// Its authentication methods, listed.
+        methods: String,
+    },
+    /// The agent answered a request with an error.
+    #[error("the agent answered `{method}` with an error: {}", crate::text::excerpt(.message, 1000))]
+    Rpc {
+        /// The request.
+        method: &'static str,
+        /// Its JSON-RPC error code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+    /// A failure within a session's turn.
+    #[error("{error}")]
+    InSession {
+        /// The session.
+        session: String,
+        /// What failed.
+        error: Box<Error>,
+    },
+}
+
+impl Error {
+    fn in_session(self, session: &str) -> Error {
+        Error::InSession {
+            session: session.to_owned(),
+            error: Box::new(self),
+        }
+    }
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Start(start) => return start.into(),
+            Error::InSession { session, error } => {
+                return GatewayError::from(*error).with("sessionId", session);
+            }
+            Error::NotStarted { .. } | Error::Gone(_) => Code::AppNotRunning,
+            Error::Version(_) => Code::AutomationNotSupported,
+            Error::BadCwd | Error::UnknownSession(_) | Error::Busy(_) => Code::InvalidParams,
+            Error::TimedOut(_) => Code::Timeout,
+            Error::SignIn { .. } => Code::AuthRequired,
+            Error::CancelledStarting
+            | Error::Cancelled
+            | Error::NoSessionId
+            | Error::Rpc { .. } => Code::AutomationFailed,
+        };
+        let mut wire = GatewayError::new(code, e.to_string());
+        match e {
+            Error::SignIn { app, .. } => wire = wire.with("app", app),
+            Error::Rpc { code, .. } => wire = wire.with("agentCode", code),
+            _ => {}
+        }
+        wire
+    }
+}
+
 /// Longest accepted message line.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 /// The ACP error code for "authentication required".
@@ -481,7 +593,7 @@ type AgentSlot = Arc<tokio::sync::Mutex<Option<Arc<Agent>>>>;
 #[derive(Default)]
 pub struct AcpExecutor {
     agents: Mutex<HashMap<String, AgentSlot>>,
-    failures: super::Failures,
+    failures: super::Failures<Error>,
 }
 
 impl std::fmt::Debug for AcpExecutor {
@@ -500,7 +612,7 @@ impl Execute for AcpExecutor {
 }
 
 impl AcpExecutor {
-    async fn call(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+    async fn call(&self, req: Request<'_>) -> Result<Value, Error> {
         let Executor::Acp(process) = req.executor else {
             unreachable!("dispatched by executor type");
         };
@@ -513,7 +625,7 @@ impl AcpExecutor {
         let agent = tokio::select! {
             agent = self.agent(req.app, &started, &req.secrets, deadline) => agent?,
             () = req.ctx.cancel.cancelled() => {
-                return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled while the agent was starting"));
+                return Err(Error::CancelledStarting);
             }
         };
         let args = req.args.as_object().cloned().unwrap_or_default();
@@ -528,12 +640,7 @@ impl AcpExecutor {
         {
             let mut turns = agent.turns.lock().expect("turns lock");
             if turns.contains_key(&session) {
-                return Err(GatewayError::new(
-                    Code::InvalidParams,
-                    format!(
-                        "session `{session}` is busy with another prompt; wait for it, or start a new session"
-                    ),
-                ));
+                return Err(Error::Busy(session));
             }
             turns.insert(session.clone(), turn.clone());
         }
@@ -561,30 +668,21 @@ impl AcpExecutor {
                     agent.kill();
                 }
                 agent.turns.lock().expect("turns lock").remove(&session);
-                let (code, what) = match stopped {
-                    Stopped::TimedOut => (
-                        Code::Timeout,
-                        format!(
-                            "the agent did not finish within {} s; the turn was cancelled",
-                            req.ctx.timeout.as_secs()
-                        ),
-                    ),
-                    Stopped::Cancelled => (
-                        Code::AutomationFailed,
-                        "the call was cancelled; the agent's turn was cancelled".to_owned(),
-                    ),
+                let why = match stopped {
+                    Stopped::TimedOut => Error::TimedOut(req.ctx.timeout),
+                    Stopped::Cancelled => Error::Cancelled,
                 };
-                return Err(GatewayError::new(code, what).with("sessionId", session.as_str()));
+                return Err(why.in_session(&session));
             }
         };
         agent.turns.lock().expect("turns lock").remove(&session);
         let answer = answer.map_err(|e| {
             if !agent.alive.load(Ordering::SeqCst) {
-                GatewayError::new(Code::AppNotRunning, e.message)
+                Error::Gone(e.message)
             } else {
                 self.rpc_error(&agent, "session/prompt", e)
             }
-            .with("sessionId", session.as_str())
+            .in_session(&session)
         })?;
         let stop = answer
             .get("stopReason")
@@ -601,15 +699,12 @@ impl AcpExecutor {
         agent: &Arc<Agent>,
         args: &Map<String, Value>,
         req: &Request<'_>,
-    ) -> Result<String, GatewayError> {
+    ) -> Result<String, Error> {
         let cwd = match args.get("cwd").and_then(Value::as_str) {
             Some(dir) => {
                 let dir = PathBuf::from(dir);
                 if !dir.is_absolute() || !dir.is_dir() {
-                    return Err(GatewayError::new(
-                        Code::InvalidParams,
-                        "`cwd` must be an absolute path to an existing folder",
-                    ));
+                    return Err(Error::BadCwd);
                 }
                 dir
             }
@@ -627,12 +722,7 @@ impl AcpExecutor {
                 return Ok(id.to_owned());
             }
             if !agent.can_load_sessions() {
-                return Err(GatewayError::new(
-                    Code::InvalidParams,
-                    format!(
-                        "session `{id}` is not known to the running agent (it may have restarted, and it cannot load sessions); leave out `sessionId` to start a new one"
-                    ),
-                ));
+                return Err(Error::UnknownSession(id.to_owned()));
             }
             let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
             agent
@@ -654,12 +744,7 @@ impl AcpExecutor {
         let id = created
             .get("sessionId")
             .and_then(Value::as_str)
-            .ok_or_else(|| {
-                GatewayError::new(
-                    Code::AutomationFailed,
-                    "the agent's answer to session/new has no sessionId",
-                )
-            })?
+            .ok_or(Error::NoSessionId)?
             .to_owned();
         agent
             .sessions
@@ -669,27 +754,21 @@ impl AcpExecutor {
         Ok(id)
     }
 
-    fn rpc_error(&self, agent: &Agent, method: &str, e: RpcError) -> GatewayError {
+    fn rpc_error(&self, agent: &Agent, method: &'static str, e: RpcError) -> Error {
         if e.code == AUTH_REQUIRED
             && let Some(methods) = agent.auth_methods()
         {
-            return GatewayError::new(
-                Code::AuthRequired,
-                format!(
-                    "the agent needs you to sign in first ({}); sign in with the agent's own command, then try again. Its ways to sign in: {methods}",
-                    e.message
-                ),
-            )
-            .with("app", agent.app.as_str());
+            return Error::SignIn {
+                app: agent.app.clone(),
+                message: e.message,
+                methods,
+            };
         }
-        GatewayError::new(
-            Code::AutomationFailed,
-            format!(
-                "the agent answered `{method}` with an error: {}",
-                crate::text::excerpt(&e.message, 1000)
-            ),
-        )
-        .with("agentCode", e.code)
+        Error::Rpc {
+            method,
+            code: e.code,
+            message: e.message,
+        }
     }
 
     /// The running agent of `app`, started and initialized (within `deadline`) if needed.
@@ -700,7 +779,7 @@ impl AcpExecutor {
         started: &Started,
         secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
-    ) -> Result<Arc<Agent>, GatewayError> {
+    ) -> Result<Arc<Agent>, Error> {
         let slot = self
             .agents
             .lock()
@@ -734,7 +813,7 @@ impl AcpExecutor {
         started: &Started,
         secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
-    ) -> Result<Arc<Agent>, GatewayError> {
+    ) -> Result<Arc<Agent>, Error> {
         let spawned = process::spawn(&process::Spec {
             program: &started.process.command,
             args: &started.process.args,
@@ -770,27 +849,18 @@ impl AcpExecutor {
             .map_err(|e| {
                 let note = agent.stderr_note();
                 agent.kill();
-                GatewayError::new(
-                    Code::AppNotRunning,
-                    format!(
-                        "the agent did not start: `initialize` failed: {}{note}",
-                        e.message
-                    ),
-                )
+                Error::NotStarted {
+                    message: e.message,
+                    note,
+                }
             })?;
         let version = info.get("protocolVersion");
         if version.and_then(Value::as_u64) != Some(PROTOCOL_VERSION) {
             agent.kill();
-            return Err(GatewayError::new(
-                Code::AutomationNotSupported,
-                format!(
-                    "the agent speaks ACP version {}, the gateway speaks {PROTOCOL_VERSION}",
-                    version.map_or_else(
-                        || "(none given)".to_owned(),
-                        |v| crate::text::excerpt(&v.to_string(), 40)
-                    )
-                ),
-            ));
+            return Err(Error::Version(version.map_or_else(
+                || "(none given)".to_owned(),
+                |v| crate::text::excerpt(&v.to_string(), 40),
+            )));
         }
         *agent.info.lock().expect("info lock") = info;
         tracing::info!(app, "agent started");

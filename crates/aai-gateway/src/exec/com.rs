@@ -24,8 +24,109 @@ use std::time::Duration;
 use aai_descriptor::{ComStep, Executor, ToolCall};
 use serde_json::{Value, json};
 
-use super::{Error, Execute, Request};
+use super::{Execute, Request};
 use crate::error::{Code, GatewayError};
+use crate::exec::process::RunError;
+
+/// How a COM call failed. `From<Error> for GatewayError` below gives the wire codes
+/// (HRESULTs: docs/design.md, Errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The binding is not a COM binding (the loader pairs them; a guard).
+    #[error("not a COM binding")]
+    NotCom,
+    /// Neither an action list nor a `progId`.
+    #[error("a COM tool needs an action list or the binding's `progId`")]
+    NoCall,
+    /// A name in the action list is not an identifier.
+    #[error("`{0}` is not a COM member name")]
+    Member(String),
+    /// PowerShell could not be run.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// REGDB_E_CLASSNOTREG.
+    #[error(
+        "`{app}`'s COM class is not registered on this machine (is the app installed?): {said}"
+    )]
+    NotRegistered {
+        /// The app id.
+        app: String,
+        /// What PowerShell said, cut.
+        said: String,
+    },
+    /// MK_E_UNAVAILABLE.
+    #[error("`{app}` is not running (MK_E_UNAVAILABLE): {said}")]
+    NotRunning {
+        /// The app id.
+        app: String,
+        /// What PowerShell said, cut.
+        said: String,
+    },
+    /// E_ACCESSDENIED.
+    #[error("access to `{app}` was denied (E_ACCESSDENIED): {said}")]
+    Denied {
+        /// The app id.
+        app: String,
+        /// What PowerShell said, cut.
+        said: String,
+    },
+    /// RPC_E_CALL_REJECTED or RPC_E_SERVERCALL_RETRYLATER: worth trying again.
+    #[error("`{app}` stayed busy and rejected the call: {said}")]
+    Busy {
+        /// The app id.
+        app: String,
+        /// What PowerShell said, cut.
+        said: String,
+    },
+    /// Any other failure of the script.
+    #[error("{}", said_or_silence(.0))]
+    PowerShell(String),
+    /// The client cancelled the call while the app was busy.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// `Execute` answered something that is not a reply envelope.
+    #[error("the app's Execute: {0}")]
+    Envelope(String),
+    /// `Execute` answered with progress instead of a result.
+    #[error("the app's Execute answered with progress, not a result")]
+    ProgressOnly,
+    /// `Execute` answered with an error envelope.
+    #[error(transparent)]
+    Reported(#[from] super::envelope::Failure),
+}
+
+fn said_or_silence(said: &str) -> String {
+    if said.is_empty() {
+        "PowerShell failed without a message".to_owned()
+    } else {
+        format!("PowerShell said: {said}")
+    }
+}
+
+impl Error {
+    /// The app was busy: the call may be tried again.
+    pub fn busy(&self) -> bool {
+        matches!(self, Error::Busy { .. })
+    }
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Run(run) => return run.into(),
+            Error::Reported(failure) => return failure.into(),
+            Error::NotCom | Error::NotRegistered { .. } => Code::AutomationNotSupported,
+            Error::NoCall | Error::Member(_) => Code::AaiJsonInvalid,
+            Error::NotRunning { .. } => Code::AppNotRunning,
+            Error::Denied { .. } => Code::PermissionDenied,
+            Error::Busy { .. } => Code::ServiceUnavailable,
+            Error::PowerShell(_) | Error::Cancelled | Error::Envelope(_) | Error::ProgressOnly => {
+                Code::AutomationFailed
+            }
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
 
 /// Most output kept.
 const MAX_OUTPUT: usize = 4 * 1024 * 1024;
@@ -60,7 +161,7 @@ fn quoted(name: &str) -> String {
 }
 
 /// A checked identifier (method, property), or an error naming it.
-fn ident(name: &str) -> Result<&str, GatewayError> {
+fn ident(name: &str) -> Result<&str, Error> {
     let mut chars = name.chars();
     let ok = chars
         .next()
@@ -69,10 +170,7 @@ fn ident(name: &str) -> Result<&str, GatewayError> {
     if ok {
         Ok(name)
     } else {
-        Err(GatewayError::new(
-            Code::AaiJsonInvalid,
-            format!("`{name}` is not a COM member name"),
-        ))
+        Err(Error::Member(name.to_owned()))
     }
 }
 
@@ -94,7 +192,7 @@ const EPILOGUE: &str =
 ";
 
 /// The PowerShell run of a D0 action list with `args`.
-pub fn render_steps(steps: &[ComStep], args: &Value) -> Result<Rendered, GatewayError> {
+pub fn render_steps(steps: &[ComStep], args: &Value) -> Result<Rendered, Error> {
     let mut values = Vec::new();
     let mut value = |v: &Value| {
         values.push(super::template::fill(v, args));
@@ -198,48 +296,18 @@ fn finish(script: String, values: Value) -> Rendered {
 }
 
 /// What went wrong, from the `HRESULT 0x…: message` the script prints.
-#[derive(Debug, Clone)]
-pub enum Failure {
-    /// The app is busy: try again.
-    Busy(GatewayError),
-    /// Anything else.
-    Final(GatewayError),
-}
-
-/// Maps PowerShell's error text to the gateway's codes (docs/design.md, Errors).
-pub fn failure(app: &str, stderr: &str) -> Failure {
+pub fn failure(app: &str, stderr: &str) -> Error {
     let said = crate::text::excerpt(stderr.trim(), 500);
     let hresult = stderr
         .find("HRESULT 0x")
         .and_then(|at| u32::from_str_radix(stderr.get(at + 10..at + 18)?, 16).ok());
-    let error = |code, what: String| GatewayError::new(code, what);
+    let app = app.to_owned();
     match hresult {
-        Some(0x8004_0154) => Failure::Final(error(
-            Code::AutomationNotSupported,
-            format!(
-                "`{app}`'s COM class is not registered on this machine (is the app installed?): {said}"
-            ),
-        )),
-        Some(0x8004_01E3) => Failure::Final(error(
-            Code::AppNotRunning,
-            format!("`{app}` is not running (MK_E_UNAVAILABLE): {said}"),
-        )),
-        Some(0x8007_0005) => Failure::Final(error(
-            Code::PermissionDenied,
-            format!("access to `{app}` was denied (E_ACCESSDENIED): {said}"),
-        )),
-        Some(0x8001_0001 | 0x8001_010A) => Failure::Busy(error(
-            Code::ServiceUnavailable,
-            format!("`{app}` stayed busy and rejected the call: {said}"),
-        )),
-        _ => Failure::Final(error(
-            Code::AutomationFailed,
-            if said.is_empty() {
-                "PowerShell failed without a message".to_owned()
-            } else {
-                format!("PowerShell said: {said}")
-            },
-        )),
+        Some(0x8004_0154) => Error::NotRegistered { app, said },
+        Some(0x8004_01E3) => Error::NotRunning { app, said },
+        Some(0x8007_0005) => Error::Denied { app, said },
+        Some(0x8001_0001 | 0x8001_010A) => Error::Busy { app, said },
+        _ => Error::PowerShell(said),
     }
 }
 
@@ -267,11 +335,9 @@ pub fn read(stdout: &str) -> Value {
 pub struct ComExecutor;
 
 impl Execute for ComExecutor {
-    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {
         let Executor::Com(com) = req.executor else {
-            return Err(
-                GatewayError::new(Code::AutomationNotSupported, "not a COM binding").into(),
-            );
+            return Err(Error::NotCom.into());
         };
         let rendered = match (&req.tool.call, &com.prog_id) {
             (ToolCall::ComScript { steps }, _) => render_steps(steps, &req.args)?,
@@ -280,13 +346,7 @@ impl Execute for ComExecutor {
                 let envelope = super::envelope::request(&req.tool.name, &req.args, &id);
                 render_envelope(prog_id, &envelope)
             }
-            _ => {
-                return Err(GatewayError::new(
-                    Code::AaiJsonInvalid,
-                    "a COM tool needs an action list or the binding's `progId`",
-                )
-                .into());
-            }
+            _ => return Err(Error::NoCall.into()),
         };
         let program = if crate::host::on_path("powershell.exe").is_some() {
             "powershell.exe"
@@ -304,45 +364,39 @@ impl Execute for ComExecutor {
                 rendered.stdin.as_bytes(),
                 MAX_OUTPUT,
             )
-            .await?;
+            .await
+            .map_err(Error::from)?;
             if out.success() {
                 let value = read(&String::from_utf8_lossy(&out.stdout));
                 return match &req.tool.call {
-                    ToolCall::Envelope => envelope_reply(&value).map_err(Error::from),
+                    ToolCall::Envelope => Ok(envelope_reply(&value)?),
                     _ => Ok(value),
                 };
             }
-            match failure(req.app, &String::from_utf8_lossy(&out.stderr)) {
-                Failure::Busy(e) if attempt == BUSY_ATTEMPTS => return Err(e.into()),
-                Failure::Busy(_) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(pause) => {}
-                        () = req.ctx.cancel.cancelled() => {
-                            return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
-                        }
-                    }
-                    pause *= 2;
-                }
-                Failure::Final(e) => return Err(e.into()),
+            let failed = failure(req.app, &String::from_utf8_lossy(&out.stderr));
+            if !failed.busy() || attempt == BUSY_ATTEMPTS {
+                return Err(failed.into());
             }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = req.ctx.cancel.cancelled() => return Err(Error::Cancelled.into()),
+            }
+            pause *= 2;
         }
     }
 }
 
 /// What `Execute` answered: the reply envelope, as text (or already parsed).
-fn envelope_reply(value: &Value) -> Result<Value, GatewayError> {
+fn envelope_reply(value: &Value) -> Result<Value, Error> {
     let envelope = match value {
-        Value::String(text) => super::envelope::parse(text).map_err(|e| {
-            GatewayError::new(Code::AutomationFailed, format!("the app's Execute: {e}"))
-        })?,
+        Value::String(text) => {
+            super::envelope::parse(text).map_err(|e| Error::Envelope(e.to_string()))?
+        }
         other => other.clone(),
     };
     match super::envelope::reply(&envelope, "the app") {
-        super::envelope::Reply::Done(result) => result,
-        super::envelope::Reply::Progress(_) => Err(GatewayError::new(
-            Code::AutomationFailed,
-            "the app's Execute answered with progress, not a result",
-        )),
+        super::envelope::Reply::Done(result) => result.map_err(Error::Reported),
+        super::envelope::Reply::Progress(_) => Err(Error::ProgressOnly),
     }
 }
 
@@ -457,9 +511,9 @@ try {
 
     #[test]
     fn hresults_map_to_the_documented_codes() {
-        let code = |stderr: &str| match failure("com.example", stderr) {
-            Failure::Final(e) => (false, e.code),
-            Failure::Busy(e) => (true, e.code),
+        let code = |stderr: &str| {
+            let e = failure("com.example", stderr);
+            (e.busy(), GatewayError::from(e).code)
         };
         assert_eq!(
             code("HRESULT 0x80040154: Class not registered"),

@@ -28,13 +28,45 @@ pub fn request(tool: &str, params: &Value, request_id: &str) -> Value {
 #[derive(Debug)]
 pub enum Reply {
     /// A final answer.
-    Done(Result<Value, GatewayError>),
+    Done(Result<Value, Failure>),
     /// Progress of a running request.
     Progress(Progress),
 }
 
+/// A reply envelope that is not a success.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// The other side reported an error: its code (a number or a type name it sent, when
+    /// the gateway knows it) and its message.
+    #[error("{message}")]
+    Reported {
+        /// The code it sent.
+        code: Option<Code>,
+        /// Its message, cut.
+        message: String,
+    },
+    /// A status that is neither `success`, `error` nor `progress`.
+    #[error("{who} replied with status `{status}`; expected `success` or `error`")]
+    Status {
+        /// "the adapter", "the app".
+        who: &'static str,
+        /// The status it sent, cut.
+        status: String,
+    },
+}
+
+impl From<Failure> for GatewayError {
+    fn from(e: Failure) -> GatewayError {
+        let code = match &e {
+            Failure::Reported { code, .. } => code.unwrap_or(Code::AutomationFailed),
+            Failure::Status { .. } => Code::AutomationFailed,
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
+
 /// A reply line that is not an envelope.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Malformed {
     /// Not a JSON object.
     #[error("not a JSON envelope: `{0}`")]
@@ -60,7 +92,7 @@ pub fn parse(text: &str) -> Result<Value, Malformed> {
 
 /// What a parsed reply envelope means. `who` names the other side in messages ("the
 /// adapter", "the app").
-pub fn reply(envelope: &Value, who: &str) -> Reply {
+pub fn reply(envelope: &Value, who: &'static str) -> Reply {
     let status = envelope.get("status").and_then(Value::as_str).unwrap_or("");
     match status {
         "success" => Reply::Done(Ok(envelope.get("result").cloned().unwrap_or(Value::Null))),
@@ -76,27 +108,21 @@ pub fn reply(envelope: &Value, who: &str) -> Reply {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         }),
-        other => Reply::Done(Err(GatewayError::new(
-            Code::AutomationFailed,
-            format!(
-                "{who} replied with status `{}`; expected `success` or `error`",
-                excerpt(other, 40)
-            ),
-        ))),
+        other => Reply::Done(Err(Failure::Status {
+            who,
+            status: excerpt(other, 40),
+        })),
     }
 }
 
-fn error(error: Option<&Value>, who: &str) -> GatewayError {
+fn error(error: Option<&Value>, who: &str) -> Failure {
     let message = error
         .and_then(|e| e.get("message"))
         .and_then(Value::as_str)
         .map(|m| excerpt(m, 2000))
         .unwrap_or_else(|| format!("{who} reported an error without a message"));
-    let code = error
-        .and_then(|e| e.get("code"))
-        .and_then(Code::parse)
-        .unwrap_or(Code::AutomationFailed);
-    GatewayError::new(code, message)
+    let code = error.and_then(|e| e.get("code")).and_then(Code::parse);
+    Failure::Reported { code, message }
 }
 
 pub use crate::text::excerpt;
@@ -117,13 +143,20 @@ mod tests {
         let Reply::Done(Err(e)) = reply(&err, "x") else {
             panic!()
         };
+        let e = GatewayError::from(e);
         assert_eq!((e.code, e.detail.as_str()), (Code::Timeout, "m"));
         let e = parse(r#"{"status":"error","error":{"code":-32005}}"#).unwrap();
         let Reply::Done(Err(e)) = reply(&e, "the app") else {
             panic!()
         };
+        let e = GatewayError::from(e);
         assert_eq!(e.code, Code::InvalidParams);
         assert_eq!(e.detail, "the app reported an error without a message");
+        let odd = parse(r#"{"status":"error","error":{"code":"NOPE","message":"m"}}"#).unwrap();
+        let Reply::Done(Err(e)) = reply(&odd, "the app") else {
+            panic!()
+        };
+        assert_eq!(GatewayError::from(e).code, Code::AutomationFailed);
         let p =
             parse(r#"{"request_id":"1","status":"progress","progress":0.5,"total":1}"#).unwrap();
         assert!(

@@ -27,6 +27,166 @@ use super::{Execute, Request};
 use crate::error::{Code, GatewayError};
 use crate::net::{self, BodyError, Purpose};
 
+/// How an HTTP call failed, in HTTP's terms. `From<Error> for GatewayError` below is the
+/// one place these get a wire code (the status table in this module's docs).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The tool has no `execution.path`.
+    #[error("this http tool has no `execution.path`")]
+    NoPath,
+    /// The shared client could not be built.
+    #[error("cannot start the HTTP client: {0}")]
+    Client(#[from] net::Error),
+    /// A header name of the binding is not valid HTTP.
+    #[error("`{0}` is not a valid header name")]
+    HeaderName(String),
+    /// A header value (after filling) is not valid HTTP.
+    #[error("the value of header `{0}` is not valid")]
+    HeaderValue(String),
+    /// Base URL + path do not make a URL.
+    #[error("the tool's URL is invalid: {0}")]
+    Url(url::ParseError),
+    /// The filled URL is not under `baseUrl`.
+    #[error("the filled URL would leave the API's base URL; refused")]
+    LeavesBase,
+    /// A `{name}` of the path has no argument.
+    #[error("missing argument `{0}` (it is part of the URL path)")]
+    PathMissing(String),
+    /// A path argument is not a string or number.
+    #[error("argument `{0}` must be a string or a number (it is part of the URL path)")]
+    PathNotScalar(String),
+    /// A path argument is empty.
+    #[error("argument `{0}` must not be empty (it is part of the URL path)")]
+    PathEmpty(String),
+    /// The path arguments make a `.` or `..` segment.
+    #[error(
+        "the path arguments would make a `.` or `..` URL segment, which leaves the API's path; they are refused"
+    )]
+    DotSegment,
+    /// A header argument is not a scalar.
+    #[error(
+        "argument `{param}` must be a string, number or boolean (it is sent in the `{header}` header)"
+    )]
+    HeaderNotScalar {
+        /// The argument.
+        param: String,
+        /// The header it fills.
+        header: String,
+    },
+    /// A header argument holds a line break or NUL.
+    #[error(
+        "argument `{param}` must not contain line breaks (it is sent in the `{header}` header)"
+    )]
+    HeaderLineBreak {
+        /// The argument.
+        param: String,
+        /// The header it fills.
+        header: String,
+    },
+    /// The client cancelled the call.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// No whole response within the call's time.
+    #[error("no response within {:.1} s", .0.as_secs_f64())]
+    TimedOut(Duration),
+    /// The connection failed (`connect`: before anything was sent).
+    #[error("{detail}")]
+    Transport {
+        /// What failed, from `net::describe`.
+        detail: String,
+        /// The connection could not be made.
+        connect: bool,
+    },
+    /// The response body could not be read whole (too large, or the connection failed).
+    #[error("{0}")]
+    Body(BodyError),
+    /// The service answered with an error status.
+    #[error("HTTP {status}{}", excerpt_suffix(.excerpt))]
+    Status {
+        /// The status.
+        status: StatusCode,
+        /// The start of the response body.
+        excerpt: String,
+        /// The `Retry-After` it sent, when usable.
+        retry_after: Option<Duration>,
+    },
+}
+
+fn excerpt_suffix(excerpt: &str) -> String {
+    if excerpt.is_empty() {
+        String::new()
+    } else {
+        format!(": {excerpt}")
+    }
+}
+
+impl Error {
+    /// The service refused the credential the request carried (401).
+    pub fn unauthorized(&self) -> bool {
+        matches!(self, Error::Status { status, .. } if *status == StatusCode::UNAUTHORIZED)
+    }
+
+    /// The argument a failure is about (INVALID_PARAMS's `field`).
+    fn field(&self) -> Option<&str> {
+        match self {
+            Error::PathMissing(name) | Error::PathNotScalar(name) | Error::PathEmpty(name) => {
+                Some(name)
+            }
+            Error::HeaderNotScalar { param, .. } | Error::HeaderLineBreak { param, .. } => {
+                Some(param)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match &e {
+            Error::NoPath | Error::HeaderName(_) | Error::HeaderValue(_) | Error::Url(_) => {
+                Code::AaiJsonInvalid
+            }
+            Error::LeavesBase
+            | Error::PathMissing(_)
+            | Error::PathNotScalar(_)
+            | Error::PathEmpty(_)
+            | Error::DotSegment
+            | Error::HeaderNotScalar { .. }
+            | Error::HeaderLineBreak { .. } => Code::InvalidParams,
+            Error::TimedOut(_) => Code::Timeout,
+            Error::Transport { connect: true, .. } => Code::ServiceUnavailable,
+            Error::Status { status, .. } => match status.as_u16() {
+                400 | 422 => Code::InvalidParams,
+                401 => Code::AuthRequired,
+                403 => Code::AuthDenied,
+                404 => Code::NotFound,
+                429 => Code::RateLimited,
+                500..=599 => Code::ServiceUnavailable,
+                _ => Code::AutomationFailed,
+            },
+            Error::Client(_) | Error::Cancelled | Error::Transport { .. } | Error::Body(_) => {
+                Code::AutomationFailed
+            }
+        };
+        let mut wire = GatewayError::new(code, e.to_string());
+        if let Some(field) = e.field() {
+            wire = wire.with("field", format!("/{field}"));
+        }
+        if let Error::Status {
+            status,
+            retry_after,
+            ..
+        } = &e
+        {
+            wire = wire.with("httpStatus", status.as_u16());
+            if let Some(wait) = retry_after {
+                wire = wire.with("retryAfterSecs", wait.as_secs());
+            }
+        }
+        wire
+    }
+}
+
 /// Longest `Retry-After` worth waiting for.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
@@ -47,18 +207,9 @@ impl Execute for HttpExecutor {
             body,
         } = &req.tool.call
         else {
-            return Err(GatewayError::new(
-                Code::AaiJsonInvalid,
-                "this http tool has no `execution.path`",
-            )
-            .into());
+            return Err(Error::NoPath.into());
         };
-        let client = net::client(Purpose::Api).map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot start the HTTP client: {e}"),
-            )
-        })?;
+        let client = net::client(Purpose::Api).map_err(Error::from)?;
         let args = match std::mem::take(&mut req.args) {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -110,12 +261,12 @@ impl Execute for HttpExecutor {
             let sent = tokio::select! {
                 r = builder.timeout(remaining).send() => r,
                 () = req.ctx.cancel.cancelled() => {
-                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
+                    return Err(Error::Cancelled.into());
                 }
             };
             let response = match sent {
                 Ok(r) => r,
-                Err(e) if e.is_timeout() => return Err(timeout(req.ctx.timeout).into()),
+                Err(e) if e.is_timeout() => return Err(Error::TimedOut(req.ctx.timeout).into()),
                 Err(e)
                     if e.is_connect()
                         && attempt <= req.ctx.retries + 1
@@ -129,7 +280,13 @@ impl Execute for HttpExecutor {
                     tokio::time::sleep(backoff(attempt)).await;
                     continue;
                 }
-                Err(e) => return Err(transport_error(&e).into()),
+                Err(e) => {
+                    return Err(Error::Transport {
+                        detail: net::describe(&e),
+                        connect: e.is_connect(),
+                    }
+                    .into());
+                }
             };
             let status = response.status();
             let retry_after = retry_after(&response);
@@ -151,10 +308,10 @@ impl Execute for HttpExecutor {
             let body = tokio::select! {
                 b = read_body(response, req.ctx.timeout) => b?,
                 () = tokio::time::sleep(deadline.saturating_duration_since(Instant::now())) => {
-                    return Err(timeout(req.ctx.timeout).into());
+                    return Err(Error::TimedOut(req.ctx.timeout).into());
                 }
                 () = req.ctx.cancel.cancelled() => {
-                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
+                    return Err(Error::Cancelled.into());
                 }
             };
             let text = String::from_utf8_lossy(&body);
@@ -169,12 +326,12 @@ impl Execute for HttpExecutor {
                     Value::String(text.into_owned())
                 });
             }
-            let error = status_error(status, &text, retry_after);
-            return Err(if status == StatusCode::UNAUTHORIZED {
-                super::Error::Unauthorized(error)
-            } else {
-                error.into()
-            });
+            return Err(Error::Status {
+                status,
+                excerpt: text.trim().chars().take(300).collect(),
+                retry_after,
+            }
+            .into());
         }
     }
 }
@@ -182,22 +339,13 @@ impl Execute for HttpExecutor {
 /// Headers in order, a later one replacing an earlier one of the same name.
 fn header_map<'a>(
     pairs: impl Iterator<Item = &'a (String, String)>,
-) -> Result<reqwest::header::HeaderMap, GatewayError> {
+) -> Result<reqwest::header::HeaderMap, Error> {
     use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();
     for (k, v) in pairs {
-        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
-            GatewayError::new(
-                Code::AaiJsonInvalid,
-                format!("`{k}` is not a valid header name"),
-            )
-        })?;
-        let value = HeaderValue::from_str(v).map_err(|_| {
-            GatewayError::new(
-                Code::AaiJsonInvalid,
-                format!("the value of header `{k}` is not valid"),
-            )
-        })?;
+        let name =
+            HeaderName::from_bytes(k.as_bytes()).map_err(|_| Error::HeaderName(k.clone()))?;
+        let value = HeaderValue::from_str(v).map_err(|_| Error::HeaderValue(k.clone()))?;
         map.insert(name, value);
     }
     Ok(map)
@@ -249,7 +397,7 @@ impl Wire {
         base: &str,
         binding: &Binding<'_>,
         mut args: Map<String, Value>,
-    ) -> Result<Self, GatewayError> {
+    ) -> Result<Self, Error> {
         let mut filled = fill_path(base, binding.path, &mut args)?;
         let headers = fill_headers(binding.headers, &mut args)?;
         let mut query: Vec<(String, Value)> = binding
@@ -274,12 +422,7 @@ impl Wire {
             None => Some(Value::Object(args)),
         };
         append_query(&mut filled, &query);
-        let url = Url::parse(&filled).map_err(|e| {
-            GatewayError::new(
-                Code::AaiJsonInvalid,
-                format!("the tool's URL is invalid: {e}"),
-            )
-        })?;
+        let url = Url::parse(&filled).map_err(Error::Url)?;
         // Whatever the template and the arguments, the request stays under `baseUrl`.
         if let Ok(base) = Url::parse(base) {
             let root = base.path().trim_end_matches('/');
@@ -288,10 +431,7 @@ impl Wire {
                     || url.path().starts_with(&format!("{root}/"))
                     || root.is_empty());
             if !inside {
-                return Err(GatewayError::new(
-                    Code::InvalidParams,
-                    "the filled URL would leave the API's base URL; refused",
-                ));
+                return Err(Error::LeavesBase);
             }
         }
         Ok(Self { url, headers, body })
@@ -299,11 +439,7 @@ impl Wire {
 }
 
 /// `base` + `path` with `{name}` segments filled (and removed from `args`).
-fn fill_path(
-    base: &str,
-    path: &str,
-    args: &mut Map<String, Value>,
-) -> Result<String, GatewayError> {
+fn fill_path(base: &str, path: &str, args: &mut Map<String, Value>) -> Result<String, Error> {
     let mut filled = String::with_capacity(base.len() + path.len());
     filled.push_str(base.trim_end_matches('/'));
     let mut rest = path;
@@ -313,28 +449,12 @@ fn fill_path(
         };
         filled.push_str(&rest[..open]);
         let name = &rest[open + 1..open + close];
-        let value = args.shift_remove(name).ok_or_else(|| {
-            GatewayError::new(
-                Code::InvalidParams,
-                format!("missing argument `{name}` (it is part of the URL path)"),
-            )
-            .with("field", format!("/{name}"))
-        })?;
-        let text = scalar_text(&value).ok_or_else(|| {
-            GatewayError::new(
-                Code::InvalidParams,
-                format!(
-                    "argument `{name}` must be a string or a number (it is part of the URL path)"
-                ),
-            )
-            .with("field", format!("/{name}"))
-        })?;
+        let value = args
+            .shift_remove(name)
+            .ok_or_else(|| Error::PathMissing(name.to_owned()))?;
+        let text = scalar_text(&value).ok_or_else(|| Error::PathNotScalar(name.to_owned()))?;
         if text.is_empty() {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                format!("argument `{name}` must not be empty (it is part of the URL path)"),
-            )
-            .with("field", format!("/{name}")));
+            return Err(Error::PathEmpty(name.to_owned()));
         }
         filled.push_str(&crate::text::percent_encode(&text));
         rest = &rest[open + close + 1..];
@@ -346,10 +466,7 @@ fn fill_path(
     let base_len = base.trim_end_matches('/').len();
     let added = filled[base_len..].split(['?', '#']).next().unwrap_or("");
     if added.split('/').any(is_dot_segment) {
-        return Err(GatewayError::new(
-            Code::InvalidParams,
-            "the path arguments would make a `.` or `..` URL segment, which leaves the API's path; they are refused",
-        ));
+        return Err(Error::DotSegment);
     }
     Ok(filled)
 }
@@ -359,7 +476,7 @@ fn fill_path(
 fn fill_headers(
     headers: &[(String, String)],
     args: &mut Map<String, Value>,
-) -> Result<Vec<(String, String)>, GatewayError> {
+) -> Result<Vec<(String, String)>, Error> {
     let mut out = Vec::with_capacity(headers.len());
     let mut used = Vec::new();
     'header: for (name, template) in headers {
@@ -368,20 +485,16 @@ fn fill_headers(
             used.push(param.to_owned());
             let text = match args.get(param) {
                 None | Some(Value::Null) => continue 'header,
-                Some(v) => scalar_text(v).ok_or_else(|| {
-                    GatewayError::new(
-                        Code::InvalidParams,
-                        format!("argument `{param}` must be a string, number or boolean (it is sent in the `{name}` header)"),
-                    )
-                    .with("field", format!("/{param}"))
+                Some(v) => scalar_text(v).ok_or_else(|| Error::HeaderNotScalar {
+                    param: param.to_owned(),
+                    header: name.clone(),
                 })?,
             };
             if text.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-                return Err(GatewayError::new(
-                    Code::InvalidParams,
-                    format!("argument `{param}` must not contain line breaks (it is sent in the `{name}` header)"),
-                )
-                .with("field", format!("/{param}")));
+                return Err(Error::HeaderLineBreak {
+                    param: param.to_owned(),
+                    header: name.clone(),
+                });
             }
             value = value.replace(&format!("{{{param}}}"), &text);
         }
@@ -441,13 +554,6 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(100 * 2u64.pow(attempt.min(5)))
 }
 
-fn timeout(limit: Duration) -> GatewayError {
-    GatewayError::new(
-        Code::Timeout,
-        format!("no response within {:.1} s", limit.as_secs_f64()),
-    )
-}
-
 fn retry_after(response: &reqwest::Response) -> Option<Duration> {
     let secs: u64 = response
         .headers()
@@ -460,46 +566,13 @@ fn retry_after(response: &reqwest::Response) -> Option<Duration> {
     Some(Duration::from_secs(secs)).filter(|d| *d <= MAX_RETRY_AFTER)
 }
 
-async fn read_body(response: reqwest::Response, limit: Duration) -> Result<Vec<u8>, GatewayError> {
+async fn read_body(response: reqwest::Response, limit: Duration) -> Result<Vec<u8>, Error> {
     net::read_capped(response, net::MAX_API_BODY)
         .await
         .map_err(|e| match e {
-            BodyError::TooLarge(_) | BodyError::Transport(_) => {
-                GatewayError::new(Code::AutomationFailed, e.to_string())
-            }
-            BodyError::TimedOut => timeout(limit),
+            BodyError::TimedOut => Error::TimedOut(limit),
+            other => Error::Body(other),
         })
-}
-
-fn transport_error(e: &reqwest::Error) -> GatewayError {
-    let code = if e.is_connect() {
-        Code::ServiceUnavailable
-    } else {
-        Code::AutomationFailed
-    };
-    GatewayError::new(code, net::describe(e))
-}
-
-fn status_error(status: StatusCode, body: &str, retry_after: Option<Duration>) -> GatewayError {
-    let code = match status.as_u16() {
-        400 | 422 => Code::InvalidParams,
-        401 => Code::AuthRequired,
-        403 => Code::AuthDenied,
-        404 => Code::NotFound,
-        429 => Code::RateLimited,
-        500..=599 => Code::ServiceUnavailable,
-        _ => Code::AutomationFailed,
-    };
-    let excerpt: String = body.trim().chars().take(300).collect();
-    let mut detail = format!("HTTP {status}");
-    if !excerpt.is_empty() {
-        detail.push_str(&format!(": {excerpt}"));
-    }
-    let mut err = GatewayError::new(code, detail).with("httpStatus", status.as_u16());
-    if let Some(wait) = retry_after {
-        err = err.with("retryAfterSecs", wait.as_secs());
-    }
-    err
 }
 
 #[cfg(test)]
@@ -512,7 +585,7 @@ mod tests {
         path: &str,
         args: &mut Map<String, Value>,
         method: HttpMethod,
-    ) -> Result<Url, GatewayError> {
+    ) -> Result<Url, Error> {
         let binding = Binding {
             method,
             path,
@@ -593,8 +666,11 @@ mod tests {
             args.as_object().unwrap().clone(),
         )
         .unwrap_err();
-        assert_eq!(e.code, Code::InvalidParams);
-        assert!(e.detail.contains("line breaks"), "{e}");
+        assert!(matches!(e, Error::HeaderLineBreak { .. }), "{e}");
+        let wire = GatewayError::from(e);
+        assert_eq!(wire.code, Code::InvalidParams);
+        assert!(wire.detail.contains("line breaks"), "{wire}");
+        assert_eq!(wire.data()["field"], "/requestId");
     }
 
     #[test]
@@ -631,13 +707,13 @@ mod tests {
         };
         for args in [json!({"id": ".."}), json!({"id": "."})] {
             let e = attempt("/users/{id}/sessions", args).unwrap_err();
-            assert_eq!(e.code, Code::InvalidParams, "{e}");
+            assert!(matches!(e, Error::DotSegment), "{e}");
         }
         let e = attempt("/{a}/{b}/{c}", json!({"a": "..", "b": "..", "c": ".."})).unwrap_err();
-        assert_eq!(e.code, Code::InvalidParams);
+        assert_eq!(GatewayError::from(e).code, Code::InvalidParams);
         // Two arguments that only together make `..`.
         let e = attempt("/files/{a}{b}", json!({"a": ".", "b": "."})).unwrap_err();
-        assert_eq!(e.code, Code::InvalidParams);
+        assert!(matches!(e, Error::DotSegment), "{e}");
         // Dots inside a segment, and encoded slashes, stay data under the base path.
         let ok = attempt("/files/{a}", json!({"a": "../etc/passwd"})).unwrap();
         assert_eq!(
@@ -653,9 +729,54 @@ mod tests {
     fn path_arguments_must_be_present_and_scalar() {
         let mut args = json!({"id": {"no": 1}}).as_object().unwrap().clone();
         let e = build_url("http://x.test", "/i/{id}", &mut args, HttpMethod::Get).unwrap_err();
-        assert_eq!(e.code, Code::InvalidParams);
+        assert!(matches!(e, Error::PathNotScalar(ref n) if n == "id"), "{e}");
         let mut args = Map::new();
         let e = build_url("http://x.test", "/i/{id}", &mut args, HttpMethod::Get).unwrap_err();
-        assert!(e.detail.contains("missing argument `id`"));
+        assert!(e.to_string().contains("missing argument `id`"));
+    }
+
+    #[test]
+    fn statuses_become_the_documented_codes() {
+        let status = |n: u16, retry: Option<u64>| {
+            GatewayError::from(Error::Status {
+                status: StatusCode::from_u16(n).unwrap(),
+                excerpt: if n == 500 { String::new() } else { "no".into() },
+                retry_after: retry.map(Duration::from_secs),
+            })
+        };
+        for (n, code) in [
+            (400, Code::InvalidParams),
+            (422, Code::InvalidParams),
+            (401, Code::AuthRequired),
+            (403, Code::AuthDenied),
+            (404, Code::NotFound),
+            (429, Code::RateLimited),
+            (500, Code::ServiceUnavailable),
+            (503, Code::ServiceUnavailable),
+            (418, Code::AutomationFailed),
+        ] {
+            assert_eq!(status(n, None).code, code, "{n}");
+        }
+        let e = status(429, Some(3));
+        assert_eq!(e.detail, "HTTP 429 Too Many Requests: no");
+        assert_eq!(
+            (
+                e.data()["httpStatus"].clone(),
+                e.data()["retryAfterSecs"].clone()
+            ),
+            (json!(429), json!(3))
+        );
+        assert_eq!(status(500, None).detail, "HTTP 500 Internal Server Error");
+        let refused = Error::Transport {
+            detail: "refused".into(),
+            connect: true,
+        };
+        assert_eq!(GatewayError::from(refused).code, Code::ServiceUnavailable);
+        let unauthorized = Error::Status {
+            status: StatusCode::UNAUTHORIZED,
+            excerpt: String::new(),
+            retry_after: None,
+        };
+        assert!(unauthorized.unauthorized() && !Error::Cancelled.unauthorized());
     }
 }

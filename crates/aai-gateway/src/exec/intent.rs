@@ -17,8 +17,47 @@ use serde_json::{Map, Value};
 
 #[cfg(test)]
 use super::process::{self, Limits, Spec};
-use super::{Error, Execute, Request};
+use super::{Execute, Request};
 use crate::error::{Code, GatewayError};
+use crate::exec::process::RunError;
+
+/// How an Android call failed. `From<Error> for GatewayError` below gives the wire codes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The tool is not an intent tool (the loader pairs them; a guard).
+    #[error("not an intent tool")]
+    NotIntentTool,
+    /// An extra's value or key holds NUL.
+    #[error("the value of extra `{0}` holds a NUL character, which Android's shell cannot carry")]
+    Nul(String),
+    /// `adb` could not be run.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// `adb` failed; `absent`: no device, or no such package.
+    #[error("adb said: {said}")]
+    Adb {
+        /// Its stderr, cut.
+        said: String,
+        /// No device, an offline one, or no such package.
+        absent: bool,
+    },
+    /// The broadcast did not complete.
+    #[error("`am broadcast` did not complete: {0}")]
+    Incomplete(String),
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Run(run) => return run.into(),
+            Error::NotIntentTool => Code::AaiJsonInvalid,
+            Error::Nul(_) => Code::InvalidParams,
+            Error::Adb { absent: true, .. } => Code::AppNotRunning,
+            Error::Adb { .. } | Error::Incomplete(_) => Code::AutomationFailed,
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
 
 /// Most output kept.
 const MAX_OUTPUT: usize = 4 * 1024 * 1024;
@@ -35,7 +74,7 @@ pub fn render(
     action: &str,
     extras: &[(String, Value)],
     args: &Value,
-) -> Result<Vec<String>, GatewayError> {
+) -> Result<Vec<String>, Error> {
     let mut words: Vec<String> = Vec::new();
     if let Some(serial) = serial {
         words.extend(["-s".to_owned(), serial.to_owned()]);
@@ -63,12 +102,7 @@ pub fn render(
             other => ("--es", Some(other.to_string())),
         };
         if text.as_deref().is_some_and(|t| t.contains('\0')) || key.contains('\0') {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                format!(
-                    "the value of extra `{key}` holds a NUL character, which Android's shell cannot carry"
-                ),
-            ));
+            return Err(Error::Nul(key.clone()));
         }
         device.push(flag.to_owned());
         device.push(quote(key));
@@ -138,19 +172,11 @@ pub fn read_rows(text: &str) -> Value {
 }
 
 /// The result data of `am broadcast`'s `Broadcast completed: result=0, data="…"`.
-pub fn read_broadcast(text: &str) -> Result<Value, GatewayError> {
+pub fn read_broadcast(text: &str) -> Result<Value, Error> {
     let line = text
         .lines()
         .find(|l| l.starts_with("Broadcast completed"))
-        .ok_or_else(|| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!(
-                    "`am broadcast` did not complete: {}",
-                    crate::text::excerpt(text.trim(), 300)
-                ),
-            )
-        })?;
+        .ok_or_else(|| Error::Incomplete(crate::text::excerpt(text.trim(), 300)))?;
     let Some(at) = line.find("data=\"") else {
         return Ok(Value::Null);
     };
@@ -164,7 +190,7 @@ pub fn read_broadcast(text: &str) -> Result<Value, GatewayError> {
 pub struct IntentExecutor;
 
 impl Execute for IntentExecutor {
-    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {
         let (
             Executor::Intent(target),
             ToolCall::Intent {
@@ -174,7 +200,7 @@ impl Execute for IntentExecutor {
             },
         ) = (req.executor, &req.tool.call)
         else {
-            return Err(GatewayError::new(Code::AaiJsonInvalid, "not an intent tool").into());
+            return Err(Error::NotIntentTool.into());
         };
         let serial = std::env::var("ANDROID_SERIAL")
             .ok()
@@ -205,15 +231,10 @@ async fn adb(req: &Request<'_>, words: &[String]) -> Result<String, Error> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.success() {
         let said = crate::text::excerpt(stderr.trim(), 400);
-        let code = if said.contains("no devices")
+        let absent = said.contains("no devices")
             || said.contains("device offline")
-            || said.contains("not found")
-        {
-            Code::AppNotRunning
-        } else {
-            Code::AutomationFailed
-        };
-        return Err(GatewayError::new(code, format!("adb said: {said}")).into());
+            || said.contains("not found");
+        return Err(Error::Adb { said, absent });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -281,7 +302,8 @@ mod tests {
             ]
         );
         let e = render(None, "p", "a", &extras(), &json!({"to": "nul\u{0}"})).unwrap_err();
-        assert_eq!(e.code, Code::InvalidParams);
+        assert!(matches!(e, Error::Nul(ref k) if k == "to"), "{e}");
+        assert_eq!(GatewayError::from(e).code, Code::InvalidParams);
     }
 
     /// A real POSIX shell (the device's is one) reads each quoted word back unchanged.

@@ -112,16 +112,70 @@ pub struct Request<'a> {
     pub ctx: CallContext,
 }
 
-/// How a call failed, as far as the pipeline needs to tell failures apart.
+/// How a call failed, in the terms of the executor that ran it. Each executor's type
+/// gets its wire code in the one `From` impl beside it; the pipeline only asks whether
+/// the service refused the credential the request carried ([`Error::unauthorized`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The service rejected the credential the request carried (HTTP 401); the pipeline
-    /// may renew it and try once more. Carries what the agent sees if it cannot.
-    #[error("the service rejected the credential: {0}")]
-    Unauthorized(GatewayError),
-    /// Any other failure, already in the wire's terms.
+    /// An HTTP call.
     #[error(transparent)]
-    Failed(#[from] GatewayError),
+    Http(#[from] http::Error),
+    /// An Android intent.
+    #[error(transparent)]
+    Intent(#[from] intent::Error),
+    /// An iOS URL scheme.
+    #[error(transparent)]
+    UrlScheme(#[from] url_scheme::Error),
+    /// A stdio adapter.
+    #[error(transparent)]
+    Stdio(#[from] stdio::Error),
+    /// A downstream MCP server.
+    #[error(transparent)]
+    Mcp(#[from] mcp::Error),
+    /// An ACP agent.
+    #[error(transparent)]
+    Acp(#[from] acp::Error),
+    /// A COM automation.
+    #[error(transparent)]
+    Com(#[from] com::Error),
+    /// A D-Bus call.
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    Dbus(#[from] dbus::Error),
+    /// An AppleScript, JXA or Apple event call.
+    #[error(transparent)]
+    Script(#[from] script::Error),
+    /// This host cannot run the binding at all.
+    #[error("{0} bindings run on {1} only")]
+    Unsupported(&'static str, &'static str),
+}
+
+impl Error {
+    /// The service refused the credential the request carried (HTTP 401): the pipeline
+    /// may renew it and try once more.
+    pub fn unauthorized(&self) -> bool {
+        matches!(self, Error::Http(e) if e.unauthorized())
+    }
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        match e {
+            Error::Http(e) => e.into(),
+            Error::Intent(e) => e.into(),
+            Error::UrlScheme(e) => e.into(),
+            Error::Com(e) => e.into(),
+            Error::Stdio(e) => e.into(),
+            Error::Acp(e) => e.into(),
+            Error::Mcp(e) => e.into(),
+            Error::Script(e) => e.into(),
+            #[cfg(target_os = "linux")]
+            Error::Dbus(e) => e.into(),
+            Error::Unsupported(..) => {
+                GatewayError::new(crate::error::Code::AutomationNotSupported, e.to_string())
+            }
+        }
+    }
 }
 
 /// What a call returned.
@@ -142,7 +196,7 @@ async fn run_once(
     args: &[String],
     stdin: &[u8],
     max_output: usize,
-) -> Result<process::Output, GatewayError> {
+) -> Result<process::Output, process::RunError> {
     let spec = process::Spec {
         program,
         args,
@@ -155,9 +209,7 @@ async fn run_once(
         max_output,
         cancel: req.ctx.cancel.clone(),
     };
-    process::run(&spec, stdin, &limits)
-        .await
-        .map_err(GatewayError::from)
+    process::run(&spec, stdin, &limits).await
 }
 
 /// An executor type.
@@ -198,11 +250,7 @@ impl Executors {
             #[cfg(target_os = "linux")]
             Executor::Dbus(_) => self.dbus.execute(req).await,
             #[cfg(not(target_os = "linux"))]
-            Executor::Dbus(_) => Err(GatewayError::new(
-                crate::error::Code::AutomationNotSupported,
-                "D-Bus bindings run on Linux only",
-            )
-            .into()),
+            Executor::Dbus(_) => Err(Error::Unsupported("D-Bus", "Linux")),
         };
         json.map(Reply::Json)
     }
@@ -244,22 +292,28 @@ pub struct Live {
 /// Each app's last failed start (of a server or an agent): when it ended, and why. A
 /// caller that was already waiting for that start takes its answer instead of starting
 /// (and waiting) again; a caller that comes later tries anew.
-#[derive(Debug, Default)]
-pub struct Failures(
-    std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, GatewayError)>>,
+#[derive(Debug)]
+pub struct Failures<E>(
+    std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, E)>>,
 );
 
-impl Failures {
+impl<E> Default for Failures<E> {
+    fn default() -> Self {
+        Failures(std::sync::Mutex::default())
+    }
+}
+
+impl<E: Clone> Failures<E> {
     /// The failure of a start of `app` that ended after `asked` (when the caller began
     /// to wait), if any.
-    pub fn since(&self, app: &str, asked: std::time::Instant) -> Option<GatewayError> {
+    pub fn since(&self, app: &str, asked: std::time::Instant) -> Option<E> {
         let failures = self.0.lock().expect("failures lock");
         let (at, why) = failures.get(app)?;
         (*at >= asked).then(|| why.clone())
     }
 
     /// Records that a start of `app` failed now.
-    pub fn record(&self, app: &str, why: &GatewayError) {
+    pub fn record(&self, app: &str, why: &E) {
         self.0
             .lock()
             .expect("failures lock")

@@ -214,7 +214,7 @@ impl Drop for ChildGuard {
 /// The command for `spec`: explicit environment, its folder, its own process group,
 /// killed on drop.
 #[allow(clippy::disallowed_methods)] // the one place processes are created
-fn command(spec: &Spec<'_>) -> Result<(Command, PathBuf), GatewayError> {
+fn command(spec: &Spec<'_>) -> Result<(Command, PathBuf), StartError> {
     let program = resolve(spec.program, spec.base_dir)?;
     let mut cmd = Command::new(&program);
     cmd.args(spec.args)
@@ -235,20 +235,18 @@ fn command(spec: &Spec<'_>) -> Result<(Command, PathBuf), GatewayError> {
     Ok((cmd, program))
 }
 
-fn start(spec: &Spec<'_>) -> Result<(Child, PathBuf), GatewayError> {
+fn start(spec: &Spec<'_>) -> Result<(Child, PathBuf), StartError> {
     let (mut cmd, program) = command(spec)?;
-    let child = cmd.spawn().map_err(|e| {
-        GatewayError::new(
-            Code::AppNotRunning,
-            format!("cannot start `{}`: {e}", program.display()),
-        )
+    let child = cmd.spawn().map_err(|e| StartError::Spawn {
+        program: program.clone(),
+        why: e.to_string(),
     })?;
     Ok((child, program))
 }
 
 /// Starts a long-lived child as described by `spec` (an adapter): its stdin and stdout
 /// are the caller's, its stderr goes to the log.
-pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, GatewayError> {
+pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, StartError> {
     let (mut child, program) = start(spec)?;
     let pid = child.id();
     let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -307,12 +305,45 @@ impl Output {
     }
 }
 
+/// Why a program could not be started.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StartError {
+    /// A path that does not exist.
+    #[error("`{}` does not exist", .0.display())]
+    Missing(PathBuf),
+    /// A bare name not found on `PATH`.
+    #[error("command `{0}` is not on PATH; is the app installed?")]
+    NotOnPath(String),
+    /// The OS refused to start it.
+    #[error("cannot start `{}`: {why}", program.display())]
+    Spawn {
+        /// The program, resolved.
+        program: PathBuf,
+        /// The OS's words.
+        why: String,
+    },
+    /// An empty command line.
+    #[error("no command to start")]
+    NoCommand,
+}
+
+impl From<StartError> for GatewayError {
+    fn from(e: StartError) -> GatewayError {
+        let code = match e {
+            StartError::Missing(_) | StartError::NotOnPath(_) => Code::AppNotFound,
+            StartError::Spawn { .. } => Code::AppNotRunning,
+            StartError::NoCommand => Code::AutomationFailed,
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
+
 /// Why a one-shot child gave no output.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// It could not be started.
     #[error(transparent)]
-    Start(#[from] GatewayError),
+    Start(#[from] StartError),
     /// The deadline passed; the child and its group were killed.
     #[error("no result within {:.1} s; the process was stopped", .0.as_secs_f64())]
     TimedOut(Duration),
@@ -322,6 +353,17 @@ pub enum RunError {
     /// Talking to the child failed.
     #[error("the process's pipes failed: {0}")]
     Io(String),
+}
+
+impl From<RunError> for GatewayError {
+    fn from(e: RunError) -> GatewayError {
+        let code = match e {
+            RunError::Start(start) => return start.into(),
+            RunError::TimedOut(_) => Code::Timeout,
+            RunError::Cancelled | RunError::Io(_) => Code::AutomationFailed,
+        };
+        GatewayError::new(code, e.to_string())
+    }
 }
 
 /// Runs a child to completion (a script interpreter, `adb`, `xcrun`): writes `stdin` and
@@ -469,13 +511,10 @@ fn parent_of(pid: i32) -> Option<i32> {
 /// `command` is split on white space; `%s` in it is replaced by `arg`, else `arg` is
 /// appended (the `$BROWSER` convention).
 #[allow(clippy::disallowed_methods)] // the one place processes are created
-pub fn launch(command: &str, arg: &str) -> Result<(), GatewayError> {
+pub fn launch(command: &str, arg: &str) -> Result<(), StartError> {
     let mut words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     if words.is_empty() {
-        return Err(GatewayError::new(
-            Code::AutomationFailed,
-            "no command to start",
-        ));
+        return Err(StartError::NoCommand);
     }
     if words.iter().any(|w| w.contains("%s")) {
         for w in &mut words {
@@ -492,16 +531,14 @@ pub fn launch(command: &str, arg: &str) -> Result<(), GatewayError> {
         .stderr(Stdio::null())
         .spawn()
         .map(drop)
-        .map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot start `{}`: {e}", program.display()),
-            )
+        .map_err(|e| StartError::Spawn {
+            program,
+            why: e.to_string(),
         })
 }
 
 /// A bare name is looked up on `PATH`; a relative path is relative to `base_dir`.
-fn resolve(program: &str, base_dir: &Path) -> Result<PathBuf, GatewayError> {
+fn resolve(program: &str, base_dir: &Path) -> Result<PathBuf, StartError> {
     let path = Path::new(program);
     if path.components().count() > 1 || path.is_absolute() {
         let full = if path.is_absolute() {
@@ -512,18 +549,10 @@ fn resolve(program: &str, base_dir: &Path) -> Result<PathBuf, GatewayError> {
         return if full.exists() {
             Ok(full)
         } else {
-            Err(GatewayError::new(
-                Code::AppNotFound,
-                format!("`{}` does not exist", full.display()),
-            ))
+            Err(StartError::Missing(full))
         };
     }
-    crate::host::on_path(program).ok_or_else(|| {
-        GatewayError::new(
-            Code::AppNotFound,
-            format!("command `{program}` is not on PATH; is the app installed?"),
-        )
-    })
+    crate::host::on_path(program).ok_or_else(|| StartError::NotOnPath(program.to_owned()))
 }
 
 #[cfg(all(test, unix))]
@@ -613,7 +642,10 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(e, RunError::Start(ref g) if g.code == Code::AppNotFound),
+            matches!(
+                e,
+                RunError::Start(StartError::NotOnPath(_) | StartError::Missing(_))
+            ),
             "{e}"
         );
     }

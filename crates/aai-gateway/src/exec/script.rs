@@ -27,8 +27,107 @@ use aai_descriptor::script::{Context, Lang, Piece, Quote};
 use aai_descriptor::{Executor, ScriptOutput, ToolCall};
 use serde_json::Value;
 
-use super::{Error, Execute, Request};
+use super::{Execute, Request};
 use crate::error::{Code, GatewayError};
+use crate::exec::process::RunError;
+
+/// How a script or Apple event call failed. `From<Error> for GatewayError` below gives
+/// the wire codes (osascript's error numbers: docs/design.md, Errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The binding is not a script binding (the loader pairs them; a guard).
+    #[error("not a script binding: {0}")]
+    NotScript(&'static str),
+    /// The tool has no script.
+    #[error("a script binding's tool has no script")]
+    NoScript,
+    /// The script's placeholders cannot be read.
+    #[error("the tool's script cannot be read: {0}")]
+    Unreadable(String),
+    /// An argument placed in code is not a number or boolean.
+    #[error("`{0}` must be a number or a boolean here")]
+    NotCode(String),
+    /// osascript could not be run.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// -1743: macOS refused the Apple events.
+    #[error(
+        "macOS does not allow this process to control `{app}` (Apple events were refused, -1743). Allow it in System Settings › Privacy & Security › Automation: the entry of the program that started aai-gateway (your terminal or MCP client) needs `{app}` switched on. osascript said: {said}"
+    )]
+    NotAllowed {
+        /// The app id.
+        app: String,
+        /// osascript's report, cut.
+        said: String,
+    },
+    /// -600, -609: the app is not running.
+    #[error(
+        "`{app}` is not running or quit during the call; start it and try again. osascript said: {said}"
+    )]
+    NotRunning {
+        /// The app id.
+        app: String,
+        /// osascript's report, cut.
+        said: String,
+    },
+    /// -2740, -2741: the script does not compile.
+    #[error("the tool's script does not compile: {0}")]
+    Compile(String),
+    /// -1712: the app did not answer in time.
+    #[error("`{app}` did not answer the Apple event in time: {said}")]
+    NoAnswer {
+        /// The app id.
+        app: String,
+        /// osascript's report, cut.
+        said: String,
+    },
+    /// -128: the user cancelled.
+    #[error("the user cancelled: {0}")]
+    UserCancelled(String),
+    /// Any other osascript failure.
+    #[error("{}", said_or_silence(.0))]
+    Osascript(String),
+    /// A record result that is not a record.
+    #[error("the script's result is not a record: {0}")]
+    NotRecord(String),
+    /// The reply to an Apple event is not an envelope.
+    #[error("the app's reply: {0}")]
+    Reply(String),
+    /// The reply to an Apple event is progress.
+    #[error("the app answered the Apple event with progress, not a result")]
+    ProgressOnly,
+    /// The app answered with an error envelope.
+    #[error(transparent)]
+    Reported(#[from] super::envelope::Failure),
+}
+
+fn said_or_silence(said: &str) -> String {
+    if said.is_empty() {
+        "osascript failed without a message".to_owned()
+    } else {
+        format!("osascript said: {said}")
+    }
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Run(run) => return run.into(),
+            Error::Reported(failure) => return failure.into(),
+            Error::NotScript(_) => Code::AutomationNotSupported,
+            Error::NoScript | Error::Unreadable(_) => Code::AaiJsonInvalid,
+            Error::NotCode(_) => Code::InvalidParams,
+            Error::NotAllowed { .. } | Error::UserCancelled(_) => Code::PermissionDenied,
+            Error::NotRunning { .. } => Code::AppNotRunning,
+            Error::Compile(_) => Code::ScriptParseError,
+            Error::NoAnswer { .. } => Code::Timeout,
+            Error::Osascript(_) | Error::NotRecord(_) | Error::Reply(_) | Error::ProgressOnly => {
+                Code::AutomationFailed
+            }
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
 
 /// Most output kept from a script.
 const MAX_OUTPUT: usize = 4 * 1024 * 1024;
@@ -50,13 +149,9 @@ pub fn render(
     source: &str,
     output: ScriptOutput,
     args: &Value,
-) -> Result<Rendered, GatewayError> {
-    let pieces = aai_descriptor::script::parse(lang, source).map_err(|e| {
-        GatewayError::new(
-            Code::AaiJsonInvalid,
-            format!("the tool's script cannot be read: {e}"),
-        )
-    })?;
+) -> Result<Rendered, Error> {
+    let pieces = aai_descriptor::script::parse(lang, source)
+        .map_err(|e| Error::Unreadable(e.to_string()))?;
     let mut script = String::with_capacity(source.len());
     for piece in pieces {
         match piece {
@@ -111,15 +206,12 @@ pub fn render_event(events: &aai_descriptor::AppleEvents, envelope: &Value) -> R
 
 /// The app's reply to an Apple event: the JSON envelope it returned, read like the D-Bus
 /// JSON convention's.
-pub fn read_event_reply(stdout: &str) -> Result<Value, GatewayError> {
-    let envelope = super::envelope::parse(stdout.trim())
-        .map_err(|e| GatewayError::new(Code::AutomationFailed, format!("the app's reply: {e}")))?;
+pub fn read_event_reply(stdout: &str) -> Result<Value, Error> {
+    let envelope =
+        super::envelope::parse(stdout.trim()).map_err(|e| Error::Reply(e.to_string()))?;
     match super::envelope::reply(&envelope, "the app") {
-        super::envelope::Reply::Done(result) => result,
-        super::envelope::Reply::Progress(_) => Err(GatewayError::new(
-            Code::AutomationFailed,
-            "the app answered the Apple event with progress, not a result",
-        )),
+        super::envelope::Reply::Done(result) => result.map_err(Error::Reported),
+        super::envelope::Reply::Progress(_) => Err(Error::ProgressOnly),
     }
 }
 
@@ -133,7 +225,7 @@ fn text_of(value: &Value) -> String {
 }
 
 /// A value placed in code: numbers and booleans only.
-fn code_of(lang: Lang, name: &str, value: &Value) -> Result<String, GatewayError> {
+fn code_of(lang: Lang, name: &str, value: &Value) -> Result<String, Error> {
     match value {
         Value::Number(n) => Ok(n.to_string()),
         Value::Bool(b) => Ok(b.to_string()),
@@ -141,10 +233,7 @@ fn code_of(lang: Lang, name: &str, value: &Value) -> Result<String, GatewayError
             Lang::AppleScript => "missing value".to_owned(),
             Lang::JavaScript => "null".to_owned(),
         }),
-        _ => Err(GatewayError::new(
-            Code::InvalidParams,
-            format!("`{name}` must be a number or a boolean here"),
-        )),
+        _ => Err(Error::NotCode(name.to_owned())),
     }
 }
 
@@ -187,7 +276,7 @@ fn javascript_text(out: &mut String, text: &str, _quote: Quote) {
 }
 
 /// What the script printed, as the tool's result.
-pub fn read(output: ScriptOutput, stdout: &str) -> Result<Value, GatewayError> {
+pub fn read(output: ScriptOutput, stdout: &str) -> Result<Value, Error> {
     let text = stdout.strip_suffix('\n').unwrap_or(stdout);
     let json = || serde_json::from_str::<Value>(text.trim()).ok();
     match output {
@@ -197,16 +286,13 @@ pub fn read(output: ScriptOutput, stdout: &str) -> Result<Value, GatewayError> {
                 return Ok(v);
             }
             let text = text.trim();
-            let not_record = |e: String| {
-                GatewayError::new(
-                    Code::AutomationFailed,
-                    format!("the script's result is not a record: {e}"),
-                )
-            };
-            let value = record::parse(text).map_err(not_record)?;
+            let value = record::parse(text).map_err(Error::NotRecord)?;
             // Bare text that is no AppleScript value at all is not a record either.
             if matches!(value, Value::String(_)) && !text.starts_with('"') {
-                return Err(not_record(format!("`{}`", crate::text::excerpt(text, 80))));
+                return Err(Error::NotRecord(format!(
+                    "`{}`",
+                    crate::text::excerpt(text, 80)
+                )));
             }
             Ok(value)
         }
@@ -222,44 +308,18 @@ fn error_number(stderr: &str) -> Option<i32> {
         .and_then(|(_, n)| n.trim().parse::<i32>().ok())
 }
 
-/// osascript's error (`… execution error: Not authorized … (-1743)`) as a wire error.
-pub fn failure(app: &str, stderr: &str) -> GatewayError {
+/// osascript's error (`… execution error: Not authorized … (-1743)`), by its number.
+pub fn failure(app: &str, stderr: &str) -> Error {
     let message = stderr.trim();
-    let number = error_number(message);
     let said = crate::text::excerpt(message, 500);
-    match number {
-        Some(-1743) => GatewayError::new(
-            Code::PermissionDenied,
-            format!(
-                "macOS does not allow this process to control `{app}` (Apple events were refused, -1743). Allow it in System Settings › Privacy & Security › Automation: the entry of the program that started aai-gateway (your terminal or MCP client) needs `{app}` switched on. osascript said: {said}"
-            ),
-        ),
-        Some(-600 | -609) => GatewayError::new(
-            Code::AppNotRunning,
-            format!(
-                "`{app}` is not running or quit during the call; start it and try again. osascript said: {said}"
-            ),
-        ),
-        Some(-2740 | -2741) => GatewayError::new(
-            Code::ScriptParseError,
-            format!("the tool's script does not compile: {said}"),
-        ),
-        Some(-1712) => GatewayError::new(
-            Code::Timeout,
-            format!("`{app}` did not answer the Apple event in time: {said}"),
-        ),
-        Some(-128) => GatewayError::new(
-            Code::PermissionDenied,
-            format!("the user cancelled: {said}"),
-        ),
-        _ => GatewayError::new(
-            Code::AutomationFailed,
-            if said.is_empty() {
-                "osascript failed without a message".to_owned()
-            } else {
-                format!("osascript said: {said}")
-            },
-        ),
+    let app = app.to_owned();
+    match error_number(message) {
+        Some(-1743) => Error::NotAllowed { app, said },
+        Some(-600 | -609) => Error::NotRunning { app, said },
+        Some(-2740 | -2741) => Error::Compile(said),
+        Some(-1712) => Error::NoAnswer { app, said },
+        Some(-128) => Error::UserCancelled(said),
+        _ => Error::Osascript(said),
     }
 }
 
@@ -305,7 +365,7 @@ impl ScriptExecutor {
             }
             other => other.map_err(|e| e.into_error(req.app))?,
         };
-        Ok(read_event_reply(&stdout)?)
+        read_event_reply(&stdout)
     }
 }
 
@@ -324,7 +384,7 @@ pub fn render_launch(bundle_id: &str) -> Rendered {
 /// How running osascript went wrong.
 enum Osa {
     /// It could not run, or ran out of time.
-    Run(GatewayError),
+    Run(RunError),
     /// It ran and reported an error.
     Refused(OsaError),
 }
@@ -350,7 +410,7 @@ impl Osa {
     fn into_error(self, app: &str) -> Error {
         match self {
             Osa::Run(e) => e.into(),
-            Osa::Refused(e) => failure(app, &e.stderr).into(),
+            Osa::Refused(e) => failure(app, &e.stderr),
         }
     }
 }
@@ -381,25 +441,15 @@ async fn run(rendered: &Rendered, req: &Request<'_>) -> Result<String, Error> {
 }
 
 impl Execute for ScriptExecutor {
-    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {
         let lang = match req.executor {
             Executor::Applescript => Lang::AppleScript,
             Executor::Jxa => Lang::JavaScript,
-            Executor::AppleEvents(events) => return self.send_event(events, &req).await,
-            other => {
-                return Err(GatewayError::new(
-                    Code::AutomationNotSupported,
-                    format!("not a script binding: {}", other.kind().as_str()),
-                )
-                .into());
-            }
+            Executor::AppleEvents(events) => return Ok(self.send_event(events, &req).await?),
+            other => return Err(Error::NotScript(other.kind().as_str()).into()),
         };
         let ToolCall::Script { source, output } = &req.tool.call else {
-            return Err(GatewayError::new(
-                Code::AaiJsonInvalid,
-                "a script binding's tool has no script",
-            )
-            .into());
+            return Err(Error::NoScript.into());
         };
         let rendered = render(lang, source, *output, &req.args)?;
         let stdout = run(&rendered, &req).await?;
@@ -523,8 +573,8 @@ mod tests {
             &json!({"n": "1 & do shell script \"id\""}),
         )
         .unwrap_err();
-        assert_eq!(e.code, Code::InvalidParams);
-        assert!(!e.detail.contains("shell"), "the value is not echoed");
+        assert!(matches!(e, Error::NotCode(ref n) if n == "n"), "{e}");
+        assert!(!e.to_string().contains("shell"), "the value is not echoed");
     }
 
     #[test]
@@ -559,7 +609,7 @@ mod tests {
             json!({"name": "Bob", "age": 30, "tags": ["a", "b"], "done": false, "due": null})
         );
         assert_eq!(
-            read(ScriptOutput::Record, "not a record").unwrap_err().code,
+            GatewayError::from(read(ScriptOutput::Record, "not a record").unwrap_err()).code,
             Code::AutomationFailed
         );
     }
@@ -602,9 +652,13 @@ mod tests {
             ("", Code::AutomationFailed),
         ];
         for (stderr, code) in cases {
-            assert_eq!(failure("com.apple.mail", stderr).code, code, "{stderr}");
+            assert_eq!(
+                GatewayError::from(failure("com.apple.mail", stderr)).code,
+                code,
+                "{stderr}"
+            );
         }
-        let e = failure("com.apple.mail", cases[0].0);
+        let e = GatewayError::from(failure("com.apple.mail", cases[0].0));
         assert!(e.detail.contains("Privacy & Security › Automation"));
     }
 
@@ -631,13 +685,10 @@ mod tests {
             read_event_reply("{\"version\":\"1.0\",\"request_id\":\"1\",\"status\":\"success\",\"result\":{\"id\":\"r1\"}}\n").unwrap(),
             json!({"id": "r1"})
         );
-        assert_eq!(
-            read_event_reply(
-                "{\"status\":\"error\",\"error\":{\"code\":-32005,\"message\":\"bad\"}}"
-            )
-            .unwrap_err()
-            .code,
-            Code::InvalidParams
-        );
+        let reported = read_event_reply(
+            "{\"status\":\"error\",\"error\":{\"code\":-32005,\"message\":\"bad\"}}",
+        )
+        .unwrap_err();
+        assert_eq!(GatewayError::from(reported).code, Code::InvalidParams);
     }
 }

@@ -32,9 +32,73 @@ use crate::error::{Code, GatewayError};
 /// Longest accepted reply line.
 const MAX_LINE: u64 = 16 * 1024 * 1024;
 
+/// How a call to a stdio adapter failed. `From<Error> for GatewayError` below gives the
+/// wire codes. Clone: one adapter's end fails every call waiting on it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The adapter did not start.
+    #[error(transparent)]
+    Start(#[from] process::StartError),
+    /// The request could not be written, twice (`stderr`: the adapter's last words).
+    #[error("cannot send the request to the adapter: {why}{stderr}")]
+    Send {
+        /// The pipe's error.
+        why: String,
+        /// The note of its last stderr lines.
+        stderr: String,
+    },
+    /// Two adapters in a row exited cleanly without reading the request.
+    #[error("the adapter exited without replying, twice{0}")]
+    ExitedTwice(String),
+    /// The adapter's reader ended without a word for this call.
+    #[error("the adapter stopped before replying")]
+    Stopped,
+    /// No reply within the call's time; the adapter was stopped.
+    #[error("no reply from the adapter within {:.1} s; the adapter was stopped and will be restarted on the next call", .0.as_secs_f64())]
+    TimedOut(std::time::Duration),
+    /// The client cancelled the call.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// A reply line over the limit; the adapter was stopped.
+    #[error("the adapter wrote a line longer than {MAX_LINE} bytes; it was stopped")]
+    LineTooLong,
+    /// The adapter exited with calls waiting.
+    #[error("the adapter exited ({status}) before replying{stderr}")]
+    Exited {
+        /// How it ended.
+        status: String,
+        /// The note of its last stderr lines.
+        stderr: String,
+    },
+    /// A line that is not an envelope.
+    #[error("the adapter wrote a line that is {0}")]
+    Malformed(#[from] envelope::Malformed),
+    /// The adapter's reply envelope is an error.
+    #[error(transparent)]
+    Reply(#[from] envelope::Failure),
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Start(start) => return start.into(),
+            Error::Reply(failure) => return failure.into(),
+            Error::TimedOut(_) => Code::Timeout,
+            Error::Send { .. }
+            | Error::ExitedTwice(_)
+            | Error::Stopped
+            | Error::Cancelled
+            | Error::LineTooLong
+            | Error::Exited { .. }
+            | Error::Malformed(_) => Code::AutomationFailed,
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
+
 /// What a waiting call gets.
 enum Reply {
-    Done(Result<Value, GatewayError>),
+    Done(Result<Value, Error>),
     /// The adapter exited cleanly without reading the request: safe to send again.
     NotDelivered,
 }
@@ -75,7 +139,7 @@ impl Adapter {
     }
 
     /// Fails every waiting call with `error`.
-    fn fail_all(&self, error: &GatewayError) {
+    fn fail_all(&self, error: &Error) {
         for p in self.drain() {
             let _ = p.reply.send(Reply::Done(Err(error.clone())));
         }
@@ -118,7 +182,7 @@ impl Execute for StdioExecutor {
 }
 
 impl StdioExecutor {
-    async fn call(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+    async fn call(&self, req: Request<'_>) -> Result<Value, Error> {
         let Executor::Stdio(process) = req.executor else {
             unreachable!("dispatched by executor type");
         };
@@ -151,13 +215,10 @@ impl StdioExecutor {
                 adapter.kill();
                 self.forget(&adapter);
                 if attempt == 2 {
-                    return Err(GatewayError::new(
-                        Code::AutomationFailed,
-                        format!(
-                            "cannot send the request to the adapter: {e}{}",
-                            adapter.stderr_note()
-                        ),
-                    ));
+                    return Err(Error::Send {
+                        why: e.to_string(),
+                        stderr: adapter.stderr_note(),
+                    });
                 }
                 tracing::info!(app = %req.app, "the adapter was gone before the request was written; starting a new one");
                 continue;
@@ -168,13 +229,7 @@ impl StdioExecutor {
                     tracing::info!(app = %req.app, "the adapter exited cleanly without reading the request; sending it to a new one");
                 }
                 Reply::NotDelivered => {
-                    return Err(GatewayError::new(
-                        Code::AutomationFailed,
-                        format!(
-                            "the adapter exited without replying, twice{}",
-                            adapter.stderr_note()
-                        ),
-                    ));
+                    return Err(Error::ExitedTwice(adapter.stderr_note()));
                 }
             }
         }
@@ -189,19 +244,13 @@ impl StdioExecutor {
         rx: oneshot::Receiver<Reply>,
     ) -> Reply {
         tokio::select! {
-            reply = rx => reply.unwrap_or_else(|_| Reply::Done(Err(GatewayError::new(
-                Code::AutomationFailed,
-                "the adapter stopped before replying",
-            )))),
+            reply = rx => reply.unwrap_or(Reply::Done(Err(Error::Stopped))),
             () = tokio::time::sleep(req.ctx.timeout) => {
                 adapter.pending.lock().expect("pending lock").remove(id);
                 tracing::warn!(app = %req.app, tool = %req.tool.name, "call timed out; stopping the adapter");
                 adapter.kill();
                 self.forget(adapter);
-                Reply::Done(Err(GatewayError::new(
-                    Code::Timeout,
-                    format!("no reply from the adapter within {:.1} s; the adapter was stopped and will be restarted on the next call", req.ctx.timeout.as_secs_f64()),
-                )))
+                Reply::Done(Err(Error::TimedOut(req.ctx.timeout)))
             }
             () = req.ctx.cancel.cancelled() => {
                 let others = {
@@ -214,7 +263,7 @@ impl StdioExecutor {
                     adapter.kill();
                     self.forget(adapter);
                 }
-                Reply::Done(Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled")))
+                Reply::Done(Err(Error::Cancelled))
             }
         }
     }
@@ -226,7 +275,7 @@ impl StdioExecutor {
         process: &aai_descriptor::Process,
         base_dir: &std::path::Path,
         secrets: &[(String, crate::auth::Secret)],
-    ) -> Result<Arc<Adapter>, GatewayError> {
+    ) -> Result<Arc<Adapter>, Error> {
         let started = Started {
             process: process.clone(),
             base_dir: base_dir.to_owned(),
@@ -324,12 +373,7 @@ async fn read_replies(adapter: Arc<Adapter>, stdout: ChildStdout) {
         match read {
             Ok(0) => break,
             Ok(_) if buf.len() as u64 > MAX_LINE => {
-                adapter.fail_all(&GatewayError::new(
-                    Code::AutomationFailed,
-                    format!(
-                        "the adapter wrote a line longer than {MAX_LINE} bytes; it was stopped"
-                    ),
-                ));
+                adapter.fail_all(&Error::LineTooLong);
                 adapter.kill();
                 break;
             }
@@ -361,13 +405,10 @@ async fn read_replies(adapter: Arc<Adapter>, stdout: ChildStdout) {
     }
     // Give the stderr reader a moment to collect the last lines.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    adapter.fail_all(&GatewayError::new(
-        Code::AutomationFailed,
-        format!(
-            "the adapter exited ({status}) before replying{}",
-            adapter.stderr_note()
-        ),
-    ));
+    adapter.fail_all(&Error::Exited {
+        status,
+        stderr: adapter.stderr_note(),
+    });
 }
 
 fn handle_line(adapter: &Adapter, line: &[u8]) {
@@ -380,10 +421,7 @@ fn handle_line(adapter: &Adapter, line: &[u8]) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(app = %adapter.app, "adapter wrote a line that is not a JSON envelope");
-            adapter.fail_all(&GatewayError::new(
-                Code::AutomationFailed,
-                format!("the adapter wrote a line that is {e}"),
-            ));
+            adapter.fail_all(&Error::Malformed(e));
             return;
         }
     };
@@ -408,7 +446,9 @@ fn handle_line(adapter: &Adapter, line: &[u8]) {
                 tracing::debug!(app = %adapter.app, request_id = %id, "reply for a call nobody waits for (timed out or cancelled)");
                 return;
             };
-            let _ = pending.reply.send(Reply::Done(result));
+            let _ = pending
+                .reply
+                .send(Reply::Done(result.map_err(Error::Reply)));
             if adapter.retiring.load(Ordering::SeqCst)
                 && adapter.pending.lock().expect("pending lock").is_empty()
             {

@@ -15,8 +15,50 @@ use std::time::Duration;
 use aai_descriptor::{Executor, ToolCall, UrlResult};
 use serde_json::{Value, json};
 
-use super::{Error, Execute, Request};
+use super::{Execute, Request};
 use crate::error::{Code, GatewayError};
+use crate::exec::process::RunError;
+
+/// How an iOS call failed. `From<Error> for GatewayError` below gives the wire codes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The tool is not a URL-scheme tool (the loader pairs them; a guard).
+    #[error("not a URL-scheme tool")]
+    NotUrlTool,
+    /// The filled template left the binding's scheme.
+    #[error("the tool's URL does not start with the binding's scheme `{0}:`")]
+    LeavesScheme(String),
+    /// `xcrun` could not be run.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// `xcrun` failed; `booted`: because no Simulator runs or the app is not installed.
+    #[error("xcrun said: {said}")]
+    Xcrun {
+        /// Its stderr, cut.
+        said: String,
+        /// No booted device, or no such app.
+        absent: bool,
+    },
+    /// The URL was opened but no result came in time.
+    #[error("the app opened the URL but wrote no result within {:.1} s", .0.as_secs_f64())]
+    NoResult(Duration),
+    /// The client cancelled the call.
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match e {
+            Error::Run(run) => return run.into(),
+            Error::NotUrlTool | Error::LeavesScheme(_) => Code::AaiJsonInvalid,
+            Error::Xcrun { absent: true, .. } => Code::AppNotRunning,
+            Error::NoResult(_) => Code::Timeout,
+            Error::Xcrun { .. } | Error::Cancelled => Code::AutomationFailed,
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
 
 /// How often a result is looked for.
 const POLL: Duration = Duration::from_millis(200);
@@ -37,16 +79,13 @@ pub fn encode(value: &str) -> String {
 }
 
 /// The URL of one call.
-pub fn render(scheme: &str, template: &str, args: &Value) -> Result<String, GatewayError> {
+pub fn render(scheme: &str, template: &str, args: &Value) -> Result<String, Error> {
     let url = super::template::fill_text(template, args, encode);
     if !url
         .to_ascii_lowercase()
         .starts_with(&format!("{}:", scheme.to_ascii_lowercase()))
     {
-        return Err(GatewayError::new(
-            Code::AaiJsonInvalid,
-            format!("the tool's URL does not start with the binding's scheme `{scheme}:`"),
-        ));
+        return Err(Error::LeavesScheme(scheme.to_owned()));
     }
     Ok(url)
 }
@@ -63,11 +102,11 @@ pub fn openurl(url: &str) -> Vec<String> {
 pub struct UrlSchemeExecutor;
 
 impl Execute for UrlSchemeExecutor {
-    async fn execute(&self, req: Request<'_>) -> Result<Value, Error> {
+    async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {
         let (Executor::UrlScheme(target), ToolCall::Url { template, result }) =
             (req.executor, &req.tool.call)
         else {
-            return Err(GatewayError::new(Code::AaiJsonInvalid, "not a URL-scheme tool").into());
+            return Err(Error::NotUrlTool.into());
         };
         let url = render(&target.scheme, template, &req.args)?;
         let open = openurl(&url);
@@ -88,19 +127,12 @@ impl Execute for UrlSchemeExecutor {
                 );
             }
             if tokio::time::Instant::now() + POLL > deadline {
-                return Err(GatewayError::new(
-                    Code::Timeout,
-                    format!(
-                        "the app opened the URL but wrote no result within {:.1} s",
-                        req.ctx.timeout.as_secs_f64()
-                    ),
-                )
-                .into());
+                return Err(Error::NoResult(req.ctx.timeout).into());
             }
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
                 () = req.ctx.cancel.cancelled() => {
-                    return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled").into());
+                    return Err(Error::Cancelled.into());
                 }
             }
         }
@@ -135,12 +167,8 @@ async fn xcrun(req: &Request<'_>, args: &[&str]) -> Result<String, Error> {
     let out = super::run_once(req, "xcrun", &args, b"", 1024 * 1024).await?;
     if !out.success() {
         let said = crate::text::excerpt(String::from_utf8_lossy(&out.stderr).trim(), 400);
-        let code = if said.contains("No devices are booted") || said.contains("Unable to lookup") {
-            Code::AppNotRunning
-        } else {
-            Code::AutomationFailed
-        };
-        return Err(GatewayError::new(code, format!("xcrun said: {said}")).into());
+        let absent = said.contains("No devices are booted") || said.contains("Unable to lookup");
+        return Err(Error::Xcrun { said, absent });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -172,7 +200,8 @@ mod tests {
             &json!({"target": "https://evil.example"}),
         )
         .unwrap_err();
-        assert_eq!(e.code, Code::AaiJsonInvalid);
+        assert!(matches!(e, Error::LeavesScheme(_)), "{e}");
+        assert_eq!(GatewayError::from(e).code, Code::AaiJsonInvalid);
         assert!(render("mailapp", "MailApp://x", &json!({})).is_ok());
     }
 }

@@ -419,7 +419,7 @@ impl Gateway {
             (
                 aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }),
                 Some(a),
-            ) => self.auth.material(app, a, url).await.map(Some),
+            ) => Ok(Some(self.auth.material(app, a, url).await?)),
             _ => Ok(None),
         }
     }
@@ -549,14 +549,11 @@ impl Gateway {
             if fetched.changed {
                 self.web.forget(&fetched.app_id);
             }
-            return Err(GatewayError::new(
-                crate::error::Code::PermissionDenied,
-                format!(
-                    "{} describes `{}`, an id a local or built-in app has; a web app cannot take it",
-                    crate::net::redact(&url),
-                    fetched.app_id
-                ),
-            ));
+            return Err(catalog::web::Error::Reserved {
+                url: crate::net::redact(&url),
+                id: fetched.app_id,
+            }
+            .into());
         }
         // A cache hit changes nothing: no rescan (it would cost a scan of every app).
         if fetched.changed || self.snapshot().await.find(&fetched.app_id).is_none() {
@@ -591,12 +588,9 @@ struct Handle(std::sync::Weak<Gateway>);
 
 impl Handle {
     fn gateway(&self) -> Result<Arc<Gateway>, GatewayError> {
-        self.0.upgrade().ok_or_else(|| {
-            GatewayError::new(
-                crate::error::Code::ServiceUnavailable,
-                "the gateway is stopping",
-            )
-        })
+        self.0
+            .upgrade()
+            .ok_or_else(|| crate::pipeline::Error::Stopping.into())
     }
 }
 

@@ -790,7 +790,7 @@ pub(super) async fn credentials(State(ui): State<Ui>, Query(q): Query<FlashQuery
                 true,
             ),
             Ok(None) => ("no".to_owned(), false),
-            Err(e) => (format!("unknown: {}", e.detail), false),
+            Err(e) => (format!("unknown: {e}"), false),
         };
         let (obtain_url, instructions) = match auth {
             Auth::ApiKey(k) => (Some(k.obtain_url.clone()), k.instructions.as_ref()),
@@ -886,7 +886,7 @@ pub(super) async fn set_credential(State(ui): State<Ui>, Form(form): Form<SetFor
             format!("Saved the credential of `{}`.", form.app),
             true,
         ),
-        Err(e) => ui.flash("/ui/credentials", format!("Not saved: {}", e.detail), false),
+        Err(e) => ui.flash("/ui/credentials", format!("Not saved: {e}"), false),
     }
 }
 
@@ -907,11 +907,7 @@ pub(super) async fn remove_credential(State(ui): State<Ui>, Form(form): Form<App
             true,
         ),
         Ok(false) => ui.flash("/ui/credentials", "Nothing was stored.", true),
-        Err(e) => ui.flash(
-            "/ui/credentials",
-            format!("Not removed: {}", e.detail),
-            false,
-        ),
+        Err(e) => ui.flash("/ui/credentials", format!("Not removed: {e}"), false),
     }
 }
 
@@ -956,12 +952,9 @@ pub(super) async fn login(State(ui): State<Ui>, Form(form): Form<AppForm>) -> Re
                 .await
             {
                 Ok(()) => "signed in".to_owned(),
-                Err(e) => format!(
-                    "signed in, but the tokens could not be stored: {}",
-                    e.detail
-                ),
+                Err(e) => format!("signed in, but the tokens could not be stored: {e}"),
             },
-            Err(e) => format!("failed: {}", e.detail),
+            Err(e) => format!("failed: {e}"),
         };
         set_login(&task_ui, &app, &outcome);
     });

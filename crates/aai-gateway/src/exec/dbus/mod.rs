@@ -31,6 +31,182 @@ use zbus::{Connection, Message};
 use super::{Execute, Request, envelope};
 use crate::error::{Code, GatewayError};
 
+/// How a D-Bus call failed. `From<Error> for GatewayError` below gives the wire codes
+/// (this module's docs list them).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No reply within the call's time.
+    #[error("`{service}` did not reply within {:.1} s", .after.as_secs_f64())]
+    TimedOut {
+        /// The bus name.
+        service: String,
+        /// The call's time.
+        after: std::time::Duration,
+    },
+    /// The client cancelled the call.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// The bus itself cannot be reached.
+    #[error("cannot connect to the D-Bus {bus} bus: {why}")]
+    NoBus {
+        /// `session` or `system`.
+        bus: &'static str,
+        /// zbus's words.
+        why: String,
+    },
+    /// Nobody owns the name and it cannot be activated.
+    #[error(
+        "no program owns `{service}` on the {bus} bus and none can be started; is the app running?"
+    )]
+    NotRunning {
+        /// The bus name.
+        service: String,
+        /// `session` or `system`.
+        bus: &'static str,
+    },
+    /// Activation failed.
+    #[error("`{service}` could not be started: {why}")]
+    NotStarted {
+        /// The bus name.
+        service: String,
+        /// The bus's words.
+        why: String,
+    },
+    /// The object has no such method or property.
+    #[error("{missing}{}", list_or_absent(.available))]
+    NoMember {
+        /// "`<service>` at `<path>` has no method `<name>` on `<interface>`".
+        missing: String,
+        /// The members of that kind the interface has.
+        available: Vec<String>,
+    },
+    /// A property that cannot be written.
+    #[error("property `{property}` of `{interface}` is read-only")]
+    ReadOnly {
+        /// The property.
+        property: String,
+        /// The interface.
+        interface: String,
+    },
+    /// An argument is missing (`label`: its name, or `#N`).
+    #[error("missing argument `{label}`{}", type_note(.wanted))]
+    Missing {
+        /// The argument.
+        label: String,
+        /// The D-Bus type it would have, described.
+        wanted: Option<String>,
+    },
+    /// An argument does not convert to its D-Bus type.
+    #[error("{why}")]
+    Convert {
+        /// convert's words (they name the place in the value).
+        why: String,
+        /// The argument, when it is a method's.
+        label: Option<String>,
+    },
+    /// The arguments could not be put together.
+    #[error("{0}")]
+    Body(String),
+    /// The method failed on the bus.
+    #[error("{interface}.{method} failed: {}", dbus_error_text(.error))]
+    Call {
+        /// The interface called.
+        interface: String,
+        /// The method called.
+        method: String,
+        /// What the bus said (boxed: zbus's error is large, and errors travel by value).
+        error: Box<zbus::Error>,
+    },
+    /// Introspection gave something unreadable.
+    #[error("{0}")]
+    Introspection(String),
+    /// The reply could not be read.
+    #[error("cannot read the reply: {0}")]
+    Reply(String),
+    /// The JSON convention's `Execute` broke the convention.
+    #[error("{0}")]
+    Convention(String),
+    /// The app answered with an error envelope.
+    #[error(transparent)]
+    Reported(#[from] envelope::Failure),
+}
+
+fn list_or_absent(available: &[String]) -> String {
+    if available.is_empty() {
+        " (the interface is not there)".to_owned()
+    } else {
+        format!("; it has: {}", available.join(", "))
+    }
+}
+
+fn type_note(wanted: &Option<String>) -> String {
+    wanted
+        .as_deref()
+        .map(|w| format!(" (D-Bus {w})"))
+        .unwrap_or_default()
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match &e {
+            Error::Reported(failure) => return failure.clone().into(),
+            Error::TimedOut { .. } => Code::Timeout,
+            Error::NoBus { .. } => Code::ServiceUnavailable,
+            Error::NotRunning { .. } | Error::NotStarted { .. } => Code::AppNotRunning,
+            Error::ReadOnly { .. } => Code::PermissionDenied,
+            Error::Missing { .. } | Error::Convert { .. } => Code::InvalidParams,
+            Error::Call { error, .. } => call_code(error),
+            Error::Cancelled
+            | Error::NoMember { .. }
+            | Error::Body(_)
+            | Error::Introspection(_)
+            | Error::Reply(_)
+            | Error::Convention(_) => Code::AutomationFailed,
+        };
+        let mut wire = GatewayError::new(code, e.to_string());
+        match &e {
+            Error::Call { error, .. } => {
+                if let zbus::Error::MethodError(name, _, _) = error.as_ref() {
+                    wire = wire.with("dbusError", name.as_str());
+                }
+            }
+            Error::Missing { label, .. }
+            | Error::Convert {
+                label: Some(label), ..
+            } => wire = wire.with("field", format!("/{label}")),
+            _ => {}
+        }
+        wire
+    }
+}
+
+/// A bus error's code: InvalidArgs → INVALID_PARAMS, AccessDenied → PERMISSION_DENIED,
+/// NoReply/Timeout → TIMEOUT, ServiceUnknown → APP_NOT_RUNNING, else AUTOMATION_FAILED.
+fn call_code(e: &zbus::Error) -> Code {
+    match e {
+        // The bus says NoReply both for a timeout and for an app that quit mid-call.
+        zbus::Error::MethodError(name, Some(detail), _)
+            if name.as_str() == "org.freedesktop.DBus.Error.NoReply"
+                && detail.contains("disconnected") =>
+        {
+            Code::AutomationFailed
+        }
+        zbus::Error::MethodError(name, _, _) => match name.as_str() {
+            "org.freedesktop.DBus.Error.InvalidArgs" => Code::InvalidParams,
+            "org.freedesktop.DBus.Error.AccessDenied" | "org.freedesktop.DBus.Error.AuthFailed" => {
+                Code::PermissionDenied
+            }
+            "org.freedesktop.DBus.Error.NoReply"
+            | "org.freedesktop.DBus.Error.Timeout"
+            | "org.freedesktop.DBus.Error.TimedOut" => Code::Timeout,
+            "org.freedesktop.DBus.Error.ServiceUnknown"
+            | "org.freedesktop.DBus.Error.NameHasNoOwner" => Code::AppNotRunning,
+            _ => Code::AutomationFailed,
+        },
+        _ => Code::AutomationFailed,
+    }
+}
+
 const DBUS: &str = "org.freedesktop.DBus";
 const DBUS_PATH: &str = "/org/freedesktop/DBus";
 
@@ -67,18 +243,18 @@ impl Execute for DbusExecutor {
         let work = self.run(&req, target);
         let result = tokio::select! {
             result = work => result,
-            () = tokio::time::sleep(req.ctx.timeout) => Err(GatewayError::new(
-                Code::Timeout,
-                format!("`{}` did not reply within {:.1} s", target.service, req.ctx.timeout.as_secs_f64()),
-            )),
-            () = req.ctx.cancel.cancelled() => Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled")),
+            () = tokio::time::sleep(req.ctx.timeout) => Err(Error::TimedOut {
+                service: target.service.clone(),
+                after: req.ctx.timeout,
+            }),
+            () = req.ctx.cancel.cancelled() => Err(Error::Cancelled),
         };
         Ok(result?)
     }
 }
 
 impl DbusExecutor {
-    async fn run(&self, req: &Request<'_>, target: &Dbus) -> Result<Json, GatewayError> {
+    async fn run(&self, req: &Request<'_>, target: &Dbus) -> Result<Json, Error> {
         let conn = self.connection(target.bus).await?;
         let owner = ensure_running(conn, target).await?;
         match &req.tool.call {
@@ -126,16 +302,17 @@ impl DbusExecutor {
                 let props = "org.freedesktop.DBus.Properties";
                 if *write {
                     if !writable {
-                        return Err(GatewayError::new(
-                            Code::PermissionDenied,
-                            format!("property `{property}` of `{interface}` is read-only"),
-                        ));
+                        return Err(Error::ReadOnly {
+                            property: property.clone(),
+                            interface: interface.to_owned(),
+                        });
                     }
-                    let value = req.args.get("value").ok_or_else(|| {
-                        GatewayError::new(Code::InvalidParams, "missing argument `value`")
-                            .with("field", "/value")
+                    let value = req.args.get("value").ok_or_else(|| Error::Missing {
+                        label: "value".to_owned(),
+                        wanted: None,
                     })?;
-                    let converted = convert::to_dbus(value, sig, "value").map_err(invalid)?;
+                    let converted = convert::to_dbus(value, sig, "value")
+                        .map_err(|why| Error::Convert { why, label: None })?;
                     // A `Value` in a tuple body is already sent as a variant (`v`).
                     let body = (interface, property.as_str(), converted);
                     call(conn, target, props, "Set", &body).await?;
@@ -160,13 +337,10 @@ impl DbusExecutor {
                 let text = match reply_json(&reply)? {
                     Json::String(s) => s,
                     other => {
-                        return Err(GatewayError::new(
-                            Code::AutomationFailed,
-                            format!(
-                                "`Execute` returned `{}` instead of a JSON string",
-                                reply_signature(&reply, &other)
-                            ),
-                        ));
+                        return Err(Error::Convention(format!(
+                            "`Execute` returned `{}` instead of a JSON string",
+                            reply_signature(&reply, &other)
+                        )));
                     }
                 };
                 envelope_result(&text)
@@ -174,7 +348,7 @@ impl DbusExecutor {
         }
     }
 
-    async fn connection(&self, bus: Bus) -> Result<&Connection, GatewayError> {
+    async fn connection(&self, bus: Bus) -> Result<&Connection, Error> {
         let (cell, name) = match bus {
             Bus::Session => (&self.session, "session"),
             Bus::System => (&self.system, "system"),
@@ -186,11 +360,9 @@ impl DbusExecutor {
             }
         })
         .await
-        .map_err(|e| {
-            GatewayError::new(
-                Code::ServiceUnavailable,
-                format!("cannot connect to the D-Bus {name} bus: {e}"),
-            )
+        .map_err(|e| Error::NoBus {
+            bus: name,
+            why: e.to_string(),
         })
     }
 
@@ -200,7 +372,7 @@ impl DbusExecutor {
         conn: &Connection,
         target: &Dbus,
         owner: &str,
-    ) -> Result<std::sync::Arc<ObjectInfo>, GatewayError> {
+    ) -> Result<std::sync::Arc<ObjectInfo>, Error> {
         let key = (
             target.bus,
             target.service.clone(),
@@ -220,17 +392,10 @@ impl DbusExecutor {
         )
         .await?;
         let xml: String = reply.body().deserialize().map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("introspection reply is not a string: {e}"),
-            )
+            Error::Introspection(format!("introspection reply is not a string: {e}"))
         })?;
-        let node = zbus_xml::Node::from_reader(xml.as_bytes()).map_err(|e| {
-            GatewayError::new(
-                Code::AutomationFailed,
-                format!("cannot read the introspection XML: {e}"),
-            )
-        })?;
+        let node = zbus_xml::Node::from_reader(xml.as_bytes())
+            .map_err(|e| Error::Introspection(format!("cannot read the introspection XML: {e}")))?;
         let mut info = ObjectInfo {
             owner: owner.to_owned(),
             ..ObjectInfo::default()
@@ -270,7 +435,7 @@ fn rand_id() -> u64 {
 }
 
 /// The service's unique owner; starts an activatable service; APP_NOT_RUNNING otherwise.
-async fn ensure_running(conn: &Connection, target: &Dbus) -> Result<String, GatewayError> {
+async fn ensure_running(conn: &Connection, target: &Dbus) -> Result<String, Error> {
     let owner = |conn: &Connection| {
         let service = target.service.clone();
         let conn = conn.clone();
@@ -314,30 +479,22 @@ async fn ensure_running(conn: &Connection, target: &Dbus) -> Result<String, Gate
             )
             .await;
         if let Err(e) = started {
-            return Err(GatewayError::new(
-                Code::AppNotRunning,
-                format!(
-                    "`{}` could not be started: {}",
-                    target.service,
-                    dbus_error_text(&e)
-                ),
-            ));
+            return Err(Error::NotStarted {
+                service: target.service.clone(),
+                why: dbus_error_text(&e),
+            });
         }
         if let Some(o) = owner(conn).await {
             return Ok(o);
         }
     }
-    Err(GatewayError::new(
-        Code::AppNotRunning,
-        format!(
-            "no program owns `{}` on the {} bus and none can be started; is the app running?",
-            target.service,
-            match target.bus {
-                Bus::Session => "session",
-                Bus::System => "system",
-            }
-        ),
-    ))
+    Err(Error::NotRunning {
+        service: target.service.clone(),
+        bus: match target.bus {
+            Bus::Session => "session",
+            Bus::System => "system",
+        },
+    })
 }
 
 async fn call<B>(
@@ -346,7 +503,7 @@ async fn call<B>(
     interface: &str,
     method: &str,
     body: &B,
-) -> Result<Message, GatewayError>
+) -> Result<Message, Error>
 where
     B: serde::Serialize + zbus::zvariant::DynamicType,
 {
@@ -358,7 +515,11 @@ where
         body,
     )
     .await
-    .map_err(|e| dbus_error(&e, interface, method))
+    .map_err(|error| Error::Call {
+        interface: interface.to_owned(),
+        method: method.to_owned(),
+        error: Box::new(error),
+    })
 }
 
 fn dbus_error_text(e: &zbus::Error) -> String {
@@ -371,50 +532,13 @@ fn dbus_error_text(e: &zbus::Error) -> String {
     }
 }
 
-fn dbus_error(e: &zbus::Error, interface: &str, method: &str) -> GatewayError {
-    let code = match e {
-        // The bus says NoReply both for a timeout and for an app that quit mid-call.
-        zbus::Error::MethodError(name, Some(detail), _)
-            if name.as_str() == "org.freedesktop.DBus.Error.NoReply"
-                && detail.contains("disconnected") =>
-        {
-            Code::AutomationFailed
-        }
-        zbus::Error::MethodError(name, _, _) => match name.as_str() {
-            "org.freedesktop.DBus.Error.InvalidArgs" => Code::InvalidParams,
-            "org.freedesktop.DBus.Error.AccessDenied" | "org.freedesktop.DBus.Error.AuthFailed" => {
-                Code::PermissionDenied
-            }
-            "org.freedesktop.DBus.Error.NoReply"
-            | "org.freedesktop.DBus.Error.Timeout"
-            | "org.freedesktop.DBus.Error.TimedOut" => Code::Timeout,
-            "org.freedesktop.DBus.Error.ServiceUnknown"
-            | "org.freedesktop.DBus.Error.NameHasNoOwner" => Code::AppNotRunning,
-            _ => Code::AutomationFailed,
-        },
-        _ => Code::AutomationFailed,
-    };
-    let mut err = GatewayError::new(
-        code,
-        format!("{interface}.{method} failed: {}", dbus_error_text(e)),
-    );
-    if let zbus::Error::MethodError(name, _, _) = e {
-        err = err.with("dbusError", name.as_str());
-    }
-    err
-}
-
-fn invalid(detail: String) -> GatewayError {
-    GatewayError::new(Code::InvalidParams, detail)
-}
-
 fn missing_member(
     info: &ObjectInfo,
     target: &Dbus,
     interface: &str,
     kind: &str,
     name: &str,
-) -> GatewayError {
+) -> Error {
     let mut available: Vec<String> = if kind == "method" {
         info.methods
             .keys()
@@ -429,19 +553,13 @@ fn missing_member(
             .collect()
     };
     available.sort();
-    GatewayError::new(
-        Code::AutomationFailed,
-        format!(
-            "`{}` at `{}` has no {kind} `{name}` on `{interface}`{}",
-            target.service,
-            target.object_path,
-            if available.is_empty() {
-                " (the interface is not there)".to_owned()
-            } else {
-                format!("; it has: {}", available.join(", "))
-            }
+    Error::NoMember {
+        missing: format!(
+            "`{}` at `{}` has no {kind} `{name}` on `{interface}`",
+            target.service, target.object_path
         ),
-    )
+        available,
+    }
 }
 
 fn fold(name: &str) -> String {
@@ -458,7 +576,7 @@ fn arguments(
     m: &MethodInfo,
     args: &Json,
     tool: &aai_descriptor::Tool,
-) -> Result<Option<Structure<'static>>, GatewayError> {
+) -> Result<Option<Structure<'static>>, Error> {
     if m.inputs.is_empty() {
         return Ok(None);
     }
@@ -498,37 +616,32 @@ fn arguments(
     let mut builder = zbus::zvariant::StructureBuilder::new();
     for ((label, value), (_, sig)) in values.iter().zip(&m.inputs) {
         let Some(value) = value else {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                format!(
-                    "missing argument `{label}` (D-Bus {})",
-                    convert::describe(sig)
-                ),
-            )
-            .with("field", format!("/{label}")));
+            return Err(Error::Missing {
+                label: label.clone(),
+                wanted: Some(convert::describe(sig)),
+            });
         };
-        let v = convert::to_dbus(value, sig, label)
-            .map_err(|e| invalid(e).with("field", format!("/{label}")))?;
+        let v = convert::to_dbus(value, sig, label).map_err(|why| Error::Convert {
+            why,
+            label: Some(label.clone()),
+        })?;
         builder = builder.append_field(v);
     }
     builder
         .build()
         .map(Some)
-        .map_err(|e| GatewayError::new(Code::AutomationFailed, e.to_string()))
+        .map_err(|e| Error::Body(e.to_string()))
 }
 
 /// The reply as JSON: no value → null, one → it, several → an array.
-fn reply_json(reply: &Message) -> Result<Json, GatewayError> {
+fn reply_json(reply: &Message) -> Result<Json, Error> {
     let body = reply.body();
     if body.signature().to_string().is_empty() {
         return Ok(Json::Null);
     }
-    let structure: Structure = body.deserialize().map_err(|e| {
-        GatewayError::new(
-            Code::AutomationFailed,
-            format!("cannot read the reply: {e}"),
-        )
-    })?;
+    let structure: Structure = body
+        .deserialize()
+        .map_err(|e| Error::Reply(e.to_string()))?;
     let mut fields: Vec<Json> = structure.fields().iter().map(convert::to_json).collect();
     Ok(match fields.len() {
         0 => Json::Null,
@@ -542,18 +655,13 @@ fn reply_signature(reply: &Message, _value: &Json) -> String {
 }
 
 /// The JSON convention's reply envelope.
-fn envelope_result(text: &str) -> Result<Json, GatewayError> {
-    let envelope = envelope::parse(text).map_err(|e| {
-        GatewayError::new(
-            Code::AutomationFailed,
-            format!("`Execute` returned text that is {e}"),
-        )
-    })?;
+fn envelope_result(text: &str) -> Result<Json, Error> {
+    let envelope = envelope::parse(text)
+        .map_err(|e| Error::Convention(format!("`Execute` returned text that is {e}")))?;
     match envelope::reply(&envelope, "the app") {
-        envelope::Reply::Done(result) => result,
-        envelope::Reply::Progress(_) => Err(GatewayError::new(
-            Code::AutomationFailed,
-            "`Execute` returned an envelope without `status: success|error`",
+        envelope::Reply::Done(result) => result.map_err(Error::Reported),
+        envelope::Reply::Progress(_) => Err(Error::Convention(
+            "`Execute` returned an envelope without `status: success|error`".to_owned(),
         )),
     }
 }

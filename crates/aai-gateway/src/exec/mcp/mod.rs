@@ -61,6 +61,75 @@ impl Slot {
     }
 }
 
+/// How a call to a downstream MCP server failed. `From<Error> for GatewayError` below
+/// gives the wire codes. Clone: callers waiting for the same connection share its failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The server could not be started, reached or kept (`note`: its last stderr lines).
+    #[error("the MCP server of `{app}` is not available: {why}{note}")]
+    Unavailable {
+        /// The app id.
+        app: String,
+        /// What failed (scrubbed of secrets by the client).
+        why: String,
+        /// The note of its last stderr lines, or empty.
+        note: String,
+    },
+    /// An MCP server over HTTP was given a query-string key.
+    #[error("an MCP server over HTTP takes its API key in a header, not the query string")]
+    KeyInQuery,
+    /// The client cancelled while the server was starting.
+    #[error("the call was cancelled while the MCP server was starting")]
+    CancelledStarting,
+    /// The server answered with a JSON-RPC error.
+    #[error("the MCP server answered with an error: {}", crate::text::excerpt(.message, 2000))]
+    Rpc {
+        /// Its JSON-RPC code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+    /// No answer in time; the request was cancelled there.
+    #[error("the MCP server did not answer within {} s; the request was cancelled there", .0.as_secs())]
+    TimedOut(Duration),
+    /// The client cancelled; so was the request there.
+    #[error("the call was cancelled; the MCP server was told")]
+    Cancelled,
+}
+
+impl Error {
+    fn unavailable(app: &str, why: &str, note: &str) -> Error {
+        Error::Unavailable {
+            app: app.to_owned(),
+            why: why.to_owned(),
+            note: note.to_owned(),
+        }
+    }
+}
+
+/// JSON-RPC's "invalid params".
+const INVALID_PARAMS: i64 = -32602;
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match &e {
+            Error::Unavailable { .. } => Code::ServiceUnavailable,
+            Error::KeyInQuery => Code::AaiJsonInvalid,
+            Error::Rpc { code, .. } if *code == INVALID_PARAMS => Code::InvalidParams,
+            Error::TimedOut(_) => Code::Timeout,
+            Error::CancelledStarting | Error::Rpc { .. } | Error::Cancelled => {
+                Code::AutomationFailed
+            }
+        };
+        let wire = GatewayError::new(code, e.to_string());
+        match e {
+            Error::Unavailable { app, .. } => wire.with("app", app),
+            Error::Rpc { code, .. } => wire.with("serverCode", code),
+            _ => wire,
+        }
+    }
+}
+
 /// Listed tools, by app id (kept while a changed list is fetched again).
 type ToolCache = Arc<Mutex<HashMap<String, Vec<Tool>>>>;
 
@@ -71,7 +140,7 @@ type Stale = Arc<Mutex<std::collections::HashSet<String>>>;
 /// Runs downstream MCP servers.
 pub struct McpExecutor {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
-    failures: super::Failures,
+    failures: super::Failures<Error>,
     tools: ToolCache,
     stale: Stale,
     /// Apps whose cached list was read from disk, not listed by their server in this run.
@@ -190,7 +259,7 @@ impl McpExecutor {
         auth: Option<&crate::auth::Material>,
         secrets: &[(String, crate::auth::Secret)],
         timeout: Option<Duration>,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<(), Error> {
         let deadline = timeout.map_or(CONNECT_DEADLINE, |t| t.min(CONNECT_DEADLINE));
         let link = self
             .link(app, server, base_dir, auth, secrets, deadline)
@@ -202,7 +271,7 @@ impl McpExecutor {
         let limit = timeout.map_or(LIST_DEADLINE, |t| t.min(LIST_DEADLINE));
         let mut listed = link.list_tools(limit).await.map_err(|why: String| {
             self.forget(app, &link);
-            unavailable(app, &why, &link.stderr_note())
+            Error::unavailable(app, &why, &link.stderr_note())
         })?;
         // Its resources and prompts, as two tools of the gateway's (a failure here costs
         // only them: the tools stay usable).
@@ -249,7 +318,7 @@ impl McpExecutor {
         Ok(())
     }
 
-    async fn call(&self, req: Request<'_>) -> Result<Value, GatewayError> {
+    async fn call(&self, req: Request<'_>) -> Result<Value, Error> {
         let Executor::Mcp(server) = req.executor else {
             unreachable!("dispatched by executor type");
         };
@@ -258,7 +327,7 @@ impl McpExecutor {
         let link = tokio::select! {
             link = self.link(req.app, server, req.base_dir, req.auth.as_ref(), &req.secrets, ctx.timeout.min(CONNECT_DEADLINE)) => link?,
             () = ctx.cancel.cancelled() => {
-                return Err(GatewayError::new(Code::AutomationFailed, "the call was cancelled while the MCP server was starting"));
+                return Err(Error::CancelledStarting);
             }
         };
         let Value::Object(args) = req.args else {
@@ -295,34 +364,14 @@ impl McpExecutor {
             Ok(result) => Ok(result),
             Err(CallError::Closed(why)) => {
                 self.forget(req.app, &link);
-                Err(unavailable(req.app, &why, &link.stderr_note()))
+                Err(Error::unavailable(req.app, &why, &link.stderr_note()))
             }
-            Err(CallError::Rpc { code, message }) => {
-                let ours = if code == -32602 {
-                    Code::InvalidParams
-                } else {
-                    Code::AutomationFailed
-                };
-                Err(GatewayError::new(
-                    ours,
-                    format!(
-                        "the MCP server answered with an error: {}",
-                        crate::text::excerpt(&message, 2000)
-                    ),
-                )
-                .with("serverCode", code))
-            }
-            Err(CallError::Timeout) => Err(GatewayError::new(
-                Code::Timeout,
-                format!(
-                    "the MCP server did not answer within {} s; the request was cancelled there",
-                    ctx.timeout.as_secs()
-                ),
-            )),
-            Err(CallError::Cancelled) => Err(GatewayError::new(
-                Code::AutomationFailed,
-                "the call was cancelled; the MCP server was told",
-            )),
+            Err(CallError::Rpc { code, message }) => Err(Error::Rpc {
+                code: code.into(),
+                message,
+            }),
+            Err(CallError::Timeout) => Err(Error::TimedOut(ctx.timeout)),
+            Err(CallError::Cancelled) => Err(Error::Cancelled),
         }
     }
 
@@ -336,7 +385,7 @@ impl McpExecutor {
         auth: Option<&crate::auth::Material>,
         secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
-    ) -> Result<Arc<Connection>, GatewayError> {
+    ) -> Result<Arc<Connection>, Error> {
         let slot = {
             let mut slots = self.slots.lock().expect("slots lock");
             let slot = slots
@@ -373,7 +422,7 @@ impl McpExecutor {
         auth: Option<&crate::auth::Material>,
         secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
-    ) -> Result<Arc<Connection>, GatewayError> {
+    ) -> Result<Arc<Connection>, Error> {
         let transport = match server {
             McpServer::Stdio(p) => Transport::Stdio(Box::new(
                 process::spawn(&process::Spec {
@@ -383,7 +432,7 @@ impl McpExecutor {
                     base_dir,
                     label: app,
                 })
-                .map_err(|e| unavailable(app, &e.detail, ""))?,
+                .map_err(|e| Error::unavailable(app, &e.to_string(), ""))?,
             )),
             McpServer::Http { url, headers } => {
                 let headers = crate::auth::fill::fill_all(headers, secrets);
@@ -398,10 +447,7 @@ impl McpExecutor {
                 let mut headers = headers;
                 if let Some(material) = auth {
                     if !material.query.is_empty() {
-                        return Err(GatewayError::new(
-                            Code::AaiJsonInvalid,
-                            "an MCP server over HTTP takes its API key in a header, not the query string",
-                        ));
+                        return Err(Error::KeyInQuery);
                     }
                     headers.extend(
                         material
@@ -428,7 +474,7 @@ impl McpExecutor {
         });
         let connection = client::connect(transport, deadline, on_tools_changed)
             .await
-            .map_err(|why: String| unavailable(app, &why, ""))?;
+            .map_err(|why: String| Error::unavailable(app, &why, ""))?;
         tracing::info!(app, server = ?connection.server(), "connected to the MCP server");
         Ok(Arc::new(connection))
     }
@@ -518,14 +564,6 @@ fn secret_header(name: &str) -> bool {
 }
 
 /// SERVICE_UNAVAILABLE for `app`; `note` is the server's stderr note (or nothing).
-fn unavailable(app: &str, why: &str, note: &str) -> GatewayError {
-    GatewayError::new(
-        Code::ServiceUnavailable,
-        format!("the MCP server of `{app}` is not available: {why}{note}"),
-    )
-    .with("app", app)
-}
-
 /// A listed tool as one of the app's tools. A schema the gateway cannot use for
 /// validation is replaced by "any object" (the server still validates).
 fn to_tool(app: &str, t: RemoteTool) -> Tool {
