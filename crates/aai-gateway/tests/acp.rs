@@ -22,7 +22,8 @@ mod common;
 
 /// Speaks just enough ACP: `initialize`, `session/new`, `session/prompt` (a prompt with
 /// `edit` first asks for permission and reports the option chosen; one with `slow` ends
-/// only when cancelled), and `session/cancel` (noted in `$MARKS/cancelled`).
+/// only when cancelled; one with `huge` sends an update of 17 MB on one line), and
+/// `session/cancel` (noted in `$MARKS/cancelled`).
 const AGENT: &str = r#"while IFS= read -r line; do
   id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9][0-9]*\).*$/\1/p')
   case "$line" in
@@ -36,6 +37,10 @@ const AGENT: &str = r#"while IFS= read -r line; do
     *'"method":"session/prompt"'*)
       case "$line" in
         *slow*) slow=$id ;;
+        *huge*)
+          printf '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+          head -c 17000000 /dev/zero | tr '\0' x
+          printf '"}}}}\n' ;;
         *edit*)
           printf '{"jsonrpc":"2.0","id":"perm-1","method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"t1","title":"Edit main.rs","kind":"edit"},"options":[{"optionId":"yes","name":"Allow","kind":"allow_once"},{"optionId":"no","name":"Reject","kind":"reject_once"}]}}\n'
           IFS= read -r answer
@@ -165,5 +170,19 @@ async fn a_turn_out_of_time_is_cancelled_and_names_its_session() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(cancelled.exists(), "no session/cancel reached the agent");
+    gw.stop();
+}
+
+#[tokio::test]
+async fn a_line_over_the_limit_stops_the_agent_and_fails_the_call_with_the_reason() {
+    let (home, marks) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let gw = gateway(home.path(), marks.path(), "allow");
+    let e = ask(&gw, "be huge").await.unwrap_err();
+    // Not the turn's timeout: the line itself ended the conversation.
+    assert_eq!(e.code, Code::AppNotRunning, "{e}");
+    assert!(e.detail.contains("longer than 16777216 bytes"), "{e}");
+    // The next call starts the agent again.
+    let answer = ask(&gw, "hi").await.unwrap();
+    assert!(text_of(&answer).starts_with("hello from sh"), "{answer}");
     gw.stop();
 }

@@ -28,17 +28,17 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aai_descriptor::Executor;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::process::ChildStdout;
 use tokio::sync::oneshot;
 
-use super::process::{self, ChildGuard, StderrTail};
+use super::child::{self, Child, Ended};
+use super::process;
 use super::stdio::Started;
 use super::{Asker, Execute, Permission, Progress, ProgressSink, Request};
 use crate::error::{Code, GatewayError};
@@ -219,39 +219,28 @@ struct Turn {
 
 /// One running agent.
 struct Agent {
-    app: String,
+    child: Child<u64, oneshot::Sender<Result<Value, RpcError>>>,
     started: Started,
-    stdin: tokio::sync::Mutex<ChildStdin>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
     turns: Mutex<HashMap<String, Arc<Turn>>>,
     /// Sessions created or loaded by this process.
     sessions: Mutex<Vec<String>>,
-    guard: Mutex<Option<ChildGuard>>,
-    alive: AtomicBool,
-    stderr: StderrTail,
     next_id: AtomicU64,
     /// The `initialize` result.
     info: Mutex<Value>,
 }
 
 impl Agent {
+    fn app(&self) -> &str {
+        self.child.label()
+    }
+
     fn kill(&self) {
-        self.alive.store(false, Ordering::SeqCst);
-        if let Some(mut guard) = self.guard.lock().expect("guard lock").take() {
-            guard.kill();
-        }
+        self.child.kill();
         self.fail_all("the agent was stopped");
     }
 
     fn fail_all(&self, why: &str) {
-        let pending: Vec<_> = self
-            .pending
-            .lock()
-            .expect("pending lock")
-            .drain()
-            .map(|(_, tx)| tx)
-            .collect();
-        for tx in pending {
+        for tx in self.child.drain() {
             let _ = tx.send(Err(RpcError {
                 code: -32603,
                 message: why.to_owned(),
@@ -260,21 +249,17 @@ impl Agent {
     }
 
     fn stderr_note(&self) -> String {
-        self.stderr.note()
+        self.child.stderr_note()
     }
 
     async fn write(&self, message: &Value) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(message).expect("JSON values serialize");
-        line.push(b'\n');
-        let mut stdin = self.stdin.lock().await;
-        stdin.write_all(&line).await?;
-        stdin.flush().await
+        self.child.send(message).await
     }
 
     async fn notify(&self, method: &str, params: Value) {
         let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
         if let Err(e) = self.write(&message).await {
-            tracing::info!(app = %self.app, "could not send `{method}` to the agent: {e}");
+            tracing::info!(app = %self.app(), "could not send `{method}` to the agent: {e}");
         }
     }
 
@@ -287,10 +272,10 @@ impl Agent {
     ) -> Result<Value, RpcError> {
         let (tx, rx) = oneshot::channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.pending.lock().expect("pending lock").insert(id, tx);
+        self.child.wait(id, tx);
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if let Err(e) = self.write(&message).await {
-            self.pending.lock().expect("pending lock").remove(&id);
+            self.child.take(&id);
             return Err(RpcError {
                 code: -32603,
                 message: format!("cannot write to the agent: {e}"),
@@ -303,7 +288,7 @@ impl Agent {
                 message: "the agent stopped before answering".into(),
             }),
             Err(_) => {
-                self.pending.lock().expect("pending lock").remove(&id);
+                self.child.take(&id);
                 Err(RpcError {
                     code: -32001,
                     message: format!("no answer to `{method}` within {} s", deadline.as_secs()),
@@ -347,33 +332,33 @@ impl Agent {
 
 /// Reads the agent's messages until its stdout closes.
 async fn read_messages(agent: Arc<Agent>, stdout: ChildStdout) {
-    let mut reader = BufReader::new(stdout);
-    let mut line = Vec::with_capacity(4096);
-    loop {
-        line.clear();
-        match crate::lines::read_line_capped(&mut reader, &mut line, MAX_LINE).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+    let ended = child::read_lines(stdout, MAX_LINE, |line| {
+        let text = String::from_utf8_lossy(line);
+        match serde_json::from_str::<Value>(text.trim()) {
+            Ok(message) => dispatch(&agent, message),
+            Err(_) => {
+                tracing::info!(app = %agent.app(), "the agent wrote a line that is not JSON-RPC: {}", crate::text::excerpt(text.trim(), 200));
+            }
         }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let Ok(message) = serde_json::from_str::<Value>(text) else {
-            tracing::info!(app = %agent.app, "the agent wrote a line that is not JSON-RPC: {}", crate::text::excerpt(text, 200));
-            continue;
-        };
-        dispatch(&agent, message);
+    })
+    .await;
+    if let Ended::Failed(e) = &ended {
+        tracing::info!(app = %agent.app(), "reading the agent's output failed: {e}");
     }
-    agent.alive.store(false, Ordering::SeqCst);
     // An agent that closed its stdout cannot answer any more, even if it still runs:
     // stop it (and its process group) now rather than on its next call.
-    let guard = agent.guard.lock().expect("guard lock").take();
-    let why = match guard {
+    let why = match agent.child.ended() {
         Some(mut guard) => {
             guard.kill();
-            format!("the agent exited{}", agent.stderr_note())
+            match ended {
+                Ended::TooLong => format!(
+                    "the agent wrote a line longer than {MAX_LINE} bytes; it was stopped{}",
+                    agent.stderr_note()
+                ),
+                Ended::Closed | Ended::Failed(_) => {
+                    format!("the agent exited{}", agent.stderr_note())
+                }
+            }
         }
         None => "the agent was stopped".to_owned(),
     };
@@ -387,7 +372,7 @@ fn dispatch(agent: &Arc<Agent>, message: Value) {
         // A response to one of ours.
         (None, Some(id)) => {
             let Some(id) = id.as_u64() else { return };
-            let Some(tx) = agent.pending.lock().expect("pending lock").remove(&id) else {
+            let Some(tx) = agent.child.take(&id) else {
                 return;
             };
             let answer = match message.get("error") {
@@ -413,7 +398,7 @@ fn dispatch(agent: &Arc<Agent>, message: Value) {
                 let outcome = permission(&agent, &params).await;
                 let reply = json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": outcome}});
                 if let Err(e) = agent.write(&reply).await {
-                    tracing::info!(app = %agent.app, "could not answer the permission request: {e}");
+                    tracing::info!(app = %agent.app(), "could not answer the permission request: {e}");
                 }
             });
         }
@@ -531,7 +516,7 @@ async fn permission(agent: &Agent, params: &Value) -> Value {
     let reject =
         || pick(&["reject_once", "reject_always"]).unwrap_or(json!({"outcome": "cancelled"}));
     if options.is_empty() {
-        tracing::info!(app = %agent.app, "the agent asked for permission without options; cancelled");
+        tracing::info!(app = %agent.app(), "the agent asked for permission without options; cancelled");
         return json!({"outcome": "cancelled"});
     }
     let session = params
@@ -545,11 +530,11 @@ async fn permission(agent: &Agent, params: &Value) -> Value {
         .get(session)
         .cloned();
     let Some((turn, asker)) = turn.and_then(|t| t.asker.clone().map(|a| (t, a))) else {
-        tracing::info!(app = %agent.app, "the agent asked for permission outside a call; rejected");
+        tracing::info!(app = %agent.app(), "the agent asked for permission outside a call; rejected");
         return reject();
     };
     if turn.asks.fetch_add(1, Ordering::SeqCst) >= MAX_ASKS as u64 {
-        tracing::warn!(app = %agent.app, "the agent asked for permission more than {MAX_ASKS} times in one turn; rejected without asking");
+        tracing::warn!(app = %agent.app(), "the agent asked for permission more than {MAX_ASKS} times in one turn; rejected without asking");
         return reject();
     }
     let call = params.get("toolCall").cloned().unwrap_or(Value::Null);
@@ -580,7 +565,7 @@ async fn permission(agent: &Agent, params: &Value) -> Value {
     match asker(asked).await {
         Ok(()) => pick(&["allow_once", "allow_always"]).unwrap_or_else(reject),
         Err(why) => {
-            tracing::info!(app = %agent.app, "permission refused: {why}");
+            tracing::info!(app = %agent.app(), "permission refused: {why}");
             reject()
         }
     }
@@ -677,7 +662,7 @@ impl AcpExecutor {
         };
         agent.turns.lock().expect("turns lock").remove(&session);
         let answer = answer.map_err(|e| {
-            if !agent.alive.load(Ordering::SeqCst) {
+            if !agent.child.is_alive() {
                 Error::Gone(e.message)
             } else {
                 self.rpc_error(&agent, "session/prompt", e)
@@ -759,7 +744,7 @@ impl AcpExecutor {
             && let Some(methods) = agent.auth_methods()
         {
             return Error::SignIn {
-                app: agent.app.clone(),
+                app: agent.app().to_owned(),
                 message: e.message,
                 methods,
             };
@@ -790,7 +775,7 @@ impl AcpExecutor {
         let asked = std::time::Instant::now();
         let mut slot = slot.lock().await;
         if let Some(agent) = slot.as_ref() {
-            if agent.alive.load(Ordering::SeqCst) && agent.started == *started {
+            if agent.child.is_alive() && agent.started == *started {
                 return Ok(agent.clone());
             }
             tracing::info!(app, "the agent exited or changed; starting it again");
@@ -821,20 +806,16 @@ impl AcpExecutor {
             base_dir: &started.base_dir,
             label: app,
         })?;
+        let (child, stdout) = Child::new(app, spawned);
         let agent = Arc::new(Agent {
-            app: app.to_owned(),
+            child,
             started: started.clone(),
-            stdin: tokio::sync::Mutex::new(spawned.stdin),
-            pending: Mutex::default(),
             turns: Mutex::default(),
             sessions: Mutex::default(),
-            guard: Mutex::new(Some(spawned.guard)),
-            alive: AtomicBool::new(true),
-            stderr: spawned.stderr_tail,
             next_id: AtomicU64::new(0),
             info: Mutex::new(Value::Null),
         });
-        tokio::spawn(read_messages(agent.clone(), spawned.stdout));
+        tokio::spawn(read_messages(agent.clone(), stdout));
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "clientCapabilities": {

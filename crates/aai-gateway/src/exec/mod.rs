@@ -5,6 +5,7 @@
 //! already-validated call. They create processes only through [`process`].
 
 pub mod acp;
+mod child;
 pub mod com;
 #[cfg(target_os = "linux")]
 pub mod dbus;

@@ -20,17 +20,17 @@ use std::sync::{Arc, Mutex};
 
 use aai_descriptor::Executor;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::process::ChildStdout;
 use tokio::sync::oneshot;
 
+use super::child::{self, Child, Ended};
 use super::envelope::{self, excerpt};
-use super::process::{self, ChildGuard, StderrTail};
+use super::process;
 use super::{Execute, ProgressSink, Request};
 use crate::error::{Code, GatewayError};
 
 /// Longest accepted reply line.
-const MAX_LINE: u64 = 16 * 1024 * 1024;
+const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// How a call to a stdio adapter failed. `From<Error> for GatewayError` below gives the
 /// wire codes. Clone: one adapter's end fails every call waiting on it.
@@ -117,45 +117,32 @@ pub struct Started {
     pub base_dir: std::path::PathBuf,
 }
 
-/// One running adapter.
+/// One running adapter: the child, and what the pool needs to know of it.
 struct Adapter {
-    app: String,
+    child: Child<String, Pending>,
     started: Started,
     /// Replaced or removed by a reload: stopped once its last call is answered.
     retiring: AtomicBool,
-    stdin: tokio::sync::Mutex<ChildStdin>,
-    pending: Mutex<HashMap<String, Pending>>,
-    guard: Mutex<Option<ChildGuard>>,
-    alive: AtomicBool,
-    stderr: StderrTail,
 }
 
 impl Adapter {
+    fn app(&self) -> &str {
+        self.child.label()
+    }
+
     fn kill(&self) {
-        self.alive.store(false, Ordering::SeqCst);
-        if let Some(mut guard) = self.guard.lock().expect("guard lock").take() {
-            guard.kill();
-        }
+        self.child.kill();
     }
 
     /// Fails every waiting call with `error`.
     fn fail_all(&self, error: &Error) {
-        for p in self.drain() {
+        for p in self.child.drain() {
             let _ = p.reply.send(Reply::Done(Err(error.clone())));
         }
     }
 
-    fn drain(&self) -> Vec<Pending> {
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .drain()
-            .map(|(_, p)| p)
-            .collect()
-    }
-
     fn stderr_note(&self) -> String {
-        self.stderr.note()
+        self.child.stderr_note()
     }
 }
 
@@ -188,30 +175,21 @@ impl StdioExecutor {
         };
         let id = format!("{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1);
         let envelope = envelope::request(&req.tool.name, &req.args, &id);
-        let mut line = serde_json::to_vec(&envelope).expect("JSON values serialize");
-        line.push(b'\n');
 
         let mut attempt = 0;
         loop {
             attempt += 1;
             let adapter = self.adapter(req.app, process, req.base_dir, &req.secrets)?;
             let (tx, rx) = oneshot::channel();
-            adapter.pending.lock().expect("pending lock").insert(
+            adapter.child.wait(
                 id.clone(),
                 Pending {
                     reply: tx,
                     progress: req.ctx.progress.clone(),
                 },
             );
-            let written = {
-                let mut stdin = adapter.stdin.lock().await;
-                match stdin.write_all(&line).await {
-                    Ok(()) => stdin.flush().await,
-                    Err(e) => Err(e),
-                }
-            };
-            if let Err(e) = written {
-                adapter.pending.lock().expect("pending lock").remove(&id);
+            if let Err(e) = adapter.child.send(&envelope).await {
+                adapter.child.give_up(&id);
                 adapter.kill();
                 self.forget(&adapter);
                 if attempt == 2 {
@@ -246,18 +224,14 @@ impl StdioExecutor {
         tokio::select! {
             reply = rx => reply.unwrap_or(Reply::Done(Err(Error::Stopped))),
             () = tokio::time::sleep(req.ctx.timeout) => {
-                adapter.pending.lock().expect("pending lock").remove(id);
+                adapter.child.give_up(id);
                 tracing::warn!(app = %req.app, tool = %req.tool.name, "call timed out; stopping the adapter");
                 adapter.kill();
                 self.forget(adapter);
                 Reply::Done(Err(Error::TimedOut(req.ctx.timeout)))
             }
             () = req.ctx.cancel.cancelled() => {
-                let others = {
-                    let mut pending = adapter.pending.lock().expect("pending lock");
-                    pending.remove(id);
-                    pending.len()
-                };
+                let others = adapter.child.give_up(id);
                 if others == 0 {
                     tracing::info!(app = %req.app, "call cancelled; stopping the idle adapter");
                     adapter.kill();
@@ -281,7 +255,7 @@ impl StdioExecutor {
             base_dir: base_dir.to_owned(),
         };
         let mut adapters = self.adapters.lock().expect("adapters lock");
-        if let Some(a) = adapters.get(app).filter(|a| a.alive.load(Ordering::SeqCst)) {
+        if let Some(a) = adapters.get(app).filter(|a| a.child.is_alive()) {
             if a.started == started {
                 return Ok(a.clone());
             }
@@ -296,17 +270,13 @@ impl StdioExecutor {
             base_dir,
             label: app,
         })?;
+        let (child, stdout) = Child::new(app, spawned);
         let adapter = Arc::new(Adapter {
-            app: app.to_owned(),
+            child,
             started,
             retiring: AtomicBool::new(false),
-            stdin: tokio::sync::Mutex::new(spawned.stdin),
-            pending: Mutex::new(HashMap::new()),
-            guard: Mutex::new(Some(spawned.guard)),
-            alive: AtomicBool::new(true),
-            stderr: spawned.stderr_tail,
         });
-        tokio::spawn(read_replies(adapter.clone(), spawned.stdout));
+        tokio::spawn(read_replies(adapter.clone(), stdout));
         adapters.insert(app.to_owned(), adapter.clone());
         Ok(adapter)
     }
@@ -315,10 +285,10 @@ impl StdioExecutor {
     fn forget(&self, adapter: &Arc<Adapter>) {
         let mut adapters = self.adapters.lock().expect("adapters lock");
         if adapters
-            .get(&adapter.app)
+            .get(adapter.app())
             .is_some_and(|a| Arc::ptr_eq(a, adapter))
         {
-            adapters.remove(&adapter.app);
+            adapters.remove(adapter.app());
         }
     }
 
@@ -355,38 +325,24 @@ impl StdioExecutor {
 /// Marks `adapter` retiring; stops it now when no call waits on it.
 fn retire(adapter: &Adapter) {
     adapter.retiring.store(true, Ordering::SeqCst);
-    if adapter.pending.lock().expect("pending lock").is_empty() {
+    if adapter.child.waiting_count() == 0 {
         adapter.kill();
     }
 }
 
 /// Reads reply lines until the adapter closes stdout, then fails what is still waiting.
 async fn read_replies(adapter: Arc<Adapter>, stdout: ChildStdout) {
-    let mut reader = BufReader::new(stdout);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let read = (&mut reader)
-            .take(MAX_LINE + 1)
-            .read_until(b'\n', &mut buf)
-            .await;
-        match read {
-            Ok(0) => break,
-            Ok(_) if buf.len() as u64 > MAX_LINE => {
-                adapter.fail_all(&Error::LineTooLong);
-                adapter.kill();
-                break;
-            }
-            Ok(_) => handle_line(&adapter, &buf),
-            Err(e) => {
-                tracing::warn!(app = %adapter.app, "reading adapter output failed: {e}");
-                break;
-            }
+    match child::read_lines(stdout, MAX_LINE, |line| handle_line(&adapter, line)).await {
+        Ended::Closed => {}
+        Ended::TooLong => {
+            adapter.fail_all(&Error::LineTooLong);
+            adapter.kill();
+        }
+        Ended::Failed(e) => {
+            tracing::warn!(app = %adapter.app(), "reading adapter output failed: {e}");
         }
     }
-    adapter.alive.store(false, Ordering::SeqCst);
-    let guard = adapter.guard.lock().expect("guard lock").take();
-    let (status, clean) = match guard {
+    let (status, clean) = match adapter.child.ended() {
         Some(mut g) => {
             let ended = tokio::time::timeout(std::time::Duration::from_secs(2), g.wait())
                 .await
@@ -396,9 +352,9 @@ async fn read_replies(adapter: Arc<Adapter>, stdout: ChildStdout) {
         }
         None => ("stopped by the gateway".to_owned(), false),
     };
-    tracing::info!(app = %adapter.app, "adapter exited: {status}");
+    tracing::info!(app = %adapter.app(), "adapter exited: {status}");
     if clean {
-        for p in adapter.drain() {
+        for p in adapter.child.drain() {
             let _ = p.reply.send(Reply::NotDelivered);
         }
         return;
@@ -420,38 +376,31 @@ fn handle_line(adapter: &Adapter, line: &[u8]) {
     let envelope = match envelope::parse(text) {
         Ok(v) => v,
         Err(e) => {
-            tracing::warn!(app = %adapter.app, "adapter wrote a line that is not a JSON envelope");
+            tracing::warn!(app = %adapter.app(), "adapter wrote a line that is not a JSON envelope");
             adapter.fail_all(&Error::Malformed(e));
             return;
         }
     };
     let Some(id) = envelope::request_id(&envelope) else {
-        tracing::warn!(app = %adapter.app, "adapter envelope without request_id: {}", excerpt(text, 200));
+        tracing::warn!(app = %adapter.app(), "adapter envelope without request_id: {}", excerpt(text, 200));
         return;
     };
     match envelope::reply(&envelope, "the adapter") {
         envelope::Reply::Progress(progress) => {
-            let sink = adapter
-                .pending
-                .lock()
-                .expect("pending lock")
-                .get(&id)
-                .and_then(|p| p.progress.clone());
+            let sink = adapter.child.with(&id, |p| p.progress.clone()).flatten();
             if let Some(sink) = sink {
                 sink(progress);
             }
         }
         envelope::Reply::Done(result) => {
-            let Some(pending) = adapter.pending.lock().expect("pending lock").remove(&id) else {
-                tracing::debug!(app = %adapter.app, request_id = %id, "reply for a call nobody waits for (timed out or cancelled)");
+            let Some(pending) = adapter.child.take(&id) else {
+                tracing::debug!(app = %adapter.app(), request_id = %id, "reply for a call nobody waits for (timed out or cancelled)");
                 return;
             };
             let _ = pending
                 .reply
                 .send(Reply::Done(result.map_err(Error::Reply)));
-            if adapter.retiring.load(Ordering::SeqCst)
-                && adapter.pending.lock().expect("pending lock").is_empty()
-            {
+            if adapter.retiring.load(Ordering::SeqCst) && adapter.child.waiting_count() == 0 {
                 adapter.kill();
             }
         }
