@@ -5,8 +5,10 @@
 //! VS Code's `servers`), and the `[mcp_servers.<name>]` tables of Codex's TOML.
 //!
 //! * A server with `command` runs over stdio with its `args` and `env`; one with `url`
-//!   over streamable HTTP with its `headers`. SSE-only servers are skipped (the gateway
-//!   speaks streamable HTTP), and so are disabled ones.
+//!   over HTTP with its `headers`: `"type": "sse"` (or `"transport": "sse"`) becomes
+//!   `execution.transport: "sse"` (the 2024-11-05 HTTP+SSE transport), anything else
+//!   streamable HTTP (which falls back to SSE when the server answers that way).
+//!   Disabled servers are skipped.
 //! * A credential header (`Authorization`, or a name with `key`, `token` or `secret`)
 //!   becomes the app's `apiKey` auth; its value goes to the credential store when the
 //!   descriptor is written, never into the file. Codex's `bearer_token_env_var` does the
@@ -140,13 +142,15 @@ fn convert(
         .or_else(|| server.get("serverUrl"))
         .and_then(Value::as_str);
     let execution = match (server.get("command").and_then(Value::as_str), url) {
-        _ if kind == "sse" => Err(
-            "an SSE server: the gateway speaks streamable HTTP (import the server's streamable HTTP URL if it has one)"
-                .to_owned(),
-        ),
-        (Some(command), _) if !command.trim().is_empty() => {
-            stdio(command, server, &mut imported)
+        (_, Some(url)) if kind == "sse" => {
+            http(url, server, format, &mut imported, env).map(|mut execution| {
+                execution.insert("transport".to_owned(), json!("sse"));
+                imported.summary = imported.summary.replacen("streamable HTTP", "SSE", 1);
+                execution
+            })
         }
+        _ if kind == "sse" => Err("an SSE server without `url`".to_owned()),
+        (Some(command), _) if !command.trim().is_empty() => stdio(command, server, &mut imported),
         (_, Some(url)) => http(url, server, format, &mut imported, env),
         _ => Err("neither `command` nor `url`".to_owned()),
     };
@@ -500,7 +504,19 @@ mod tests {
         assert!(!remote.summary.contains("sk-live"));
         valid(doc);
 
-        assert!(found[3].descriptor.as_ref().unwrap_err().contains("SSE"));
+        let old = found[3].descriptor.as_ref().unwrap();
+        assert_eq!(old["execution"]["transport"], "sse");
+        assert!(
+            found[3]
+                .summary
+                .starts_with("SSE: https://mcp.example.com/sse")
+        );
+        let aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { mode, .. }) =
+            valid(old).bindings[0].executor
+        else {
+            panic!("http")
+        };
+        assert_eq!(mode, aai_descriptor::HttpMode::Sse);
         assert!(
             found[4]
                 .descriptor

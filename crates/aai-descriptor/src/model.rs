@@ -323,14 +323,31 @@ pub struct Process {
 pub enum McpServer {
     /// A server process speaking MCP on its stdin/stdout.
     Stdio(Process),
-    /// A streamable HTTP endpoint.
+    /// An HTTP endpoint: streamable HTTP, or the legacy HTTP+SSE transport.
     #[serde(rename_all = "camelCase")]
     Http {
-        /// The endpoint URL.
+        /// The endpoint URL (for SSE, the URL of the event stream).
         url: String,
         /// Headers sent with every request (before the credential's).
         headers: Vec<(String, String)>,
+        /// Which HTTP transport it speaks (`execution.transport`).
+        mode: HttpMode,
     },
+}
+
+/// The HTTP transport of a downstream MCP server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HttpMode {
+    /// Not said: streamable HTTP, and when its handshake fails, the legacy transport if
+    /// the URL answers as an SSE endpoint (the MCP specification's backwards
+    /// compatibility).
+    #[default]
+    Detect,
+    /// `streamable-http` (2025-03-26 and later) only.
+    Streamable,
+    /// `sse`: the HTTP+SSE transport of 2024-11-05 only.
+    Sse,
 }
 
 /// One tool of a binding.

@@ -557,7 +557,7 @@ fn warn_of_secrets(sink: &Sink, at: &str, values: &[(String, String)]) {
     }
 }
 
-/// `mcp`: `command`/`args`/`env` (stdio) or `url`/`headers` (streamable HTTP), not both.
+/// `mcp`: `command`/`args`/`env` (stdio) or `url`/`headers`/`transport` (HTTP), not both.
 fn mcp_server(exec: &mut Obj<'_>) -> Option<Executor> {
     let sink = exec.sink();
     match (exec.has("command"), exec.has("url")) {
@@ -566,10 +566,25 @@ fn mcp_server(exec: &mut Obj<'_>) -> Option<Executor> {
             let url = exec.req_text("url")?;
             let headers = exec.opt_str_map("headers").unwrap_or_default();
             warn_of_secrets(sink, &exec.at("headers"), &headers);
+            let mode = match exec.opt_text("transport") {
+                None => HttpMode::Detect,
+                Some("streamable-http") => HttpMode::Streamable,
+                Some("sse") => HttpMode::Sse,
+                Some(other) => {
+                    sink.error(
+                        exec.at("transport"),
+                        format!(
+                            "unknown transport `{other}`: `streamable-http` or `sse` (left out: streamable HTTP, falling back to SSE)"
+                        ),
+                    );
+                    return None;
+                }
+            };
             check_url(sink, &exec.at("url"), url).then(|| {
                 Executor::Mcp(McpServer::Http {
                     url: url.to_owned(),
                     headers,
+                    mode,
                 })
             })
         }

@@ -45,7 +45,7 @@ impl Start {
 pub fn start_of(executor: &Executor, base_dir: &Path) -> Option<Start> {
     match executor {
         Executor::Mcp(McpServer::Stdio(p)) | Executor::Acp(p) => Some(process(p, base_dir)),
-        Executor::Mcp(McpServer::Http { url, headers }) => {
+        Executor::Mcp(McpServer::Http { url, headers, .. }) => {
             let mut digest = Sha256::new();
             feed(&mut digest, &["http", url]);
             for (name, value) in headers {
@@ -212,6 +212,7 @@ mod tests {
         let http = Executor::Mcp(McpServer::Http {
             url: "https://mcp.example.com/mcp".into(),
             headers: vec![],
+            mode: aai_descriptor::HttpMode::Detect,
         });
         let s = start_of(&http, Path::new("/")).unwrap();
         assert_eq!(s.describe(), "connect to https://mcp.example.com/…");

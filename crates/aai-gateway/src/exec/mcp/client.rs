@@ -38,10 +38,12 @@ use crate::exec::{Progress, ProgressSink};
 pub(super) enum Transport {
     /// A started child; its stdin/stdout carry MCP.
     Stdio(Box<Spawned>),
-    /// A streamable HTTP endpoint with the headers every request carries (secrets included).
+    /// An HTTP endpoint with the headers every request carries (secrets included).
     Http {
-        /// Endpoint.
+        /// Endpoint (for SSE, the event stream).
         url: String,
+        /// Streamable HTTP, SSE, or streamable HTTP falling back to SSE.
+        mode: aai_descriptor::HttpMode,
         /// Headers, the credential's last.
         headers: Vec<(String, String)>,
         /// The forms of the header values that are secrets ([`crate::auth::echoes`]),
@@ -114,6 +116,7 @@ pub(super) enum CallError {
 type Sinks = Arc<Mutex<HashMap<String, ProgressSink>>>;
 
 /// What the gateway does with the server's notifications.
+#[derive(Clone)]
 struct Handler {
     sinks: Sinks,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
@@ -226,6 +229,7 @@ pub(super) async fn connect(
             url,
             headers,
             mut secrets,
+            mode,
         } => {
             secrets.extend(url_secrets(&url));
             secrets.sort_by_key(|f| std::cmp::Reverse(f.len()));
@@ -246,20 +250,55 @@ pub(super) async fn connect(
                 value.set_sensitive(true);
                 custom.insert(name, value);
             }
-            let config =
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            let service = match tokio::time::timeout(deadline, handler.serve(transport)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
+            let begun = tokio::time::Instant::now();
+            let timed_out = || {
+                format!(
+                    "the server did not finish the MCP handshake within {} s",
+                    deadline.as_secs()
+                )
+            };
+            let streamable = match mode {
+                aai_descriptor::HttpMode::Sse => None,
+                _ => {
+                    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                        .custom_headers(custom.clone());
+                    let transport =
+                        StreamableHttpClientTransport::with_client(client.clone(), config);
+                    match tokio::time::timeout(deadline, handler.clone().serve(transport)).await {
+                        Ok(Ok(s)) => Some(Ok(s)),
+                        Ok(Err(e)) => Some(Err(e)),
+                        Err(_) => return Err(timed_out()),
+                    }
+                }
+            };
+            let service = match (streamable, mode) {
+                (Some(Ok(service)), _) => service,
+                (Some(Err(e)), aai_descriptor::HttpMode::Streamable) => {
                     let why = crate::text::scrub(&http_error(&e), &secrets);
                     return Err(format!("the MCP handshake failed: {why}"));
                 }
-                Err(_) => {
-                    return Err(format!(
-                        "the server did not finish the MCP handshake within {} s",
-                        deadline.as_secs()
-                    ));
+                // The MCP specification's backwards compatibility: a server that does not
+                // take the streamable handshake may be an HTTP+SSE one.
+                (Some(Err(e)), _) if e.is_authorization_required() => {
+                    return Err(format!("the MCP handshake failed: {}", http_error(&e)));
+                }
+                (streamable, _) => {
+                    let left = deadline.saturating_sub(begun.elapsed());
+                    let sse = tokio::time::timeout(left, serve_sse(handler, client, &url, custom));
+                    match (sse.await, streamable) {
+                        (Ok(Ok(service)), _) => service,
+                        (Err(_), _) => return Err(timed_out()),
+                        // Not an SSE server either: the streamable attempt's error says
+                        // more.
+                        (Ok(Err(_)), Some(Err(e))) => {
+                            let why = crate::text::scrub(&http_error(&e), &secrets);
+                            return Err(format!("the MCP handshake failed: {why}"));
+                        }
+                        (Ok(Err(why)), _) => {
+                            let why = crate::text::scrub(&why, &secrets);
+                            return Err(format!("the MCP handshake over SSE failed: {why}"));
+                        }
+                    }
                 }
             };
             (service, None, None, secrets)
@@ -273,6 +312,59 @@ pub(super) async fn connect(
         secrets,
         oversized,
     })
+}
+
+/// The handshake over the HTTP+SSE transport (`sse.rs`).
+async fn serve_sse(
+    handler: Handler,
+    client: reqwest::Client,
+    url: &str,
+    headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+) -> Result<RunningService<RoleClient, Handler>, String> {
+    let headers: reqwest::header::HeaderMap = headers.into_iter().collect();
+    let session = super::sse::Session::open(client, url, headers).await?;
+    handler
+        .serve(SseTransport(session))
+        .await
+        .map_err(|e| without_type_names(&e.to_string()))
+}
+
+/// rmcp's transport over an SSE session: JSON values in and out.
+struct SseTransport(super::sse::Session);
+
+/// Why a message could not be sent over SSE.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct SseError(String);
+
+impl rmcp::transport::Transport<RoleClient> for SseTransport {
+    type Error = SseError;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
+        let poster = self.0.poster();
+        async move {
+            let message = serde_json::to_value(&item).map_err(|e| SseError(e.to_string()))?;
+            poster.post(&message).await.map_err(SseError)
+        }
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.0.recv().await?;
+            match serde_json::from_value(message) {
+                Ok(message) => return Some(message),
+                Err(e) => tracing::info!("an SSE server sent a message that is not MCP: {e}"),
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), SseError> {
+        self.0.close();
+        Ok(())
+    }
 }
 
 /// Paths this short (`/mcp`, `/v1/mcp`) are left readable in errors; longer ones may

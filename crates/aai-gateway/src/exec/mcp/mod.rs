@@ -15,6 +15,7 @@
 //! `isError`), and so do progress and cancellation.
 
 mod client;
+mod sse;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -434,7 +435,7 @@ impl McpExecutor {
                 })
                 .map_err(|e| Error::unavailable(app, &e.to_string(), ""))?,
             )),
-            McpServer::Http { url, headers } => {
+            McpServer::Http { url, headers, mode } => {
                 let headers = crate::auth::fill::fill_all(headers, secrets);
                 let filled: Vec<&str> = secrets.iter().map(|(_, v)| v.expose()).collect();
                 let mut secrets = crate::auth::echoes(
@@ -461,6 +462,7 @@ impl McpExecutor {
                     url: url.clone(),
                     headers,
                     secrets,
+                    mode: *mode,
                 }
             }
         };
