@@ -3,8 +3,9 @@ servers cannot do on demand: its tool list grows when asked (and it says so with
 `notifications/tools/list_changed`), it reports its pid, it crashes, and it runs slowly
 with progress.
 
-Run: python3 growing_server.py  (stdio), or python3 growing_server.py --http PORT
-(streamable HTTP on 127.0.0.1:PORT/mcp; then `authorization` tells the header it got).
+Run: python3 growing_server.py  (stdio), python3 growing_server.py --http PORT
+(streamable HTTP on 127.0.0.1:PORT/mcp; then `authorization` tells the header it got), or
+python3 growing_server.py --sse PORT (the HTTP+SSE transport, stream at /sse).
 """
 import os
 import sys
@@ -65,5 +66,7 @@ async def authorization(ctx: Context) -> str:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["--sse"]:
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()

@@ -316,6 +316,39 @@ async def test_legacy_sse_server_by_transport_and_by_detection(gw, tmp_path):
         stop(server)
 
 
+async def test_python_sdk_sse_server_announces_list_changes_and_gets_the_stored_key(gw, tmp_path):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(GROWING), "--sse", str(port)], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_port(port, server)
+        gw.config(credentials={"store": "file"})
+        mcp_app(gw, "dev.mcp.sse-growing", {"url": f"http://127.0.0.1:{port}/sse", "transport": "sse"},
+                auth={"type": "apiKey", "apiKey": {"location": "header", "name": "Authorization",
+                                                    "prefix": "Bearer", "obtainUrl": f"http://127.0.0.1:{port}/"}})
+        stored = subprocess.run([str(gw.binary), "--home", str(gw.home), "auth", "set", "dev.mcp.sse-growing",
+                                 "--stdin"], input="tok-SSE-777\n", env=gw.env(), capture_output=True, text=True,
+                                timeout=60)
+        assert stored.returncode == 0, stored.stderr
+        async with gw.session() as s:
+            r = await exec_(s, "dev.mcp.sse-growing", "authorization")
+            assert r.content[0].text == "Bearer tok-SSE-777"
+            r = await exec_(s, "dev.mcp.sse-growing", "grow", name="sprout")
+            assert r.content[0].text == "added sprout"
+            for _ in range(100):
+                guide = await s.call_tool("aai_guide", {"app": "dev.mcp.sse-growing"})
+                if "sprout" in guide.content[0].text:
+                    break
+                await anyio.sleep(0.05)
+            assert "sprout" in guide.content[0].text, "the list change came over the event stream"
+            r = await exec_(s, "dev.mcp.sse-growing", "sprout")
+            assert r.content[0].text == "I am sprout"
+        for log in (gw.home / "logs").iterdir():
+            assert "tok-SSE" not in log.read_text()
+    finally:
+        stop(server)
+
+
 SSE_ELSEWHERE = r"""
 import http.server, sys
 port, other = int(sys.argv[1]), sys.argv[2]
