@@ -14,12 +14,11 @@
 //!   buffering without limit.
 //! * The stream ends when the server closes it or the session is dropped.
 
+use futures_util::StreamExt as _;
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 use tokio::sync::mpsc;
-
-use futures_util::StreamExt as _;
 
 /// Longest line or event accepted.
 const MAX_EVENT: usize = 16 * 1024 * 1024;
