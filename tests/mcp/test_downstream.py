@@ -236,14 +236,20 @@ async def test_flat_exposure_lists_and_calls_the_servers_tools(gw):
         assert r.content[0].text == "Echo: flat"
 
 
-async def test_streamable_http_server(gw, tmp_path):
+def start_everything(tmp_path, transport):
+    """server-everything over HTTP (`streamableHttp` or `sse`) on a free port."""
     need_npm_peer(EVERYTHING)
     port = free_port()
-    server = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"], cwd=tmp_path,
+    server = subprocess.Popen(["node", str(EVERYTHING), transport], cwd=tmp_path,
                               env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_port(port, server)
+    return server, port
+
+
+async def test_streamable_http_server(gw, tmp_path):
+    server, port = start_everything(tmp_path, "streamableHttp")
     try:
-        wait_port(port, server)
         mcp_app(gw, "dev.mcp.remote", {"url": f"http://127.0.0.1:{port}/mcp"},
                 description="The reference server over streamable HTTP")
         seen = []
@@ -280,13 +286,8 @@ async def test_streamable_http_server(gw, tmp_path):
 async def test_legacy_sse_server_by_transport_and_by_detection(gw, tmp_path):
     """The 2024-11-05 HTTP+SSE transport: `transport: "sse"`, and a URL with no transport
     (the streamable handshake fails, the URL answers as an event stream)."""
-    need_npm_peer(EVERYTHING)
-    port = free_port()
-    server = subprocess.Popen(["node", str(EVERYTHING), "sse"], cwd=tmp_path,
-                              env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+    server, port = start_everything(tmp_path, "sse")
     try:
-        wait_port(port, server)
         url = f"http://127.0.0.1:{port}/sse"
         mcp_app(gw, "dev.mcp.sse", {"url": url, "transport": "sse"},
                 description="The reference server over HTTP+SSE")

@@ -97,35 +97,46 @@ fn the_checker_sees_what_it_checks() {
     }
 }
 
+/// Each source file outside the edge that builds and shows wire errors (`error.rs`,
+/// `mcp/`, `cli/`, `ui/`): its path relative to `src/` and its code before its tests
+/// (`#[cfg(test)]`, `#[cfg(all(test, …))]`).
+fn beyond_the_edge() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files
+        .into_iter()
+        .filter_map(|f| {
+            let rel = f
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if ["error.rs", "mcp/", "cli/", "ui/"]
+                .iter()
+                .any(|e| rel.starts_with(e))
+            {
+                return None;
+            }
+            let mut text = std::fs::read_to_string(&f).unwrap();
+            let end = ["#[cfg(test)]", "#[cfg(all(test"]
+                .iter()
+                .filter_map(|m| text.find(m))
+                .min()
+                .unwrap_or(text.len());
+            text.truncate(end);
+            Some((rel, text))
+        })
+        .collect()
+}
+
 #[test]
 fn control_flow_never_branches_on_a_wire_code() {
     // Outside the edge that builds and shows wire errors (`error.rs`, `mcp/`, `cli/`,
     // `ui/`), no code compares or matches a `Code`: a subsystem that needs a decision
     // returns a typed error. Tests may look at codes.
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
     let mut bad = Vec::new();
-    for f in files {
-        let rel = f
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        if ["error.rs", "mcp/", "cli/", "ui/"]
-            .iter()
-            .any(|e| rel.starts_with(e))
-        {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).unwrap();
-        // The code before its tests (`#[cfg(test)]`, `#[cfg(all(test, …))]`).
-        let end = ["#[cfg(test)]", "#[cfg(all(test"]
-            .iter()
-            .filter_map(|m| text.find(m))
-            .min()
-            .unwrap_or(text.len());
-        let body = &text[..end];
+    for (rel, body) in beyond_the_edge() {
         for (n, line) in body.lines().enumerate() {
             let code = code_of(line);
             // `Code::` as a path of its own: `StatusCode::` (HTTP's) is not the wire's.
@@ -338,33 +349,13 @@ fn wire_errors_are_built_only_at_the_edge_and_in_conversions() {
     // `impl From<…> for GatewayError`, beside it, is the one place its failures get a
     // wire code. Beyond those impls, only the edge (`error.rs`, `mcp/`, `cli/`, `ui/`)
     // builds a `GatewayError` itself.
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
     let mut bad = Vec::new();
     let mut conversions = 0;
-    for f in files {
-        let rel = f
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        if ["error.rs", "mcp/", "cli/", "ui/"]
-            .iter()
-            .any(|e| rel.starts_with(e))
-        {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).unwrap();
-        let end = ["#[cfg(test)]", "#[cfg(all(test"]
-            .iter()
-            .filter_map(|m| text.find(m))
-            .min()
-            .unwrap_or(text.len());
+    for (rel, body) in beyond_the_edge() {
         // Depth of braces, and the depth at which a conversion's block opened.
         let mut depth = 0usize;
         let mut conversion: Option<usize> = None;
-        for (n, line) in text[..end].lines().enumerate() {
+        for (n, line) in body.lines().enumerate() {
             let code = code_of(line);
             if conversion.is_none()
                 && code.contains("impl From<")
