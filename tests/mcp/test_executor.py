@@ -192,13 +192,17 @@ def test_call_command_runs_the_same_pipeline(gw):
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["echo"] == {"text": "cli", "n": 3}
     bad = gw.run("call", "com.example.echo", "echo", '{"n": 0}')
-    assert bad.returncode == 1 and bad.stdout == ""
-    error = json.loads(bad.stderr[bad.stderr.index("{\n"):])
+    assert bad.returncode == 1
+    error = json.loads(bad.stdout)  # the error object, whole, on stdout
     assert error["code"] == -32005 and error["data"]["type"] == "INVALID_PARAMS"
+    said = [line for line in bad.stderr.splitlines() if line.startswith("aai-gateway: ")]
+    assert said == ["aai-gateway: Invalid params: `/text` is a required property; "
+                    "`/n`: the value is less than the minimum of 1"], bad.stderr
     missing = gw.run("call", "com.example.nope", "echo")
-    assert missing.returncode == 1 and '"APP_NOT_FOUND"' in missing.stderr
+    assert missing.returncode == 1 and json.loads(missing.stdout)["data"]["type"] == "APP_NOT_FOUND"
+    assert "App not found" in missing.stderr
     not_json = gw.run("call", "com.example.echo", "echo", "{text")
-    assert not_json.returncode == 1 and "not JSON" in not_json.stderr
+    assert not_json.returncode == 1 and "not JSON" in json.loads(not_json.stdout)["data"]["detail"]
 
 
 

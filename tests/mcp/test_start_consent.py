@@ -150,7 +150,7 @@ def test_an_unknown_id_never_reaches_the_network(gw, tmp_path):
          unshare, "-n", str(gw.binary), "--home", str(gw.home), "call", "nope.app", "anything"],
         env=gw.env(), capture_output=True, text=True, timeout=60)
     assert p.returncode == 1, p.stderr
-    error = json.loads(p.stderr[p.stderr.index("{"):])
+    error = json.loads(p.stdout)
     assert error["data"]["type"] == "APP_NOT_FOUND", error
     assert "web_discover" in error["data"]["detail"] and "https://nope.app" in error["data"]["detail"]
     calls = trace.read_text()

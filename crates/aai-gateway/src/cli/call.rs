@@ -1,6 +1,7 @@
 //! `call <app> <tool> [json]`: one tool call through the same pipeline the MCP server
-//! uses. The result goes to stdout as JSON; a failure prints the error object
-//! (`{code, message, data}`) to stderr and exits 1.
+//! uses. stdout gets JSON either way: the result (exit 0), or the error object
+//! (`{code, message, data}`, exit 1) — a script reads one place. A failure also says
+//! its message and way out in one line on stderr, for a person at a terminal.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -71,7 +72,13 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
 
 fn fail(error: &GatewayError) -> ExitCode {
     let text = serde_json::to_string_pretty(&error.to_json()).expect("JSON values serialize");
-    let _ = writeln!(std::io::stderr(), "{text}");
+    let _ = writeln!(std::io::stdout(), "{text}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "aai-gateway: {}: {}",
+        error.code.message(),
+        error.explain()
+    );
     ExitCode::FAILURE
 }
 

@@ -160,8 +160,9 @@ enum Command {
         #[command(subcommand)]
         what: ImportCommand,
     },
-    /// Run one tool through the full pipeline: its result as JSON on stdout (exit 0), or
-    /// the error object `{code, message, data}` as JSON on stderr (exit 1).
+    /// Run one tool through the full pipeline: JSON on stdout either way, the result
+    /// (exit 0) or the error object `{code, message, data}` (exit 1); a failure is also
+    /// said in one line on stderr.
     Call {
         /// App id (or name).
         app: String,
