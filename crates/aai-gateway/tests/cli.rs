@@ -611,17 +611,19 @@ fn version_help_and_no_command() {
     assert_eq!(json_alone.status.code(), Some(2), "--json needs --scan");
 }
 
-/// The error object `call` printed on stderr.
+/// The error object a failed `call` printed on stdout; its stderr is the one line that
+/// says the failure (nothing of other files).
 fn call_error(out: &Output) -> Value {
     assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.stdout.is_empty(),
-        "a failed call prints nothing on stdout"
+        said.starts_with("aai-gateway: ") && said.lines().count() == 1,
+        "stderr is one line that says the failure:\n{said}"
     );
-    serde_json::from_slice(&out.stderr).unwrap_or_else(|e| {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "stderr is only the error object ({e}):\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            "stdout is only the error object ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
         )
     })
 }
