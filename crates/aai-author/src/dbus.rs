@@ -3,8 +3,10 @@
 //! On Linux: every well-known name on the session bus (the bus's own plumbing — portals,
 //! accessibility, dconf, GVfs… — unless `--all`) is introspected (object tree from `/`,
 //! standard interfaces left out) and turned into a platforms-form descriptor: the object
-//! with the most members is the binding's object, its first interface the binding's
-//! interface; every method becomes a tool (snake_case name, JSON Schema from the D-Bus
+//! with the most members is the binding's object, and its public interface the binding's
+//! (the one named like the service, else the one sharing most of its name, else the
+//! first: dunst's `org.freedesktop.Notifications`, not its private
+//! `org.dunstproject.cmd0`), its tools first; every method becomes a tool (snake_case name, JSON Schema from the D-Bus
 //! signature, arguments matched by name), every property a read tool (and a `set_` tool
 //! when writable), each with its own `interface`. Names that are only activatable are
 //! listed but never started.
@@ -124,6 +126,23 @@ pub fn snake(name: &str) -> String {
     out
 }
 
+/// The binding's interface among an object's: the one named like the service (its public
+/// API), else the one sharing the most leading name segments with the service, else the
+/// first.
+fn main_interface<'a>(service: &str, interfaces: &'a [Interface]) -> Option<&'a Interface> {
+    let shared = |name: &str| {
+        name.split('.')
+            .zip(service.split('.'))
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    interfaces
+        .iter()
+        .enumerate()
+        .max_by_key(|(at, i)| (i.name == service, shared(&i.name), std::cmp::Reverse(*at)))
+        .map(|(_, i)| i)
+}
+
 /// The descriptor for `service` described by `objects`; `None` when nothing to describe.
 pub fn descriptor(service: &str, objects: &[Object]) -> Option<Value> {
     let primary = objects.iter().max_by_key(|o| {
@@ -132,10 +151,12 @@ pub fn descriptor(service: &str, objects: &[Object]) -> Option<Value> {
             .map(|i| i.methods.len() + i.properties.len())
             .sum::<usize>()
     })?;
-    let main_iface = primary.interfaces.first()?.name.clone();
+    let main = main_interface(service, &primary.interfaces)?;
+    let main_iface = main.name.clone();
     let mut tools: Vec<Value> = Vec::new();
     let mut used: Vec<String> = Vec::new();
-    for iface in &primary.interfaces {
+    let others = primary.interfaces.iter().filter(|i| i.name != main.name);
+    for iface in std::iter::once(main).chain(others) {
         let short = iface
             .name
             .rsplit('.')
@@ -314,5 +335,40 @@ mod tests {
             "{names:?}"
         );
         assert!(crate::plan::check(&text).is_ok());
+    }
+
+    #[test]
+    fn the_public_interface_is_the_bindings_not_a_private_one_listed_first() {
+        let iface = |name: &str, method: &str| Interface {
+            name: name.to_owned(),
+            methods: vec![(method.to_owned(), vec![(Some("s".into()), "s".into())])],
+            properties: Vec::new(),
+        };
+        // dunst: its private control interface sorts before the public one.
+        let objects = [Object {
+            path: "/org/freedesktop/Notifications".into(),
+            interfaces: vec![
+                iface("org.dunstproject.cmd0", "NotificationAction"),
+                iface("org.freedesktop.Notifications", "Notify"),
+            ],
+        }];
+        let doc = descriptor("org.freedesktop.Notifications", &objects).unwrap();
+        let linux = &doc["platforms"]["linux"];
+        assert_eq!(linux["interface"], "org.freedesktop.Notifications");
+        assert_eq!(linux["tools"][0]["name"], "notify", "its tools come first");
+        // Without an exact match, the most shared name; a tie keeps the first.
+        let mpris = [Object {
+            path: "/org/mpris/MediaPlayer2".into(),
+            interfaces: vec![
+                iface("org.freedesktop.DBus.Peer", "Ping"),
+                iface("org.mpris.MediaPlayer2", "Raise"),
+                iface("org.mpris.MediaPlayer2.Player", "Play"),
+            ],
+        }];
+        let doc = descriptor("org.mpris.MediaPlayer2.vlc", &mpris).unwrap();
+        assert_eq!(
+            doc["platforms"]["linux"]["interface"],
+            "org.mpris.MediaPlayer2"
+        );
     }
 }

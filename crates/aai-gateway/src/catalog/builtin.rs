@@ -2,7 +2,7 @@
 //! when their service is on the session bus (owned, or activatable):
 //!
 //! * `org.freedesktop.Notifications` — desktop notifications (GNOME, KDE, dunst, mako…);
-//! * `org.mpris.MediaPlayer2.<player>` — one app per running MPRIS media player, from a
+//! * `org.mpris.MediaPlayer2.<player>` — one app per MPRIS media player on the bus, from a
 //!   template (play, pause, toggle, next, previous, seek, set position, status, position,
 //!   current track, volume).
 //!

@@ -406,8 +406,9 @@ fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
         match dir.layout {
             Layout::AppDirs | Layout::Mixed
                 if is_dir
-                // `$AAI_HOME/web` holds the web cache, which is not a user descriptor.
-                && !(dir.kind == SourceKind::User && name == "web") =>
+                // The gateway's own folders in `$AAI_HOME` (the web cache, the logs,
+                // kept tool lists) are not app folders.
+                && !(dir.kind == SourceKind::User && OWN_FOLDERS.contains(&name.as_ref())) =>
             {
                 out.push(path.join("aai.json"));
             }
@@ -422,6 +423,9 @@ fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     out
 }
 
+/// The folders of `$AAI_HOME` that are the gateway's own, never an app's.
+const OWN_FOLDERS: [&str; 3] = ["web", "logs", "cache"];
+
 /// The candidate descriptor files of one directory that exist, sorted (for `validate`).
 pub fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {
     let mut ignored = Vec::new();
@@ -434,4 +438,33 @@ pub fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {
 /// `*.json`, except the gateway's own `config.json`.
 fn is_descriptor_name(name: &str) -> bool {
     name.ends_with(".json") && name != "config.json" && !name.starts_with('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateways_own_folders_in_the_home_are_not_app_folders() {
+        let home = tempfile::tempdir().unwrap();
+        for folder in ["web", "logs", "cache", "com.example.a"] {
+            std::fs::create_dir(home.path().join(folder)).unwrap();
+            std::fs::write(home.path().join(folder).join("aai.json"), "{}").unwrap();
+        }
+        let user = SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        };
+        assert_eq!(
+            scan_files(&user),
+            [home.path().join("com.example.a").join("aai.json")]
+        );
+        // Elsewhere a folder called `logs` is an app folder like any other.
+        let config = SearchDir {
+            kind: SourceKind::Config,
+            ..user
+        };
+        assert_eq!(scan_files(&config).len(), 4);
+    }
 }
