@@ -79,6 +79,9 @@ async def test_fifty_calls_over_stdio_http_and_dbus_each_report_their_result(gw,
                 assert set(error) == {"code", "message", "data"} and "retryable" in error["data"]
             continue
         assert item["status"] == "ok", item
+        # Data inside structuredContent: no field of a protocol revision (2026-07-28's
+        # `resultType`) that the session may not speak.
+        assert "resultType" not in item["result"], item
         text = item["result"]["content"][0]["text"]
         if calls[i]["app"] == "com.example.stdio":
             assert json.loads(text)["echo"]["text"] == f"t{i}"

@@ -507,7 +507,11 @@ fn batch_result(
         let mut item = json!({"index": index, "app": app, "tool": tool, "status": name});
         let line = match status {
             Status::Ok(outcome) => {
-                let result = outcome_result(outcome);
+                let mut result = outcome_result(outcome);
+                // Inside `structuredContent` this is data, not a result on the wire: it
+                // carries no field of a protocol revision the session may not speak
+                // (`resultType` is 2026-07-28's; rmcp strips it only from the top).
+                result.result_type = None;
                 let head = result
                     .content
                     .iter()
