@@ -243,21 +243,22 @@ struct Execution {
     timeout: Option<std::time::Duration>,
 }
 
-/// The executor kind of an execution type on a platform, with `ipc` resolved.
+/// The executor kind of an execution type on a platform, with `ipc` resolved. A type of
+/// another platform is an error, and its kind is still returned, so that the rest of the
+/// section and the tools are checked in the same pass.
 fn kind_of(sink: &Sink, at: &str, ty: &str, platform: Platform) -> Option<ExecutorKind> {
     let needs = |wanted: Platform, kind: ExecutorKind| {
-        if platform == wanted {
-            return Some(kind);
+        if platform != wanted {
+            sink.error(
+                at,
+                format!(
+                    "execution type `{ty}` needs platform `{}`, but the descriptor's platform is `{}`",
+                    wanted.as_str(),
+                    platform.as_str()
+                ),
+            );
         }
-        sink.error(
-            at,
-            format!(
-                "execution type `{ty}` needs platform `{}`, but the descriptor's platform is `{}`",
-                wanted.as_str(),
-                platform.as_str()
-            ),
-        );
-        None
+        Some(kind)
     };
     match fold(ty).as_str() {
         "ipc" => match platform {
