@@ -241,10 +241,15 @@ fn human_scan_is_a_table_with_a_summary_and_diagnostics() {
         "{text}"
     );
     assert!(
-        text.contains("1 app (0 usable here) from 2 files; 1 error, 1 warning"),
+        text.contains("1 app (0 usable here) from 2 files; 2 errors, 1 warning"),
         "{text}"
     );
     assert!(text.contains("com.example.mismatch/aai.json: /execution/type: error: execution type `apple-events` needs platform `macos`"), "{text}");
+    // The mismatch hides nothing else of the file.
+    assert!(
+        text.contains("com.example.mismatch/aai.json: /execution/eventClass: error:"),
+        "{text}"
+    );
 }
 
 #[test]
