@@ -79,7 +79,7 @@ pub enum Error {
         said: String,
     },
     /// Any other failure of the script.
-    #[error("{}", said_or_silence(.0))]
+    #[error("{}", super::said("PowerShell", .0))]
     PowerShell(String),
     /// The client cancelled the call while the app was busy.
     #[error("the call was cancelled")]
@@ -93,14 +93,6 @@ pub enum Error {
     /// `Execute` answered with an error envelope.
     #[error(transparent)]
     Reported(#[from] super::envelope::Failure),
-}
-
-fn said_or_silence(said: &str) -> String {
-    if said.is_empty() {
-        "PowerShell failed without a message".to_owned()
-    } else {
-        format!("PowerShell said: {said}")
-    }
 }
 
 impl Error {

@@ -213,6 +213,16 @@ async fn run_once(
     process::run(&spec, stdin, &limits).await
 }
 
+/// What a program's failure report said, for an error: `<program> said: …`, or that it
+/// failed without a message.
+fn said(program: &str, said: &str) -> String {
+    if said.is_empty() {
+        format!("{program} failed without a message")
+    } else {
+        format!("{program} said: {said}")
+    }
+}
+
 /// An executor type.
 pub trait Execute {
     /// Runs one call; the result is the tool's JSON result.

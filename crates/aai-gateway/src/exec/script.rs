@@ -85,7 +85,7 @@ pub enum Error {
     #[error("the user cancelled: {0}")]
     UserCancelled(String),
     /// Any other osascript failure.
-    #[error("{}", said_or_silence(.0))]
+    #[error("{}", super::said("osascript", .0))]
     Osascript(String),
     /// A record result that is not a record.
     #[error("the script's result is not a record: {0}")]
@@ -99,14 +99,6 @@ pub enum Error {
     /// The app answered with an error envelope.
     #[error(transparent)]
     Reported(#[from] super::envelope::Failure),
-}
-
-fn said_or_silence(said: &str) -> String {
-    if said.is_empty() {
-        "osascript failed without a message".to_owned()
-    } else {
-        format!("osascript said: {said}")
-    }
 }
 
 impl From<Error> for GatewayError {

@@ -148,14 +148,14 @@ fn type_note(wanted: &Option<String>) -> String {
 
 impl From<Error> for GatewayError {
     fn from(e: Error) -> GatewayError {
-        let code = match &e {
-            Error::Reported(failure) => return failure.clone().into(),
+        let code = match e {
+            Error::Reported(failure) => return failure.into(),
             Error::TimedOut { .. } => Code::Timeout,
             Error::NoBus { .. } => Code::ServiceUnavailable,
             Error::NotRunning { .. } | Error::NotStarted { .. } => Code::AppNotRunning,
             Error::ReadOnly { .. } => Code::PermissionDenied,
             Error::Missing { .. } | Error::Convert { .. } => Code::InvalidParams,
-            Error::Call { error, .. } => call_code(error),
+            Error::Call { ref error, .. } => call_code(error),
             Error::Cancelled
             | Error::NoMember { .. }
             | Error::Body(_)

@@ -329,7 +329,7 @@ async fn serve_sse(
         .map_err(|e| without_type_names(&e.to_string()))
 }
 
-/// rmcp's transport over an SSE session: JSON values in and out.
+/// rmcp's transport over an SSE session: each message serialized or parsed once.
 struct SseTransport(super::sse::Session);
 
 /// Why a message could not be sent over SSE.
@@ -346,17 +346,20 @@ impl rmcp::transport::Transport<RoleClient> for SseTransport {
     ) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
         let poster = self.0.poster();
         async move {
-            let message = serde_json::to_value(&item).map_err(|e| SseError(e.to_string()))?;
-            poster.post(&message).await.map_err(SseError)
+            let message = serde_json::to_string(&item).map_err(|e| SseError(e.to_string()))?;
+            poster.post(message).await.map_err(SseError)
         }
     }
 
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
         loop {
-            let message = self.0.recv().await?;
-            match serde_json::from_value(message) {
+            let text = self.0.recv().await?;
+            match serde_json::from_str(&text) {
                 Ok(message) => return Some(message),
-                Err(e) => tracing::info!("an SSE server sent a message that is not MCP: {e}"),
+                Err(e) => tracing::info!(
+                    "an SSE server sent a message that is not MCP ({e}): {}",
+                    crate::text::excerpt(&text, 200)
+                ),
             }
         }
     }

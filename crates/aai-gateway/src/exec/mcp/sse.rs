@@ -1,5 +1,6 @@
-//! The HTTP+SSE transport of MCP 2024-11-05, as a client, in JSON values (`client.rs`
-//! puts rmcp's transport on top; this module does not know rmcp).
+//! The HTTP+SSE transport of MCP 2024-11-05, as a client, in message texts (`client.rs`
+//! puts rmcp's transport on top and parses each text once; this module does not know
+//! rmcp).
 //!
 //! `GET <url>` with `Accept: text/event-stream` opens the server's event stream. Its first
 //! event, `endpoint`, names the URL the client POSTs its messages to (relative to the
@@ -17,7 +18,6 @@
 use futures_util::StreamExt as _;
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 /// Longest line or event accepted.
@@ -28,7 +28,7 @@ const QUEUE: usize = 256;
 /// An open SSE session.
 pub(super) struct Session {
     poster: Poster,
-    incoming: mpsc::Receiver<Value>,
+    incoming: mpsc::Receiver<String>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -91,16 +91,8 @@ impl Session {
             loop {
                 match events.next().await {
                     Ok(Some(event)) if event.name == "message" || event.name.is_empty() => {
-                        match serde_json::from_str::<Value>(&event.data) {
-                            Ok(message) => {
-                                if tx.send(message).await.is_err() {
-                                    return;
-                                }
-                            }
-                            Err(_) => tracing::info!(
-                                "an SSE server sent a message that is not JSON: {}",
-                                crate::text::excerpt(&event.data, 200)
-                            ),
+                        if tx.send(event.data).await.is_err() {
+                            return;
                         }
                     }
                     Ok(Some(_)) => {}
@@ -128,8 +120,9 @@ impl Session {
         self.poster.clone()
     }
 
-    /// The server's next message; `None` once the stream ended.
-    pub(super) async fn recv(&mut self) -> Option<Value> {
+    /// The server's next message (one JSON-RPC message's text); `None` once the stream
+    /// ended.
+    pub(super) async fn recv(&mut self) -> Option<String> {
         self.incoming.recv().await
     }
 
@@ -147,14 +140,14 @@ impl Drop for Session {
 }
 
 impl Poster {
-    /// POSTs one message; the server answers on the stream.
-    pub(super) async fn post(&self, message: &Value) -> Result<(), String> {
+    /// POSTs one message (its JSON text); the server answers on the stream.
+    pub(super) async fn post(&self, message: String) -> Result<(), String> {
         let response = self
             .client
             .post(self.endpoint.clone())
             .headers(self.headers.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .body(message.to_string())
+            .body(message)
             .send()
             .await
             .map_err(|e| crate::net::describe(&e))?;
