@@ -112,6 +112,9 @@ pub struct Config {
     pub credentials: CredentialStore,
     /// Locale for names, overriding `LC_ALL`/`LC_MESSAGES`/`LANG`.
     pub locale: Option<String>,
+    /// The https URL of the gateway's OAuth Client ID Metadata Document, used as its client
+    /// id with authorization servers of remote MCP servers that support them.
+    pub oauth_client_metadata_url: Option<String>,
     /// Retries of calls that are safe to retry.
     pub retries: u32,
     /// Per-app overrides.
@@ -211,6 +214,12 @@ impl Config {
                     .clone()
                     .unwrap_or_else(|| "(from the environment)".into()),
             ),
+            (
+                "oauthClientMetadataUrl".into(),
+                self.oauth_client_metadata_url
+                    .clone()
+                    .unwrap_or_else(|| "(none: register dynamically)".into()),
+            ),
             ("history.days".into(), self.history_days.to_string()),
             ("history.rows".into(), self.history_rows.to_string()),
             ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
@@ -265,6 +274,7 @@ impl Config {
             consent_read_only: false,
             credentials: CredentialStore::Keyring,
             locale: None,
+            oauth_client_metadata_url: None,
             retries: 2,
             apps: BTreeMap::new(),
             history_days: 30,
@@ -442,6 +452,18 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     }
     if let Some(locale) = obj.opt_text("locale") {
         c.locale = Some(locale.to_owned());
+    }
+    if let Some(url) = obj.opt_text("oauthClientMetadataUrl") {
+        // A Client ID Metadata Document is only ever an https URL with a path.
+        match reqwest::Url::parse(url) {
+            Ok(u) if u.scheme() == "https" && u.path() != "/" && u.fragment().is_none() => {
+                c.oauth_client_metadata_url = Some(url.to_owned());
+            }
+            _ => sink.error(
+                obj.at("oauthClientMetadataUrl"),
+                format!("`{url}` must be an https URL with a path (where the client metadata document is published)"),
+            ),
+        }
     }
     if let Some(mut history) = obj.opt_obj("history") {
         if let Some(days) = integer(&mut history, "days", 1, 3650) {

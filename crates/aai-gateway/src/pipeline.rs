@@ -589,6 +589,14 @@ impl Pipeline {
             ) => Some((a, url.as_str())),
             _ => None,
         };
+        // A remote MCP server without a descriptor `auth` signs in the MCP way
+        // (`auth::mcp`): its token when the user signed in, else none until it asks.
+        let mcp_sign_in = match (&binding.executor, &binding.auth) {
+            (aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }), None) => {
+                Some(url.as_str())
+            }
+            _ => None,
+        };
         // Only agents ask for permission mid-call and open sessions in a folder.
         let permission = agent.then(|| self.permission_asker(&question, origin));
         let cwd = self.settings.cwd.get(app_id).cloned().filter(|_| agent);
@@ -605,12 +613,16 @@ impl Pipeline {
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
-            let material = match web_auth {
-                Some((a, base)) => match self.auth.material(app_id, a, base).await {
+            let material = match (web_auth, mcp_sign_in) {
+                (Some((a, base)), _) => match self.auth.material(app_id, a, base).await {
                     Ok(m) => Some(m),
                     Err(e) => break Err(GatewayError::from(e)),
                 },
-                None => None,
+                (None, Some(url)) => match self.auth.mcp_material(app_id, url).await {
+                    Ok(m) => m,
+                    Err(e) => break Err(GatewayError::from(e)),
+                },
+                (None, None) => None,
             };
             // What the service may echo back of the credential, to scrub from errors.
             let mut secrets = material
@@ -639,13 +651,38 @@ impl Pipeline {
                     },
                 })
                 .await;
-            let result =
-                result.map_err(|e| (e.unauthorized(), GatewayError::from(e).scrub(&secrets)));
+            let result = result.map_err(|e| {
+                let scope = e.needs_scope();
+                (
+                    e.unauthorized(),
+                    scope,
+                    GatewayError::from(e).scrub(&secrets),
+                )
+            });
             match (result, web_auth) {
                 (Ok(value), _) => break Ok(value),
+                // A remote MCP server wants a token with more scope: the next sign-in
+                // asks for it.
+                (Err((_, Some(scopes), e)), None) if mcp_sign_in.is_some() => {
+                    self.auth.mcp_wants(app_id, &scopes).await?;
+                    break Err(GatewayError::from(self.auth.mcp_required(
+                        app_id,
+                        &format!("{}; sign in again to grant it", e.detail),
+                    )));
+                }
+                // A remote MCP server refused the token, or wants one: a refresh may
+                // help, once; else only a sign-in.
+                (Err((true, _, e)), None) if mcp_sign_in.is_some() => {
+                    if attempt == 1 && self.auth.after_mcp_unauthorized(app_id).await? {
+                        continue;
+                    }
+                    break Err(GatewayError::from(
+                        self.auth.mcp_required(app_id, &e.detail),
+                    ));
+                }
                 // A 401 with a stored credential: an exchanged or OAuth token may have
                 // expired (renew it, once); a static one was rejected.
-                (Err((true, e)), Some((a, _))) => {
+                (Err((true, _, e)), Some((a, _))) => {
                     if attempt == 1 && self.auth.after_unauthorized(app_id, a).await? {
                         continue;
                     }
@@ -655,7 +692,7 @@ impl Pipeline {
                         &format!("the service rejected the stored credential ({})", e.detail),
                     )));
                 }
-                (Err((_, e)), _) => break Err(e),
+                (Err((_, _, e)), _) => break Err(e),
             }
         };
         let value = match result.map_err(|e| e.at(app_id, &tool.name))? {

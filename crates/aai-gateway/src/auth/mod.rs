@@ -18,6 +18,7 @@
 //! errors or logs.
 
 pub mod fill;
+pub mod mcp;
 pub mod oauth;
 pub mod secret;
 pub mod store;
@@ -316,6 +317,98 @@ impl Authenticator {
         Ok(fresh)
     }
 
+    /// What a request to the remote MCP server of `app` at `url` carries: the bearer token
+    /// of its sign-in (`auth login`; refreshed when it is about to expire), or nothing
+    /// before the user signed in — the server may not want a token, and when it does its
+    /// 401 becomes AUTH_REQUIRED. Tokens go only to the resource they were issued for.
+    pub async fn mcp_material(&self, app: &str, url: &str) -> Result<Option<Material>, Error> {
+        // A store that cannot be read (no Secret Service) holds no sign-in this call can
+        // use: the call goes without a token, and a server that wants one says so.
+        let grant = match self.store.get(app).await {
+            Ok(Some(Credential::McpOAuth(grant))) => grant,
+            Ok(_) => return Ok(None),
+            Err(e) => {
+                tracing::debug!(app, "no stored sign-in for the MCP server: {e}");
+                return Ok(None);
+            }
+        };
+        let Some(tokens) = grant.tokens.as_ref().filter(|_| grant.serves(url)) else {
+            return Ok(None);
+        };
+        let token = if tokens.expiring() && tokens.refresh_token.is_some() {
+            self.refresh_mcp(app, &grant).await?.access_token
+        } else {
+            tokens.access_token.clone()
+        };
+        Ok(Some(bearer(&token)))
+    }
+
+    /// After a remote MCP server refused the token (401): refreshes it. Returns whether
+    /// trying again can help.
+    pub async fn after_mcp_unauthorized(&self, app: &str) -> Result<bool, Error> {
+        let Some(Credential::McpOAuth(grant)) = self.store.get(app).await? else {
+            return Ok(false);
+        };
+        if grant
+            .tokens
+            .as_ref()
+            .is_none_or(|t| t.refresh_token.is_none())
+        {
+            return Ok(false);
+        }
+        self.refresh_mcp(app, &grant).await.map(|_| true)
+    }
+
+    /// [`Self::refresh_oauth`] for a remote MCP server's grant.
+    async fn refresh_mcp(&self, app: &str, seen: &mcp::Grant) -> Result<oauth::Tokens, Error> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        if let Some(Credential::McpOAuth(current)) = self.store.get(app).await?
+            && current.tokens != seen.tokens
+            && let Some(tokens) = current.tokens
+        {
+            return Ok(tokens);
+        }
+        // A refused refresh token: only a new sign-in helps (AUTH_REQUIRED names it).
+        let fresh = mcp::refresh(seen).await.map_err(|why| {
+            if why.needs_sign_in() {
+                self.mcp_required(app, &format!("the sign-in could not be renewed ({why})"))
+            } else {
+                Error::OAuth(why)
+            }
+        })?;
+        let mut grant = seen.clone();
+        grant.tokens = Some(fresh.clone());
+        self.store.renew(app, Credential::McpOAuth(grant)).await?;
+        tracing::info!(app, "refreshed the access token of the MCP server");
+        Ok(fresh)
+    }
+
+    /// Notes the scopes a remote MCP server wants, for the next sign-in to ask for them.
+    pub async fn mcp_wants(&self, app: &str, scopes: &[String]) -> Result<(), Error> {
+        let Some(Credential::McpOAuth(mut grant)) = self.store.get(app).await? else {
+            return Ok(());
+        };
+        let wider =
+            mcp::widen(Some(grant.scopes.clone()), Some(scopes.to_vec())).unwrap_or_default();
+        if wider != grant.scopes {
+            grant.scopes = wider;
+            self.store.renew(app, Credential::McpOAuth(grant)).await?;
+        }
+        Ok(())
+    }
+
+    /// AUTH_REQUIRED for a remote MCP server that wants a sign-in.
+    pub fn mcp_required(&self, app: &str, why: &str) -> Error {
+        Error::Required(Box::new(Required {
+            app: app.to_owned(),
+            why: why.to_owned(),
+            kind: AuthKind::OAuth2,
+            obtain_url: None,
+            instructions: None,
+            locale: self.locale.clone(),
+        }))
+    }
+
     /// What a request of `app` with `auth` must carry; `base_url` is checked for cookies.
     pub async fn material(
         &self,
@@ -513,7 +606,8 @@ impl Authenticator {
     ) -> Result<(Secret, Option<Duration>), Error> {
         let body = json!({"app_id": app_id, "app_secret": secret.expose()}).to_string();
         let (status, value) =
-            crate::auth::oauth::post_token_endpoint(endpoint, "application/json", body).await?;
+            crate::auth::oauth::post_token_endpoint(endpoint, "application/json", body, None)
+                .await?;
         let field = |names: &[&str]| names.iter().find_map(|n| value.get(*n));
         let token = field(&[
             "tenant_access_token",

@@ -74,13 +74,23 @@ pub(crate) async fn post_token_endpoint(
     endpoint: &str,
     content_type: &str,
     body: String,
+    authorization: Option<&Secret>,
 ) -> Result<(reqwest::StatusCode, Value), Error> {
     let client = crate::net::client(crate::net::Purpose::TokenEndpoint)?;
-    let response = client
+    let mut request = client
         .post(endpoint)
         .header("content-type", content_type)
         .header("accept", "application/json")
-        .body(body)
+        .body(body);
+    if let Some(authorization) = authorization {
+        let mut value =
+            reqwest::header::HeaderValue::from_str(authorization.expose()).map_err(|_| {
+                Error::Unreachable("the client credentials are not valid in a header".to_owned())
+            })?;
+        value.set_sensitive(true);
+        request = request.header("authorization", value);
+    }
+    let response = request
         .send()
         .await
         .map_err(|e| Error::Unreachable(crate::net::describe(&e)))?;
@@ -222,7 +232,32 @@ async fn token_request(
         .extend_pairs(form)
         .finish();
     let (status, value) =
-        post_token_endpoint(endpoint, "application/x-www-form-urlencoded", body).await?;
+        post_token_endpoint(endpoint, "application/x-www-form-urlencoded", body, None).await?;
+    read_tokens(status, &value, old_refresh)
+}
+
+/// `: error: description` as a provider said it, or empty.
+pub(crate) fn said(value: &Value) -> String {
+    let text = |k: &str| value.get(k).and_then(Value::as_str);
+    let why = [text("error"), text("error_description")]
+        .into_iter()
+        .flatten()
+        .map(|t| crate::text::excerpt(t, 200))
+        .collect::<Vec<_>>()
+        .join(": ");
+    if why.is_empty() {
+        String::new()
+    } else {
+        format!(": {why}")
+    }
+}
+
+/// The tokens of a token endpoint's answer, or why there are none.
+pub(crate) fn read_tokens(
+    status: reqwest::StatusCode,
+    value: &Value,
+    old_refresh: Option<&Secret>,
+) -> Result<Tokens, Error> {
     let text = |k: &str| value.get(k).and_then(Value::as_str);
     match text("access_token") {
         Some(access) if status.is_success() => {
@@ -237,26 +272,18 @@ async fn token_request(
                 refresh_at: lifetime.map_or(0, |l| issued + l - (l / 2).min(60)),
             })
         }
-        _ => {
-            let why = [text("error"), text("error_description")]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(": ");
-            Err(Error::Refused {
-                status,
-                why: if why.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {why}")
-                },
-            })
-        }
+        _ => Err(Error::Refused {
+            status,
+            why: said(value),
+        }),
     }
 }
 
 /// Accepts connections until one brings `/callback` with our `state`; answers each.
-async fn wait_for_code(listener: &tokio::net::TcpListener, state: &str) -> Result<String, Error> {
+pub(crate) async fn wait_for_code(
+    listener: &tokio::net::TcpListener,
+    state: &str,
+) -> Result<String, Error> {
     loop {
         let (mut socket, _) = listener.accept().await.map_err(Error::Redirect)?;
         let mut buf = vec![0u8; 16 * 1024];

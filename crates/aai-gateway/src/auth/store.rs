@@ -55,6 +55,10 @@ pub enum Credential {
     /// OAuth 2 tokens from `auth login`.
     #[serde(rename = "oauth2")]
     OAuth(crate::auth::oauth::Tokens),
+    /// A remote MCP server's sign-in (`auth login`), or the client the user registered
+    /// with its authorization server (`auth set`).
+    #[serde(rename = "mcpOAuth")]
+    McpOAuth(crate::auth::mcp::Grant),
 }
 
 impl From<crate::auth::oauth::Tokens> for Credential {
@@ -84,7 +88,7 @@ impl Credential {
             Credential::ApiKey { .. } => AuthKind::ApiKey,
             Credential::Cookie { .. } => AuthKind::Cookie,
             Credential::AppCredential { .. } => AuthKind::AppCredential,
-            Credential::OAuth(_) => AuthKind::OAuth2,
+            Credential::OAuth(_) | Credential::McpOAuth(_) => AuthKind::OAuth2,
         }
     }
 

@@ -18,7 +18,10 @@ use crate::error::GatewayError;
 #[derive(Debug)]
 pub(super) enum Action {
     Status(Option<String>),
-    Login(String),
+    Login {
+        app: String,
+        yes: bool,
+    },
     Set {
         app: String,
         stdin: bool,
@@ -51,6 +54,31 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             (!names.is_empty()).then(|| (l.app.id.clone(), names))
         })
         .collect();
+    // Remote MCP servers without a descriptor `auth` sign in the MCP way (`auth::mcp`).
+    let mcp_apps: Vec<(String, String)> = catalog
+        .apps
+        .iter()
+        .filter_map(|l| {
+            l.app
+                .bindings
+                .iter()
+                .find_map(|b| match (&b.executor, &b.auth) {
+                    (
+                        aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http {
+                            url, ..
+                        }),
+                        None,
+                    ) => Some((l.app.id.clone(), url.clone())),
+                    _ => None,
+                })
+        })
+        .collect();
+    let mcp_url = |id: &str| {
+        mcp_apps
+            .iter()
+            .find(|(a, _)| a == id)
+            .map(|(_, u)| u.clone())
+    };
     let find = |id: &str| {
         apps.iter()
             .find(|(a, _)| a == id)
@@ -91,6 +119,29 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 };
                 table.row(vec![id.clone(), auth.kind().to_string(), stored]);
             }
+            for (id, _) in mcp_apps
+                .iter()
+                .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
+            {
+                let stored = if store_problem.is_some() {
+                    "unknown".to_owned()
+                } else {
+                    match runtime.block_on(store.get(id)) {
+                        Ok(Some(Credential::McpOAuth(g))) if g.tokens.is_some() => {
+                            format!("signed in ({})", crate::auth::mcp::origin(&g.issuer))
+                        }
+                        Ok(Some(Credential::McpOAuth(_))) => {
+                            format!("a client; not signed in: aai-gateway auth login {id}")
+                        }
+                        Ok(_) => format!("no (when the server asks: aai-gateway auth login {id})"),
+                        Err(e) => {
+                            store_problem = Some(GatewayError::from(e).explain());
+                            "unknown".to_owned()
+                        }
+                    }
+                };
+                table.row(vec![id.clone(), "oauth2 (MCP)".to_owned(), stored]);
+            }
             for (id, names) in placeholders
                 .iter()
                 .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
@@ -117,12 +168,14 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                     table.row(vec![id.clone(), format!("secret {name}"), stored]);
                 }
             }
-            if let Some(o) =
-                only.filter(|o| find(o).is_none() && !placeholders.iter().any(|(id, _)| id == o))
-            {
+            if let Some(o) = only.filter(|o| {
+                find(o).is_none()
+                    && mcp_url(o).is_none()
+                    && !placeholders.iter().any(|(id, _)| id == o)
+            }) {
                 return fail(&format!("no app `{o}` that needs credentials"));
             }
-            if apps.is_empty() && placeholders.is_empty() {
+            if apps.is_empty() && placeholders.is_empty() && mcp_apps.is_empty() {
                 let _ = writeln!(std::io::stdout(), "No app needs credentials.");
             } else {
                 let _ = write!(std::io::stdout(), "{}", table.render());
@@ -147,6 +200,8 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 AuthKind::ApiKey
             } else if app == super::generate::KEY_ID {
                 AuthKind::ApiKey
+            } else if mcp_url(&app).is_some() {
+                return set_mcp_client(&runtime, &store, &app, stdin);
             } else {
                 let Some(auth) = find(&app) else {
                     return fail(&format!(
@@ -200,7 +255,16 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             };
             ExitCode::SUCCESS
         }
-        Action::Login(app) => {
+        Action::Login { app, yes } => {
+            if let Some(url) = mcp_url(&app) {
+                let how = McpSignIn {
+                    app: &app,
+                    url: &url,
+                    yes,
+                    client_document: ctx.config.oauth_client_metadata_url.as_deref(),
+                };
+                return runtime.block_on(mcp_login(&store, how));
+            }
             let Some(Auth::OAuth2(oauth)) = find(&app) else {
                 return fail(&format!(
                     "`{app}` does not sign in with OAuth 2; see `aai-gateway auth status`"
@@ -241,6 +305,178 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             Err(e) => fail(&GatewayError::from(e).explain()),
         },
     }
+}
+
+/// `auth set` for a remote MCP server: the client the user registered with its
+/// authorization server, as `{"clientId", "clientSecret"}` (the secret may be left out).
+fn set_mcp_client(
+    runtime: &tokio::runtime::Runtime,
+    store: &Store,
+    app: &str,
+    stdin: bool,
+) -> ExitCode {
+    let input = if stdin {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+            return fail(&format!("cannot read standard input: {e}"));
+        }
+        text
+    } else if std::io::stdin().is_terminal() {
+        match read_hidden("Client as JSON {\"clientId\": …, \"clientSecret\": …}: ") {
+            Ok(t) => t,
+            Err(e) => return fail(&format!("cannot read the terminal: {e}")),
+        }
+    } else {
+        return fail("standard input is not a terminal; pass --stdin to read the value from it");
+    };
+    let value: serde_json::Value = serde_json::from_str(input.trim()).unwrap_or_default();
+    let text = |a: &str, b: &str| {
+        value
+            .get(a)
+            .or_else(|| value.get(b))
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let Some(client_id) = text("clientId", "client_id") else {
+        return fail(
+            "not stored: expected a JSON object with a non-empty \"clientId\" (and \"clientSecret\" for a confidential client)",
+        );
+    };
+    let secret = text("clientSecret", "client_secret").map(crate::auth::Secret::new);
+    let grant = crate::auth::mcp::Grant::preregistered(client_id, secret);
+    if let Err(e) = runtime.block_on(store.set(app, Credential::McpOAuth(grant))) {
+        return fail(&GatewayError::from(e).explain());
+    }
+    let _ = writeln!(
+        std::io::stdout(),
+        "stored the OAuth client of {app}; sign in with `aai-gateway auth login {app}`"
+    );
+    ExitCode::SUCCESS
+}
+
+/// What `auth login` of a remote MCP server needs.
+struct McpSignIn<'a> {
+    app: &'a str,
+    url: &'a str,
+    yes: bool,
+    client_document: Option<&'a str>,
+}
+
+/// `auth login` for a remote MCP server: discovery on the server's origin, the user's
+/// yes (the two origins shown), then the client, the browser and the check, with
+/// step-ups; the grant is stored only once the server accepts its token.
+async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
+    use crate::auth::mcp;
+    let McpSignIn { app, url, .. } = how;
+    let explain = |e: mcp::Error| fail(&GatewayError::from(e).explain());
+    let before = match store.get(app).await {
+        Ok(Some(Credential::McpOAuth(g))) => Some(g),
+        Ok(_) => None,
+        Err(e) => return fail(&GatewayError::from(e).explain()),
+    };
+    let challenge = match mcp::probe(url).await {
+        Ok(c) => c,
+        Err(e) => return explain(e),
+    };
+    let plan = match mcp::discover(url, challenge.as_ref()).await {
+        Ok(p) => p,
+        Err(e) => return explain(e),
+    };
+    // Consent: nothing reaches the authorization server before the user agrees.
+    let (server_origin, issuer_origin) = (mcp::origin(url), mcp::origin(&plan.issuer));
+    eprintln!(
+        "aai-gateway: signing in to {app}: the MCP server at {server_origin} sends you to {issuer_origin} to sign in; the gateway registers with it and keeps the tokens in the credential store"
+    );
+    if !how.yes {
+        if !std::io::stdin().is_terminal() {
+            return fail("standard input is not a terminal; pass --yes to sign in without asking");
+        }
+        eprint!("Continue? [y/N] ");
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return fail("not signed in");
+        }
+    }
+    let server = match mcp::authorization_server(&plan).await {
+        Ok(s) => s,
+        Err(e) => return explain(e),
+    };
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => return explain(crate::auth::oauth::Error::Listen(e).into()),
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let stored_client = before.as_ref().filter(|g| g.preregistered);
+    let client = match (stored_client, how.client_document) {
+        (Some(g), _) => mcp::Client::stored(g, &server),
+        (None, Some(doc)) if server.client_metadata_documents => Ok(mcp::Client::document(doc)),
+        (None, _) => mcp::register(&server, app, &mcp::redirect_uri(port)).await,
+    };
+    let client = match client {
+        Ok(c) => c,
+        Err(e) => return explain(e),
+    };
+    // Scopes the server named, and those a call was refused for since the last sign-in.
+    let remembered = before
+        .as_ref()
+        .filter(|g| g.resource == plan.resource && !g.scopes.is_empty())
+        .map(|g| g.scopes.clone());
+    let mut named = mcp::widen(plan.scopes.clone(), remembered);
+    let mut signed_in = None;
+    for attempt in 1..=mcp::MAX_SIGN_INS {
+        let scopes = mcp::scopes_for(named.as_deref(), &server);
+        let tokens = match mcp::authorize(
+            &server,
+            &client,
+            &plan.resource,
+            scopes.as_deref(),
+            &listener,
+            &open_browser,
+        )
+        .await
+        {
+            Ok(t) => t,
+            Err(e) => return explain(e),
+        };
+        match mcp::check(url, &tokens.access_token).await {
+            Ok(mcp::Access::Granted) => {
+                signed_in = Some((tokens, scopes));
+                break;
+            }
+            Ok(mcp::Access::NeedsScope(challenge)) => {
+                let wider = mcp::widen(named.clone(), challenge.scopes());
+                if wider == named || attempt == mcp::MAX_SIGN_INS {
+                    return explain(mcp::Error::StillInsufficient {
+                        scope: challenge.scope.unwrap_or_default(),
+                    });
+                }
+                eprintln!("aai-gateway: the server wants more scope; signing in again");
+                named = wider;
+            }
+            Err(e) => return explain(e),
+        }
+    }
+    let Some((tokens, scopes)) = signed_in else {
+        return fail("not signed in");
+    };
+    let grant = mcp::Grant {
+        client_id: client.id,
+        client_secret: client.secret,
+        auth_method: client.method,
+        preregistered: client.preregistered,
+        issuer: server.issuer,
+        token_endpoint: server.token_endpoint,
+        resource: plan.resource,
+        scopes: scopes.unwrap_or_default(),
+        tokens: Some(tokens),
+    };
+    if let Err(e) = store.set(app, Credential::McpOAuth(grant)).await {
+        return fail(&GatewayError::from(e).explain());
+    }
+    let _ = writeln!(std::io::stdout(), "signed in to {app}");
+    ExitCode::SUCCESS
 }
 
 /// Opens `url` with `$BROWSER`, else the desktop's opener; always prints it too.

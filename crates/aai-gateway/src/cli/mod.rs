@@ -300,6 +300,9 @@ enum AuthCommand {
     Login {
         /// App id.
         app: String,
+        /// Sign in without asking (a remote MCP server shows its origins and asks first).
+        #[arg(long)]
+        yes: bool,
     },
     /// Remove the stored credential of an app.
     Logout {
@@ -390,7 +393,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 AuthCommand::Status { app } => auth::Action::Status(app),
                 AuthCommand::Set { app, stdin, secret } => auth::Action::Set { app, stdin, secret },
                 AuthCommand::Logout { app } => auth::Action::Logout(app),
-                AuthCommand::Login { app } => auth::Action::Login(app),
+                AuthCommand::Login { app, yes } => auth::Action::Login { app, yes },
             };
             Ok(auth::run(&ctx, action))
         }

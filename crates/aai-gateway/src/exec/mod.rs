@@ -155,7 +155,20 @@ impl Error {
     /// The service refused the credential the request carried (HTTP 401): the pipeline
     /// may renew it and try once more.
     pub fn unauthorized(&self) -> bool {
-        matches!(self, Error::Http(e) if e.unauthorized())
+        match self {
+            Error::Http(e) => e.unauthorized(),
+            Error::Mcp(e) => e.unauthorized(),
+            _ => false,
+        }
+    }
+
+    /// The scopes a remote MCP server wants when it refused a token for lack of scope
+    /// (HTTP 403 `insufficient_scope`): only a new sign-in helps.
+    pub fn needs_scope(&self) -> Option<Vec<String>> {
+        match self {
+            Error::Mcp(e) => e.needs_scope(),
+            _ => None,
+        }
     }
 }
 

@@ -350,17 +350,42 @@ impl Gateway {
                 self.config.secrets_from_environment,
             )
             .await?;
-        self.executors
-            .mcp()
-            .list_tools(
-                &entry.app.id,
-                server,
-                crate::pipeline::base_dir(entry),
-                material.as_ref(),
-                &secrets,
-                entry.binding().timeout,
-            )
-            .await?;
+        let list = |material: Option<crate::auth::Material>| {
+            let secrets = &secrets;
+            async move {
+                self.executors
+                    .mcp()
+                    .list_tools(
+                        &entry.app.id,
+                        server,
+                        crate::pipeline::base_dir(entry),
+                        material.as_ref(),
+                        secrets,
+                        entry.binding().timeout,
+                    )
+                    .await
+            }
+        };
+        match list(material).await {
+            Ok(()) => {}
+            // A remote MCP server that signs in the MCP way refused: a refresh may help,
+            // once; else the user signs in (AUTH_REQUIRED names the command).
+            Err(e)
+                if entry.binding().auth.is_none()
+                    && (e.unauthorized() || e.needs_scope().is_some()) =>
+            {
+                let app = &entry.app.id;
+                if e.unauthorized() && self.auth.after_mcp_unauthorized(app).await? {
+                    let material = self.mcp_auth(app, entry.binding()).await?;
+                    if let Err(e) = list(material).await {
+                        return Err(self.auth.mcp_required(app, &e.to_string()).into());
+                    }
+                } else {
+                    return Err(self.auth.mcp_required(app, &e.to_string()).into());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
         self.rescan_async().await;
         Ok(self.snapshot().await)
     }
@@ -420,6 +445,9 @@ impl Gateway {
                 aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }),
                 Some(a),
             ) => Ok(Some(self.auth.material(app, a, url).await?)),
+            (aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }), None) => {
+                Ok(self.auth.mcp_material(app, url).await?)
+            }
             _ => Ok(None),
         }
     }

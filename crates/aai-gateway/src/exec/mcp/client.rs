@@ -156,6 +156,9 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut info = rmcp::model::ClientConfig::default();
         info.client_info = Implementation::new("aai-gateway", env!("CARGO_PKG_VERSION"));
+        // The revision servers are most likely to know (a later one answers with it or
+        // with its own); docs/mcp.md says why.
+        info.protocol_version = rmcp::model::ProtocolVersion::V_2025_11_25;
         info
     }
 }
@@ -166,6 +169,8 @@ fn token_key(token: &rmcp::model::ProgressToken) -> String {
 
 /// A live connection to one downstream server.
 pub(super) struct Connection {
+    /// The last 401/403 challenge of an HTTP server (how a call learns it was refused).
+    refused: Refused,
     service: RunningService<RoleClient, Handler>,
     sinks: Sinks,
     /// Kills the stdio server's process group when the connection is dropped.
@@ -192,6 +197,7 @@ pub(super) async fn connect(
     transport: Transport,
     deadline: Duration,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
+    refused: Refused,
 ) -> Result<Connection, String> {
     let sinks = Sinks::default();
     let handler = Handler {
@@ -262,8 +268,11 @@ pub(super) async fn connect(
                 _ => {
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(custom.clone());
-                    let transport =
-                        StreamableHttpClientTransport::with_client(client.clone(), config);
+                    let watched = Watched {
+                        client: client.clone(),
+                        refused: refused.clone(),
+                    };
+                    let transport = StreamableHttpClientTransport::with_client(watched, config);
                     match tokio::time::timeout(deadline, handler.clone().serve(transport)).await {
                         Ok(Ok(s)) => Some(Ok(s)),
                         Ok(Err(e)) => Some(Err(e)),
@@ -306,12 +315,149 @@ pub(super) async fn connect(
     };
     Ok(Connection {
         service,
+        refused,
         sinks,
         _child: child,
         stderr,
         secrets,
         oversized,
     })
+}
+
+/// The `WWW-Authenticate` challenge of the last request an HTTP server refused (401 or
+/// 403 with a challenge), shared by the executor and the transport.
+pub(super) type Refused = Arc<Mutex<Option<String>>>;
+
+/// reqwest's streamable HTTP client, noting the challenge of a refused request: rmcp
+/// ends the session on it, and the call then reports the refusal instead of a closed
+/// connection.
+#[derive(Clone)]
+struct Watched {
+    client: reqwest::Client,
+    refused: Refused,
+}
+
+type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
+
+impl Watched {
+    fn note<T>(&self, result: Result<T, HttpError>) -> Result<T, HttpError> {
+        use rmcp::transport::streamable_http_client::StreamableHttpError as E;
+        let challenge = match &result {
+            Err(E::AuthRequired(e)) => Some(&e.www_authenticate_header),
+            Err(E::InsufficientScope(e)) => Some(&e.www_authenticate_header),
+            _ => None,
+        };
+        if let Some(challenge) = challenge {
+            *self.refused.lock().expect("refused lock") = Some(challenge.clone());
+        }
+        result
+    }
+}
+
+impl rmcp::transport::streamable_http_client::StreamableHttpClient for Watched {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    ) -> Result<rmcp::transport::streamable_http_client::StreamableHttpPostResponse, HttpError>
+    {
+        let sent = self
+            .client
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        self.note(sent)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<rmcp::transport::streamable_http_client::StreamableHttpPostResponse, HttpError>
+    {
+        let sent = self
+            .client
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.note(sent)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.client
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    ) -> Result<
+        futures_util::stream::BoxStream<
+            'static,
+            Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>,
+        >,
+        HttpError,
+    > {
+        let opened = self
+            .client
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await;
+        self.note(opened)
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<
+        futures_util::stream::BoxStream<
+            'static,
+            Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>,
+        >,
+        HttpError,
+    > {
+        let opened = self
+            .client
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.note(opened)
+    }
 }
 
 /// The handshake over the HTTP+SSE transport (`sse.rs`).
@@ -673,6 +819,10 @@ impl Connection {
     }
 
     /// Whether the server has gone away.
+    pub(super) fn refused(&self) -> &Refused {
+        &self.refused
+    }
+
     pub(super) fn is_closed(&self) -> bool {
         self.service.is_transport_closed()
     }

@@ -49,17 +49,31 @@ const LISTING_MAX: usize = 6000;
 struct Slot {
     server: McpServer,
     base_dir: PathBuf,
+    /// A digest of the credential the connection carries: a renewed token reconnects.
+    credential: u64,
     link: tokio::sync::Mutex<Option<Arc<Connection>>>,
 }
 
 impl Slot {
-    fn new(server: &McpServer, base_dir: &Path) -> Slot {
+    fn new(server: &McpServer, base_dir: &Path, credential: u64) -> Slot {
         Slot {
             server: server.clone(),
             base_dir: base_dir.to_owned(),
+            credential,
             link: tokio::sync::Mutex::new(None),
         }
     }
+}
+
+/// A digest of the headers a credential adds (kept in memory only, to notice a change).
+fn credential_digest(auth: Option<&crate::auth::Material>) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (name, value) in auth.map(|m| m.headers.as_slice()).unwrap_or_default() {
+        name.hash(&mut h);
+        value.expose().hash(&mut h);
+    }
+    h.finish()
 }
 
 /// How a call to a downstream MCP server failed. `From<Error> for GatewayError` below
@@ -96,9 +110,37 @@ pub enum Error {
     /// The client cancelled; so was the request there.
     #[error("the call was cancelled; the MCP server was told")]
     Cancelled,
+    /// The server refused the request's credential, or its lack of one (HTTP 401, or 403
+    /// with a challenge); sign-in is the pipeline's business.
+    #[error("the MCP server of `{app}` wants {}", if .challenge.insufficient_scope() {
+        format!("a token with more scope ({})", .challenge.scope.as_deref().unwrap_or("unnamed"))
+    } else {
+        "a sign-in (HTTP 401)".to_owned()
+    })]
+    Refused {
+        /// The app id.
+        app: String,
+        /// What its `WWW-Authenticate` said.
+        challenge: crate::auth::mcp::Challenge,
+    },
 }
 
 impl Error {
+    /// Whether the server refused the token (or its lack): a refresh or a sign-in helps.
+    pub fn unauthorized(&self) -> bool {
+        matches!(self, Error::Refused { challenge, .. } if !challenge.insufficient_scope())
+    }
+
+    /// The scopes the server wants when it refused a token for lack of scope.
+    pub fn needs_scope(&self) -> Option<Vec<String>> {
+        match self {
+            Error::Refused { challenge, .. } if challenge.insufficient_scope() => {
+                Some(challenge.scopes().unwrap_or_default())
+            }
+            _ => None,
+        }
+    }
+
     fn unavailable(app: &str, why: &str, note: &str) -> Error {
         Error::Unavailable {
             app: app.to_owned(),
@@ -106,6 +148,15 @@ impl Error {
             note: note.to_owned(),
         }
     }
+}
+
+/// The refusal an HTTP server's last 401/403 challenge says, if it sent one.
+fn refusal(app: &str, refused: &client::Refused) -> Option<Error> {
+    let challenge = refused.lock().expect("refused lock").take()?;
+    Some(Error::Refused {
+        app: app.to_owned(),
+        challenge: crate::auth::mcp::Challenge::parse(&challenge),
+    })
 }
 
 /// JSON-RPC's "invalid params".
@@ -118,13 +169,14 @@ impl From<Error> for GatewayError {
             Error::KeyInQuery => Code::AaiJsonInvalid,
             Error::Rpc { code, .. } if *code == INVALID_PARAMS => Code::InvalidParams,
             Error::TimedOut(_) => Code::Timeout,
+            Error::Refused { .. } => Code::AuthRequired,
             Error::CancelledStarting | Error::Rpc { .. } | Error::Cancelled => {
                 Code::AutomationFailed
             }
         };
         let wire = GatewayError::new(code, e.to_string());
         match e {
-            Error::Unavailable { app, .. } => wire.with("app", app),
+            Error::Unavailable { app, .. } | Error::Refused { app, .. } => wire.with("app", app),
             Error::Rpc { code, .. } => wire.with("serverCode", code),
             _ => wire,
         }
@@ -365,7 +417,8 @@ impl McpExecutor {
             Ok(result) => Ok(result),
             Err(CallError::Closed(why)) => {
                 self.forget(req.app, &link);
-                Err(Error::unavailable(req.app, &why, &link.stderr_note()))
+                Err(refusal(req.app, link.refused())
+                    .unwrap_or_else(|| Error::unavailable(req.app, &why, &link.stderr_note())))
             }
             Err(CallError::Rpc { code, message }) => Err(Error::Rpc {
                 code: code.into(),
@@ -387,13 +440,15 @@ impl McpExecutor {
         secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
     ) -> Result<Arc<Connection>, Error> {
+        let credential = credential_digest(auth);
         let slot = {
             let mut slots = self.slots.lock().expect("slots lock");
             let slot = slots
                 .entry(app.to_owned())
-                .or_insert_with(|| Arc::new(Slot::new(server, base_dir)));
-            if slot.server != *server || slot.base_dir != base_dir {
-                *slot = Arc::new(Slot::new(server, base_dir));
+                .or_insert_with(|| Arc::new(Slot::new(server, base_dir, credential)));
+            if slot.server != *server || slot.base_dir != base_dir || slot.credential != credential
+            {
+                *slot = Arc::new(Slot::new(server, base_dir, credential));
             }
             slot.clone()
         };
@@ -474,9 +529,12 @@ impl McpExecutor {
                 let _ = changed.send(id.clone());
             }
         });
-        let connection = client::connect(transport, deadline, on_tools_changed)
+        let refused = client::Refused::default();
+        let connection = client::connect(transport, deadline, on_tools_changed, refused.clone())
             .await
-            .map_err(|why: String| Error::unavailable(app, &why, ""))?;
+            .map_err(|why: String| {
+                refusal(app, &refused).unwrap_or_else(|| Error::unavailable(app, &why, ""))
+            })?;
         tracing::info!(app, server = ?connection.server(), "connected to the MCP server");
         Ok(Arc::new(connection))
     }

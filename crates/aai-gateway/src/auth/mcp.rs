@@ -1,0 +1,1100 @@
+//! MCP authorization for downstream servers over HTTP: the MCP specification's
+//! authorization (2025-06-18 and 2025-11-25 revisions, with the 2025-03-26 fallbacks), as
+//! a client. `docs/mcp.md` ("Signing in to remote MCP servers") is the user's view.
+//!
+//! * **Discovery.** A server answers an unauthenticated request with 401 and
+//!   `WWW-Authenticate: Bearer resource_metadata=…, scope=…` ([`Challenge`]). Its Protected
+//!   Resource Metadata (RFC 9728) comes from that URL, else from
+//!   `/.well-known/oauth-protected-resource/<path>`, else from the root well-known; its
+//!   `resource` must cover the server's URL. The authorization server's metadata (RFC 8414,
+//!   then OpenID Connect discovery) is tried at the path-aware well-known URLs in the
+//!   specification's order. A server with no resource metadata is a 2025-03-26 server: its
+//!   origin is the authorization server, and `/authorize`, `/token`, `/register` are the
+//!   fallbacks when that origin has no metadata either.
+//! * **Client identity.** Credentials the user stored (`auth set`), else a Client ID
+//!   Metadata Document when config `oauthClientMetadataUrl` names one and the server
+//!   supports them, else Dynamic Client Registration (RFC 7591) as a native app with the
+//!   loopback redirect (once per sign-in: the port changes).
+//! * **Authorization.** Code + PKCE S256 + `state` through the browser, with the resource
+//!   indicator (RFC 8707) on the authorization and token requests; scopes from the
+//!   challenge, else the resource's `scopes_supported`, else none, plus `offline_access`
+//!   when the authorization server lists it. The token endpoint is authenticated with
+//!   `client_secret_basic`, `client_secret_post` or `none`, as the server supports.
+//! * **Step-up.** After signing in the gateway checks the token against the server
+//!   (`initialize`, `tools/list`); a 403 `insufficient_scope` widens the scopes and signs in
+//!   again, [`MAX_SIGN_INS`] times at most.
+//!
+//! Nothing here is sent before the user asked to sign in. Metadata documents are small
+//! ([`MAX_METADATA`]), fetched without redirects, and every endpoint an authorization
+//! server names must be on its own origin: consent showed that origin, so the code and
+//! the verifier go nowhere else. Tokens live only in the credential store ([`Grant`]).
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::Secret;
+use super::oauth::{self, Tokens};
+use crate::error::{Code, GatewayError};
+
+/// The largest metadata document or registration answer read.
+pub const MAX_METADATA: usize = 256 * 1024;
+/// How many times one sign-in asks the user to authorize (the first time and step-ups).
+pub const MAX_SIGN_INS: usize = 3;
+/// The protocol revision the sign-in check speaks.
+const PROTOCOL: &str = "2025-11-25";
+
+/// What a `WWW-Authenticate: Bearer …` challenge says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Challenge {
+    /// `resource_metadata`: where the Protected Resource Metadata is.
+    pub resource_metadata: Option<String>,
+    /// `scope`: the scopes the request needs.
+    pub scope: Option<String>,
+    /// `error`: `invalid_token`, `insufficient_scope`, …
+    pub error: Option<String>,
+}
+
+impl Challenge {
+    /// Reads the `Bearer` challenge of a `WWW-Authenticate` value (other schemes and
+    /// unknown parameters are left out; a malformed value gives what could be read).
+    pub fn parse(header: &str) -> Challenge {
+        let mut out = Challenge::default();
+        let Some(start) = bearer_at(header) else {
+            return out;
+        };
+        let mut rest = &header[start + "bearer".len()..];
+        loop {
+            rest = rest.trim_start_matches([' ', '\t', ',']);
+            let Some(eq) = rest.find('=') else { break };
+            let name = rest[..eq].trim();
+            if name.is_empty() || name.contains([' ', '\t', '"']) {
+                break; // the next scheme begins
+            }
+            rest = rest[eq + 1..].trim_start();
+            let value = if let Some(quoted) = rest.strip_prefix('"') {
+                let mut value = String::new();
+                let mut escaped = false;
+                let mut end = quoted.len();
+                for (i, c) in quoted.char_indices() {
+                    match c {
+                        _ if escaped => {
+                            value.push(c);
+                            escaped = false;
+                        }
+                        '\\' => escaped = true,
+                        '"' => {
+                            end = i + 1;
+                            break;
+                        }
+                        _ => value.push(c),
+                    }
+                }
+                rest = &quoted[end.min(quoted.len())..];
+                value
+            } else {
+                let end = rest.find(',').unwrap_or(rest.len());
+                let value = rest[..end].trim().to_owned();
+                rest = &rest[end..];
+                value
+            };
+            let slot = match name.to_ascii_lowercase().as_str() {
+                "resource_metadata" => &mut out.resource_metadata,
+                "scope" => &mut out.scope,
+                "error" => &mut out.error,
+                _ => continue,
+            };
+            slot.get_or_insert(value);
+        }
+        out
+    }
+
+    /// Whether the token lacks a scope (a 403 the user can fix by signing in again).
+    pub fn insufficient_scope(&self) -> bool {
+        self.error.as_deref() == Some("insufficient_scope")
+    }
+
+    /// The scopes it names.
+    pub fn scopes(&self) -> Option<Vec<String>> {
+        let scopes: Vec<String> = self
+            .scope
+            .as_deref()?
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        (!scopes.is_empty()).then_some(scopes)
+    }
+}
+
+/// Where the `Bearer` scheme starts in a challenge (case-insensitive, a whole word).
+fn bearer_at(header: &str) -> Option<usize> {
+    let lower = header.to_ascii_lowercase();
+    lower.match_indices("bearer").map(|(i, _)| i).find(|&i| {
+        let before = lower[..i].chars().next_back();
+        let after = lower[i + "bearer".len()..].chars().next();
+        before.is_none_or(|c| c == ' ' || c == ',') && after.is_none_or(|c| c == ' ' || c == '\t')
+    })
+}
+
+/// How the client authenticates at the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenAuth {
+    /// A public client: the client id in the form.
+    #[default]
+    None,
+    /// HTTP Basic with the client id and secret.
+    ClientSecretBasic,
+    /// The client id and secret in the form.
+    ClientSecretPost,
+}
+
+impl TokenAuth {
+    fn as_str(self) -> &'static str {
+        match self {
+            TokenAuth::None => "none",
+            TokenAuth::ClientSecretBasic => "client_secret_basic",
+            TokenAuth::ClientSecretPost => "client_secret_post",
+        }
+    }
+
+    /// The method for a client with (or without) a secret, among those the server lists
+    /// (none listed: RFC 8414's default, `client_secret_basic`).
+    fn choose(listed: &[String], has_secret: bool) -> Result<TokenAuth, Error> {
+        let offered = |m: TokenAuth| {
+            listed.iter().any(|l| l == m.as_str())
+                || (listed.is_empty() && m == TokenAuth::ClientSecretBasic)
+        };
+        let order: &[TokenAuth] = if has_secret {
+            &[TokenAuth::ClientSecretBasic, TokenAuth::ClientSecretPost]
+        } else {
+            &[TokenAuth::None]
+        };
+        order
+            .iter()
+            .copied()
+            .find(|m| offered(*m))
+            .ok_or_else(|| Error::NoAuthMethod(listed.join(", ")))
+    }
+}
+
+/// An app's sign-in as stored (credential type `mcpOAuth`): the client, where its tokens
+/// come from and go to, and the tokens. Only the credential store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// The client id.
+    pub client_id: String,
+    /// The client secret, when the client has one.
+    #[serde(serialize_with = "super::secret::expose_opt", default)]
+    pub client_secret: Option<Secret>,
+    /// How the token endpoint is authenticated (chosen at sign-in).
+    #[serde(default)]
+    pub auth_method: TokenAuth,
+    /// Whether the user gave the client (`auth set`): kept across sign-ins.
+    #[serde(default)]
+    pub preregistered: bool,
+    /// The authorization server the tokens are from (empty before the first sign-in).
+    #[serde(default)]
+    pub issuer: String,
+    /// Its token endpoint, for refreshing.
+    #[serde(default)]
+    pub token_endpoint: String,
+    /// The resource indicator the tokens are for.
+    #[serde(default)]
+    pub resource: String,
+    /// The scopes asked for (widened by step-ups).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The tokens, once signed in.
+    #[serde(default)]
+    pub tokens: Option<Tokens>,
+}
+
+impl Grant {
+    /// A client the user registered with the server (no tokens yet).
+    pub fn preregistered(client_id: String, client_secret: Option<Secret>) -> Grant {
+        Grant {
+            client_id,
+            client_secret,
+            auth_method: TokenAuth::None,
+            preregistered: true,
+            issuer: String::new(),
+            token_endpoint: String::new(),
+            resource: String::new(),
+            scopes: Vec::new(),
+            tokens: None,
+        }
+    }
+
+    /// Whether its tokens may be sent to the server at `url` (the resource covers it).
+    pub fn serves(&self, url: &str) -> bool {
+        self.tokens.is_some() && covers(&self.resource, url)
+    }
+}
+
+/// Why signing in to an MCP server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A URL is not https (or plain http to this machine), or not a URL.
+    #[error("{what} `{url}` cannot be used: {why}")]
+    BadUrl {
+        /// Which URL.
+        what: &'static str,
+        /// It, cut to its origin.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// A document could not be fetched or read.
+    #[error("{what} at {url}: {why}")]
+    Fetch {
+        /// Which document.
+        what: &'static str,
+        /// Where, cut to its origin.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// The server's metadata is on another origin.
+    #[error("the server's resource metadata ({0}) is on another origin than the server")]
+    MetadataOrigin(String),
+    /// The resource metadata names another resource than the server.
+    #[error("the server's resource metadata is for `{resource}`, not for `{server}`: refused")]
+    ResourceMismatch {
+        /// What the metadata names.
+        resource: String,
+        /// The server's URL.
+        server: String,
+    },
+    /// The server names resource metadata that is not there.
+    #[error("the server names resource metadata at {0}, and there is none")]
+    NoResourceMetadata(String),
+    /// No authorization server metadata at any well-known URL.
+    #[error("the authorization server {0} publishes no metadata (RFC 8414 or OpenID Connect)")]
+    NoServerMetadata(String),
+    /// The metadata is for another issuer.
+    #[error("the authorization server metadata names the issuer `{found}`, not `{expected}`")]
+    IssuerMismatch {
+        /// The issuer the resource named.
+        expected: String,
+        /// The one in the metadata.
+        found: String,
+    },
+    /// An endpoint is missing or on another origin than the authorization server.
+    #[error("the authorization server's {which} {why}")]
+    Endpoint {
+        /// `token_endpoint`, …
+        which: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The server does not do PKCE with S256.
+    #[error(
+        "the authorization server does not support PKCE with S256; the gateway will not sign in without it"
+    )]
+    NoPkce,
+    /// No client: no registration endpoint and nothing stored.
+    #[error(
+        "the authorization server does not register clients; register one with it and store it with `aai-gateway auth set {0}` (a JSON object {{\"clientId\", \"clientSecret\"}})"
+    )]
+    NoClient(String),
+    /// No token endpoint authentication both sides know.
+    #[error(
+        "the authorization server offers no token endpoint authentication the gateway knows (it lists: {0})"
+    )]
+    NoAuthMethod(String),
+    /// Dynamic client registration failed.
+    #[error("the authorization server refused to register the gateway (HTTP {status}){why}")]
+    Registration {
+        /// Its status.
+        status: reqwest::StatusCode,
+        /// `: error: description`, or empty.
+        why: String,
+    },
+    /// Getting tokens failed (the browser step, the code exchange, a refresh).
+    #[error(transparent)]
+    Tokens(#[from] oauth::Error),
+    /// The server still wants more scopes after the last allowed sign-in.
+    #[error(
+        "the server still refuses the token for lack of scope ({scope}) after {MAX_SIGN_INS} sign-ins"
+    )]
+    StillInsufficient {
+        /// What it asked for last.
+        scope: String,
+    },
+    /// The server refused a fresh token.
+    #[error("the server refused the token it just issued (HTTP {0})")]
+    TokenRefused(u16),
+    /// The server does not ask for sign-in.
+    #[error(
+        "the server at {0} does not ask for sign-in (it answered without a token and names no authorization server)"
+    )]
+    NotProtected(String),
+}
+
+impl From<Error> for GatewayError {
+    fn from(e: Error) -> GatewayError {
+        let code = match &e {
+            Error::Tokens(_) => {
+                let Error::Tokens(inner) = e else {
+                    unreachable!("matched above")
+                };
+                return inner.into();
+            }
+            Error::Fetch { .. } => Code::ServiceUnavailable,
+            Error::Registration { .. }
+            | Error::StillInsufficient { .. }
+            | Error::TokenRefused(_) => Code::AuthDenied,
+            Error::BadUrl { .. }
+            | Error::MetadataOrigin(_)
+            | Error::ResourceMismatch { .. }
+            | Error::NoResourceMetadata(_)
+            | Error::NoServerMetadata(_)
+            | Error::IssuerMismatch { .. }
+            | Error::Endpoint { .. }
+            | Error::NoPkce
+            | Error::NoClient(_)
+            | Error::NoAuthMethod(_)
+            | Error::NotProtected(_) => Code::AuthRequired,
+        };
+        GatewayError::new(code, e.to_string())
+    }
+}
+
+/// An http(s) URL the gateway may send to: https, or plain http to this machine.
+fn fetchable(what: &'static str, url: &str) -> Result<reqwest::Url, Error> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| Error::BadUrl {
+        what,
+        url: crate::text::excerpt(url, 80),
+        why: e.to_string(),
+    })?;
+    crate::net::check_fetchable(&parsed).map_err(|e| Error::BadUrl {
+        what,
+        url: crate::net::redact(&parsed),
+        why: e.to_string(),
+    })?;
+    Ok(parsed)
+}
+
+/// The origin of a URL (`https://host:port`), or the text itself when it is none.
+pub fn origin(url: &str) -> String {
+    reqwest::Url::parse(url).map_or_else(|_| url.to_owned(), |u| u.origin().ascii_serialization())
+}
+
+/// Whether the resource `resource` covers the server at `url`: same origin, and the
+/// server's path within the resource's.
+pub fn covers(resource: &str, url: &str) -> bool {
+    let (Ok(r), Ok(u)) = (reqwest::Url::parse(resource), reqwest::Url::parse(url)) else {
+        return false;
+    };
+    let dir = r.path().trim_end_matches('/');
+    let path = u.path().trim_end_matches('/');
+    r.origin() == u.origin()
+        && (path == dir || path.starts_with(&format!("{dir}/")))
+        && r.query().is_none()
+}
+
+/// GETs a JSON metadata document: `None` when it is not there (any non-success status).
+async fn fetch_json(what: &'static str, url: &reqwest::Url) -> Result<Option<Value>, Error> {
+    let fail = |why: String| Error::Fetch {
+        what,
+        url: crate::net::redact(url),
+        why,
+    };
+    let client =
+        crate::net::client(crate::net::Purpose::TokenEndpoint).map_err(|e| fail(e.to_string()))?;
+    let response = client
+        .get(url.clone())
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", PROTOCOL)
+        .send()
+        .await
+        .map_err(|e| fail(crate::net::describe(&e)))?;
+    if !response.status().is_success() {
+        return Ok(None);
+    }
+    let body = crate::net::read_capped(response, MAX_METADATA)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    match serde_json::from_slice::<Value>(&body) {
+        Ok(v @ Value::Object(_)) => Ok(Some(v)),
+        _ => Err(fail("the answer is not a JSON object".to_owned())),
+    }
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The JSON-RPC `initialize` request the sign-in sends.
+fn initialize_body() -> String {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "aai-gateway", "version": env!("CARGO_PKG_VERSION")},
+        },
+    })
+    .to_string()
+}
+
+/// A POST of JSON-RPC to the server, with a token when there is one.
+async fn post_mcp(
+    url: &reqwest::Url,
+    body: String,
+    token: Option<&Secret>,
+    session: Option<&str>,
+) -> Result<reqwest::Response, Error> {
+    let client =
+        crate::net::client(crate::net::Purpose::TokenEndpoint).map_err(|e| Error::Fetch {
+            what: "the MCP server",
+            url: crate::net::redact(url),
+            why: e.to_string(),
+        })?;
+    let mut request = client
+        .post(url.clone())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    if let Some(token) = token {
+        let mut value =
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                .map_err(|_| Error::TokenRefused(0))?;
+        value.set_sensitive(true);
+        request = request.header("authorization", value);
+    }
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", PROTOCOL);
+    }
+    request.send().await.map_err(|e| Error::Fetch {
+        what: "the MCP server",
+        url: crate::net::redact(url),
+        why: crate::net::describe(&e),
+    })
+}
+
+fn challenge_of(response: &reqwest::Response) -> Challenge {
+    response
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(Challenge::parse)
+        .find(|c| *c != Challenge::default())
+        .unwrap_or_default()
+}
+
+/// Asks the server at `url` without a token: its challenge when it wants one.
+pub async fn probe(url: &str) -> Result<Option<Challenge>, Error> {
+    let parsed = fetchable("the MCP server URL", url)?;
+    let response = post_mcp(&parsed, initialize_body(), None, None).await?;
+    Ok(matches!(response.status().as_u16(), 401 | 403).then(|| challenge_of(&response)))
+}
+
+/// What discovery found: enough to ask the user (the two origins) and to sign in.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The server's URL.
+    pub server: String,
+    /// The resource indicator: the metadata's `resource`, else the server's URL.
+    pub resource: String,
+    /// The authorization server (its issuer URL).
+    pub issuer: String,
+    /// The scopes to ask for, when anything names them.
+    pub scopes: Option<Vec<String>>,
+    /// Whether the server published resource metadata (else it is a 2025-03-26 server).
+    pub described: bool,
+}
+
+/// Finds the server's resource metadata and authorization server. Only the server's own
+/// origin is asked: the authorization server is not contacted before the user agrees.
+pub async fn discover(url: &str, challenge: Option<&Challenge>) -> Result<Plan, Error> {
+    let server = fetchable("the MCP server URL", url)?;
+    let mut candidates = Vec::new();
+    let named = challenge.and_then(|c| c.resource_metadata.as_deref());
+    if let Some(named) = named {
+        let at = server.join(named).map_err(|e| Error::BadUrl {
+            what: "the resource metadata URL",
+            url: crate::text::excerpt(named, 80),
+            why: e.to_string(),
+        })?;
+        if at.origin() != server.origin() {
+            return Err(Error::MetadataOrigin(crate::net::redact(&at)));
+        }
+        candidates.push(at);
+    }
+    let path = server.path().trim_end_matches('/');
+    let mut well_known = |p: String| {
+        let mut u = server.clone();
+        u.set_path(&p);
+        u.set_query(None);
+        u.set_fragment(None);
+        candidates.push(u);
+    };
+    if !path.is_empty() {
+        well_known(format!("/.well-known/oauth-protected-resource{path}"));
+    }
+    well_known("/.well-known/oauth-protected-resource".to_owned());
+    for at in &candidates {
+        let Some(doc) = fetch_json("the resource metadata", at).await? else {
+            continue;
+        };
+        let resource = doc.get("resource").and_then(Value::as_str).unwrap_or("");
+        if !covers(resource, url) {
+            return Err(Error::ResourceMismatch {
+                resource: crate::text::excerpt(resource, 100),
+                server: crate::net::redact(&server),
+            });
+        }
+        let issuer = strings(doc.get("authorization_servers"))
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Endpoint {
+                which: "list (`authorization_servers`)",
+                why: "is missing from the resource metadata".to_owned(),
+            })?;
+        fetchable("the authorization server", &issuer)?;
+        let from_resource = strings(doc.get("scopes_supported"));
+        return Ok(Plan {
+            server: url.to_owned(),
+            resource: resource.to_owned(),
+            issuer,
+            scopes: challenge
+                .and_then(Challenge::scopes)
+                .or((!from_resource.is_empty()).then_some(from_resource)),
+            described: true,
+        });
+    }
+    if let Some(named) = named {
+        return Err(Error::NoResourceMetadata(crate::text::excerpt(named, 100)));
+    }
+    if challenge.is_none() {
+        return Err(Error::NotProtected(crate::net::redact(&server)));
+    }
+    // A 2025-03-26 server: its origin is the authorization server.
+    Ok(Plan {
+        server: url.to_owned(),
+        resource: url.to_owned(),
+        issuer: server.origin().ascii_serialization(),
+        scopes: challenge.and_then(Challenge::scopes),
+        described: false,
+    })
+}
+
+/// An authorization server as its metadata describes it.
+#[derive(Debug, Clone)]
+pub struct AuthServer {
+    /// Its issuer.
+    pub issuer: String,
+    /// Where the browser goes.
+    pub authorization_endpoint: String,
+    /// Where codes and refresh tokens are exchanged.
+    pub token_endpoint: String,
+    /// Dynamic client registration, when offered.
+    pub registration_endpoint: Option<String>,
+    /// Its `scopes_supported`.
+    pub scopes_supported: Vec<String>,
+    /// Its `token_endpoint_auth_methods_supported`.
+    pub auth_methods: Vec<String>,
+    /// Whether it takes Client ID Metadata Documents.
+    pub client_metadata_documents: bool,
+}
+
+/// Reads the authorization server's metadata (RFC 8414, then OpenID Connect discovery, at
+/// the path-aware URLs first), or the 2025-03-26 defaults for an undescribed server.
+pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
+    let issuer = fetchable("the authorization server", &plan.issuer)?;
+    let path = issuer.path().trim_end_matches('/').to_owned();
+    let paths = if path.is_empty() {
+        vec![
+            "/.well-known/oauth-authorization-server".to_owned(),
+            "/.well-known/openid-configuration".to_owned(),
+        ]
+    } else {
+        vec![
+            format!("/.well-known/oauth-authorization-server{path}"),
+            format!("/.well-known/openid-configuration{path}"),
+            format!("{path}/.well-known/openid-configuration"),
+        ]
+    };
+    for p in paths {
+        let mut at = issuer.clone();
+        at.set_path(&p);
+        at.set_query(None);
+        at.set_fragment(None);
+        let Some(doc) = fetch_json("the authorization server metadata", &at).await? else {
+            continue;
+        };
+        let found = doc.get("issuer").and_then(Value::as_str).unwrap_or("");
+        // RFC 8414 3.3 when the issuer is known; a 2025-03-26 server only names the
+        // origin its metadata is on (its endpoints are still held to that origin).
+        if plan.described && found.trim_end_matches('/') != plan.issuer.trim_end_matches('/') {
+            return Err(Error::IssuerMismatch {
+                expected: crate::text::excerpt(&plan.issuer, 100),
+                found: crate::text::excerpt(found, 100),
+            });
+        }
+        let methods = doc.get("code_challenge_methods_supported");
+        if !strings(methods).iter().any(|m| m == "S256") {
+            return Err(Error::NoPkce);
+        }
+        let endpoint = |which: &'static str| -> Result<Option<String>, Error> {
+            let Some(url) = doc.get(which).and_then(Value::as_str) else {
+                return Ok(None);
+            };
+            let parsed = fetchable("an authorization server endpoint", url)?;
+            if parsed.origin() != issuer.origin() {
+                return Err(Error::Endpoint {
+                    which,
+                    why: format!(
+                        "is on another origin ({}) than the authorization server ({})",
+                        parsed.origin().ascii_serialization(),
+                        issuer.origin().ascii_serialization()
+                    ),
+                });
+            }
+            Ok(Some(url.to_owned()))
+        };
+        let required = |which: &'static str| {
+            endpoint(which)?.ok_or(Error::Endpoint {
+                which,
+                why: "is missing from its metadata".to_owned(),
+            })
+        };
+        return Ok(AuthServer {
+            issuer: if plan.described || found.is_empty() {
+                plan.issuer.clone()
+            } else {
+                found.to_owned()
+            },
+            authorization_endpoint: required("authorization_endpoint")?,
+            token_endpoint: required("token_endpoint")?,
+            registration_endpoint: endpoint("registration_endpoint")?,
+            scopes_supported: strings(doc.get("scopes_supported")),
+            auth_methods: strings(doc.get("token_endpoint_auth_methods_supported")),
+            client_metadata_documents: doc
+                .get("client_id_metadata_document_supported")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        });
+    }
+    if plan.described {
+        return Err(Error::NoServerMetadata(crate::net::redact(&issuer)));
+    }
+    // The 2025-03-26 defaults, on the server's origin.
+    let at = |p: &str| {
+        let mut u = issuer.clone();
+        u.set_path(p);
+        u.set_query(None);
+        u.to_string()
+    };
+    Ok(AuthServer {
+        issuer: plan.issuer.clone(),
+        authorization_endpoint: at("/authorize"),
+        token_endpoint: at("/token"),
+        registration_endpoint: Some(at("/register")),
+        scopes_supported: Vec::new(),
+        auth_methods: Vec::new(),
+        client_metadata_documents: false,
+    })
+}
+
+/// The client the gateway signs in as.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// Its id.
+    pub id: String,
+    /// Its secret, when it has one.
+    pub secret: Option<Secret>,
+    /// How it authenticates at the token endpoint.
+    pub method: TokenAuth,
+    /// Whether the user gave it.
+    pub preregistered: bool,
+}
+
+impl Client {
+    /// A client the user stored, authenticating as the server allows.
+    pub fn stored(grant: &Grant, server: &AuthServer) -> Result<Client, Error> {
+        Ok(Client {
+            id: grant.client_id.clone(),
+            method: TokenAuth::choose(&server.auth_methods, grant.client_secret.is_some())?,
+            secret: grant.client_secret.clone(),
+            preregistered: true,
+        })
+    }
+
+    /// A client named by its metadata document's URL (a public client).
+    pub fn document(url: &str) -> Client {
+        Client {
+            id: url.to_owned(),
+            secret: None,
+            method: TokenAuth::None,
+            preregistered: false,
+        }
+    }
+}
+
+/// Registers the gateway as a native app with `redirect_uri` (RFC 7591).
+pub async fn register(server: &AuthServer, app: &str, redirect_uri: &str) -> Result<Client, Error> {
+    let Some(endpoint) = &server.registration_endpoint else {
+        return Err(Error::NoClient(app.to_owned()));
+    };
+    // A public client when the server takes one; else one with a secret.
+    let method = TokenAuth::choose(&server.auth_methods, false)
+        .or_else(|_| TokenAuth::choose(&server.auth_methods, true))?;
+    let body = json!({
+        "client_name": "aai-gateway",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": method.as_str(),
+        "application_type": "native",
+    });
+    let (status, answer) =
+        oauth::post_token_endpoint(endpoint, "application/json", body.to_string(), None).await?;
+    let text = |k: &str| answer.get(k).and_then(Value::as_str).map(str::to_owned);
+    let Some(id) = text("client_id").filter(|_| status.is_success()) else {
+        return Err(Error::Registration {
+            status,
+            why: oauth::said(&answer),
+        });
+    };
+    let secret = text("client_secret")
+        .filter(|s| !s.is_empty())
+        .map(Secret::new);
+    let method = match text("token_endpoint_auth_method").as_deref() {
+        Some("client_secret_basic") => TokenAuth::ClientSecretBasic,
+        Some("client_secret_post") => TokenAuth::ClientSecretPost,
+        Some("none") => TokenAuth::None,
+        _ => method,
+    };
+    Ok(Client {
+        id,
+        // A public client sends no secret even when it was given one.
+        secret: secret.filter(|_| method != TokenAuth::None),
+        method,
+        preregistered: false,
+    })
+}
+
+/// The scopes to ask for: what the server named (widened by step-ups), plus
+/// `offline_access` when the authorization server lists it (for a refresh token).
+pub fn scopes_for(named: Option<&[String]>, server: &AuthServer) -> Option<Vec<String>> {
+    let mut scopes = named?.to_vec();
+    if server
+        .scopes_supported
+        .iter()
+        .any(|s| s == "offline_access")
+        && !scopes.iter().any(|s| s == "offline_access")
+    {
+        scopes.push("offline_access".to_owned());
+    }
+    Some(scopes)
+}
+
+/// One authorization through the browser and the code exchange.
+pub async fn authorize(
+    server: &AuthServer,
+    client: &Client,
+    resource: &str,
+    scopes: Option<&[String]>,
+    listener: &tokio::net::TcpListener,
+    open: &(dyn Fn(&str) + Sync),
+) -> Result<Tokens, Error> {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let redirect_uri = redirect_uri(port);
+    let state = oauth::random_token(32);
+    let verifier = oauth::random_token(64);
+    let mut url =
+        reqwest::Url::parse(&server.authorization_endpoint).map_err(|e| Error::BadUrl {
+            what: "the authorization endpoint",
+            url: crate::text::excerpt(&server.authorization_endpoint, 80),
+            why: e.to_string(),
+        })?;
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("response_type", "code")
+            .append_pair("client_id", &client.id)
+            .append_pair("redirect_uri", &redirect_uri)
+            .append_pair("state", &state)
+            .append_pair("code_challenge", &oauth::challenge(&verifier))
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("resource", resource);
+        if let Some(scopes) = scopes.filter(|s| !s.is_empty()) {
+            q.append_pair("scope", &scopes.join(" "));
+        }
+    }
+    open(url.as_str());
+    let code = tokio::time::timeout(oauth::LOGIN_TIMEOUT, oauth::wait_for_code(listener, &state))
+        .await
+        .map_err(|_| oauth::Error::NobodySignedIn)??;
+    let form = vec![
+        ("grant_type", "authorization_code".to_owned()),
+        ("code", code),
+        ("redirect_uri", redirect_uri),
+        ("code_verifier", verifier),
+        ("resource", resource.to_owned()),
+    ];
+    Ok(exchange(&server.token_endpoint, client, form, None).await?)
+}
+
+/// The loopback redirect URI for `port`.
+pub fn redirect_uri(port: u16) -> String {
+    format!("http://127.0.0.1:{port}/callback")
+}
+
+/// A token request authenticated as `client` is.
+async fn exchange(
+    endpoint: &str,
+    client: &Client,
+    mut form: Vec<(&str, String)>,
+    old_refresh: Option<&Secret>,
+) -> Result<Tokens, oauth::Error> {
+    let mut basic = None;
+    match (client.method, &client.secret) {
+        (TokenAuth::ClientSecretBasic, Some(secret)) => {
+            // RFC 6749 2.3.1: each part form-encoded before joining.
+            let enc =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let pair = format!("{}:{}", enc(&client.id), enc(secret.expose()));
+            basic = Some(Secret::new(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )));
+        }
+        (TokenAuth::ClientSecretPost, Some(secret)) => {
+            form.push(("client_id", client.id.clone()));
+            form.push(("client_secret", secret.expose().to_owned()));
+        }
+        _ => form.push(("client_id", client.id.clone())),
+    }
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+        .finish();
+    let (status, value) = oauth::post_token_endpoint(
+        endpoint,
+        "application/x-www-form-urlencoded",
+        body,
+        basic.as_ref(),
+    )
+    .await?;
+    // A provider may echo what it was sent: the code, the verifier, the refresh token or
+    // the secret never reach an error.
+    let sent: Vec<String> = form
+        .iter()
+        .filter(|(k, _)| !matches!(*k, "grant_type" | "redirect_uri" | "resource" | "client_id"))
+        .flat_map(|(_, v)| super::forms(v))
+        .chain(basic.iter().flat_map(|b| super::forms(b.expose())))
+        .collect();
+    // Scrubbed whole, before anything is cut short (a cut secret would no longer match).
+    let value = match value {
+        Value::Object(_) if !status.is_success() => {
+            serde_json::from_str(&crate::text::scrub(&value.to_string(), &sent))
+                .unwrap_or(Value::Null)
+        }
+        other => other,
+    };
+    oauth::read_tokens(status, &value, old_refresh)
+}
+
+/// New tokens for a stored grant (its refresh token; a rotated one replaces it).
+pub async fn refresh(grant: &Grant) -> Result<Tokens, oauth::Error> {
+    let Some(refresh_token) = grant.tokens.as_ref().and_then(|t| t.refresh_token.clone()) else {
+        return Err(oauth::Error::NoRefreshToken);
+    };
+    let client = Client {
+        id: grant.client_id.clone(),
+        secret: grant.client_secret.clone(),
+        method: grant.auth_method,
+        preregistered: grant.preregistered,
+    };
+    let form = vec![
+        ("grant_type", "refresh_token".to_owned()),
+        ("refresh_token", refresh_token.expose().to_owned()),
+        ("resource", grant.resource.clone()),
+    ];
+    exchange(&grant.token_endpoint, &client, form, Some(&refresh_token)).await
+}
+
+/// What the server says of a token.
+#[derive(Debug)]
+pub enum Access {
+    /// It serves `initialize` and `tools/list` with it.
+    Granted,
+    /// It wants more scopes (403 `insufficient_scope`).
+    NeedsScope(Challenge),
+}
+
+/// Checks a fresh token against the server: `initialize`, `notifications/initialized` and
+/// `tools/list` in one session (closed after).
+pub async fn check(url: &str, token: &Secret) -> Result<Access, Error> {
+    let server = fetchable("the MCP server URL", url)?;
+    let verdict = |response: &reqwest::Response| -> Result<Option<Access>, Error> {
+        match response.status().as_u16() {
+            403 => {
+                let challenge = challenge_of(response);
+                if challenge.insufficient_scope() {
+                    Ok(Some(Access::NeedsScope(challenge)))
+                } else {
+                    Err(Error::TokenRefused(403))
+                }
+            }
+            401 => Err(Error::TokenRefused(401)),
+            _ => Ok(None),
+        }
+    };
+    let first = post_mcp(&server, initialize_body(), Some(token), None).await?;
+    if let Some(access) = verdict(&first)? {
+        return Ok(access);
+    }
+    let session = first
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    drop(first);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = post_mcp(
+        &server,
+        initialized.to_string(),
+        Some(token),
+        session.as_deref(),
+    )
+    .await?;
+    if let Some(access) = verdict(&sent)? {
+        return Ok(access);
+    }
+    drop(sent);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let listed = post_mcp(&server, list.to_string(), Some(token), session.as_deref()).await?;
+    let access = verdict(&listed)?;
+    drop(listed);
+    if let (Some(session), Ok(client)) = (
+        session,
+        crate::net::client(crate::net::Purpose::TokenEndpoint),
+    ) {
+        let _ = client
+            .delete(server.clone())
+            .header("mcp-session-id", session)
+            .header("authorization", format!("Bearer {}", token.expose()))
+            .send()
+            .await;
+    }
+    Ok(access.unwrap_or(Access::Granted))
+}
+
+/// The union of two scope lists, in order.
+pub fn widen(scopes: Option<Vec<String>>, more: Option<Vec<String>>) -> Option<Vec<String>> {
+    match (scopes, more) {
+        (Some(mut a), Some(b)) => {
+            for s in b {
+                if !a.contains(&s) {
+                    a.push(s);
+                }
+            }
+            Some(a)
+        }
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges_are_read_like_the_specification_writes_them() {
+        let c = Challenge::parse(
+            r#"Bearer error="insufficient_scope", scope="files:read files:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp""#,
+        );
+        assert!(c.insufficient_scope());
+        assert_eq!(c.scopes().unwrap(), ["files:read", "files:write"]);
+        assert_eq!(
+            c.resource_metadata.as_deref(),
+            Some("https://mcp.example.com/.well-known/oauth-protected-resource/mcp")
+        );
+        // Another scheme first, unquoted values, escapes, odd spacing.
+        let c = Challenge::parse(r#"Basic realm="x", bearer  scope=read , error="a\"b""#);
+        assert_eq!(c.scope.as_deref(), Some("read"));
+        assert_eq!(c.error.as_deref(), Some("a\"b"));
+        // Hostile or broken values give what could be read, never a panic.
+        for bad in [
+            "",
+            "Bearer",
+            "Bearer =",
+            "Bearer scope=\"unclosed",
+            "Bearerx scope=a",
+            "Bearer ,,,",
+            "Bearer é=\"ü",
+        ] {
+            let _ = Challenge::parse(bad);
+        }
+        assert_eq!(Challenge::parse("Bearerx scope=a"), Challenge::default());
+        assert_eq!(
+            Challenge::parse("Bearer scope=\"unclosed").scope.as_deref(),
+            Some("unclosed")
+        );
+    }
+
+    #[test]
+    fn a_resource_covers_its_own_paths_only() {
+        assert!(covers(
+            "http://localhost:3000/mcp",
+            "http://localhost:3000/mcp"
+        ));
+        assert!(covers("http://localhost:3000", "http://localhost:3000/mcp"));
+        assert!(covers(
+            "http://localhost:3000/",
+            "http://localhost:3000/mcp/"
+        ));
+        assert!(!covers(
+            "https://evil.example.com/mcp",
+            "http://localhost:3000/mcp"
+        ));
+        assert!(!covers(
+            "http://localhost:3000/mc",
+            "http://localhost:3000/mcp"
+        ));
+        assert!(!covers(
+            "http://localhost:3001/mcp",
+            "http://localhost:3000/mcp"
+        ));
+        assert!(!covers("not a url", "http://localhost:3000/mcp"));
+    }
+
+    #[test]
+    fn token_endpoint_authentication_follows_the_server() {
+        let l = |m: &[&str]| m.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            TokenAuth::choose(&l(&["none"]), false).unwrap(),
+            TokenAuth::None
+        );
+        assert_eq!(
+            TokenAuth::choose(&l(&["client_secret_post"]), true).unwrap(),
+            TokenAuth::ClientSecretPost
+        );
+        assert_eq!(
+            TokenAuth::choose(&[], true).unwrap(),
+            TokenAuth::ClientSecretBasic
+        );
+        assert!(TokenAuth::choose(&l(&["private_key_jwt"]), true).is_err());
+        assert!(TokenAuth::choose(&l(&["client_secret_basic"]), false).is_err());
+    }
+
+    #[test]
+    fn step_ups_widen_the_scopes_in_order() {
+        let s = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        assert_eq!(widen(s(&["a"]), s(&["a", "b"])), s(&["a", "b"]));
+        assert_eq!(widen(None, s(&["b"])), s(&["b"]));
+        assert_eq!(widen(s(&["a"]), None), s(&["a"]));
+    }
+}

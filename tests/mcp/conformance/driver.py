@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The MCP conformance suite's client driver: the suite runs `driver.py <server URL>` with
+the scenario in $MCP_CONFORMANCE_SCENARIO (and its context in $MCP_CONFORMANCE_CONTEXT).
+
+It makes a throw-away AAI home with one `mcp` app pointing at the URL and works through the
+real binary ($AAI_GATEWAY_BIN) as a user would: for `auth/*` scenarios `aai-gateway auth
+login <app> --yes` (the browser step answered by `../browser.py`, which follows the
+redirects: the suite's authorization servers approve at once), then `aai-gateway call`.
+When a call is refused for lack of scope the user signs in again once (the gateway
+remembered the scope) and calls again. Exit status 0 when the call succeeded.
+
+`initialize` has no tool: the call of a tool the server does not list makes the gateway
+connect and list, and TOOL_NOT_FOUND is that scenario's success.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+APP = "dev.conformance.server"
+BROWSER = Path(__file__).resolve().parent.parent / "browser.py"
+# The Client ID Metadata Document URL the suite's CIMD scenario expects (it is never
+# fetched there).
+CIMD = "https://conformance-test.local/client-metadata.json"
+TOOLS = {"tools_call": ("add_numbers", {"a": 5, "b": 3}), "sse-retry": ("test_reconnection", {}),
+         "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {})}
+
+
+def main() -> int:
+    url = sys.argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    binary = os.environ["AAI_GATEWAY_BIN"]
+    with tempfile.TemporaryDirectory(prefix="aai-conformance-") as tmp:
+        home = Path(tmp) / "aai"
+        home.mkdir(mode=0o700)
+        (Path(tmp) / "root").mkdir()
+        (home / "config.json").write_text(json.dumps({
+            "consent": {"mode": "allow"}, "credentials": {"store": "file"},
+            "oauthClientMetadataUrl": CIMD}))
+        (home / "conformance").mkdir()
+        (home / "conformance" / "aai.json").write_text(json.dumps({
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": APP, "name": {"en": "Conformance"}, "defaultLang": "en",
+                    "description": "The conformance suite's server"},
+            "execution": {"type": "mcp", "url": url, "transport": "streamable-http"}}))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp,
+               "AAI_SYSTEM_ROOT": str(Path(tmp) / "root"), "AAI_LOG": "debug",
+               "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus",
+               "BROWSER": f"{sys.executable} {BROWSER}",
+               "BROWSER_LOG": str(Path(tmp) / "browser.log")}
+
+        def gw(*args, stdin=None):
+            p = subprocess.run([binary, "--home", str(home), *args], env=env, input=stdin,
+                               capture_output=True, text=True, timeout=60)
+            print(f"$ aai-gateway {' '.join(args)}  → {p.returncode}\n{p.stdout}{p.stderr}",
+                  file=sys.stderr)
+            return p
+
+        if "client_id" in context:
+            client = {"clientId": context["client_id"]}
+            if context.get("client_secret"):
+                client["clientSecret"] = context["client_secret"]
+            if gw("auth", "set", APP, "--stdin", stdin=json.dumps(client)).returncode:
+                return 1
+        if scenario.startswith("auth/") and gw("auth", "login", APP, "--yes").returncode:
+            return 1
+        tool, args = TOOLS.get(scenario, ("test-tool", {}))
+        if scenario == "initialize":
+            tool = "no-such-tool"
+        p = gw("call", APP, tool, json.dumps(args))
+        code = error_code(p.stdout)
+        if scenario.startswith("auth/") and code == "AUTH_REQUIRED":
+            if gw("auth", "login", APP, "--yes").returncode:
+                return 1
+            p = gw("call", APP, tool, json.dumps(args))
+            code = error_code(p.stdout)
+        if scenario == "initialize":
+            return 0 if code == "TOOL_NOT_FOUND" else 1
+        return p.returncode
+
+
+def error_code(stdout: str):
+    try:
+        answer = json.loads(stdout)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or "content" in answer:
+        return None
+    data = answer.get("data")
+    return data.get("type") if isinstance(data, dict) else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""A remote MCP server protected by MCP authorization, with its own authorization server on
+the same origin, for the tests of signing in to remote MCP servers (test_oauth.py).
+
+`oauth_mcp_server.py MODE LOG` prints its port, then serves until killed. Every token it
+issues and every grant it is asked for is appended to LOG as JSON lines. MODE:
+  good          tokens live 1 s (each call refreshes first); refresh tokens rotate
+  refuse        as good, but every refresh is refused (invalid_grant)
+  other-origin  the metadata's token endpoint is on another origin (127.0.0.2)
+  huge          the authorization server metadata is 2 MiB
+  echo          the token endpoint refuses and echoes what it was sent
+"""
+import base64
+import json
+import secrets
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlencode, urlparse
+
+MODE, LOG = sys.argv[1], sys.argv[2]
+STATE = {"access": {}, "refresh": set(), "codes": {}}
+LIFE = 2.0  # seconds a token is accepted (it says 1: the gateway refreshes first)
+
+
+def log(**entry):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def base(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def send(self, status, body=b"", ctype="application/json", headers=()):
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        if url.path == "/.well-known/oauth-protected-resource/mcp":
+            return self.send(200, {"resource": f"{self.base()}/mcp", "authorization_servers": [self.base()],
+                                   "scopes_supported": ["mcp"]})
+        if url.path == "/.well-known/oauth-authorization-server":
+            if MODE == "huge":
+                return self.send(200, b'{"issuer": "' + b"x" * (2 << 20) + b'"}')
+            token = (f"http://127.0.0.2:{self.server.server_address[1]}/token" if MODE == "other-origin"
+                     else f"{self.base()}/token")
+            return self.send(200, {
+                "issuer": self.base(), "authorization_endpoint": f"{self.base()}/authorize",
+                "token_endpoint": token, "registration_endpoint": f"{self.base()}/register",
+                "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"],
+                "scopes_supported": ["mcp"]})
+        if url.path == "/authorize":
+            q = {k: v[0] for k, v in parse_qs(url.query).items()}
+            code = secrets.token_urlsafe(16)
+            STATE["codes"][code] = q["code_challenge"]
+            log(authorize=q)
+            return self.send(302, headers=[("location", q["redirect_uri"] + "?" + urlencode(
+                {"code": code, "state": q["state"]}))])
+        if url.path == "/mcp":
+            return self.send(405)
+        return self.send(404)
+
+    def tokens(self):
+        access, refresh = "at-" + secrets.token_urlsafe(16), "rt-" + secrets.token_urlsafe(16)
+        STATE["access"][access] = time.monotonic()
+        STATE["refresh"].add(refresh)
+        log(issued={"access": access, "refresh": refresh})
+        return {"access_token": access, "refresh_token": refresh, "token_type": "Bearer", "expires_in": 1}
+
+    def do_POST(self):
+        url = urlparse(self.path)
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if url.path == "/register":
+            return self.send(201, {"client_id": "client-" + secrets.token_hex(4), **json.loads(body)})
+        if url.path == "/token":
+            form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+            log(grant=form.get("grant_type"), resource=form.get("resource"))
+            if MODE == "echo":
+                return self.send(400, {"error": "invalid_grant", "error_description": f"bad request {body.decode()}"})
+            if form["grant_type"] == "authorization_code":
+                challenge = STATE["codes"].pop(form.get("code"), None)
+                verifier = form.get("code_verifier", "").encode()
+                import hashlib
+                computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
+                if challenge is None or computed != challenge:
+                    return self.send(400, {"error": "invalid_grant"})
+                return self.send(200, self.tokens())
+            if form["grant_type"] == "refresh_token":
+                if MODE == "refuse" or form.get("refresh_token") not in STATE["refresh"]:
+                    return self.send(400, {"error": "invalid_grant", "error_description": "refresh token refused"})
+                STATE["refresh"].discard(form["refresh_token"])  # rotation: single use
+                return self.send(200, self.tokens())
+            return self.send(400, {"error": "unsupported_grant_type"})
+        if url.path == "/mcp":
+            auth = self.headers.get("authorization", "")
+            token = auth[7:] if auth.startswith("Bearer ") else None
+            if token not in STATE["access"] or time.monotonic() - STATE["access"][token] > LIFE:
+                return self.send(401, {"error": "invalid_token"}, headers=[(
+                    "www-authenticate",
+                    f'Bearer resource_metadata="{self.base()}/.well-known/oauth-protected-resource/mcp", scope="mcp"')])
+            msg = json.loads(body)
+            log(mcp=msg.get("method"))
+            if "id" not in msg:
+                return self.send(202)
+            result = {
+                "initialize": {"protocolVersion": msg.get("params", {}).get("protocolVersion", "2025-11-25"),
+                               "capabilities": {"tools": {}}, "serverInfo": {"name": "protected", "version": "1"}},
+                "tools/list": {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]},
+                "tools/call": {"content": [{"type": "text", "text": "you are signed in"}]},
+            }.get(msg["method"], {})
+            return self.send(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        return self.send(404)
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
