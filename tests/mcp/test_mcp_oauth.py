@@ -138,3 +138,79 @@ def test_hostile_authorization_servers_are_refused_clearly(gw, remote, mode, sai
         said = p.stderr.split("bad request", 1)[1]
         assert "code=***" in said and "code_verifier=***" in said, p.stderr
     assert not (gw.home / "credentials.json").exists() or APP not in (gw.home / "credentials.json").read_text()
+
+
+@pytest.mark.anyio
+async def test_the_web_ui_shows_both_origins_then_signs_in(gw, remote):
+    import re
+    from test_http_transport import web
+    from test_ui import call_over_http, csrf_of, get, post, ui_of
+    url, log = remote("good")
+    origin = url.removesuffix("/mcp")
+    with web(gw) as (mcp, _):
+        ui = ui_of(mcp)
+        # A call before sign-in: AUTH_REQUIRED names the command and the UI page.
+        e = await call_over_http(mcp, "whoami", app=APP, args={})
+        assert e.error.data["type"] == "AUTH_REQUIRED"
+        assert e.error.data["command"] == f"aai-gateway auth login {APP}"
+        assert e.error.data["ui"] == ui + "/credentials"
+        page = get(ui + "/credentials").text
+        assert APP in page and "oauth2 (MCP)" in page
+        token = csrf_of(page)
+        r = post(ui + "/credentials/login", {"csrf": token, "app": APP})
+        # The page names both origins; the authorization server has heard nothing.
+        assert r.status_code == 200 and f"<code>{origin}</code>" in r.text
+        assert not any("authorize" in e or "grant" in e for e in entries(log))
+        issuer = re.search(r'name="issuer" value="([^"]+)"', r.text).group(1)
+        # An issuer the user was not shown is refused.
+        r = post(ui + "/credentials/mcp-login", {"csrf": token, "app": APP, "issuer": "https://evil.example"})
+        assert r.status_code == 303 and "/ui/credentials" in r.headers["location"]
+        assert not any("authorize" in e for e in entries(log))
+        r = post(ui + "/credentials/mcp-login", {"csrf": token, "app": APP, "issuer": issuer})
+        assert r.status_code == 303 and r.headers["location"].startswith(origin + "/authorize?")
+        subprocess.run([sys.executable, str(BROWSER), r.headers["location"]], timeout=30, check=True,
+                       env={**gw.env(), "BROWSER_LOG": str(gw.tmp / "browser.log")})
+        for _ in range(100):
+            if "Sign-in: signed in" in get(ui + "/credentials").text:
+                break
+            time.sleep(0.1)
+        assert "signed in at" in get(ui + "/credentials").text
+        result = await call_over_http(mcp, "whoami", app=APP, args={})
+        assert result.content[0].text == "you are signed in"
+
+
+SDK_EXAMPLES = HERE / "peers" / "node_modules" / "@modelcontextprotocol" / "sdk" / "dist" / "esm" / "examples" / "server"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_the_typescript_sdk_oauth_example_signs_in(gw, strict):
+    """The MCP TypeScript SDK's OAuth-protected streamable HTTP example (its in-memory
+    authorization server on another port; `--oauth-strict` accepts only tokens issued for
+    this server's resource)."""
+    from conftest import need_peer
+    from test_http import free_port
+    example = SDK_EXAMPLES / "simpleStreamableHttp.js"
+    need_peer(example.exists(), "npm @modelcontextprotocol/sdk (npm ci --prefix tests/mcp/peers)")
+    port, auth_port = free_port(), free_port()
+    proc = subprocess.Popen(["node", str(example), "--oauth", *(["--oauth-strict"] if strict else [])],
+                            cwd=HERE / "peers", env={**gw.env(), "MCP_PORT": str(port), "MCP_AUTH_PORT": str(auth_port)},
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        while "MCP Streamable HTTP Server listening" not in proc.stdout.readline():
+            assert proc.poll() is None, "the example did not start"
+        gw.config(credentials={"store": "file"})
+        gw.put("sdk", {
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": "dev.sdk.oauth", "name": {"en": "SDK"}, "defaultLang": "en", "description": "x"},
+            "execution": {"type": "mcp", "url": f"http://localhost:{port}/mcp"}})
+        p = run(gw, "call", "dev.sdk.oauth", "greet", '{"name": "x"}')
+        assert json.loads(p.stdout)["data"]["type"] == "AUTH_REQUIRED"
+        p = run(gw, "auth", "login", "dev.sdk.oauth", "--yes")
+        assert p.returncode == 0, p.stderr
+        assert f"sends you to http://localhost:{auth_port}" in p.stderr
+        p = run(gw, "call", "dev.sdk.oauth", "greet", '{"name": "x"}')
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Hello, x!" in p.stdout
+    finally:
+        proc.kill()
+        proc.wait()

@@ -197,6 +197,7 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
             options.token.clone(),
         );
         gateway.consent.set_ui(ui.base().to_owned());
+        gateway.auth.set_ui(ui.base().to_owned());
         if options.token.is_some() {
             tracing::warn!(
                 "open the web UI with this one-time link (10 minutes): {}",

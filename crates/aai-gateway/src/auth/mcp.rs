@@ -315,9 +315,7 @@ pub enum Error {
     #[error(transparent)]
     Tokens(#[from] oauth::Error),
     /// The server still wants more scopes after the last allowed sign-in.
-    #[error(
-        "the server still refuses the token for lack of scope ({scope}) after {MAX_SIGN_INS} sign-ins"
-    )]
+    #[error("the server still refuses the token for lack of scope ({scope})")]
     StillInsufficient {
         /// What it asked for last.
         scope: String,
@@ -990,6 +988,92 @@ pub async fn check(url: &str, token: &Secret) -> Result<Access, Error> {
             .await;
     }
     Ok(access.unwrap_or(Access::Granted))
+}
+
+/// Discovery for a sign-in (what consent shows): the server's challenge and its resource
+/// metadata. Only the server's own origin is contacted.
+pub async fn prepare(url: &str) -> Result<Plan, Error> {
+    let challenge = probe(url).await?;
+    discover(url, challenge.as_ref()).await
+}
+
+/// One sign-in, once the user agreed to the plan's origins.
+#[derive(Debug)]
+pub struct SignIn<'a> {
+    /// The app id (named in errors).
+    pub app: &'a str,
+    /// What discovery found.
+    pub plan: &'a Plan,
+    /// What was stored before: a client the user gave, scopes a call was refused for.
+    pub before: Option<&'a Grant>,
+    /// Config `oauthClientMetadataUrl`.
+    pub client_document: Option<&'a str>,
+}
+
+/// Signs in: the authorization server's metadata, the client, the browser (`open` shows
+/// each authorization URL), the code exchange and the check with the server, widening the
+/// scopes on a 403 `insufficient_scope` ([`MAX_SIGN_INS`] sign-ins at most; `step_up` is
+/// told before each further one). Returns the grant to store.
+pub async fn sign_in(
+    s: SignIn<'_>,
+    open: &(dyn Fn(&str) + Sync),
+    step_up: &(dyn Fn() + Sync),
+) -> Result<Grant, Error> {
+    let server = authorization_server(s.plan).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(oauth::Error::Listen)?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let client = match (s.before.filter(|g| g.preregistered), s.client_document) {
+        (Some(g), _) => Client::stored(g, &server)?,
+        (None, Some(doc)) if server.client_metadata_documents => Client::document(doc),
+        (None, _) => register(&server, s.app, &redirect_uri(port)).await?,
+    };
+    // The scopes the server named, and those a call was refused for since the last one.
+    let remembered = s
+        .before
+        .filter(|g| g.resource == s.plan.resource && !g.scopes.is_empty())
+        .map(|g| g.scopes.clone());
+    let mut named = widen(s.plan.scopes.clone(), remembered);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let scopes = scopes_for(named.as_deref(), &server);
+        let tokens = authorize(
+            &server,
+            &client,
+            &s.plan.resource,
+            scopes.as_deref(),
+            &listener,
+            open,
+        )
+        .await?;
+        match check(&s.plan.server, &tokens.access_token).await? {
+            Access::Granted => {
+                return Ok(Grant {
+                    client_id: client.id,
+                    client_secret: client.secret,
+                    auth_method: client.method,
+                    preregistered: client.preregistered,
+                    issuer: server.issuer,
+                    token_endpoint: server.token_endpoint,
+                    resource: s.plan.resource.clone(),
+                    scopes: scopes.unwrap_or_default(),
+                    tokens: Some(tokens),
+                });
+            }
+            Access::NeedsScope(challenge) => {
+                let wider = widen(named.clone(), challenge.scopes());
+                if wider == named || attempt == MAX_SIGN_INS {
+                    return Err(Error::StillInsufficient {
+                        scope: challenge.scope.unwrap_or_default(),
+                    });
+                }
+                step_up();
+                named = wider;
+            }
+        }
+    }
 }
 
 /// The union of two scope lists, in order.

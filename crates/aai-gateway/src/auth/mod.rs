@@ -84,7 +84,7 @@ pub enum Error {
         message: String,
     },
     /// No usable credential: everything the agent needs to tell the user the fix.
-    #[error("{}; the user can fix it with `{}`", .0.why, .0.command())]
+    #[error("{}; the user can fix it with `{}`{}", .0.why, .0.command(), .0.ui.as_ref().map(|u| format!(" or at {u}")).unwrap_or_default())]
     Required(Box<Required>),
 }
 
@@ -93,6 +93,8 @@ pub enum Error {
 pub struct Required {
     app: String,
     why: String,
+    /// Where the user can do it in the web UI.
+    ui: Option<String>,
     kind: AuthKind,
     obtain_url: Option<String>,
     instructions: Option<Instructions>,
@@ -136,6 +138,9 @@ impl From<Error> for GatewayError {
                     .with("command", r.command());
                 if let Some(url) = r.obtain_url {
                     wire = wire.with("obtainUrl", url);
+                }
+                if let Some(ui) = r.ui {
+                    wire = wire.with("ui", ui);
                 }
                 if let Some(i) = r.instructions {
                     let mut obj = serde_json::Map::new();
@@ -231,6 +236,9 @@ pub struct Authenticator {
     client_ids: std::collections::BTreeMap<String, String>,
     refreshing: tokio::sync::Mutex<()>,
     tokens: Mutex<HashMap<String, (Secret, Instant)>>,
+    /// The web UI's address, when one listens (AUTH_REQUIRED of a remote MCP server links
+    /// its credentials page, where the user can sign in).
+    ui: std::sync::OnceLock<String>,
 }
 
 impl Authenticator {
@@ -247,7 +255,14 @@ impl Authenticator {
             client_ids,
             refreshing: tokio::sync::Mutex::new(()),
             tokens: Mutex::new(HashMap::new()),
+            ui: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Names the web UI (`http://127.0.0.1:3000/ui`) in the AUTH_REQUIRED of remote MCP
+    /// servers.
+    pub fn set_ui(&self, base: String) {
+        let _ = self.ui.set(base);
     }
 
     /// The store.
@@ -402,6 +417,7 @@ impl Authenticator {
         Error::Required(Box::new(Required {
             app: app.to_owned(),
             why: why.to_owned(),
+            ui: self.ui.get().map(|base| format!("{base}/credentials")),
             kind: AuthKind::OAuth2,
             obtain_url: None,
             instructions: None,
@@ -654,6 +670,7 @@ impl Authenticator {
         Error::Required(Box::new(Required {
             app: app.to_owned(),
             why: why.to_owned(),
+            ui: None,
             kind: auth.kind(),
             obtain_url,
             instructions,

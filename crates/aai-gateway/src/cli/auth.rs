@@ -364,8 +364,8 @@ struct McpSignIn<'a> {
 }
 
 /// `auth login` for a remote MCP server: discovery on the server's origin, the user's
-/// yes (the two origins shown), then the client, the browser and the check, with
-/// step-ups; the grant is stored only once the server accepts its token.
+/// yes (the two origins shown), then the sign-in (`auth::mcp::sign_in`); the grant is
+/// stored only once the server accepts its token.
 async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
     use crate::auth::mcp;
     let McpSignIn { app, url, .. } = how;
@@ -375,11 +375,7 @@ async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
         Ok(_) => None,
         Err(e) => return fail(&GatewayError::from(e).explain()),
     };
-    let challenge = match mcp::probe(url).await {
-        Ok(c) => c,
-        Err(e) => return explain(e),
-    };
-    let plan = match mcp::discover(url, challenge.as_ref()).await {
+    let plan = match mcp::prepare(url).await {
         Ok(p) => p,
         Err(e) => return explain(e),
     };
@@ -399,78 +395,16 @@ async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
             return fail("not signed in");
         }
     }
-    let server = match mcp::authorization_server(&plan).await {
-        Ok(s) => s,
+    let sign_in = mcp::SignIn {
+        app,
+        plan: &plan,
+        before: before.as_ref(),
+        client_document: how.client_document,
+    };
+    let step_up = || eprintln!("aai-gateway: the server wants more scope; signing in again");
+    let grant = match mcp::sign_in(sign_in, &open_browser, &step_up).await {
+        Ok(g) => g,
         Err(e) => return explain(e),
-    };
-    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-        Ok(l) => l,
-        Err(e) => return explain(crate::auth::oauth::Error::Listen(e).into()),
-    };
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let stored_client = before.as_ref().filter(|g| g.preregistered);
-    let client = match (stored_client, how.client_document) {
-        (Some(g), _) => mcp::Client::stored(g, &server),
-        (None, Some(doc)) if server.client_metadata_documents => Ok(mcp::Client::document(doc)),
-        (None, _) => mcp::register(&server, app, &mcp::redirect_uri(port)).await,
-    };
-    let client = match client {
-        Ok(c) => c,
-        Err(e) => return explain(e),
-    };
-    // Scopes the server named, and those a call was refused for since the last sign-in.
-    let remembered = before
-        .as_ref()
-        .filter(|g| g.resource == plan.resource && !g.scopes.is_empty())
-        .map(|g| g.scopes.clone());
-    let mut named = mcp::widen(plan.scopes.clone(), remembered);
-    let mut signed_in = None;
-    for attempt in 1..=mcp::MAX_SIGN_INS {
-        let scopes = mcp::scopes_for(named.as_deref(), &server);
-        let tokens = match mcp::authorize(
-            &server,
-            &client,
-            &plan.resource,
-            scopes.as_deref(),
-            &listener,
-            &open_browser,
-        )
-        .await
-        {
-            Ok(t) => t,
-            Err(e) => return explain(e),
-        };
-        match mcp::check(url, &tokens.access_token).await {
-            Ok(mcp::Access::Granted) => {
-                signed_in = Some((tokens, scopes));
-                break;
-            }
-            Ok(mcp::Access::NeedsScope(challenge)) => {
-                let wider = mcp::widen(named.clone(), challenge.scopes());
-                if wider == named || attempt == mcp::MAX_SIGN_INS {
-                    return explain(mcp::Error::StillInsufficient {
-                        scope: challenge.scope.unwrap_or_default(),
-                    });
-                }
-                eprintln!("aai-gateway: the server wants more scope; signing in again");
-                named = wider;
-            }
-            Err(e) => return explain(e),
-        }
-    }
-    let Some((tokens, scopes)) = signed_in else {
-        return fail("not signed in");
-    };
-    let grant = mcp::Grant {
-        client_id: client.id,
-        client_secret: client.secret,
-        auth_method: client.method,
-        preregistered: client.preregistered,
-        issuer: server.issuer,
-        token_endpoint: server.token_endpoint,
-        resource: plan.resource,
-        scopes: scopes.unwrap_or_default(),
-        tokens: Some(tokens),
     };
     if let Err(e) = store.set(app, Credential::McpOAuth(grant)).await {
         return fail(&GatewayError::from(e).explain());

@@ -586,6 +586,7 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             Ok(bound) => {
                 let origin = crate::access::origin_of(bound.addr());
                 gateway.consent.set_ui(format!("{origin}/ui"));
+                gateway.auth.set_ui(format!("{origin}/ui"));
                 let gateway = gateway.clone();
                 life.spawn(async move {
                     if let Err(e) = crate::listen::serve(gateway, bound).await {

@@ -43,6 +43,8 @@ struct Inner {
     flash: Mutex<Flash>,
     /// OAuth sign-ins started from the UI: app → what became of it.
     logins: Mutex<HashMap<String, String>>,
+    /// The authorization URL a remote MCP server's step-up needs the user to open next.
+    login_links: Mutex<HashMap<String, String>>,
     /// One-time sign-in codes (`/ui/login?code=…`) and when they expire.
     codes: Mutex<Vec<(String, std::time::Instant)>>,
     /// Wrong tokens in a row at the sign-in form, for the back-off.
@@ -69,6 +71,7 @@ impl Ui {
                 token,
                 flash: Mutex::new(Flash::default()),
                 logins: Mutex::new(HashMap::new()),
+                login_links: Mutex::new(HashMap::new()),
                 codes: Mutex::new(Vec::new()),
                 failures: std::sync::atomic::AtomicU32::new(0),
             }),
@@ -126,6 +129,7 @@ impl Ui {
             .route("/ui/credentials/set", post(pages::set_credential))
             .route("/ui/credentials/remove", post(pages::remove_credential))
             .route("/ui/credentials/login", post(pages::login))
+            .route("/ui/credentials/mcp-login", post(pages::mcp_login))
             .route("/ui/config", get(pages::config))
             .route("/ui/rescan", post(pages::rescan))
             .route("/ui/login", get(pages::sign_in_page).post(pages::sign_in))
