@@ -47,7 +47,7 @@ def test_conformance_scenario(gw, scenario):
 
 
 CLIENT_MUST_PASS = [
-    "initialize", "tools_call", "sse-retry",
+    "initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults",
     "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
     "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
     "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
@@ -56,11 +56,10 @@ CLIENT_MUST_PASS = [
     "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch",
     "auth/offline-access-scope", "auth/offline-access-not-supported",
 ]
-# docs/mcp.md says why: elicitation is not passed through to the gateway's client yet; the
-# extension scenarios are machine-to-machine grants (client credentials, cross-app access),
-# not a user's sign-in.
+# docs/mcp.md says why: extension scenarios for machine-to-machine grants (client
+# credentials, cross-app access), not a user's sign-in.
 CLIENT_SKIPPED = [
-    "elicitation-sep1034-client-defaults", "auth/client-credentials-jwt",
+    "auth/client-credentials-jwt",
     "auth/client-credentials-basic", "auth/cross-app-access-complete-flow",
 ]
 

@@ -705,3 +705,95 @@ async def test_resources_and_prompts_of_a_server_are_read_through_its_app(gw):
             await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "mcp.resources.read",
                                            "args": {"uri": "file:///etc/passwd"}})
         assert e.value.error.code == -32005
+
+
+async def passing_session(gw, **callbacks):
+    """An MCP client with the given callbacks (elicitation, sampling, roots) over stdio."""
+    import contextlib
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    @contextlib.asynccontextmanager
+    async def opened():
+        errlog = open(gw.tmp / "stderr.log", "a")
+        async with stdio_client(gw.params(), errlog=errlog) as (read, write):
+            async with ClientSession(read, write, **callbacks) as s:
+                await s.initialize()
+                yield s
+        errlog.close()
+    return opened()
+
+
+async def test_a_servers_requests_reach_the_calling_client_labelled_with_the_app(gw):
+    """Elicitation, sampling and roots of server-everything pass through to the client
+    whose call is running: each labelled with the app (`_meta`, and the elicitation's
+    message); sampling asks consent first (here `allow`)."""
+    from mcp import types
+    everything(gw)
+    seen = {}
+
+    async def elicit(context, params):
+        seen["elicit"] = params
+        return types.ElicitResult(action="accept", content={"name": "Ada", "check": True, "integer": 7})
+
+    async def sample(context, params):
+        seen["sample"] = params
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text="forty-two"))
+
+    async def roots(context):
+        seen["roots"] = True
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+
+    async with await passing_session(gw, elicitation_callback=elicit, sampling_callback=sample,
+                                     list_roots_callback=roots) as s:
+        r = await exec_(s, "dev.mcp.everything", "trigger-elicitation-request")
+        text = "\n".join(c.text for c in r.content if c.type == "text")
+        assert "Ada" in text and not r.is_error, text
+        assert seen["elicit"].message.startswith("dev.mcp.everything: ")
+        r = await exec_(s, "dev.mcp.everything", "trigger-sampling-request", prompt="the answer?")
+        text = "\n".join(c.text for c in r.content if c.type == "text")
+        assert "forty-two" in text and not r.is_error, text
+        assert seen["sample"].messages[-1].content.text.endswith("the answer?")
+        meta = seen["sample"].meta or {}
+        assert (meta.get("io.github.aai-gateway/app") if isinstance(meta, dict) else getattr(meta, "io.github.aai-gateway/app", None)) == "dev.mcp.everything"
+        r = await exec_(s, "dev.mcp.everything", "get-roots-list")
+        assert "file:///work/project" in r.content[0].text, r.content[0].text
+
+
+async def test_a_client_that_cannot_answer_gets_the_server_an_error_not_a_hang(gw):
+    """The client declares neither sampling nor elicitation: the server's request fails at
+    once (the call ends well inside its timeout), and the call reports it."""
+    everything(gw)
+    async with await passing_session(gw) as s:
+        started = time.monotonic()
+        r = await exec_(s, "dev.mcp.everything", "trigger-sampling-request", prompt="hello")
+        text = "\n".join(c.text for c in r.content if c.type == "text")
+        assert r.is_error or "does not support sampling" in text or "error" in text.lower(), text
+        assert time.monotonic() - started < 20
+
+
+async def test_sampling_needs_the_users_yes(gw):
+    """Consent `prompt`: the user is asked (by elicitation) before the server may use the
+    client's model; a no reaches the server as an error and the model is never asked."""
+    from mcp import types
+    everything(gw)
+    gw.config(consent={"mode": "prompt"})
+    asked, sampled = [], []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        # Allow the call itself; refuse the sampling.
+        return types.ElicitResult(action="accept", content={"decision": "deny" if "your client's model" in params.message else "once"})
+
+    async def sample(context, params):
+        sampled.append(params)
+        return types.CreateMessageResult(role="assistant", model="m",
+                                         content=types.TextContent(type="text", text="never"))
+
+    async with await passing_session(gw, elicitation_callback=elicit, sampling_callback=sample) as s:
+        r = await exec_(s, "dev.mcp.everything", "trigger-sampling-request", prompt="secret plans")
+    text = "\n".join(c.text for c in r.content if c.type == "text")
+    assert not sampled, "the model was asked despite the user's no"
+    assert any("your client's model" in m and "secret plans" in m for m in asked), asked
+    assert "never" not in text

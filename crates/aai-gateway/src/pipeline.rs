@@ -149,6 +149,8 @@ pub struct Origin {
     pub caller: crate::consent::Caller,
     /// The front door's way to ask the user, when it has one.
     pub prompter: Option<crate::consent::SharedPrompter>,
+    /// The calling MCP client, for a downstream MCP server's requests of it.
+    pub client: Option<exec::UpstreamRef>,
 }
 
 impl std::fmt::Debug for Origin {
@@ -156,6 +158,7 @@ impl std::fmt::Debug for Origin {
         f.debug_struct("Origin")
             .field("caller", &self.caller)
             .field("prompter", &self.prompter.is_some())
+            .field("client", &self.client.is_some())
             .finish()
     }
 }
@@ -597,8 +600,10 @@ impl Pipeline {
             }
             _ => None,
         };
-        // Only agents ask for permission mid-call and open sessions in a folder.
-        let permission = agent.then(|| self.permission_asker(&question, origin));
+        // Agents ask for permission mid-call, and MCP servers for sampling; only agents
+        // open sessions in a folder.
+        let mcp = matches!(binding.executor, aai_descriptor::Executor::Mcp(_));
+        let permission = (agent || mcp).then(|| self.permission_asker(&question, origin));
         let cwd = self.settings.cwd.get(app_id).cloned().filter(|_| agent);
         // The secrets the binding's `${NAME}` placeholders stand for (none: nothing read).
         let filled = self
@@ -648,6 +653,7 @@ impl Pipeline {
                         retries: self.settings.retries,
                         permission: permission.clone(),
                         cwd: cwd.clone(),
+                        upstream: origin.client.clone().filter(|_| mcp),
                     },
                 })
                 .await;

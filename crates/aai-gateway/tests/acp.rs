@@ -97,6 +97,7 @@ async fn ask(gateway: &Gateway, prompt: &str) -> Result<Value, aai_gateway::erro
             token: None,
         },
         prompter: None,
+        client: None,
     };
     gateway
         .pipeline

@@ -78,6 +78,7 @@ fn serving_ends_on_stop_and_the_teardown_leaves_nothing_running() {
         let origin = Origin {
             caller: Caller::cli(),
             prompter: None,
+            client: None,
         };
         let called = gateway
             .pipeline

@@ -143,6 +143,7 @@ fn origin() -> Origin {
             token: None,
         },
         prompter: None,
+        client: None,
     }
 }
 

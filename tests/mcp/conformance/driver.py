@@ -11,7 +11,13 @@ remembered the scope) and calls again. Exit status 0 when the call succeeded.
 
 `initialize` has no tool: the call of a tool the server does not list makes the gateway
 connect and list, and TOOL_NOT_FOUND is that scenario's success.
+
+`elicitation-sep1034-client-defaults` needs a client that answers elicitation: an MCP
+client (the Python SDK) starts the gateway on stdio and calls the tool through `aai_exec`;
+it accepts the server's form with nothing filled in, and the gateway applies the form's
+defaults before answering the server.
 """
+import asyncio
 import json
 import os
 import subprocess
@@ -70,6 +76,8 @@ def main() -> int:
         tool, args = TOOLS.get(scenario, ("test-tool", {}))
         if scenario == "initialize":
             tool = "no-such-tool"
+        if scenario == "elicitation-sep1034-client-defaults":
+            return asyncio.run(through_a_client(binary, home, env, tool))
         p = gw("call", APP, tool, json.dumps(args))
         code = error_code(p.stdout)
         if scenario.startswith("auth/") and code == "AUTH_REQUIRED":
@@ -80,6 +88,23 @@ def main() -> int:
         if scenario == "initialize":
             return 0 if code == "TOOL_NOT_FOUND" else 1
         return p.returncode
+
+
+async def through_a_client(binary, home, env, tool):
+    from mcp import ClientSession, StdioServerParameters, types
+    from mcp.client.stdio import stdio_client
+
+    async def accept_empty(context, params):
+        print(f"elicitation: {params.message}", file=sys.stderr)
+        return types.ElicitResult(action="accept", content={})
+
+    server = StdioServerParameters(command=binary, args=["--home", str(home)], env=env)
+    async with stdio_client(server, errlog=sys.stderr) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=accept_empty) as s:
+            await s.initialize()
+            result = await s.call_tool("aai_exec", {"app": APP, "tool": tool, "args": {}})
+            print(result.content[0].text if result.content else result, file=sys.stderr)
+            return 1 if result.is_error else 0
 
 
 def error_code(stdout: str):

@@ -52,6 +52,7 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
             caller: crate::consent::Caller::cli(),
             prompter: interactive
                 .then(|| std::sync::Arc::new(Terminal) as crate::consent::SharedPrompter),
+            client: None,
         };
         gateway
             .pipeline

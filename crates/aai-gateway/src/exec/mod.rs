@@ -46,6 +46,49 @@ pub struct Progress {
 /// Where progress goes.
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
+/// What a downstream MCP server may ask of the client a call came from, mid-call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// `elicitation/create`: a question for the user.
+    Elicitation,
+    /// `sampling/createMessage`: a completion from the client's model.
+    Sampling,
+    /// `roots/list`: the client's roots.
+    Roots,
+}
+
+impl Ask {
+    /// The MCP method.
+    pub fn method(self) -> &'static str {
+        match self {
+            Ask::Elicitation => "elicitation/create",
+            Ask::Sampling => "sampling/createMessage",
+            Ask::Roots => "roots/list",
+        }
+    }
+}
+
+/// Why the calling client did not answer a downstream server's request.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct Unanswered(pub String);
+
+/// The client a call came from, as the requests of a downstream MCP server reach it (the
+/// MCP front door supplies it; other front doors have none).
+pub trait Upstream: Send + Sync {
+    /// Whether the client declared the capability.
+    fn offers(&self, ask: Ask) -> bool;
+    /// Sends the request with `params` (JSON) and returns the client's result (JSON).
+    fn request(
+        &self,
+        ask: Ask,
+        params: Value,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Value, Unanswered>> + Send>>;
+}
+
+/// A shared [`Upstream`].
+pub type UpstreamRef = Arc<dyn Upstream>;
+
 /// An app's request, mid-call, to do something that needs the user's permission (an ACP
 /// agent about to edit a file or run a command).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +123,8 @@ pub struct CallContext {
     /// The working folder an agent's new session gets when the call names none
     /// (`apps.<id>.cwd`; else the user's home).
     pub cwd: Option<std::path::PathBuf>,
+    /// The client the call came from, for a downstream MCP server's requests.
+    pub upstream: Option<UpstreamRef>,
 }
 
 impl std::fmt::Debug for CallContext {

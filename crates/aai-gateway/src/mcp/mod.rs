@@ -296,7 +296,11 @@ impl Server {
                 }
             },
         };
-        let origin = crate::pipeline::Origin { caller, prompter };
+        let origin = crate::pipeline::Origin {
+            caller,
+            prompter,
+            client: upstream(ctx),
+        };
         let outcome = self
             .gateway
             .pipeline
@@ -328,6 +332,7 @@ impl Server {
         crate::pipeline::Origin {
             caller: self.caller(ctx),
             prompter,
+            client: None,
         }
     }
 
@@ -363,6 +368,7 @@ impl Server {
         let origin = crate::pipeline::Origin {
             caller: self.caller(ctx),
             prompter,
+            client: upstream(ctx),
         };
         let progress = progress_sink(ctx);
         let on_done = progress.as_ref().map(|p| {
@@ -706,6 +712,60 @@ fn consent_form(question: &crate::consent::Question) -> Option<rmcp::model::Elic
         message: question.text(),
         requested_schema: schema,
     })
+}
+
+/// The calling client as a downstream MCP server's requests reach it, for a client that
+/// takes requests mid-call (before 2026-07-28, which forbids them).
+fn upstream(ctx: &RequestContext<RoleServer>) -> Option<crate::exec::UpstreamRef> {
+    let (_, round_trips) = asking(ctx);
+    (!round_trips).then(|| Arc::new(Client(ctx.peer.clone())) as crate::exec::UpstreamRef)
+}
+
+/// The calling client (its session's peer), for requests passed through from a downstream
+/// server: parsed into rmcp's types here, JSON on both sides.
+struct Client(Peer<RoleServer>);
+
+impl crate::exec::Upstream for Client {
+    fn offers(&self, ask: crate::exec::Ask) -> bool {
+        use crate::exec::Ask;
+        let Some(info) = self.0.peer_info() else {
+            return false;
+        };
+        let caps = &info.capabilities;
+        match ask {
+            Ask::Elicitation => caps.elicitation.is_some(),
+            Ask::Sampling => caps.sampling.is_some(),
+            Ask::Roots => caps.roots.is_some(),
+        }
+    }
+
+    #[allow(deprecated)] // sampling and roots: deprecated from 2026-07-28, used before it
+    fn request(
+        &self,
+        ask: crate::exec::Ask,
+        params: Value,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Value, crate::exec::Unanswered>> + Send>,
+    > {
+        use crate::exec::{Ask, Unanswered};
+        let peer = self.0.clone();
+        Box::pin(async move {
+            let bad = |e: serde_json::Error| Unanswered(format!("the request is not valid: {e}"));
+            let failed = |e: rmcp::service::ServiceError| Unanswered(e.to_string());
+            let answer = match ask {
+                Ask::Elicitation => {
+                    let params = serde_json::from_value(params).map_err(bad)?;
+                    serde_json::to_value(peer.create_elicitation(params).await.map_err(failed)?)
+                }
+                Ask::Sampling => {
+                    let params = serde_json::from_value(params).map_err(bad)?;
+                    serde_json::to_value(peer.create_message(params).await.map_err(failed)?)
+                }
+                Ask::Roots => serde_json::to_value(peer.list_roots().await.map_err(failed)?),
+            };
+            answer.map_err(|e| Unanswered(e.to_string()))
+        })
+    }
 }
 
 /// Asks the user through MCP elicitation: a form with one choice.

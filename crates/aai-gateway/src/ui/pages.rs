@@ -1432,6 +1432,7 @@ pub(super) async fn try_tool(
     let origin = crate::pipeline::Origin {
         caller: crate::consent::Caller::ui(),
         prompter: None,
+        client: None,
     };
     let shown = crate::history::mask(&args);
     let outcome = ui

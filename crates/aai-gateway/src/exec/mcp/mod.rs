@@ -403,12 +403,18 @@ impl McpExecutor {
                 }
             }
             None => {
+                let caller = client::Caller {
+                    app: req.app.to_owned(),
+                    upstream: ctx.upstream.clone(),
+                    permission: ctx.permission.clone(),
+                };
                 link.call(
                     &req.tool.name,
                     args,
                     ctx.progress.clone(),
                     &ctx.cancel,
                     left,
+                    caller,
                 )
                 .await
             }
