@@ -705,6 +705,17 @@ async def test_resources_and_prompts_of_a_server_are_read_through_its_app(gw):
             await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "mcp.resources.read",
                                            "args": {"uri": "file:///etc/passwd"}})
         assert e.value.error.code == -32005
+        # Its resource templates are listed too, and a URI one makes is read.
+        template = re.search(r"- `(demo://resource/dynamic/text/\{resourceId\})` \(a template", guide)
+        assert template, guide
+        read = await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "mcp.resources.read",
+                                              "args": {"uri": "demo://resource/dynamic/text/7"}})
+        assert not read.is_error and read.structured_content["contents"][0]["uri"].endswith("/7"), read
+        # A URI no template makes (another segment) is still refused.
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "dev.mcp.everything", "tool": "mcp.resources.read",
+                                           "args": {"uri": "demo://resource/dynamic/text/7/../../x"}})
+        assert e.value.error.code == -32005
 
 
 async def passing_session(gw, **callbacks):

@@ -338,8 +338,18 @@ impl McpExecutor {
                 Listing::Resources => ("resources/list", "resources"),
                 Listing::Prompts => ("prompts/list", "prompts"),
             };
+            // Resource templates too (a server without them answers with an error).
+            let templates = match listing {
+                Listing::Resources => link
+                    .list_all("resources/templates/list", "resourceTemplates", limit)
+                    .await
+                    .unwrap_or_default(),
+                Listing::Prompts => Vec::new(),
+            };
             match link.list_all(method, key, limit).await {
-                Ok(items) if !items.is_empty() => listed.push(listing_remote(listing, &items)),
+                Ok(items) if !items.is_empty() || !templates.is_empty() => {
+                    listed.push(listing_remote(listing, &items, &templates));
+                }
                 Ok(_) => {}
                 Err(why) => tracing::warn!(app, "{why}; its {key} are not offered"),
             }
@@ -660,10 +670,41 @@ fn listing_tool(listing: Listing) -> &'static str {
 /// The gateway's tool for a server's resources or prompts: one argument naming the item
 /// (an `enum` of what was listed), and the list in its description — what an agent reads
 /// in the app's guide, and nowhere before.
-fn listing_remote(listing: Listing, items: &[Value]) -> RemoteTool {
+fn listing_remote(listing: Listing, items: &[Value], templates: &[Value]) -> RemoteTool {
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     let mut lines = Vec::new();
     let mut names = Vec::new();
+    let mut patterns = Vec::new();
+    for template in templates {
+        let key = text(template, "uriTemplate");
+        let Some(pattern) = template_pattern(&key) else {
+            continue;
+        };
+        if patterns.contains(&pattern) {
+            continue;
+        }
+        let about = [
+            text(template, "title"),
+            text(template, "name"),
+            text(template, "description"),
+        ]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" — ");
+        lines.push(crate::text::excerpt(
+            &format!(
+                "- `{key}` (a template: fill in each `{{…}}`){}",
+                if about.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {about}")
+                }
+            ),
+            300,
+        ));
+        patterns.push(pattern);
+    }
     for item in items {
         let key = match listing {
             Listing::Resources => text(item, "uri"),
@@ -715,7 +756,17 @@ fn listing_remote(listing: Listing, items: &[Value]) -> RemoteTool {
             format!(
                 "Read one of this server's resources (MCP resources/read); the result holds its contents.\n{listing_text}"
             ),
-            json!({"type": "object", "properties": {"uri": {"type": "string", "enum": names}}, "required": ["uri"]}),
+            {
+                // A listed URI, or one a template makes.
+                let mut any: Vec<Value> = vec![json!({"enum": names})];
+                any.extend(patterns.iter().map(|p| json!({"pattern": p})));
+                let uri = if any.len() == 1 {
+                    json!({"type": "string", "enum": names})
+                } else {
+                    json!({"type": "string", "anyOf": any})
+                };
+                json!({"type": "object", "properties": {"uri": uri}, "required": ["uri"]})
+            },
         ),
         Listing::Prompts => (
             format!(
@@ -735,6 +786,50 @@ fn listing_remote(listing: Listing, items: &[Value]) -> RemoteTool {
         read_only: false,
         listing: Some(listing),
     }
+}
+
+/// The pattern of the URIs an RFC 6570 URI template makes (whole match): literal parts
+/// as they are, `{var}` one segment, `{+var}`/`{#var}` anything, `{?…}`/`{&…}` a query
+/// part, `{/var}` more segments. `None` for a template too odd to match safely.
+fn template_pattern(template: &str) -> Option<String> {
+    if template.is_empty() || template.len() > 1000 {
+        return None;
+    }
+    let mut out = String::from("^");
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&regex_escape(&rest[..open]));
+        let close = rest[open..].find('}')? + open;
+        let expression = &rest[open + 1..close];
+        out.push_str(match expression.chars().next()? {
+            '+' | '#' => ".*",
+            '?' | '&' => "([?&][^#]*)?",
+            '/' => "(/[^?#]*)?",
+            '.' => "(\\.[^/?#]*)?",
+            ';' => "(;[^/?#]*)?",
+            c if c.is_ascii_alphanumeric() || c == '_' || c == '%' => "[^/?#]+",
+            _ => return None,
+        });
+        rest = &rest[close + 1..];
+    }
+    if rest.contains('}') {
+        return None;
+    }
+    out.push_str(&regex_escape(rest));
+    out.push('$');
+    Some(out)
+}
+
+/// `text` with regular-expression metacharacters escaped.
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `resources/read` or `prompts/get` for the gateway's tool, answered as a tool result:
@@ -770,5 +865,25 @@ async fn read_listing(
                 json!({"content": [{"type": "text", "text": text}], "structuredContent": answer, "isError": false}),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uri_templates_become_whole_match_patterns() {
+        let p = |t: &str| super::template_pattern(t);
+        assert_eq!(p("demo://r/{id}").unwrap(), "^demo://r/[^/?#]+$");
+        assert_eq!(p("file:///{+path}").unwrap(), "^file:///.*$");
+        assert_eq!(p("db://t{?a,b}").unwrap(), "^db://t([?&][^#]*)?$");
+        assert_eq!(p("x://a.b/{id}").unwrap(), "^x://a\\.b/[^/?#]+$");
+        for odd in ["", "a/{", "a/}", "a/{!x}", "a/{}"] {
+            assert!(p(odd).is_none(), "{odd}");
+        }
+        let schema = serde_json::json!({"type": "string", "pattern": p("demo://r/{id}").unwrap()});
+        let v = jsonschema::draft7::new(&schema).unwrap();
+        assert!(v.is_valid(&serde_json::json!("demo://r/7")));
+        assert!(!v.is_valid(&serde_json::json!("demo://r/7/x")));
+        assert!(!v.is_valid(&serde_json::json!("demo://rr/7")));
     }
 }
