@@ -127,18 +127,48 @@ async def test_resources_list_and_read(gw):
         resources = (await s.list_resources()).resources
         assert [(str(r.uri), r.name, r.mime_type) for r in resources] == [
             ("app:com.example.echo", "Echo", "application/aai+json")]
+        # The descriptor as written: the file's own text.
         read = await s.read_resource("app:com.example.echo")
-        descriptor = json.loads(read.contents[0].text)
-        assert descriptor["id"] == "com.example.echo"
-        assert [b["executor"]["type"] for b in descriptor["bindings"]] == ["stdio"]
+        written = (gw.home / "com.example.echo" / "aai.json").read_text()
+        assert read.contents[0].text == written
+        assert json.loads(read.contents[0].text)["app"]["id"] == "com.example.echo"
+        # The normalized model has a URI of its own.
+        model = json.loads((await s.read_resource("app:com.example.echo/model")).contents[0].text)
+        assert model["id"] == "com.example.echo"
+        assert [b["executor"]["type"] for b in model["bindings"]] == ["stdio"]
         guide = await s.read_resource("app:com.example.echo/guide")
         assert guide.contents[0].mime_type == "text/markdown"
         assert guide.contents[0].text.startswith("# Echo")
         templates = (await s.list_resource_templates()).resource_templates
-        assert templates[0].uri_template == "app:{appId}/guide"
+        assert [t.uri_template for t in templates] == ["app:{appId}/guide", "app:{appId}/model"]
         with pytest.raises(MCPError) as e:
             await s.read_resource("app:com.example.nope")
         assert "no resource" in e.value.error.message
+
+
+async def test_a_seed_example_and_a_built_in_are_served_as_written(gw, tmp_path):
+    """Seed 004's agent reads an app's `aai.json` itself: `resources/read app:<id>` of the
+    seeds' D1 web example returns that file's text, and a built-in's (the OpenCode agent,
+    offered when `opencode` is on PATH) is its JSON as the gateway wrote it."""
+    from pathlib import Path
+    seed = Path(__file__).parents[2] / "fixtures" / "valid" / "d1-example-api-web.json"
+    text = seed.read_text()
+    app_id = json.loads(text)["app"]["id"]
+    (gw.home / "seed").mkdir()
+    (gw.home / "seed" / "aai.json").write_text(text)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "opencode").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "opencode").chmod(0o755)
+    gw.extra_env["PATH"] = f"{bin_dir}:{gw.env()['PATH']}"
+    async with gw.session() as s:
+        read = (await s.read_resource(f"app:{app_id}")).contents[0]
+        assert read.text == text and read.mime_type == "application/json"
+        model = json.loads((await s.read_resource(f"app:{app_id}/model")).contents[0].text)
+        assert model["id"] == app_id and "bindings" in model
+        agent = json.loads((await s.read_resource("app:ai.opencode")).contents[0].text)
+        assert agent["app"]["id"] == "ai.opencode"
+        assert agent["execution"] == {"type": "acp", "start": {"command": "opencode", "args": ["acp"]}}
 
 
 async def test_errors_follow_the_documented_shape(gw):

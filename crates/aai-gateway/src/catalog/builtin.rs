@@ -163,55 +163,107 @@ pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
         .iter()
         .filter_map(|a| {
             if find(a.command) {
-                return Some((a, a.command.to_owned(), a.args.iter().map(|s| (*s).to_owned()).collect()));
+                return Some((
+                    a,
+                    a.command.to_owned(),
+                    a.args.iter().map(|s| (*s).to_owned()).collect(),
+                ));
             }
             // The agent is installed but its adapter is not: npx fetches the adapter on
             // the first start — which downloads code, so the start's consent says so.
             let (cli, package) = a.npm?;
-            (find(cli) && find("npx"))
-                .then(|| (a, "npx".to_owned(), vec!["-y".to_owned(), package.to_owned()]))
+            (find(cli) && find("npx")).then(|| {
+                (
+                    a,
+                    "npx".to_owned(),
+                    vec!["-y".to_owned(), package.to_owned()],
+                )
+            })
         })
         .map(|(a, command, args): (&CodingAgent, String, Vec<String>)| {
-            let doc = serde_json::json!({
-                "schemaVersion": "1.0",
-                "version": "1.0.0",
-                "platform": platform,
-                "app": {
-                    "id": a.id,
-                    "name": {"en": a.name},
-                    "defaultLang": "en",
-                    "description": format!(
-                        "{}: a coding agent. Delegate a coding task or question in plain language; \
-                         it reads and edits files and runs commands in the session's folder with \
-                         its own tools and model account, and asks the user before it edits or runs \
-                         anything. A task can take minutes.",
-                        a.about
-                    ),
-                    "aliases": ["coding agent", "code assistant", "delegate", "编程助手", a.command],
-                },
-                "execution": {"type": "acp", "start": {"command": command, "args": args}},
-                "tools": [{
-                    "name": "ask",
-                    "description": format!(
-                        "Give {} a task or a question. It works in `cwd` (else the gateway's \
-                         `apps.{}.cwd`, else the home folder), may ask the user for permission, and \
-                         returns its answer with the tool calls it made. Pass the returned \
-                         `sessionId` to continue the conversation.",
-                        a.name, a.id
-                    ),
-                    "parameters": {
-                        "type": "object",
-                        "properties": {"prompt": {
-                            "type": "string",
-                            "description": "The task or question, as you would type it to the agent",
-                        }},
-                        "required": ["prompt"],
-                    },
-                }],
-            });
+            let doc = agent_doc(a, platform, &command, &args);
             parse(&doc.to_string(), &format!("builtin:agents/{}", a.command))
         })
         .collect()
+}
+
+/// The text of the built-in descriptor named `source` (`builtin:…`), as the gateway loads
+/// it: compiled in (an MPRIS player's with its name filled in), or written for a coding
+/// agent found on `PATH` (`find`).
+pub fn text_of(source: &str, find: impl Fn(&str) -> bool) -> Option<String> {
+    let name = source.strip_prefix("builtin:")?;
+    if name == "notifications" {
+        return Some(NOTIFICATIONS.to_owned());
+    }
+    if let Some(player) = name.strip_prefix("mpris/") {
+        return Some(MPRIS.replace("PLAYER", player));
+    }
+    if let Some((text, _, _)) = MACOS.iter().find(|(_, s, _)| *s == source) {
+        return Some((*text).to_owned());
+    }
+    let command = name.strip_prefix("agents/")?;
+    let platform = match crate::host::Host::current().os() {
+        crate::host::Os::Macos => "macos",
+        crate::host::Os::Windows => "windows",
+        _ => "linux",
+    };
+    CODING_AGENTS
+        .iter()
+        .find(|a| a.command == command)
+        .map(|a| {
+            let (command, args) = if find(a.command) || a.npm.is_none() {
+                (
+                    a.command.to_owned(),
+                    a.args.iter().map(|s| (*s).to_owned()).collect(),
+                )
+            } else {
+                let package = a.npm.map_or("", |(_, p)| p);
+                ("npx".to_owned(), vec!["-y".to_owned(), package.to_owned()])
+            };
+            serde_json::to_string_pretty(&agent_doc(a, platform, &command, &args))
+                .expect("JSON values serialize")
+        })
+}
+
+/// A coding agent's descriptor.
+fn agent_doc(a: &CodingAgent, platform: &str, command: &str, args: &[String]) -> serde_json::Value {
+    serde_json::json!({
+        "schemaVersion": "1.0",
+        "version": "1.0.0",
+        "platform": platform,
+        "app": {
+            "id": a.id,
+            "name": {"en": a.name},
+            "defaultLang": "en",
+            "description": format!(
+                "{}: a coding agent. Delegate a coding task or question in plain language; \
+                 it reads and edits files and runs commands in the session's folder with \
+                 its own tools and model account, and asks the user before it edits or runs \
+                 anything. A task can take minutes.",
+                a.about
+            ),
+            "aliases": ["coding agent", "code assistant", "delegate", "编程助手", a.command],
+        },
+        "execution": {"type": "acp", "start": {"command": command, "args": args}},
+        "tools": [{
+            "name": "ask",
+            "description": format!(
+                "Give {} a task or a question. It works in `cwd` (else the gateway's \
+                 `apps.{}.cwd`, else the home folder), may ask the user for permission, and \
+                 returns its answer with the tool calls it made. Pass the returned \
+                 `sessionId` to continue the conversation.",
+                a.name, a.id
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {"prompt": {
+                    "type": "string",
+                    "description": "The task or question, as you would type it to the agent",
+                }},
+                "required": ["prompt"],
+            },
+        }],
+    })
 }
 
 fn parse(text: &str, source: &str) -> (App, PathBuf) {

@@ -92,6 +92,26 @@ impl SearchDir {
     }
 }
 
+/// The text of the descriptor at `source` as written: the file (at most 1 MiB), or a
+/// built-in's compiled-in JSON.
+pub fn descriptor_text(source: &Path) -> std::io::Result<String> {
+    let name = source.to_string_lossy();
+    if name.starts_with("builtin:") {
+        return builtin::text_of(&name, |p| crate::host::on_path(p).is_some()).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such built-in descriptor")
+        });
+    }
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(source)?
+        .take(crate::net::MAX_DESCRIPTOR as u64 + 1)
+        .read_to_string(&mut text)?;
+    if text.len() > crate::net::MAX_DESCRIPTOR {
+        return Err(std::io::Error::other("the descriptor is larger than 1 MiB"));
+    }
+    Ok(text)
+}
+
 /// An app as loaded, with where each binding came from.
 #[derive(Debug, Clone)]
 pub struct Loaded {

@@ -5,7 +5,9 @@
 //! `aai_search`, `aai_guide`, `aai_exec`; in `flat` mode every tool as `<slug>__<tool>`.
 //! `tools/call` also accepts the colon spellings `app:<id>`, `aai:exec` and the direct
 //! `<appId>:<tool>` (docs/design.md, Colon spellings). Resources: `app:<appId>` (the
-//! normalized descriptor of the binding in use) and `app:<appId>/guide` (markdown).
+//! descriptor as written: the file of the binding in use, or a built-in's JSON),
+//! `app:<appId>/model` (the normalized model of that binding) and `app:<appId>/guide`
+//! (markdown).
 
 // This module is where rmcp is allowed (clippy.toml bans its types elsewhere).
 #![allow(clippy::disallowed_types)]
@@ -1110,7 +1112,15 @@ impl ServerHandler for Server {
         let mut guide = ResourceTemplate::new("app:{appId}/guide", "guide");
         guide.description = Some("An app's operation guide (markdown)".to_owned());
         guide.mime_type = Some("text/markdown".to_owned());
-        Ok(ListResourceTemplatesResult::with_all_items(vec![guide]))
+        let mut model = ResourceTemplate::new("app:{appId}/model", "model");
+        model.description = Some(
+            "An app as the gateway understood it: the normalized model, with the binding in use"
+                .to_owned(),
+        );
+        model.mime_type = Some("application/json".to_owned());
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            guide, model,
+        ]))
     }
 
     async fn read_resource(
@@ -1124,19 +1134,37 @@ impl ServerHandler for Server {
             McpError::resource_not_found(format!("no resource `{uri}`"), Some(json!({"uri": uri})))
         };
         let key = uri.strip_prefix("app:").ok_or_else(not_found)?;
-        let (key, guide) = match key.strip_suffix("/guide") {
-            Some(k) => (k, true),
-            None => (key, false),
+        let (key, part) = match key.rsplit_once('/') {
+            Some((k, "guide")) => (k, "guide"),
+            Some((k, "model")) => (k, "model"),
+            _ => (key, ""),
         };
         let entry = snapshot
             .find(key)
             .filter(|e| e.app.id == key)
             .ok_or_else(not_found)?;
-        let contents = if guide {
-            ResourceContents::text(crate::registry::guide::render(&snapshot, entry), uri)
-                .with_mime_type("text/markdown")
-        } else {
-            ResourceContents::text(descriptor_json(entry), uri).with_mime_type("application/json")
+        let contents = match part {
+            "guide" => {
+                ResourceContents::text(crate::registry::guide::render(&snapshot, entry), uri)
+                    .with_mime_type("text/markdown")
+            }
+            "model" => ResourceContents::text(descriptor_json(entry), uri)
+                .with_mime_type("application/json"),
+            // The descriptor as its author wrote it (the file of the binding served).
+            _ => {
+                let source = entry.source.clone();
+                let text =
+                    tokio::task::spawn_blocking(move || crate::catalog::descriptor_text(&source))
+                        .await
+                        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                        .map_err(|e| {
+                            McpError::internal_error(
+                                format!("the descriptor of `{key}` cannot be read now: {e}"),
+                                Some(json!({"uri": uri})),
+                            )
+                        })?;
+                ResourceContents::text(text, uri).with_mime_type("application/json")
+            }
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
