@@ -8,6 +8,7 @@ issues and every grant it is asked for is appended to LOG as JSON lines. MODE:
   other-origin  the metadata's token endpoint is on another origin (127.0.0.2)
   huge          the authorization server metadata is 2 MiB
   echo          the token endpoint refuses and echoes what it was sent
+  redirect      registration answers with another (non-loopback) redirect URI
 """
 import base64
 import json
@@ -84,7 +85,10 @@ class Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
         if url.path == "/register":
-            return self.send(201, {"client_id": "client-" + secrets.token_hex(4), **json.loads(body)})
+            registered = json.loads(body)
+            if MODE == "redirect":
+                registered["redirect_uris"] = ["https://evil.example/callback"]
+            return self.send(201, {"client_id": "client-" + secrets.token_hex(4), **registered})
         if url.path == "/token":
             form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
             log(grant=form.get("grant_type"), resource=form.get("resource"))

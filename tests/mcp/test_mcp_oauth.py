@@ -123,13 +123,14 @@ def test_a_refused_refresh_asks_for_sign_in(gw, remote):
     ("other-origin", "on another origin (http://127.0.0.2"),
     ("huge", "larger than"),
     ("echo", "the token endpoint refused"),
+    ("redirect", "another redirect URI"),
 ])
 def test_hostile_authorization_servers_are_refused_clearly(gw, remote, mode, said):
     url, log = remote(mode)
     p = run(gw, "auth", "login", APP, "--yes")
     assert p.returncode == 1
     assert said in p.stderr, p.stderr
-    if mode == "other-origin":
+    if mode in ("other-origin", "redirect"):
         # Refused before the browser step: the user never saw a sign-in page.
         assert not any("authorize" in e for e in entries(log))
     if mode == "echo":
@@ -214,3 +215,33 @@ def test_the_typescript_sdk_oauth_example_signs_in(gw, strict):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_typescript_sdk_sse_example_works_through_its_app(gw):
+    """The MCP TypeScript SDK's HTTP+SSE example (2024-11-05), found by detection: the
+    `url` is its event stream and no `transport` is given."""
+    from conftest import need_peer
+    from test_http import free_port
+    example = SDK_EXAMPLES / "simpleSseServer.js"
+    need_peer(example.exists(), "npm @modelcontextprotocol/sdk (npm ci --prefix tests/mcp/peers)")
+    port = free_port()
+    # The example listens on 3000, fixed: a copy beside it (its imports resolve the same)
+    # listens on a free port instead.
+    copy = example.with_name(f".aai-simpleSseServer-{port}.js")
+    copy.write_text(example.read_text().replace("const PORT = 3000;", f"const PORT = {port};"))
+    proc = subprocess.Popen(["node", str(copy)], env=gw.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        while "listening on port" not in proc.stdout.readline():
+            assert proc.poll() is None, "the example did not start"
+        gw.put("sse", {
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": "dev.sdk.sse", "name": {"en": "SSE"}, "defaultLang": "en", "description": "x"},
+            "execution": {"type": "mcp", "url": f"http://127.0.0.1:{port}/mcp"}})
+        p = run(gw, "call", "dev.sdk.sse", "start-notification-stream", '{"interval": 10, "count": 2}')
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Completed sending 2 notifications every 10ms" in p.stdout, p.stdout
+    finally:
+        proc.kill()
+        proc.wait()
+        copy.unlink(missing_ok=True)

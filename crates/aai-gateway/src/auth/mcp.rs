@@ -766,6 +766,15 @@ pub async fn register(server: &AuthServer, app: &str, redirect_uri: &str) -> Res
             why: oauth::said(&answer),
         });
     };
+    // A registration for another redirect URI would send the code elsewhere: refused.
+    if let Some(uris) = answer.get("redirect_uris").and_then(Value::as_array)
+        && !uris.iter().any(|u| u.as_str() == Some(redirect_uri))
+    {
+        return Err(Error::Registration {
+            status,
+            why: ": it registered another redirect URI than the gateway's loopback one".to_owned(),
+        });
+    }
     let secret = text("client_secret")
         .filter(|s| !s.is_empty())
         .map(Secret::new);
