@@ -119,6 +119,8 @@ pub struct Config {
     pub retries: u32,
     /// Per-app overrides.
     pub apps: BTreeMap<String, AppSettings>,
+    /// Which apps and tools each MCP client may see (`clients`).
+    pub visibility: crate::registry::view::Visibility,
     /// Call history retention: days.
     pub history_days: u32,
     /// Call history retention: rows.
@@ -277,6 +279,7 @@ impl Config {
             oauth_client_metadata_url: None,
             retries: 2,
             apps: BTreeMap::new(),
+            visibility: crate::registry::view::Visibility::default(),
             history_days: 30,
             history_rows: 100_000,
             batch_max_calls: 100,
@@ -513,6 +516,9 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             c.generate.timeout = Duration::from_secs(n);
         }
     }
+    if let Some(clients) = obj.opt_obj("clients") {
+        c.visibility = visibility(sink, clients);
+    }
     if let Some(apps) = obj.opt_obj("apps") {
         let at = apps.pointer().to_owned();
         for (id, value) in apps.entries() {
@@ -539,6 +545,42 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             c.apps.insert(id.clone(), settings);
         }
     }
+}
+
+/// `clients`: per client name (`"*"`: everyone), `apps.allow`, `apps.deny` (app ids,
+/// `prefix.*`) and `tools.deny` (`<appId>:<tool>`).
+fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::registry::view::Visibility {
+    use crate::registry::view::{Rules, Visibility};
+    let at = clients.pointer().to_owned();
+    let mut by_client = BTreeMap::new();
+    for (name, value) in clients.entries() {
+        let pointer = aai_descriptor::diagnostic::join_pointer(&at, name);
+        let Some(mut client) = Obj::new(sink, value, pointer) else {
+            continue;
+        };
+        let mut rules = Rules::default();
+        if let Some(mut apps) = client.opt_obj("apps") {
+            rules.allow = apps.opt_str_list("allow");
+            rules.deny = apps.opt_str_list("deny").unwrap_or_default();
+        }
+        if let Some(mut tools) = client.opt_obj("tools")
+            && let Some(deny) = tools.opt_str_list("deny")
+        {
+            for entry in deny {
+                match entry.rsplit_once(':') {
+                    Some((app, tool)) if !app.is_empty() && !tool.is_empty() => {
+                        rules.deny_tools.push((app.to_owned(), tool.to_owned()));
+                    }
+                    _ => sink.error(
+                        tools.at("deny"),
+                        format!("`{entry}` is not `<appId>:<tool>`"),
+                    ),
+                }
+            }
+        }
+        by_client.insert(name.clone(), rules);
+    }
+    Visibility::new(by_client)
 }
 
 const CONSENT_MODES: &[(&str, ConsentMode)] = &[

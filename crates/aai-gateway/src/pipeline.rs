@@ -226,6 +226,8 @@ pub struct Settings {
     pub batch_max_calls: usize,
     /// `batch.concurrency`.
     pub batch_concurrency: usize,
+    /// `clients`: which apps and tools each client may see.
+    pub visibility: crate::registry::view::Visibility,
 }
 
 /// The call path: shared by every front door, cheap to clone.
@@ -243,7 +245,12 @@ pub struct Pipeline {
     /// Web apps' servers and certificates, for consent.
     pub sites: Arc<Sites>,
     pub(crate) settings: Arc<Settings>,
+    /// Each limited client's view, with the snapshot it was made from.
+    views: Arc<std::sync::Mutex<std::collections::HashMap<String, (Arc<Snapshot>, Arc<Snapshot>)>>>,
 }
+
+/// How many clients' views are kept (more distinct names start the cache anew).
+const VIEWS_KEPT: usize = 32;
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -289,7 +296,32 @@ impl Pipeline {
             history: parts.history,
             sites: parts.sites,
             settings: Arc::new(parts.settings),
+            views: Arc::default(),
         }
+    }
+
+    /// `snapshot` as `caller` sees it (config `clients`): the same one when no rule
+    /// limits the client, else its view, made once per snapshot.
+    pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::consent::Caller) -> Arc<Snapshot> {
+        let visibility = &self.settings.visibility;
+        if !visibility.limits(&caller.name) {
+            return snapshot;
+        }
+        let mut views = self.views.lock().expect("views lock");
+        if let Some((base, view)) = views.get(&caller.name)
+            && Arc::ptr_eq(base, &snapshot)
+        {
+            return view.clone();
+        }
+        let Some(view) = visibility.view(&snapshot, &caller.name) else {
+            return snapshot;
+        };
+        let view = Arc::new(view);
+        if views.len() >= VIEWS_KEPT {
+            views.clear();
+        }
+        views.insert(caller.name.clone(), (snapshot, view.clone()));
+        view
     }
 
     /// The served apps, once the first scan has finished.
@@ -391,7 +423,7 @@ impl Pipeline {
         args: Option<&Value>,
         caller: &crate::consent::Caller,
     ) -> Option<crate::consent::Question> {
-        let snapshot = self.snapshot().await;
+        let snapshot = self.view(self.snapshot().await, caller);
         let entry = snapshot.find(app)?;
         let start = self.start_to_approve(entry);
         let (name, description, read_only) = match entry.binding().tool(tool) {
@@ -468,7 +500,8 @@ impl Pipeline {
                 return Ok((snapshot, Some(note)));
             }
         }
-        Ok((self.remote_tools(snapshot, app).await?, None))
+        let listed = self.remote_tools(snapshot, app).await?;
+        Ok((self.view(listed, &origin.caller), None))
     }
 
     /// For a web app whose calls ask for consent: its server and certificate, read before
@@ -505,13 +538,13 @@ impl Pipeline {
         trace: &mut Trace,
     ) -> Result<Outcome, GatewayError> {
         let Control { cancel, progress } = control;
-        let mut snapshot = self.snapshot().await;
+        let mut snapshot = self.view(self.snapshot().await, &origin.caller);
         let mut app = std::borrow::Cow::Borrowed(app);
         // Only a URL the caller wrote out is fetched: an unknown id, even one that looks
         // like a domain, is APP_NOT_FOUND and nothing leaves the machine.
         if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() && is_url(&app) {
             app = self.apps.discover_web(&app).await?.into();
-            snapshot = self.snapshot().await;
+            snapshot = self.view(self.snapshot().await, &origin.caller);
         }
         let app = app.as_ref();
         let entry = snapshot
@@ -543,7 +576,7 @@ impl Pipeline {
             asked = true;
         }
         // A downstream MCP server's tools are listed on its first use.
-        let snapshot = self.remote_tools(snapshot, app).await?;
+        let snapshot = self.view(self.remote_tools(snapshot, app).await?, &origin.caller);
         let entry = snapshot
             .find(app)
             .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;

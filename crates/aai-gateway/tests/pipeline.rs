@@ -124,6 +124,7 @@ fn bench(mode: ConsentMode) -> Bench {
             os: Os::Linux,
             batch_max_calls: 10,
             batch_concurrency: 2,
+            visibility: Default::default(),
         },
     };
     Bench {

@@ -142,6 +142,7 @@ impl Gateway {
             os: host.os(),
             batch_max_calls: config.batch_max_calls,
             batch_concurrency: config.batch_concurrency,
+            visibility: config.visibility.clone(),
         };
         Arc::new_cyclic(|me| Gateway {
             pipeline: crate::pipeline::Pipeline::new(

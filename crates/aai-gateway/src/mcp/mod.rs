@@ -169,7 +169,11 @@ impl Server {
             responses: request.input_responses.as_ref(),
             state: request.request_state.as_deref(),
         };
-        let snapshot = self.gateway.snapshot().await;
+        // What this client may see (config `clients`).
+        let snapshot = self
+            .gateway
+            .pipeline
+            .view(self.gateway.snapshot().await, &self.caller(ctx));
         match tools::lookup(name) {
             Some(Meta::Search) => {
                 let query = string_arg(&args, "query")?;
@@ -214,7 +218,10 @@ impl Server {
                 // The new app is announced before its guide is returned.
                 self.announce_up_to(&ctx.peer, self.gateway.generation())
                     .await;
-                let snapshot = self.gateway.snapshot().await;
+                let snapshot = self
+                    .gateway
+                    .pipeline
+                    .view(self.gateway.snapshot().await, &self.caller(ctx));
                 let entry = find(&snapshot, &app_id, self.gateway.host.os())?;
                 let mut guide = crate::registry::guide::render(&snapshot, entry);
                 if stale {
@@ -1043,12 +1050,13 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let mut snapshot = self.gateway.snapshot().await;
         if self.exposure(&snapshot) == Exposure::Flat {
             snapshot = self.gateway.all_remote_tools().await;
         }
+        let snapshot = self.gateway.pipeline.view(snapshot, &self.caller(&context));
         let mut tools = Vec::new();
         match self.exposure(&snapshot) {
             Exposure::Progressive => {
@@ -1089,9 +1097,12 @@ impl ServerHandler for Server {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let snapshot = self.gateway.snapshot().await;
+        let snapshot = self
+            .gateway
+            .pipeline
+            .view(self.gateway.snapshot().await, &self.caller(&context));
         let resources = snapshot
             .entries
             .iter()
@@ -1126,9 +1137,12 @@ impl ServerHandler for Server {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let snapshot = self.gateway.snapshot().await;
+        let snapshot = self
+            .gateway
+            .pipeline
+            .view(self.gateway.snapshot().await, &self.caller(&context));
         let uri = request.uri.as_str();
         let not_found = || {
             McpError::resource_not_found(format!("no resource `{uri}`"), Some(json!({"uri": uri})))

@@ -12,6 +12,7 @@
 pub mod guide;
 pub mod search;
 pub mod slug;
+pub mod view;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -110,6 +111,58 @@ impl Snapshot {
             .collect();
         entries.sort_by(|a, b| a.app.id.cmp(&b.app.id));
         slug::assign(&mut entries);
+        Snapshot::indexed(entries, missing, catalog.diagnostics, locale)
+    }
+
+    /// This snapshot with only the apps `keep_app` keeps (by id) and, of theirs, the tools
+    /// `keep_tool` keeps (app id, tool name): a client's view (`view.rs`). Slugs stay as
+    /// they are; an app left out is not among the missing either.
+    pub fn filtered(
+        &self,
+        keep_app: impl Fn(&str) -> bool,
+        keep_tool: impl Fn(&str, &str) -> bool,
+    ) -> Snapshot {
+        let entries = self
+            .entries
+            .iter()
+            .filter(|e| keep_app(&e.app.id))
+            .map(|e| {
+                let mut app = e.app.clone();
+                if let Some(binding) = app.bindings.get_mut(e.binding) {
+                    binding.tools.retain(|t| keep_tool(&e.app.id, &t.name));
+                }
+                let mut entry = Entry {
+                    app,
+                    binding: e.binding,
+                    slug: e.slug.clone(),
+                    source: e.source.clone(),
+                    keys: search::Keys::default(),
+                };
+                entry.keys = search::Keys::of(&entry);
+                entry
+            })
+            .collect();
+        let missing = self
+            .missing
+            .iter()
+            .filter(|(id, _)| keep_app(id))
+            .map(|(id, m)| (id.clone(), m.clone()))
+            .collect();
+        Snapshot::indexed(
+            entries,
+            missing,
+            self.diagnostics.clone(),
+            self.locale.clone(),
+        )
+    }
+
+    /// A snapshot of sorted, slugged entries, with its lookup tables.
+    fn indexed(
+        entries: Vec<Entry>,
+        missing: HashMap<String, Missing>,
+        diagnostics: Vec<Diagnostic>,
+        locale: Option<String>,
+    ) -> Snapshot {
         let mut by_key = HashMap::with_capacity(entries.len() * 2);
         let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
         let mut by_alias: HashMap<String, Vec<usize>> = HashMap::new();
@@ -140,7 +193,7 @@ impl Snapshot {
             by_name,
             by_alias,
             missing,
-            diagnostics: catalog.diagnostics,
+            diagnostics,
             locale,
             fingerprint,
         }
