@@ -246,8 +246,11 @@ pub struct Pipeline {
     pub sites: Arc<Sites>,
     pub(crate) settings: Arc<Settings>,
     /// Each limited client's view, with the snapshot it was made from.
-    views: Arc<std::sync::Mutex<std::collections::HashMap<String, (Arc<Snapshot>, Arc<Snapshot>)>>>,
+    views: Arc<std::sync::Mutex<Views>>,
 }
+
+/// Each limited client's view, with the snapshot it was made from, by client name.
+type Views = std::collections::HashMap<String, (Arc<Snapshot>, Arc<Snapshot>)>;
 
 /// How many clients' views are kept (more distinct names start the cache anew).
 const VIEWS_KEPT: usize = 32;
