@@ -9,6 +9,9 @@ issues and every grant it is asked for is appended to LOG as JSON lines. MODE:
   huge          the authorization server metadata is 2 MiB
   echo          the token endpoint refuses and echoes what it was sent
   redirect      registration answers with another (non-loopback) redirect URI
+  echo200       the token endpoint refuses with HTTP 200 and echoes what it was sent
+  nowa          as good, but its 401s carry no WWW-Authenticate (discovery by well-known)
+  scope403      as good, but every request with a token gets 403 insufficient_scope "admin"
 """
 import base64
 import json
@@ -92,8 +95,9 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/token":
             form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
             log(grant=form.get("grant_type"), resource=form.get("resource"))
-            if MODE == "echo":
-                return self.send(400, {"error": "invalid_grant", "error_description": f"bad request {body.decode()}"})
+            if MODE in ("echo", "echo200"):
+                return self.send(400 if MODE == "echo" else 200,
+                                 {"error": "invalid_grant", "error_description": f"bad request {body.decode()}"})
             if form["grant_type"] == "authorization_code":
                 challenge = STATE["codes"].pop(form.get("code"), None)
                 verifier = form.get("code_verifier", "").encode()
@@ -112,10 +116,16 @@ class Handler(BaseHTTPRequestHandler):
             auth = self.headers.get("authorization", "")
             token = auth[7:] if auth.startswith("Bearer ") else None
             if token not in STATE["access"] or time.monotonic() - STATE["access"][token] > LIFE:
-                return self.send(401, {"error": "invalid_token"}, headers=[(
+                challenge = [] if MODE == "nowa" else [(
                     "www-authenticate",
-                    f'Bearer resource_metadata="{self.base()}/.well-known/oauth-protected-resource/mcp", scope="mcp"')])
+                    f'Bearer resource_metadata="{self.base()}/.well-known/oauth-protected-resource/mcp", scope="mcp"')]
+                return self.send(401, {"error": "invalid_token"}, headers=challenge)
             msg = json.loads(body)
+            if MODE == "scope403" and STATE.get("checked"):
+                return self.send(403, {"error": "insufficient_scope"}, headers=[(
+                    "www-authenticate", 'Bearer error="insufficient_scope", scope="mcp admin"')])
+            if MODE == "scope403" and msg.get("method") == "tools/list":
+                STATE["checked"] = True  # the sign-in's own check passes; later requests do not
             log(mcp=msg.get("method"))
             if "id" not in msg:
                 return self.send(202)

@@ -124,6 +124,7 @@ def test_a_refused_refresh_asks_for_sign_in(gw, remote):
     ("huge", "larger than"),
     ("echo", "the token endpoint refused"),
     ("redirect", "another redirect URI"),
+    ("echo200", "the token endpoint refused (HTTP 200"),
 ])
 def test_hostile_authorization_servers_are_refused_clearly(gw, remote, mode, said):
     url, log = remote(mode)
@@ -133,7 +134,7 @@ def test_hostile_authorization_servers_are_refused_clearly(gw, remote, mode, sai
     if mode in ("other-origin", "redirect"):
         # Refused before the browser step: the user never saw a sign-in page.
         assert not any("authorize" in e for e in entries(log))
-    if mode == "echo":
+    if mode in ("echo", "echo200"):
         # The token endpoint echoed the code and the verifier: neither reaches the output.
         assert "bad request" in p.stderr
         said = p.stderr.split("bad request", 1)[1]
@@ -245,3 +246,43 @@ def test_the_typescript_sdk_sse_example_works_through_its_app(gw):
         proc.kill()
         proc.wait()
         copy.unlink(missing_ok=True)
+
+
+def test_a_401_without_a_challenge_is_still_auth_required(gw, remote):
+    """A server whose 401 carries no WWW-Authenticate: the call says AUTH_REQUIRED (not
+    SERVICE_UNAVAILABLE), and sign-in finds its metadata at the well-known URL."""
+    remote("nowa")
+    p = run(gw, "call", APP, "whoami", "{}")
+    assert error_of(p)["type"] == "AUTH_REQUIRED", p.stdout
+    assert run(gw, "auth", "login", APP, "--yes").returncode == 0
+    p = run(gw, "call", APP, "whoami", "{}")
+    assert p.returncode == 0 and "you are signed in" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_scope_refused_while_listing_is_asked_for_at_the_next_sign_in(gw, remote):
+    url, log = remote("scope403")
+    assert run(gw, "auth", "login", APP, "--yes").returncode == 0
+    p = run(gw, "call", APP, "whoami", "{}")
+    assert error_of(p)["type"] == "AUTH_REQUIRED" and "more scope" in p.stdout, p.stdout
+    run(gw, "auth", "login", APP, "--yes")
+    scopes = [e["authorize"].get("scope") for e in entries(log) if "authorize" in e]
+    assert scopes[0] == "mcp" and "admin" in scopes[-1].split(), scopes
+
+
+def test_an_idle_connection_to_the_callback_does_not_hold_up_the_sign_in(gw, remote, tmp_path):
+    """A browser's preconnect (a connection that sends nothing) is dropped after a few
+    seconds; the redirect behind it is read and the sign-in completes."""
+    import socket
+    remote("good")
+    opener = tmp_path / "preconnect.py"
+    opener.write_text(
+        "import socket, subprocess, sys, urllib.parse\n"
+        "url = sys.argv[1]\n"
+        "port = int(urllib.parse.urlparse(urllib.parse.parse_qs(urllib.parse.urlparse(url).query)['redirect_uri'][0]).port)\n"
+        "idle = socket.create_connection(('127.0.0.1', port))\n"
+        f"subprocess.run([sys.executable, {str(BROWSER)!r}, url])\n"
+        "idle.close()\n")
+    env = gw.env(BROWSER=f"{sys.executable} {opener}", BROWSER_LOG=str(tmp_path / "b.log"))
+    p = subprocess.run([str(gw.binary), "--home", str(gw.home), "auth", "login", APP, "--yes"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr

@@ -145,7 +145,7 @@ pub fn check_fetchable(url: &reqwest::Url) -> Result<(), Error> {
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
     /// Larger than the cap.
-    #[error("the response is larger than {} MiB", .0 / 1024 / 1024)]
+    #[error("the response is larger than {}", size(*.0))]
     TooLarge(usize),
     /// The connection failed while reading.
     #[error("reading the response failed: {0}")]
@@ -153,6 +153,15 @@ pub enum BodyError {
     /// The request's time ran out while the body was arriving.
     #[error("the response did not arrive in time")]
     TimedOut,
+}
+
+/// A size in words: whole MiB, else KiB.
+fn size(bytes: usize) -> String {
+    if bytes >= 1024 * 1024 && bytes % (1024 * 1024) == 0 {
+        format!("{} MiB", bytes / 1024 / 1024)
+    } else {
+        format!("{} KiB", bytes / 1024)
+    }
 }
 
 /// Reads a whole body, refusing it once it grows past `max` bytes.

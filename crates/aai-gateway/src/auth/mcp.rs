@@ -36,10 +36,14 @@ use super::Secret;
 use super::oauth::{self, Tokens};
 use crate::error::{Code, GatewayError};
 
-/// The largest metadata document or registration answer read.
+/// The largest metadata document read (token and registration answers: 1 MiB).
 pub const MAX_METADATA: usize = 256 * 1024;
 /// How many times one sign-in asks the user to authorize (the first time and step-ups).
 pub const MAX_SIGN_INS: usize = 3;
+/// The longest challenge value read (scopes, URLs); longer ones are left out.
+const MAX_CHALLENGE_VALUE: usize = 4096;
+/// The longest client id a registration may hand out.
+const MAX_CLIENT_ID: usize = 2048;
 /// The protocol revision the sign-in check speaks.
 const PROTOCOL: &str = "2025-11-25";
 
@@ -97,6 +101,10 @@ impl Challenge {
                 rest = &rest[end..];
                 value
             };
+            // An over-long value (a hostile server's) is not believed.
+            if value.len() > MAX_CHALLENGE_VALUE {
+                continue;
+            }
             let slot = match name.to_ascii_lowercase().as_str() {
                 "resource_metadata" => &mut out.resource_metadata,
                 "scope" => &mut out.scope,
@@ -128,11 +136,26 @@ impl Challenge {
 /// Where the `Bearer` scheme starts in a challenge (case-insensitive, a whole word).
 fn bearer_at(header: &str) -> Option<usize> {
     let lower = header.to_ascii_lowercase();
-    lower.match_indices("bearer").map(|(i, _)| i).find(|&i| {
-        let before = lower[..i].chars().next_back();
-        let after = lower[i + "bearer".len()..].chars().next();
-        before.is_none_or(|c| c == ' ' || c == ',') && after.is_none_or(|c| c == ' ' || c == '\t')
-    })
+    let bytes = lower.as_bytes();
+    let (mut quoted, mut escaped) = (false, false);
+    for i in 0..bytes.len() {
+        match bytes[i] {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b'b' if !quoted && lower[i..].starts_with("bearer") => {
+                let before = lower[..i].chars().next_back();
+                let after = lower[i + "bearer".len()..].chars().next();
+                if before.is_none_or(|c| c == ' ' || c == ',')
+                    && after.is_none_or(|c| c == ' ' || c == '\t')
+                {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// How the client authenticates at the token endpoint.
@@ -323,6 +346,16 @@ pub enum Error {
     /// The server refused a fresh token.
     #[error("the server refused the token it just issued (HTTP {0})")]
     TokenRefused(u16),
+    /// The stored client belongs to another authorization server than the one named now.
+    #[error(
+        "the stored OAuth client was used with {stored}, but the server now names {named}; store the client for {named} with `aai-gateway auth set`, or remove the old one with `auth logout`"
+    )]
+    OtherIssuer {
+        /// The origin the client was used with.
+        stored: String,
+        /// The origin named now.
+        named: String,
+    },
     /// The server does not ask for sign-in.
     #[error(
         "the server at {0} does not ask for sign-in (it answered without a token and names no authorization server)"
@@ -353,6 +386,7 @@ impl From<Error> for GatewayError {
             | Error::NoPkce
             | Error::NoClient(_)
             | Error::NoAuthMethod(_)
+            | Error::OtherIssuer { .. }
             | Error::NotProtected(_) => Code::AuthRequired,
         };
         GatewayError::new(code, e.to_string())
@@ -669,11 +703,9 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
             })
         };
         return Ok(AuthServer {
-            issuer: if plan.described || found.is_empty() {
-                plan.issuer.clone()
-            } else {
-                found.to_owned()
-            },
+            // For a 2025-03-26 server, its origin (what the user was shown), not what
+            // the metadata claims.
+            issuer: plan.issuer.clone(),
             authorization_endpoint: required("authorization_endpoint")?,
             token_endpoint: required("token_endpoint")?,
             registration_endpoint: endpoint("registration_endpoint")?,
@@ -761,11 +793,24 @@ pub async fn register(server: &AuthServer, app: &str, redirect_uri: &str) -> Res
         oauth::post_token_endpoint(endpoint, "application/json", body.to_string(), None).await?;
     let text = |k: &str| answer.get(k).and_then(Value::as_str).map(str::to_owned);
     let Some(id) = text("client_id").filter(|_| status.is_success()) else {
+        let why = oauth::said(&answer);
         return Err(Error::Registration {
             status,
-            why: oauth::said(&answer),
+            why: if why.is_empty() && status.is_success() {
+                ": the answer carries no client_id".to_owned()
+            } else {
+                why
+            },
         });
     };
+    if id.len() > MAX_CLIENT_ID || id.chars().any(char::is_control) {
+        return Err(Error::Registration {
+            status,
+            why:
+                ": the client_id it handed out is not usable (too long or with control characters)"
+                    .to_owned(),
+        });
+    }
     // A registration for another redirect URI would send the code elsewhere: refused.
     if let Some(uris) = answer.get("redirect_uris").and_then(Value::as_array)
         && !uris.iter().any(|u| u.as_str() == Some(redirect_uri))
@@ -904,10 +949,8 @@ async fn exchange(
         .collect();
     // Scrubbed whole, before anything is cut short (a cut secret would no longer match).
     let value = match value {
-        Value::Object(_) if !status.is_success() => {
-            serde_json::from_str(&crate::text::scrub(&value.to_string(), &sent))
-                .unwrap_or(Value::Null)
-        }
+        Value::Object(_) => serde_json::from_str(&crate::text::scrub(&value.to_string(), &sent))
+            .unwrap_or(Value::Null),
         other => other,
     };
     oauth::read_tokens(status, &value, old_refresh)
@@ -1034,6 +1077,13 @@ pub async fn sign_in(
         .map_err(oauth::Error::Listen)?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let client = match (s.before.filter(|g| g.preregistered), s.client_document) {
+        // A client registered with one authorization server is not shown to another.
+        (Some(g), _) if !g.issuer.is_empty() && g.issuer != server.issuer => {
+            return Err(Error::OtherIssuer {
+                stored: origin(&g.issuer),
+                named: origin(&server.issuer),
+            });
+        }
         (Some(g), _) => Client::stored(g, &server)?,
         (None, Some(doc)) if server.client_metadata_documents => Client::document(doc),
         (None, _) => register(&server, s.app, &redirect_uri(port)).await?,
@@ -1132,6 +1182,14 @@ mod tests {
             let _ = Challenge::parse(bad);
         }
         assert_eq!(Challenge::parse("Bearerx scope=a"), Challenge::default());
+        // "bearer" inside another scheme's quoted text is not the scheme.
+        let c = Challenge::parse(
+            r#"Basic realm="use a bearer token please", Bearer resource_metadata="https://a/x", scope="mcp""#,
+        );
+        assert_eq!(c.resource_metadata.as_deref(), Some("https://a/x"));
+        // Over-long values are not believed.
+        let long = format!("Bearer scope=\"{}\"", "s ".repeat(5000));
+        assert_eq!(Challenge::parse(&long).scope, None);
         assert_eq!(
             Challenge::parse("Bearer scope=\"unclosed").scope.as_deref(),
             Some("unclosed")

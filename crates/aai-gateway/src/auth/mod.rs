@@ -383,14 +383,24 @@ impl Authenticator {
         {
             return Ok(tokens);
         }
-        // A refused refresh token: only a new sign-in helps (AUTH_REQUIRED names it).
-        let fresh = mcp::refresh(seen).await.map_err(|why| {
-            if why.needs_sign_in() {
-                self.mcp_required(app, &format!("the sign-in could not be renewed ({why})"))
-            } else {
-                Error::OAuth(why)
+        // A refused refresh token: another gateway process may have just used it (with
+        // rotation, the new tokens are in the store); else only a new sign-in helps
+        // (AUTH_REQUIRED names it).
+        let fresh = match mcp::refresh(seen).await {
+            Ok(fresh) => fresh,
+            Err(why) if why.needs_sign_in() => {
+                if let Some(Credential::McpOAuth(current)) = self.store.get(app).await?
+                    && current.tokens != seen.tokens
+                    && let Some(tokens) = current.tokens
+                {
+                    return Ok(tokens);
+                }
+                return Err(
+                    self.mcp_required(app, &format!("the sign-in could not be renewed ({why})"))
+                );
             }
-        })?;
+            Err(why) => return Err(Error::OAuth(why)),
+        };
         let mut grant = seen.clone();
         grant.tokens = Some(fresh.clone());
         self.store.renew(app, Credential::McpOAuth(grant)).await?;

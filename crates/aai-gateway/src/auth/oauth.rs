@@ -24,6 +24,9 @@ use crate::error::{Code, GatewayError};
 /// How long `auth login` waits for the browser to come back.
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long the loopback callback waits for a connection's request.
+const CALLBACK_READ: Duration = Duration::from_secs(3);
+
 /// Tokens as stored.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -233,6 +236,15 @@ async fn token_request(
         .finish();
     let (status, value) =
         post_token_endpoint(endpoint, "application/x-www-form-urlencoded", body, None).await?;
+    // A provider may echo what it was sent: the code, the verifier and the refresh token
+    // never reach an error (scrubbed whole, before anything is cut short).
+    let sent: Vec<String> = form
+        .iter()
+        .filter(|(k, _)| !matches!(*k, "grant_type" | "redirect_uri" | "client_id"))
+        .flat_map(|(_, v)| super::forms(v))
+        .collect();
+    let value =
+        serde_json::from_str(&crate::text::scrub(&value.to_string(), &sent)).unwrap_or(Value::Null);
     read_tokens(status, &value, old_refresh)
 }
 
@@ -242,7 +254,7 @@ pub(crate) fn said(value: &Value) -> String {
     let why = [text("error"), text("error_description")]
         .into_iter()
         .flatten()
-        .map(|t| crate::text::excerpt(t, 200))
+        .map(|t| printable(t, 200))
         .collect::<Vec<_>>()
         .join(": ");
     if why.is_empty() {
@@ -250,6 +262,16 @@ pub(crate) fn said(value: &Value) -> String {
     } else {
         format!(": {why}")
     }
+}
+
+/// A provider's text as it may be shown on a terminal: no control characters (escape
+/// sequences, line breaks), at most `max` characters.
+pub(crate) fn printable(text: &str, max: usize) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    crate::text::excerpt(&clean, max)
 }
 
 /// The tokens of a token endpoint's answer, or why there are none.
@@ -287,7 +309,12 @@ pub(crate) async fn wait_for_code(
     loop {
         let (mut socket, _) = listener.accept().await.map_err(Error::Redirect)?;
         let mut buf = vec![0u8; 16 * 1024];
-        let n = socket.read(&mut buf).await.unwrap_or(0);
+        // A connection that sends nothing (a browser's preconnect) is dropped after a few
+        // seconds, so the redirect behind it is read.
+        let n = match tokio::time::timeout(CALLBACK_READ, socket.read(&mut buf)).await {
+            Ok(Ok(n)) => n,
+            _ => continue,
+        };
         let request = String::from_utf8_lossy(&buf[..n]);
         let target = request.split_whitespace().nth(1).unwrap_or("");
         let Some(query) = target.strip_prefix("/callback?") else {
@@ -311,6 +338,7 @@ pub(crate) async fn wait_for_code(
             let detail = get("error_description")
                 .map(|d| format!("{error}: {d}"))
                 .unwrap_or(error);
+            let detail = printable(&detail, 300);
             (
                 "The sign-in was not completed. You can close this tab.",
                 Err(Error::ProviderRefused(detail)),

@@ -376,6 +376,9 @@ impl Gateway {
                     && (e.unauthorized() || e.needs_scope().is_some()) =>
             {
                 let app = &entry.app.id;
+                if let Some(scopes) = e.needs_scope() {
+                    self.auth.mcp_wants(app, &scopes).await?;
+                }
                 if e.unauthorized() && self.auth.after_mcp_unauthorized(app).await? {
                     let material = self.mcp_auth(app, entry.binding()).await?;
                     if let Err(e) = list(material).await {

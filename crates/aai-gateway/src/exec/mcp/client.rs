@@ -548,12 +548,19 @@ impl Watched {
     fn note<T>(&self, result: Result<T, HttpError>) -> Result<T, HttpError> {
         use rmcp::transport::streamable_http_client::StreamableHttpError as E;
         let challenge = match &result {
-            Err(E::AuthRequired(e)) => Some(&e.www_authenticate_header),
-            Err(E::InsufficientScope(e)) => Some(&e.www_authenticate_header),
-            _ => None,
+            Err(E::AuthRequired(e)) => Some(e.www_authenticate_header.clone()),
+            Err(E::InsufficientScope(e)) => Some(e.www_authenticate_header.clone()),
+            // A 401 or 403 without `WWW-Authenticate`: rmcp reports it as an unexpected
+            // status (in words); it is still a refusal of the credential.
+            Err(e) => {
+                let text = e.to_string();
+                (text.contains("HTTP 401") || text.contains("HTTP 403"))
+                    .then(|| "Bearer".to_owned())
+            }
+            Ok(_) => None,
         };
         if let Some(challenge) = challenge {
-            *self.refused.lock().expect("refused lock") = Some(challenge.clone());
+            *self.refused.lock().expect("refused lock") = Some(challenge);
         }
         result
     }

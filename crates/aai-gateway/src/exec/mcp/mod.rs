@@ -115,7 +115,7 @@ pub enum Error {
     #[error("the MCP server of `{app}` wants {}", if .challenge.insufficient_scope() {
         format!("a token with more scope ({})", .challenge.scope.as_deref().unwrap_or("unnamed"))
     } else {
-        "a sign-in (HTTP 401)".to_owned()
+        "a sign-in or another token (HTTP 401/403)".to_owned()
     })]
     Refused {
         /// The app id.
