@@ -157,7 +157,7 @@ pub enum BodyError {
 
 /// A size in words: whole MiB, else KiB.
 fn size(bytes: usize) -> String {
-    if bytes >= 1024 * 1024 && bytes % (1024 * 1024) == 0 {
+    if bytes >= 1024 * 1024 && bytes.is_multiple_of(1024 * 1024) {
         format!("{} MiB", bytes / 1024 / 1024)
     } else {
         format!("{} KiB", bytes / 1024)
