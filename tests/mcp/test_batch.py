@@ -171,7 +171,7 @@ async def test_a_cancelled_batch_stops_its_unfinished_calls(gw, tmp_path):
             await batch(s, calls)
         # The gateway is still responsive, and the sleeping adapters are gone.
         r = await batch(s, [{"app": "com.example.stdio", "tool": "echo", "args": {"text": "after"}}])
-        assert r.structured_content["ok"] == 1
+        assert r.structured_content["ok"] == 1, r.structured_content
     sleeps = [h for h in wait_for(gw, 9) if h["tool"] == "sleep"]
     assert len(sleeps) == 8, "the first 8 (batch.concurrency) started; the rest never did"
     assert all(h["status"] == "error" for h in sleeps)

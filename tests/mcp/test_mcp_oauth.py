@@ -286,3 +286,23 @@ def test_an_idle_connection_to_the_callback_does_not_hold_up_the_sign_in(gw, rem
     p = subprocess.run([str(gw.binary), "--home", str(gw.home), "auth", "login", APP, "--yes"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+
+
+def test_import_mcp_of_a_url_then_one_sign_in_then_calls(gw, remote, tmp_path):
+    """The issue's promise: `import mcp` of a client configuration naming the server's URL
+    (one command), one sign-in in the browser, then calls."""
+    url, _ = remote("good")
+    (gw.home / "remote").joinpath("aai.json").unlink()  # only the imported descriptor
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"protected": {"type": "http", "url": url}}}))
+    p = run(gw, "import", "mcp", str(config), "--yes")
+    assert p.returncode == 0, p.stdout + p.stderr
+    listed = json.loads(run(gw, "--scan", "--json").stdout)
+    ids = [a["id"] for a in listed["apps"] if "protected" in a["id"]]
+    assert len(ids) == 1, listed
+    app = ids[0]
+    p = run(gw, "call", app, "whoami", "{}")
+    assert error_of(p)["command"] == f"aai-gateway auth login {app}"
+    assert run(gw, "auth", "login", app, "--yes").returncode == 0
+    p = run(gw, "call", app, "whoami", "{}")
+    assert p.returncode == 0 and "you are signed in" in p.stdout, p.stdout + p.stderr
