@@ -79,6 +79,12 @@ async def test_a_hidden_app_and_tool_are_invisible_to_one_client_and_usable_by_a
             assert "app:com.example.notes" not in uris_a and "app:com.example.echo" in uris_a
             await error_of(a.read_resource("app:com.example.notes"))
             assert (await b.read_resource("app:com.example.notes")).contents
+        # The web UI shows the effective state on each app's page.
+        from test_ui import get, ui_of
+        notes = get(ui_of(url) + "/apps/com.example.notes").text
+        assert "the app is hidden from `agent-a`" in notes.replace("&#96;", "`"), notes
+        echo = get(ui_of(url) + "/apps/com.example.echo").text.replace("&#96;", "`")
+        assert "`sleep` is hidden from `agent-a`" in echo
 
 
 def test_bad_client_rules_are_reported(gw):

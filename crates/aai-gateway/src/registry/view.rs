@@ -61,6 +61,33 @@ impl Visibility {
         Visibility { by_client }
     }
 
+    /// The client names with rules (`"*"` for everyone), in order.
+    pub fn clients(&self) -> impl Iterator<Item = &str> {
+        self.by_client.keys().map(String::as_str)
+    }
+
+    /// What the rules hide of app `id` with `tools`, per client with rules: `(client,
+    /// None)` for the whole app, `(client, Some(tool))` for one of its tools.
+    pub fn hidden<'a>(
+        &'a self,
+        id: &'a str,
+        tools: &'a [String],
+    ) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
+        self.clients().flat_map(move |client| {
+            let whole = !self.app(client, id);
+            let one_by_one: Vec<(&str, Option<&str>)> = if whole {
+                vec![(client, None)]
+            } else {
+                tools
+                    .iter()
+                    .filter(|t| !self.tool(client, id, t))
+                    .map(|t| (client, Some(t.as_str())))
+                    .collect()
+            };
+            one_by_one
+        })
+    }
+
     /// Whether any rule applies to `client`.
     pub fn limits(&self, client: &str) -> bool {
         self.by_client.contains_key("*") || self.by_client.contains_key(client)

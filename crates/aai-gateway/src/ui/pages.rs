@@ -421,6 +421,8 @@ struct AppPage {
     tools: Vec<ToolRow>,
     diagnostics: Vec<String>,
     guide: String,
+    /// What config `clients` hides of this app, in words (the effective state).
+    hidden: Vec<String>,
 }
 
 pub(super) async fn app(
@@ -480,6 +482,31 @@ pub(super) async fn app(
                 .map(ToString::to_string)
                 .collect(),
             guide: crate::registry::guide::render(&snapshot, entry),
+            hidden: {
+                let tools: Vec<String> = entry
+                    .binding()
+                    .tools
+                    .iter()
+                    .map(|t| t.name.clone())
+                    .collect();
+                let who = |c: &str| {
+                    if c == "*" {
+                        "every client".to_owned()
+                    } else {
+                        format!("`{c}`")
+                    }
+                };
+                ui.gateway()
+                    .pipeline
+                    .settings
+                    .visibility
+                    .hidden(&app.id, &tools)
+                    .map(|(client, tool)| match tool {
+                        None => format!("the app is hidden from {}", who(client)),
+                        Some(t) => format!("`{t}` is hidden from {}", who(client)),
+                    })
+                    .collect()
+            },
             source,
         }
         .render(),
