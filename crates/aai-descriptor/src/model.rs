@@ -166,6 +166,8 @@ pub enum ExecutorKind {
     Acp,
     /// A downstream MCP server (our extension).
     Mcp,
+    /// An Agent Skill: a folder with `SKILL.md`, read by its tool (our extension).
+    Skill,
 }
 
 impl ExecutorKind {
@@ -183,6 +185,7 @@ impl ExecutorKind {
             ExecutorKind::Stdio => "stdio",
             ExecutorKind::Acp => "acp",
             ExecutorKind::Mcp => "mcp",
+            ExecutorKind::Skill => "skill",
         }
     }
 }
@@ -213,6 +216,16 @@ pub enum Executor {
     Acp(Process),
     /// Downstream MCP server; its tools are forwarded.
     Mcp(McpServer),
+    /// An Agent Skill's folder (relative to the descriptor's); its tools read it.
+    Skill(SkillFolder),
+}
+
+/// An Agent Skill: the folder holding its `SKILL.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillFolder {
+    /// The folder, absolute or relative to the descriptor's folder.
+    pub path: String,
 }
 
 impl Executor {
@@ -230,6 +243,7 @@ impl Executor {
             Executor::Stdio(_) => ExecutorKind::Stdio,
             Executor::Acp(_) => ExecutorKind::Acp,
             Executor::Mcp(_) => ExecutorKind::Mcp,
+            Executor::Skill(_) => ExecutorKind::Skill,
         }
     }
 }

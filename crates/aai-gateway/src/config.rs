@@ -120,7 +120,7 @@ pub struct Config {
     /// Per-app overrides.
     pub apps: BTreeMap<String, AppSettings>,
     /// Which apps and tools each MCP client may see (`clients`).
-    pub visibility: crate::registry::view::Visibility,
+    pub visibility: crate::visibility::Visibility,
     /// Call history retention: days.
     pub history_days: u32,
     /// Call history retention: rows.
@@ -279,7 +279,7 @@ impl Config {
             oauth_client_metadata_url: None,
             retries: 2,
             apps: BTreeMap::new(),
-            visibility: crate::registry::view::Visibility::default(),
+            visibility: crate::visibility::Visibility::default(),
             history_days: 30,
             history_rows: 100_000,
             batch_max_calls: 100,
@@ -549,8 +549,8 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
 
 /// `clients`: per client name (`"*"`: everyone), `apps.allow`, `apps.deny` (app ids,
 /// `prefix.*`) and `tools.deny` (`<appId>:<tool>`).
-fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::registry::view::Visibility {
-    use crate::registry::view::{Rules, Visibility};
+fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::visibility::Visibility {
+    use crate::visibility::{Rules, Visibility};
     let at = clients.pointer().to_owned();
     let mut by_client = BTreeMap::new();
     for (name, value) in clients.entries() {

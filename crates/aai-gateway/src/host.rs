@@ -95,9 +95,11 @@ impl Host {
             ExecutorKind::Dbus => self.os == Os::Linux,
             ExecutorKind::Intent => *self.adb.get_or_init(|| on_path("adb").is_some()),
             ExecutorKind::UrlScheme => *self.xcrun.get_or_init(|| on_path("xcrun").is_some()),
-            ExecutorKind::Http | ExecutorKind::Stdio | ExecutorKind::Acp | ExecutorKind::Mcp => {
-                true
-            }
+            ExecutorKind::Http
+            | ExecutorKind::Stdio
+            | ExecutorKind::Acp
+            | ExecutorKind::Mcp
+            | ExecutorKind::Skill => true,
         }
     }
 }

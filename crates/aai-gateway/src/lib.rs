@@ -52,3 +52,4 @@ pub mod pipeline;
 pub mod registry;
 pub mod text;
 pub mod ui;
+pub mod visibility;

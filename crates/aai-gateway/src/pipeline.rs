@@ -227,7 +227,7 @@ pub struct Settings {
     /// `batch.concurrency`.
     pub batch_concurrency: usize,
     /// `clients`: which apps and tools each client may see.
-    pub visibility: crate::registry::view::Visibility,
+    pub visibility: crate::visibility::Visibility,
 }
 
 /// The call path: shared by every front door, cheap to clone.
@@ -316,7 +316,7 @@ impl Pipeline {
         {
             return view.clone();
         }
-        let Some(view) = visibility.view(&snapshot, &caller.name) else {
+        let Some(view) = crate::registry::view::view(visibility, &snapshot, &caller.name) else {
             return snapshot;
         };
         let view = Arc::new(view);

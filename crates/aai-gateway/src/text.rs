@@ -77,6 +77,26 @@ pub fn powershell_encoded(script: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// The front matter of a markdown text (`---` … `---` at its top: a `SKILL.md`'s) and the
+/// text after it.
+pub fn front_matter(text: &str) -> Option<(&str, &str)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let rest = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))?;
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            return Some((
+                &rest[..offset],
+                rest[offset + line.len()..].trim_start_matches(['\r', '\n']),
+            ));
+        }
+        offset += line.len();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -280,13 +280,14 @@ fn kind_of(sink: &Sink, at: &str, ty: &str, platform: Platform) -> Option<Execut
         "stdio" => Some(ExecutorKind::Stdio),
         "acp" => Some(ExecutorKind::Acp),
         "mcp" => Some(ExecutorKind::Mcp),
+        "skill" => Some(ExecutorKind::Skill),
         "appleevents" => needs(Platform::Macos, ExecutorKind::AppleEvents),
         "dbus" => needs(Platform::Linux, ExecutorKind::Dbus),
         "com" => needs(Platform::Windows, ExecutorKind::Com),
         _ => {
             sink.error(
                 at,
-                format!("`{ty}` is not an execution type; expected one of `http`, `stdio`, `acp`, `mcp`, `apple-events`, `dbus`, `com`, `ipc`"),
+                format!("`{ty}` is not an execution type; expected one of `http`, `stdio`, `acp`, `mcp`, `skill`, `apple-events`, `dbus`, `com`, `ipc`"),
             );
             None
         }
@@ -388,6 +389,9 @@ fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Opt
             process(&mut start).map(Executor::Acp)
         }
         ExecutorKind::Mcp => mcp_server(exec),
+        ExecutorKind::Skill => Some(Executor::Skill(crate::model::SkillFolder {
+            path: exec.opt_text("path").unwrap_or(".").to_owned(),
+        })),
         ExecutorKind::AppleEvents => {
             let bundle_id = exec.opt_text(case.k("bundleId")).unwrap_or(id).to_owned();
             if !bundle_id
@@ -611,7 +615,7 @@ fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
         ExecutorKind::Dbus if obj.has("method") || obj.has("property") => {
             super::platforms::native_dbus(obj).flatten()
         }
-        ExecutorKind::Mcp => Some(ToolCall::Forward),
+        ExecutorKind::Mcp | ExecutorKind::Skill => Some(ToolCall::Forward),
         _ => Some(ToolCall::Envelope),
     };
     let base = base?;

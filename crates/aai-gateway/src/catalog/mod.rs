@@ -13,6 +13,7 @@ pub mod builtin;
 #[cfg(target_os = "linux")]
 pub mod bus;
 pub mod paths;
+pub mod skills;
 pub mod web;
 
 use std::collections::HashMap;
@@ -99,6 +100,17 @@ pub fn descriptor_text(source: &Path) -> std::io::Result<String> {
     if name.starts_with("builtin:") {
         return builtin::text_of(&name, |p| crate::host::on_path(p).is_some()).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such built-in descriptor")
+        });
+    }
+    // A skill's descriptor is the one the gateway writes from its SKILL.md.
+    if source.file_name().is_some_and(|n| n == "SKILL.md")
+        && let Some(folder) = source.parent()
+    {
+        return skills::descriptor_text(folder).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the skill's SKILL.md has no usable front matter",
+            )
         });
     }
     use std::io::Read as _;
@@ -225,6 +237,13 @@ pub fn load(dirs: &[SearchDir], reserved: &std::collections::HashSet<String>) ->
     }));
     if crate::host::Host::current().os() == crate::host::Os::Macos {
         apps.extend(builtin::macos_apps(&paths::system_root()));
+    }
+    // Agent Skills: in the AAI home's `skills/` and the folders Claude Code and Codex use.
+    if let Some(home) = dirs.iter().find(|d| d.kind == SourceKind::User) {
+        let user = std::env::var_os("HOME")
+            .or_else(|| std::env::var_os("USERPROFILE"))
+            .map(PathBuf::from);
+        apps.extend(skills::apps(&skills::roots(&home.dir, user.as_deref())));
     }
     builtin::add_to(&mut catalog, apps);
     catalog
@@ -444,7 +463,7 @@ fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
 }
 
 /// The folders of `$AAI_HOME` that are the gateway's own, never an app's.
-const OWN_FOLDERS: [&str; 3] = ["web", "logs", "cache"];
+const OWN_FOLDERS: [&str; 4] = ["web", "logs", "cache", "skills"];
 
 /// The candidate descriptor files of one directory that exist, sorted (for `validate`).
 pub fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {

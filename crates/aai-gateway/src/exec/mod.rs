@@ -16,6 +16,7 @@ pub mod listed;
 pub mod mcp;
 pub mod process;
 pub mod script;
+pub mod skill;
 pub mod start;
 pub mod stdio;
 pub mod template;
@@ -191,6 +192,9 @@ pub enum Error {
     /// An AppleScript, JXA or Apple event call.
     #[error(transparent)]
     Script(#[from] script::Error),
+    /// An Agent Skill.
+    #[error(transparent)]
+    Skill(#[from] skill::Error),
     /// This host cannot run the binding at all.
     #[error("{0} bindings run on {1} only")]
     Unsupported(&'static str, &'static str),
@@ -228,6 +232,7 @@ impl From<Error> for GatewayError {
             Error::Acp(e) => e.into(),
             Error::Mcp(e) => e.into(),
             Error::Script(e) => e.into(),
+            Error::Skill(e) => e.into(),
             #[cfg(target_os = "linux")]
             Error::Dbus(e) => e.into(),
             Error::Unsupported(..) => {
@@ -298,6 +303,7 @@ pub struct Executors {
     url_scheme: url_scheme::UrlSchemeExecutor,
     mcp: mcp::McpExecutor,
     acp: acp::AcpExecutor,
+    skill: skill::SkillExecutor,
     #[cfg(target_os = "linux")]
     dbus: dbus::DbusExecutor,
 }
@@ -308,6 +314,7 @@ impl Executors {
         let json = match req.executor {
             Executor::Mcp(_) => return self.mcp.execute(req).await.map(Reply::Mcp),
             Executor::Acp(_) => return self.acp.execute(req).await.map(Reply::Mcp),
+            Executor::Skill(_) => return self.skill.execute(req).await.map(Reply::Mcp),
             Executor::Stdio(_) => self.stdio.execute(req).await,
             Executor::Http(_) => self.http.execute(req).await,
             Executor::Applescript | Executor::Jxa | Executor::AppleEvents(_) => {

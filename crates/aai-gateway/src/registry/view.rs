@@ -1,164 +1,18 @@
-//! Per-client visibility (config `clients`, `docs/config.md`): which apps and tools each
-//! MCP client may see. A client name is the one consent uses (the `clientInfo.name` it
-//! sent); `"*"` is everyone. For each client the rules of `"*"` apply, then its own:
-//!
-//! * `apps.allow`: when given, only these apps (ids; `prefix.*` matches a family);
-//! * `apps.deny`: never these;
-//! * `tools.deny`: never these tools (`<appId>:<tool>`).
-//!
-//! What a client may not see is left out of its view of the snapshot: not listed,
-//! searched, guided or callable, and asked for by id it gets the error of an app that
-//! does not exist (its name is not even suggested), so nothing leaks.
-
-use std::collections::BTreeMap;
+//! A client's view of the snapshot: the apps and tools config `clients` lets it see
+//! (`crate::visibility` holds the rules). What it may not see is left out of the view: not
+//! listed, searched, guided or callable, and asked for by id it gets the error of an app
+//! that does not exist (its name is not even suggested), so nothing leaks.
 
 use super::Snapshot;
+use crate::visibility::Visibility;
 
-/// One client's rules (or everyone's).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Rules {
-    /// `apps.allow`: only these apps, when given.
-    pub allow: Option<Vec<String>>,
-    /// `apps.deny`.
-    pub deny: Vec<String>,
-    /// `tools.deny`, as `(app id, tool)`.
-    pub deny_tools: Vec<(String, String)>,
-}
-
-impl Rules {
-    fn app(&self, id: &str) -> bool {
-        self.allow
-            .as_ref()
-            .is_none_or(|allow| allow.iter().any(|p| matches(p, id)))
-            && !self.deny.iter().any(|p| matches(p, id))
+/// `snapshot` as `client` sees it, or `None` when no rule applies to it (it sees all).
+pub fn view(visibility: &Visibility, snapshot: &Snapshot, client: &str) -> Option<Snapshot> {
+    if !visibility.limits(client) {
+        return None;
     }
-
-    fn tool(&self, app: &str, tool: &str) -> bool {
-        !self
-            .deny_tools
-            .iter()
-            .any(|(a, t)| matches(a, app) && (t == tool || t == "*"))
-    }
-}
-
-/// An app id pattern: the id itself, or `prefix.*` for every id under `prefix.`.
-fn matches(pattern: &str, id: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => id.starts_with(prefix),
-        None => pattern == id,
-    }
-}
-
-/// Everyone's and each client's rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Visibility {
-    by_client: BTreeMap<String, Rules>,
-}
-
-impl Visibility {
-    /// Rules by client name (`"*"`: everyone).
-    pub fn new(by_client: BTreeMap<String, Rules>) -> Visibility {
-        Visibility { by_client }
-    }
-
-    /// The client names with rules (`"*"` for everyone), in order.
-    pub fn clients(&self) -> impl Iterator<Item = &str> {
-        self.by_client.keys().map(String::as_str)
-    }
-
-    /// What the rules hide of app `id` with `tools`, per client with rules: `(client,
-    /// None)` for the whole app, `(client, Some(tool))` for one of its tools.
-    pub fn hidden<'a>(
-        &'a self,
-        id: &'a str,
-        tools: &'a [String],
-    ) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
-        self.clients().flat_map(move |client| {
-            let whole = !self.app(client, id);
-            let one_by_one: Vec<(&str, Option<&str>)> = if whole {
-                vec![(client, None)]
-            } else {
-                tools
-                    .iter()
-                    .filter(|t| !self.tool(client, id, t))
-                    .map(|t| (client, Some(t.as_str())))
-                    .collect()
-            };
-            one_by_one
-        })
-    }
-
-    /// Whether any rule applies to `client`.
-    pub fn limits(&self, client: &str) -> bool {
-        self.by_client.contains_key("*") || self.by_client.contains_key(client)
-    }
-
-    fn rules<'a>(&'a self, client: &'a str) -> impl Iterator<Item = &'a Rules> + 'a {
-        ["*", client]
-            .into_iter()
-            .filter_map(|c| self.by_client.get(c))
-    }
-
-    /// Whether `client` may see app `id`.
-    pub fn app(&self, client: &str, id: &str) -> bool {
-        self.rules(client).all(|r| r.app(id))
-    }
-
-    /// Whether `client` may see `tool` of app `id`.
-    pub fn tool(&self, client: &str, id: &str, tool: &str) -> bool {
-        self.rules(client).all(|r| r.tool(id, tool))
-    }
-
-    /// `snapshot` as `client` sees it, or `None` when no rule applies to it (it sees all).
-    pub fn view(&self, snapshot: &Snapshot, client: &str) -> Option<Snapshot> {
-        if !self.limits(client) {
-            return None;
-        }
-        Some(snapshot.filtered(
-            |id: &str| self.app(client, id),
-            |id: &str, tool: &str| self.tool(client, id, tool),
-        ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rules(allow: Option<&[&str]>, deny: &[&str], tools: &[(&str, &str)]) -> Rules {
-        Rules {
-            allow: allow.map(|a| a.iter().map(|s| (*s).to_owned()).collect()),
-            deny: deny.iter().map(|s| (*s).to_owned()).collect(),
-            deny_tools: tools
-                .iter()
-                .map(|(a, t)| ((*a).to_owned(), (*t).to_owned()))
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn everyones_rules_and_a_clients_own_both_apply() {
-        let v = Visibility::new(BTreeMap::from([
-            ("*".to_owned(), rules(None, &["com.example.secret"], &[])),
-            (
-                "claude-code".to_owned(),
-                rules(
-                    Some(&["com.example.*"]),
-                    &[],
-                    &[("com.example.notes", "delete")],
-                ),
-            ),
-        ]));
-        assert!(v.limits("claude-code") && v.limits("anyone"));
-        assert!(v.app("anyone", "org.other.app"));
-        assert!(!v.app("anyone", "com.example.secret"));
-        assert!(!v.app("claude-code", "com.example.secret"));
-        assert!(!v.app("claude-code", "org.other.app"));
-        assert!(v.app("claude-code", "com.example.notes"));
-        assert!(!v.tool("claude-code", "com.example.notes", "delete"));
-        assert!(v.tool("claude-code", "com.example.notes", "create"));
-        assert!(v.tool("cursor", "com.example.notes", "delete"));
-        let none = Visibility::default();
-        assert!(!none.limits("x") && none.app("x", "a") && none.tool("x", "a", "t"));
-    }
+    Some(snapshot.filtered(
+        |id: &str| visibility.app(client, id),
+        |id: &str, tool: &str| visibility.tool(client, id, tool),
+    ))
 }

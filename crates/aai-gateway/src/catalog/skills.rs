@@ -1,0 +1,230 @@
+//! Agent Skills as apps (`docs/skills.md`): each folder with a `SKILL.md` under
+//! `$AAI_HOME/skills/`, `~/.claude/skills/` or `~/.codex/skills/` (in that order; the
+//! first skill of a name wins) becomes the app `skill.<name>`. Its name and description
+//! come from the front matter (`name`, `description`); its one tool, `read`, returns the
+//! body, one section or one file of the folder (`exec/skill.rs`), and its description
+//! lists the sections and the files, so they cost a client nothing until it reads the
+//! skill's guide.
+
+use std::path::{Path, PathBuf};
+
+use aai_descriptor::App;
+use serde_json::json;
+
+/// How many files of a skill its tool's description lists.
+const LISTED_FILES: usize = 50;
+/// The largest `SKILL.md` read.
+const MAX_SKILL: u64 = 1024 * 1024;
+
+/// The folders skills are found in, for the AAI home `home` and the user's home `user`.
+pub fn roots(home: &Path, user: Option<&Path>) -> Vec<PathBuf> {
+    let mut roots = vec![home.join("skills")];
+    if let Some(user) = user {
+        roots.push(user.join(".claude").join("skills"));
+        roots.push(user.join(".codex").join("skills"));
+    }
+    roots
+}
+
+/// The skills in `roots`, as apps with their `SKILL.md` as source. A folder whose
+/// `SKILL.md` cannot be read or has no front matter with a name is left out (logged).
+pub fn apps(roots: &[PathBuf]) -> Vec<(App, PathBuf)> {
+    let mut out: Vec<(App, PathBuf)> = Vec::new();
+    for root in roots {
+        let Ok(entries) = std::fs::read_dir(root) else {
+            continue;
+        };
+        let mut folders: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.join("SKILL.md").is_file())
+            .collect();
+        folders.sort();
+        for folder in folders {
+            let Some(text) = descriptor_text(&folder) else {
+                tracing::warn!(folder = %folder.display(), "a skill without a readable SKILL.md front matter (name, description) is left out");
+                continue;
+            };
+            let source = folder.join("SKILL.md");
+            let parsed = aai_descriptor::parse(&text, &source.to_string_lossy());
+            match parsed.app {
+                Some(app) if !out.iter().any(|(a, _)| a.id == app.id) => out.push((app, source)),
+                Some(_) => {}
+                None => {
+                    tracing::warn!(folder = %folder.display(), "the skill's descriptor is invalid: {:?}", parsed.diagnostics)
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The descriptor the gateway writes for the skill in `folder` (what `resources/read`
+/// serves for it), or `None` when its `SKILL.md` has no usable front matter.
+pub fn descriptor_text(folder: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(folder.join("SKILL.md"))
+        .ok()?
+        .take(MAX_SKILL)
+        .read_to_string(&mut text)
+        .ok()?;
+    let (front, body) = crate::text::front_matter(&text)?;
+    let fields = fields(front);
+    let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let name = get("name").filter(|n| !n.is_empty())?;
+    let slug: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_owned();
+    if slug.is_empty() {
+        return None;
+    }
+    let description = get("description")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| first_paragraph(body), str::to_owned);
+    let sections: Vec<String> = body
+        .lines()
+        .filter_map(|l| {
+            let level = l.chars().take_while(|c| *c == '#').count();
+            ((1..=6).contains(&level))
+                .then(|| l[level..].strip_prefix(' ').map(str::trim))
+                .flatten()
+                .map(|h| format!("`{h}`"))
+        })
+        .take(LISTED_FILES)
+        .collect();
+    let mut files = Vec::new();
+    list_files(folder, folder, &mut files);
+    files.sort();
+    let more = files.len().saturating_sub(LISTED_FILES);
+    files.truncate(LISTED_FILES);
+    let mut about = "Read this skill: with no argument, its instructions (SKILL.md without its front matter); `section` for one section by its heading; `file` for one of its files (a path inside the skill's folder).".to_owned();
+    if !sections.is_empty() {
+        about.push_str(&format!("\nSections: {}.", sections.join(", ")));
+    }
+    if !files.is_empty() {
+        let files: Vec<String> = files.iter().map(|f| format!("`{f}`")).collect();
+        about.push_str(&format!("\nFiles: {}", files.join(", ")));
+        if more > 0 {
+            about.push_str(&format!(" and {more} more"));
+        }
+        about.push('.');
+    }
+    let platform = match crate::host::Host::current().os() {
+        crate::host::Os::Macos => "macos",
+        crate::host::Os::Windows => "windows",
+        _ => "linux",
+    };
+    let doc = json!({
+        "schemaVersion": "1.0",
+        "version": "1.0.0",
+        "platform": platform,
+        "app": {
+            "id": format!("skill.{slug}"),
+            "name": {"en": name},
+            "defaultLang": "en",
+            "description": description,
+            "aliases": ["skill", name],
+        },
+        "execution": {"type": "skill", "path": folder.to_string_lossy()},
+        "tools": [{
+            "name": "read",
+            "description": about,
+            "readOnly": true,
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "section": {"type": "string", "description": "A heading of SKILL.md"},
+                    "file": {"type": "string", "description": "A file of the skill, relative to its folder"},
+                },
+            },
+        }],
+    });
+    serde_json::to_string_pretty(&doc).ok()
+}
+
+/// The `key: value` lines of a front matter (quotes taken off; an indented line continues
+/// the value before it, as YAML's folded scalars do).
+fn fields(front: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in front.lines() {
+        if line.starts_with([' ', '\t']) {
+            if let Some((_, value)) = out.last_mut() {
+                if !value.is_empty() {
+                    value.push(' ');
+                }
+                value.push_str(line.trim());
+            }
+            continue;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        let value = match value {
+            ">" | "|" | ">-" | "|-" => "",
+            v => v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v),
+        };
+        out.push((key.trim().to_owned(), value.to_owned()));
+    }
+    out
+}
+
+/// The first paragraph of a markdown body that is not a heading, for a skill without a
+/// description.
+fn first_paragraph(body: &str) -> String {
+    body.split("\n\n")
+        .map(str::trim)
+        .find(|p| !p.is_empty() && !p.starts_with('#'))
+        .map_or_else(
+            || "An Agent Skill".to_owned(),
+            |p| crate::text::excerpt(p, 300),
+        )
+}
+
+/// The files under `dir` (relative to `root`), hidden ones left out, links not followed.
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if out.len() > 10 * LISTED_FILES {
+            return;
+        }
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_dir() {
+            list_files(root, &path, out);
+        } else if kind.is_file()
+            && let Ok(relative) = path.strip_prefix(root)
+            && relative != Path::new("SKILL.md")
+        {
+            out.push(relative.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn front_matter_fields_are_read_like_yaml_scalars() {
+        let f = super::fields("name: pdf-tools\ndescription: >\n  Fill PDF\n  forms\nother: 'x'\n");
+        assert_eq!(f[0], ("name".into(), "pdf-tools".into()));
+        assert_eq!(f[1], ("description".into(), "Fill PDF forms".into()));
+        assert_eq!(f[2], ("other".into(), "x".into()));
+    }
+}
