@@ -763,8 +763,11 @@ impl crate::exec::Upstream for Client {
             let failed = |e: rmcp::service::ServiceError| Unanswered(e.to_string());
             let answer = match ask {
                 Ask::Elicitation => {
-                    let params = serde_json::from_value(params).map_err(bad)?;
-                    serde_json::to_value(peer.create_elicitation(params).await.map_err(failed)?)
+                    // Read as rmcp's type first: a request that is not a valid form fails here.
+                    let typed: rmcp::model::ElicitRequestParams =
+                        serde_json::from_value(params).map_err(bad)?;
+                    let params = serde_json::to_value(&typed).map_err(bad)?;
+                    serde_json::to_value(elicit(&peer, params).await.map_err(Unanswered)?)
                 }
                 Ask::Sampling => {
                     let params = serde_json::from_value(params).map_err(bad)?;
@@ -774,6 +777,36 @@ impl crate::exec::Upstream for Client {
             };
             answer.map_err(|e| Unanswered(e.to_string()))
         })
+    }
+}
+
+/// Sends `elicitation/create` as the session's revision writes it: before 2025-11-25 a
+/// form has no `mode` (rmcp writes one always).
+async fn elicit(
+    peer: &Peer<RoleServer>,
+    params: Value,
+) -> Result<rmcp::model::ElicitResult, String> {
+    use rmcp::model::{ClientResult, CustomRequest, ServerRequest};
+    let mut params = params;
+    let modeless = peer
+        .peer_info()
+        .is_some_and(|i| i.protocol_version < rmcp::model::ProtocolVersion::V_2025_11_25);
+    if modeless
+        && let Value::Object(p) = &mut params
+        && p.get("mode").and_then(Value::as_str) == Some("form")
+    {
+        p.remove("mode");
+    }
+    let request =
+        ServerRequest::CustomRequest(CustomRequest::new("elicitation/create", Some(params)));
+    match peer
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        ClientResult::ElicitResult(r) => Ok(r),
+        ClientResult::CustomResult(v) => serde_json::from_value(v.0).map_err(|e| e.to_string()),
+        _ => Err("the client answered something else than an elicitation result".to_owned()),
     }
 }
 
@@ -798,7 +831,11 @@ impl crate::consent::Prompter for Elicit {
             let Some(form) = consent_form(question) else {
                 return Reply::Unavailable("the consent form could not be built".to_owned());
             };
-            let answer = match self.0.create_elicitation(form).await {
+            let form = match serde_json::to_value(&form) {
+                Ok(form) => form,
+                Err(e) => return Reply::Unavailable(format!("the consent form: {e}")),
+            };
+            let answer = match elicit(&self.0, form).await {
                 Ok(answer) => answer,
                 // The client could not ask (or answered with an error): not an answer.
                 Err(e) => {
@@ -827,6 +864,10 @@ impl crate::consent::Prompter for Elicit {
 fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
     let token = ctx.meta.get_progress_token()?;
     let peer = ctx.peer.clone();
+    // A progress `message` came with 2025-03-26.
+    let messages = ctx
+        .protocol_version()
+        .is_none_or(|v| v >= rmcp::model::ProtocolVersion::V_2025_03_26);
     let shared = Arc::new(Coalesced::default());
     let worker = shared.clone();
     tokio::spawn(async move {
@@ -850,7 +891,7 @@ fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> 
             if let Some(total) = p.total {
                 param = param.with_total(total);
             }
-            if let Some(message) = p.message {
+            if let Some(message) = p.message.filter(|_| messages) {
                 param = param.with_message(message);
             }
             let failed = peer.notify_progress(param).await.is_err();
@@ -1089,6 +1130,16 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         match self.dispatch(&request, &context).await {
+            // `structuredContent` came with 2025-06-18: older sessions get the content
+            // alone (it carries the same result as text).
+            Ok(CallToolResponse::Complete(mut result))
+                if context
+                    .protocol_version()
+                    .is_some_and(|v| v < rmcp::model::ProtocolVersion::V_2025_06_18) =>
+            {
+                result.structured_content = None;
+                Ok(CallToolResponse::Complete(result))
+            }
             Ok(response) => Ok(response),
             Err(e) => self.failure(e),
         }
