@@ -152,13 +152,19 @@ const CODING_AGENTS: [CodingAgent; 4] = [
     },
 ];
 
-/// The coding agents whose command `find` locates (`host::on_path` in the gateway).
-pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
-    let platform = match crate::host::Host::current().os() {
+/// The descriptor platform of this host (a desktop one: what the gateway writes for
+/// coding agents and skills).
+pub fn host_platform() -> &'static str {
+    match crate::host::Host::current().os() {
         crate::host::Os::Macos => "macos",
         crate::host::Os::Windows => "windows",
         _ => "linux",
-    };
+    }
+}
+
+/// The coding agents whose command `find` locates (`host::on_path` in the gateway).
+pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
+    let platform = host_platform();
     CODING_AGENTS
         .iter()
         .filter_map(|a| {
@@ -202,11 +208,7 @@ pub fn text_of(source: &str, find: impl Fn(&str) -> bool) -> Option<String> {
         return Some((*text).to_owned());
     }
     let command = name.strip_prefix("agents/")?;
-    let platform = match crate::host::Host::current().os() {
-        crate::host::Os::Macos => "macos",
-        crate::host::Os::Windows => "windows",
-        _ => "linux",
-    };
+    let platform = host_platform();
     CODING_AGENTS
         .iter()
         .find(|a| a.command == command)

@@ -114,11 +114,7 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
         }
         about.push('.');
     }
-    let platform = match crate::host::Host::current().os() {
-        crate::host::Os::Macos => "macos",
-        crate::host::Os::Windows => "windows",
-        _ => "linux",
-    };
+    let platform = super::builtin::host_platform();
     let doc = json!({
         "schemaVersion": "1.0",
         "version": "1.0.0",

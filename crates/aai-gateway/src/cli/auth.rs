@@ -98,48 +98,46 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             // The store may be unusable (no Secret Service); the apps and what each needs
             // are still listed, and the problem is said once.
             let mut store_problem = None;
+            // What is stored for `id`, in words; "unknown" once the store failed (the
+            // problem is kept to say once).
+            let stored = |problem: &mut Option<String>,
+                          id: &str,
+                          say: &dyn Fn(Option<Credential>) -> String| {
+                if problem.is_some() {
+                    return "unknown".to_owned();
+                }
+                match runtime.block_on(store.get(id)) {
+                    Ok(c) => say(c),
+                    Err(e) => {
+                        *problem = Some(GatewayError::from(e).explain());
+                        "unknown".to_owned()
+                    }
+                }
+            };
             for (id, auth) in apps
                 .iter()
                 .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
             {
-                let stored = if store_problem.is_some() {
-                    "unknown".to_owned()
-                } else {
-                    match runtime.block_on(store.get(id)) {
-                        Ok(Some(c)) if c.kind() == auth.kind() => "yes".to_owned(),
-                        Ok(Some(c)) => {
-                            format!("a {} credential (the app needs {})", c.kind(), auth.kind())
-                        }
-                        Ok(None) => "no".to_owned(),
-                        Err(e) => {
-                            store_problem = Some(GatewayError::from(e).explain());
-                            "unknown".to_owned()
-                        }
-                    }
-                };
+                let stored = stored(&mut store_problem, id, &|c: Option<Credential>| match c {
+                    Some(c) if c.kind() == auth.kind() => "yes".to_owned(),
+                    Some(c) => format!("a {} credential (the app needs {})", c.kind(), auth.kind()),
+                    None => "no".to_owned(),
+                });
                 table.row(vec![id.clone(), auth.kind().to_string(), stored]);
             }
             for (id, _) in mcp_apps
                 .iter()
                 .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
             {
-                let stored = if store_problem.is_some() {
-                    "unknown".to_owned()
-                } else {
-                    match runtime.block_on(store.get(id)) {
-                        Ok(Some(Credential::McpOAuth(g))) if g.tokens.is_some() => {
-                            format!("signed in ({})", crate::auth::mcp::origin(&g.issuer))
-                        }
-                        Ok(Some(Credential::McpOAuth(_))) => {
-                            format!("a client; not signed in: aai-gateway auth login {id}")
-                        }
-                        Ok(_) => format!("no (when the server asks: aai-gateway auth login {id})"),
-                        Err(e) => {
-                            store_problem = Some(GatewayError::from(e).explain());
-                            "unknown".to_owned()
-                        }
+                let stored = stored(&mut store_problem, id, &|c: Option<Credential>| match c {
+                    Some(Credential::McpOAuth(g)) if g.tokens.is_some() => {
+                        format!("signed in ({})", crate::auth::mcp::origin(&g.issuer))
                     }
-                };
+                    Some(Credential::McpOAuth(_)) => {
+                        format!("a client; not signed in: aai-gateway auth login {id}")
+                    }
+                    _ => format!("no (when the server asks: aai-gateway auth login {id})"),
+                });
                 table.row(vec![id.clone(), "oauth2 (MCP)".to_owned(), stored]);
             }
             for (id, names) in placeholders

@@ -1065,14 +1065,7 @@ pub(super) async fn login(State(ui): State<Ui>, Form(form): Form<AppForm>) -> Re
         };
         set_login(&task_ui, &app, &outcome);
     });
-    match url_rx.await {
-        Ok(url) => Redirect::to(&url).into_response(),
-        Err(_) => ui.flash(
-            "/ui/credentials",
-            "The sign-in could not start; see the credentials page.",
-            false,
-        ),
-    }
+    to_sign_in(&ui, url_rx).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -1167,7 +1160,13 @@ pub(super) async fn mcp_login(State(ui): State<Ui>, Form(form): Form<McpLoginFor
             .remove(&app);
         set_login(&task_ui, &app, &outcome);
     });
-    match url_rx.await {
+    to_sign_in(&ui, url_rx).await
+}
+
+/// Sends the browser to the first authorization URL of a sign-in started in the
+/// background, or back to the credentials page when it could not start.
+async fn to_sign_in(ui: &Ui, url: tokio::sync::oneshot::Receiver<String>) -> Response {
+    match url.await {
         Ok(url) => Redirect::to(&url).into_response(),
         Err(_) => ui.flash(
             "/ui/credentials",
