@@ -213,28 +213,16 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                     "this app signs in with OAuth 2: run `aai-gateway auth login {app}`"
                 ));
             }
-            let input = if stdin {
-                let mut text = String::new();
-                if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-                    return fail(&format!("cannot read standard input: {e}"));
+            let prompt = match kind {
+                AuthKind::AppCredential => {
+                    "App credential as JSON {\"appId\": …, \"appSecret\": …}: "
                 }
-                text
-            } else if std::io::stdin().is_terminal() {
-                let prompt = match kind {
-                    AuthKind::AppCredential => {
-                        "App credential as JSON {\"appId\": …, \"appSecret\": …}: "
-                    }
-                    AuthKind::Cookie => "Cookie header value (name=value; name2=value2): ",
-                    AuthKind::ApiKey | AuthKind::OAuth2 => "API key: ",
-                };
-                match read_hidden(prompt) {
-                    Ok(t) => t,
-                    Err(e) => return fail(&format!("cannot read the terminal: {e}")),
-                }
-            } else {
-                return fail(
-                    "standard input is not a terminal; pass --stdin to read the value from it",
-                );
+                AuthKind::Cookie => "Cookie header value (name=value; name2=value2): ",
+                AuthKind::ApiKey | AuthKind::OAuth2 => "API key: ",
+            };
+            let input = match read_value(stdin, prompt) {
+                Ok(t) => t,
+                Err(why) => return fail(&why),
             };
             let credential = match Credential::parse(kind, &input) {
                 Ok(c) => c,
@@ -313,19 +301,12 @@ fn set_mcp_client(
     app: &str,
     stdin: bool,
 ) -> ExitCode {
-    let input = if stdin {
-        let mut text = String::new();
-        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-            return fail(&format!("cannot read standard input: {e}"));
-        }
-        text
-    } else if std::io::stdin().is_terminal() {
-        match read_hidden("Client as JSON {\"clientId\": …, \"clientSecret\": …}: ") {
-            Ok(t) => t,
-            Err(e) => return fail(&format!("cannot read the terminal: {e}")),
-        }
-    } else {
-        return fail("standard input is not a terminal; pass --stdin to read the value from it");
+    let input = match read_value(
+        stdin,
+        "Client as JSON {\"clientId\": …, \"clientSecret\": …}: ",
+    ) {
+        Ok(t) => t,
+        Err(why) => return fail(&why),
     };
     let value: serde_json::Value = serde_json::from_str(input.trim()).unwrap_or_default();
     let text = |a: &str, b: &str| {
@@ -432,6 +413,22 @@ fn open_browser(url: &str) {
         .any(|command| crate::exec::process::launch(command, url).is_ok());
     if !started {
         eprintln!("aai-gateway: could not open a browser; open the address above yourself");
+    }
+}
+
+/// What `auth set` was given: standard input with `--stdin`, else a line from the terminal
+/// with echo off (after `prompt`); why not, in words.
+fn read_value(stdin: bool, prompt: &str) -> Result<String, String> {
+    if stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(text)
+    } else if std::io::stdin().is_terminal() {
+        read_hidden(prompt).map_err(|e| format!("cannot read the terminal: {e}"))
+    } else {
+        Err("standard input is not a terminal; pass --stdin to read the value from it".to_owned())
     }
 }
 
