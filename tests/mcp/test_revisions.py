@@ -10,11 +10,10 @@ Run: python3 -m pytest tests/mcp -q -k revisions
 import json
 from pathlib import Path
 
+import jsonschema  # a dependency of the `mcp` package the tests install: never skipped
 import pytest
 
 from test_raw_protocol import Raw
-
-jsonschema = pytest.importorskip("jsonschema")
 
 SCHEMAS = Path(__file__).with_name("schemas")
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
