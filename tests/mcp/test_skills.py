@@ -77,3 +77,26 @@ async def test_a_skill_folder_is_an_app_whose_tool_reads_it(gw):
         assert described["execution"]["type"] == "skill"
         apps = [t.name for t in (await s.list_tools()).tools]
         assert not any("broken" in a for a in apps)
+
+
+async def test_skill_md_itself_stays_inside_its_folder(gw, tmp_path):
+    """SKILL.md gets the checks a `file` gets: a link out of the folder (made after the
+    scan) and a FIFO are refused at once, never read or waited on; headings inside code
+    fences are not listed as sections."""
+    import os
+    d = write_skill(gw.home / "skills", "swap", "---\nname: swap\ndescription: d\n---\n# Real\n\n```\n# Fenced\n```\n")
+    async with gw.session() as s:
+        guide = (await s.call_tool("aai_guide", {"app": "skill.swap"})).content[0].text
+        assert "`Real`" in guide and "Fenced" not in guide.split("Sections:", 1)[1].split("\n")[0]
+        outside = tmp_path / "outside.md"
+        outside.write_text("---\nname: x\n---\nSECRET OUTSIDE")
+        (d / "SKILL.md").unlink()
+        (d / "SKILL.md").symlink_to(outside)
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "skill.swap", "tool": "read", "args": {}})
+        assert "SECRET" not in str(e.value.error) and e.value.error.data["type"] == "INVALID_PARAMS"
+        (d / "SKILL.md").unlink()
+        os.mkfifo(d / "SKILL.md")
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "skill.swap", "tool": "read", "args": {}})
+        assert e.value.error.data["type"] == "INVALID_PARAMS"

@@ -79,6 +79,11 @@ async def test_a_hidden_app_and_tool_are_invisible_to_one_client_and_usable_by_a
             assert "app:com.example.notes" not in uris_a and "app:com.example.echo" in uris_a
             await error_of(a.read_resource("app:com.example.notes"))
             assert (await b.read_resource("app:com.example.notes")).contents
+            # The descriptor as written would name the hidden tool: agent-a reads the model
+            # of what it may see instead.
+            shown = (await a.read_resource("app:com.example.echo")).contents[0].text
+            assert '"sleep"' not in shown and '"echo"' in shown
+            assert '"sleep"' in (await b.read_resource("app:com.example.echo")).contents[0].text
         # The web UI shows the effective state on each app's page.
         from test_ui import get, ui_of
         notes = get(ui_of(url) + "/apps/com.example.notes").text
@@ -93,3 +98,16 @@ def test_bad_client_rules_are_reported(gw):
     text = out.stdout + out.stderr
     assert out.returncode != 0, text
     assert "no-colon" in text and "/clients/x/apps/allow" in text, text
+
+
+async def test_an_allow_listed_client_adds_no_web_app_and_the_command_line_sees_all(gw):
+    gw.add_app("com.example.echo")
+    gw.config(clients={"agent-c": {"apps": {"allow": ["com.example.echo"]}},
+                       "*": {"apps": {"deny": ["com.example.echo"]}}})
+    with web(gw) as (url, _):
+        async with client(url, "agent-c") as c:
+            refused = await error_of(c.call_tool("web_discover", {"url": "https://example.com"}))
+            assert refused.data["type"] == "PERMISSION_DENIED" and "allows it a list" in refused.message
+    # The rules are per MCP client: the user's own `call` is not bound by them.
+    out = gw.run("call", "com.example.echo", "echo", '{"text": "mine"}')
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -567,7 +567,7 @@ fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::visibility::Visibility {
             && let Some(deny) = tools.opt_str_list("deny")
         {
             for entry in deny {
-                match entry.rsplit_once(':') {
+                match entry.split_once(':') {
                     Some((app, tool)) if !app.is_empty() && !tool.is_empty() => {
                         rules.deny_tools.push((app.to_owned(), tool.to_owned()));
                     }

@@ -307,7 +307,8 @@ impl Pipeline {
     /// limits the client, else its view, made once per snapshot.
     pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::consent::Caller) -> Arc<Snapshot> {
         let visibility = &self.settings.visibility;
-        if !visibility.limits(&caller.name) {
+        // The rules are per MCP client: the user at the command line or the web UI sees all.
+        if caller.is_user() || !visibility.limits(&caller.name) {
             return snapshot;
         }
         let mut views = self.views.lock().expect("views lock");

@@ -97,6 +97,23 @@ pub fn front_matter(text: &str) -> Option<(&str, &str)> {
     None
 }
 
+/// The Markdown headings of `body` outside code fences: (level, text).
+pub fn headings(body: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut fenced = false;
+    body.lines().filter_map(move |line| {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            return None;
+        }
+        if fenced {
+            return None;
+        }
+        let level = line.chars().take_while(|c| *c == '#').count();
+        let text = line[level..].strip_prefix(' ')?;
+        (1..=6).contains(&level).then(|| (level, text.trim()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -37,10 +37,14 @@ impl Rules {
     }
 }
 
-/// An app id pattern: the id itself, or `prefix.*` for every id under `prefix.`.
+/// An app id pattern: the id itself, `prefix.*` for every id under `prefix.`, or `*`
+/// for every id. (`com.example*` is an id, not a pattern: it matches nothing else.)
 fn matches(pattern: &str, id: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => id.starts_with(prefix),
+    match pattern.strip_suffix(".*") {
+        _ if pattern == "*" => true,
+        Some(prefix) => id
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.')),
         None => pattern == id,
     }
 }
@@ -82,6 +86,11 @@ impl Visibility {
             };
             one_by_one
         })
+    }
+
+    /// Whether a rule limits `client` to an allow list (it then may not add web apps).
+    pub fn allow_listed(&self, client: &str) -> bool {
+        self.rules(client).any(|r| r.allow.is_some())
     }
 
     /// Whether any rule applies to `client`.
@@ -140,6 +149,8 @@ mod tests {
         assert!(!v.app("claude-code", "com.example.secret"));
         assert!(!v.app("claude-code", "org.other.app"));
         assert!(v.app("claude-code", "com.example.notes"));
+        let prefix = rules(Some(&["com.example*"]), &[], &[]);
+        assert!(!prefix.app("com.exampleevil.x") && prefix.app("com.example*"));
         assert!(!v.tool("claude-code", "com.example.notes", "delete"));
         assert!(v.tool("claude-code", "com.example.notes", "create"));
         assert!(v.tool("cursor", "com.example.notes", "delete"));

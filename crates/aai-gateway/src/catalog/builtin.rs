@@ -280,10 +280,12 @@ fn parse(text: &str, source: &str) -> (App, PathBuf) {
 }
 
 /// Whether `id` is (or may be) the id of a built-in app, active here or not: the
-/// notifications service, every MPRIS player, the coding agents, the macOS apps. A web
-/// app may never take such an id.
+/// notifications service, every MPRIS player, the coding agents, the macOS apps, the
+/// Agent Skills (`skill.*`). A web app may never take such an id.
 pub fn is_builtin_id(id: &str) -> bool {
     id == "org.freedesktop.Notifications"
+        // Agent Skills found on this machine (`skills.rs`).
+        || id.starts_with("skill.")
         || id.starts_with(MPRIS_PREFIX)
         || CODING_AGENTS.iter().any(|a| a.id == id)
         || {

@@ -13,6 +13,8 @@ use serde_json::json;
 
 /// How many files of a skill its tool's description lists.
 const LISTED_FILES: usize = 50;
+/// How many files of a skill are walked at most (to count them; all are kept to sort).
+const WALKED_MAX: usize = 10_000;
 /// The largest `SKILL.md` read.
 const MAX_SKILL: u64 = 1024 * 1024;
 
@@ -49,7 +51,11 @@ pub fn apps(roots: &[PathBuf]) -> Vec<(App, PathBuf)> {
             let parsed = aai_descriptor::parse(&text, &source.to_string_lossy());
             match parsed.app {
                 Some(app) if !out.iter().any(|(a, _)| a.id == app.id) => out.push((app, source)),
-                Some(_) => {}
+                Some(app) => tracing::warn!(
+                    folder = %folder.display(),
+                    "a skill named like one found before (`{}`) is left out",
+                    app.id
+                ),
                 None => {
                     tracing::warn!(folder = %folder.display(), "the skill's descriptor is invalid: {:?}", parsed.diagnostics)
                 }
@@ -63,12 +69,15 @@ pub fn apps(roots: &[PathBuf]) -> Vec<(App, PathBuf)> {
 /// serves for it), or `None` when its `SKILL.md` has no usable front matter.
 pub fn descriptor_text(folder: &Path) -> Option<String> {
     use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::File::open(folder.join("SKILL.md"))
-        .ok()?
-        .take(MAX_SKILL)
-        .read_to_string(&mut text)
-        .ok()?;
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(folder.join("SKILL.md")).ok()?;
+    // Only a regular file (a FIFO would never end).
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    file.take(MAX_SKILL).read_to_end(&mut bytes).ok()?;
+    // Cut at 1 MiB, maybe inside a character: the front matter is at the top anyway.
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let (front, body) = crate::text::front_matter(&text)?;
     let fields = fields(front);
     let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -86,21 +95,15 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
     let description = get("description")
         .filter(|d| !d.is_empty())
         .map_or_else(|| first_paragraph(body), str::to_owned);
-    let sections: Vec<String> = body
-        .lines()
-        .filter_map(|l| {
-            let level = l.chars().take_while(|c| *c == '#').count();
-            ((1..=6).contains(&level))
-                .then(|| l[level..].strip_prefix(' ').map(str::trim))
-                .flatten()
-                .map(|h| format!("`{h}`"))
-        })
+    let sections: Vec<String> = crate::text::headings(body)
+        .map(|(_, h)| format!("`{h}`"))
         .take(LISTED_FILES)
         .collect();
     let mut files = Vec::new();
-    list_files(folder, folder, &mut files);
+    let mut seen = 0;
+    list_files(folder, folder, &mut files, &mut seen);
     files.sort();
-    let more = files.len().saturating_sub(LISTED_FILES);
+    let more = seen.saturating_sub(LISTED_FILES);
     files.truncate(LISTED_FILES);
     let mut about = "Read this skill: with no argument, its instructions (SKILL.md without its front matter); `section` for one section by its heading; `file` for one of its files (a path inside the skill's folder).".to_owned();
     if !sections.is_empty() {
@@ -110,7 +113,8 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
         let files: Vec<String> = files.iter().map(|f| format!("`{f}`")).collect();
         about.push_str(&format!("\nFiles: {}", files.join(", ")));
         if more > 0 {
-            about.push_str(&format!(" and {more} more"));
+            let plus = if seen >= WALKED_MAX { "+" } else { "" };
+            about.push_str(&format!(" and {more}{plus} more"));
         }
         about.push('.');
     }
@@ -186,13 +190,14 @@ fn first_paragraph(body: &str) -> String {
         )
 }
 
-/// The files under `dir` (relative to `root`), hidden ones left out, links not followed.
-fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+/// The files under `dir` (relative to `root`), hidden ones left out, links not followed;
+/// `seen` counts them all, at most [`WALKED_MAX`] entries are walked.
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>, seen: &mut usize) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.filter_map(Result::ok) {
-        if out.len() > 10 * LISTED_FILES {
+        if *seen >= WALKED_MAX {
             return;
         }
         let name = entry.file_name();
@@ -204,11 +209,12 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
         };
         let path = entry.path();
         if kind.is_dir() {
-            list_files(root, &path, out);
+            list_files(root, &path, out, seen);
         } else if kind.is_file()
             && let Ok(relative) = path.strip_prefix(root)
             && relative != Path::new("SKILL.md")
         {
+            *seen += 1;
             out.push(relative.to_string_lossy().replace('\\', "/"));
         }
     }

@@ -98,12 +98,17 @@ fn read(folder: &Path, section: Option<String>, file: Option<String>) -> Result<
             Ok(e) => e,
         });
     }
-    let text = std::fs::read_to_string(folder.join("SKILL.md")).map_err(unreadable)?;
+    // SKILL.md itself passes the checks a `file` does: inside the folder (not a link
+    // out), a regular file (never a FIFO), at most 1 MiB.
+    let text = read_file(folder, "SKILL.md").map_err(|e| match e {
+        Err(why) => unreadable(why),
+        Ok(e) => e,
+    })?;
     let body = body(&text);
     match section.filter(|s| !s.trim().is_empty()) {
         None => Ok(body.to_owned()),
         Some(wanted) => section_of(body, &wanted).ok_or_else(|| Error::NoSection {
-            listed: headings(body)
+            listed: crate::text::headings(body)
                 .map(|(_, h)| format!("`{h}`"))
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -146,23 +151,6 @@ fn read_file(folder: &Path, file: &str) -> Result<String, Result<Error, std::io:
 /// `SKILL.md` without its front matter (`---` … `---` at the top).
 pub fn body(text: &str) -> &str {
     crate::text::front_matter(text).map_or(text, |(_, rest)| rest)
-}
-
-/// The markdown headings of `body` outside code fences: (level, text).
-fn headings(body: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut fenced = false;
-    body.lines().filter_map(move |line| {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            return None;
-        }
-        if fenced {
-            return None;
-        }
-        let level = line.chars().take_while(|c| *c == '#').count();
-        let text = line[level..].strip_prefix(' ')?;
-        (1..=6).contains(&level).then(|| (level, text.trim()))
-    })
 }
 
 /// The section of `body` under the heading `wanted`, heading included.
@@ -216,7 +204,7 @@ mod tests {
         assert!(s.starts_with("## Filling forms") && s.contains("# not a heading"));
         assert!(s.contains("### Details") && !s.contains("## Other"), "{s}");
         assert!(section_of(body(SKILL), "nope").is_none());
-        let listed: Vec<_> = headings(body(SKILL)).map(|(_, h)| h).collect();
+        let listed: Vec<_> = crate::text::headings(body(SKILL)).map(|(_, h)| h).collect();
         assert_eq!(listed, ["PDF tools", "Filling forms", "Details", "Other"]);
         assert_eq!(crate::text::front_matter("no front matter"), None);
     }

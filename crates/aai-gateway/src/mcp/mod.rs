@@ -214,7 +214,28 @@ impl Server {
             }
             Some(Meta::WebDiscover) => {
                 let url = string_arg(&args, "url")?;
-                let (app_id, stale) = self.gateway.discover_web(url).await?;
+                // A client limited by config `clients` learns nothing of the apps it may
+                // not see from a refusal, and one held to an allow list adds no web app
+                // for the others.
+                let caller = self.caller(ctx);
+                let visibility = &self.gateway.pipeline.settings.visibility;
+                if visibility.allow_listed(&caller.name) {
+                    return Err(GatewayError::new(
+                        Code::PermissionDenied,
+                        "web_discover is not available to this client (config `clients` allows it a list of apps)",
+                    ));
+                }
+                let limited = visibility.limits(&caller.name);
+                let (app_id, stale) = self.gateway.discover_web(url).await.map_err(|e| {
+                    if limited && e.code == Code::PermissionDenied {
+                        GatewayError::new(
+                            Code::PermissionDenied,
+                            "the site's descriptor cannot be served to this client",
+                        )
+                    } else {
+                        e
+                    }
+                })?;
                 // The new app is announced before its guide is returned.
                 self.announce_up_to(&ctx.peer, self.gateway.generation())
                     .await;
@@ -1208,29 +1229,40 @@ impl ServerHandler for Server {
             .find(key)
             .filter(|e| e.app.id == key)
             .ok_or_else(not_found)?;
-        let contents = match part {
-            "guide" => {
-                ResourceContents::text(crate::registry::guide::render(&snapshot, entry), uri)
-                    .with_mime_type("text/markdown")
-            }
-            "model" => ResourceContents::text(descriptor_json(entry), uri)
-                .with_mime_type("application/json"),
-            // The descriptor as its author wrote it (the file of the binding served).
-            _ => {
-                let source = entry.source.clone();
-                let text =
-                    tokio::task::spawn_blocking(move || crate::catalog::descriptor_text(&source))
-                        .await
-                        .map_err(|e| McpError::internal_error(e.to_string(), None))?
-                        .map_err(|e| {
-                            McpError::internal_error(
-                                format!("the descriptor of `{key}` cannot be read now: {e}"),
-                                Some(json!({"uri": uri})),
-                            )
-                        })?;
-                ResourceContents::text(text, uri).with_mime_type("application/json")
-            }
-        };
+        let contents =
+            match part {
+                "guide" => {
+                    ResourceContents::text(crate::registry::guide::render(&snapshot, entry), uri)
+                        .with_mime_type("text/markdown")
+                }
+                "model" => ResourceContents::text(descriptor_json(entry), uri)
+                    .with_mime_type("application/json"),
+                // A client some of this app's tools are hidden from reads the model of what it
+                // may see: the file would name them.
+                _ if self.gateway.snapshot().await.find(key).is_some_and(|all| {
+                    all.binding().tools.len() != entry.binding().tools.len()
+                }) =>
+                {
+                    ResourceContents::text(descriptor_json(entry), uri)
+                        .with_mime_type("application/json")
+                }
+                // The descriptor as its author wrote it (the file of the binding served).
+                _ => {
+                    let source = entry.source.clone();
+                    let text = tokio::task::spawn_blocking(move || {
+                        crate::catalog::descriptor_text(&source)
+                    })
+                    .await
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                    .map_err(|e| {
+                        McpError::internal_error(
+                            format!("the descriptor of `{key}` cannot be read now: {e}"),
+                            Some(json!({"uri": uri})),
+                        )
+                    })?;
+                    ResourceContents::text(text, uri).with_mime_type("application/json")
+                }
+            };
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }
