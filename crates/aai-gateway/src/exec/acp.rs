@@ -272,7 +272,12 @@ impl Agent {
     ) -> Result<Value, RpcError> {
         let (tx, rx) = oneshot::channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.child.wait(id, tx);
+        if !self.child.wait(id, tx) {
+            return Err(RpcError {
+                code: -32603,
+                message: "the agent has stopped".to_owned(),
+            });
+        }
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if let Err(e) = self.write(&message).await {
             self.child.take(&id);

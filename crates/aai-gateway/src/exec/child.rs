@@ -61,9 +61,16 @@ impl<Id: Eq + Hash, W> Child<Id, W> {
         stdin.flush().await
     }
 
-    /// Registers a call waiting for the answer `id`.
-    pub(crate) fn wait(&self, id: Id, waiter: W) {
-        self.waiting().insert(id, waiter);
+    /// Registers a call waiting for the answer `id`; `false` (nothing registered) when the
+    /// child is already stopped or being stopped, so the call goes to a new one. Checked
+    /// under the same lock that [`Self::give_up_idle`] retires it under.
+    pub(crate) fn wait(&self, id: Id, waiter: W) -> bool {
+        let mut waiting = self.waiting();
+        if !self.is_alive() {
+            return false;
+        }
+        waiting.insert(id, waiter);
+        true
     }
 
     /// The call waiting for `id`, taken out (`None`: nobody waits any more — it timed
@@ -95,6 +102,22 @@ impl<Id: Eq + Hash, W> Child<Id, W> {
         let mut waiting = self.waiting();
         waiting.remove(id);
         waiting.len()
+    }
+
+    /// Stops waiting for `id`; when no other call waits, marks the child stopped in the same
+    /// step (no new call can register with it any more) and returns `true`: the caller
+    /// kills it.
+    pub(crate) fn give_up_idle<Q: Hash + Eq + ?Sized>(&self, id: &Q) -> bool
+    where
+        Id: Borrow<Q>,
+    {
+        let mut waiting = self.waiting();
+        waiting.remove(id);
+        let idle = waiting.is_empty();
+        if idle {
+            self.alive.store(false, Ordering::SeqCst);
+        }
+        idle
     }
 
     /// How many calls wait.

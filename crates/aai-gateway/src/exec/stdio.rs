@@ -177,17 +177,33 @@ impl StdioExecutor {
         let envelope = envelope::request(&req.tool.name, &req.args, &id);
 
         let mut attempt = 0;
+        let mut retired = 0;
         loop {
             attempt += 1;
             let adapter = self.adapter(req.app, process, req.base_dir, &req.secrets)?;
             let (tx, rx) = oneshot::channel();
-            adapter.child.wait(
+            let waiting = adapter.child.wait(
                 id.clone(),
                 Pending {
                     reply: tx,
                     progress: req.ctx.progress.clone(),
                 },
             );
+            // The adapter was being stopped (its last call was cancelled) between handing
+            // it out and now: nothing was sent, so a new one takes the request.
+            if !waiting {
+                self.forget(&adapter);
+                retired += 1;
+                if retired == 3 {
+                    return Err(Error::Send {
+                        why: "the adapter was stopped each time the request was about to be sent"
+                            .to_owned(),
+                        stderr: adapter.stderr_note(),
+                    });
+                }
+                attempt -= 1;
+                continue;
+            }
             if let Err(e) = adapter.child.send(&envelope).await {
                 adapter.child.give_up(&id);
                 adapter.kill();
@@ -231,8 +247,7 @@ impl StdioExecutor {
                 Reply::Done(Err(Error::TimedOut(req.ctx.timeout)))
             }
             () = req.ctx.cancel.cancelled() => {
-                let others = adapter.child.give_up(id);
-                if others == 0 {
+                if adapter.child.give_up_idle(id) {
                     tracing::info!(app = %req.app, "call cancelled; stopping the idle adapter");
                     adapter.kill();
                     self.forget(adapter);
