@@ -99,8 +99,14 @@ pub fn front_matter(text: &str) -> Option<(&str, &str)> {
 
 /// The Markdown headings of `body` outside code fences: (level, text).
 pub fn headings(body: &str) -> impl Iterator<Item = (usize, &str)> {
+    heading_lines(body).map(|(_, level, text)| (level, text))
+}
+
+/// The Markdown headings of `body` outside code fences: (line number from 0, level,
+/// text).
+pub fn heading_lines(body: &str) -> impl Iterator<Item = (usize, usize, &str)> {
     let mut fenced = false;
-    body.lines().filter_map(move |line| {
+    body.lines().enumerate().filter_map(move |(i, line)| {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
             return None;
@@ -110,7 +116,7 @@ pub fn headings(body: &str) -> impl Iterator<Item = (usize, &str)> {
         }
         let level = line.chars().take_while(|c| *c == '#').count();
         let text = line[level..].strip_prefix(' ')?;
-        (1..=6).contains(&level).then(|| (level, text.trim()))
+        (1..=6).contains(&level).then(|| (i, level, text.trim()))
     })
 }
 

@@ -8,7 +8,7 @@
 //!   climbs out (`..`), or resolves (through links) outside the folder is refused before
 //!   anything is read; so is a file over 1 MiB or one that is not UTF-8 text.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
 use aai_descriptor::Executor;
 use serde_json::{Value, json};
@@ -88,22 +88,12 @@ impl Execute for SkillExecutor {
 
 /// What `read` returns for `section` or `file` of the skill in `folder`.
 fn read(folder: &Path, section: Option<String>, file: Option<String>) -> Result<String, Error> {
-    let unreadable = |why| Error::Unreadable {
-        path: folder.display().to_string(),
-        why,
-    };
     if let Some(file) = file.filter(|f| !f.is_empty()) {
-        return read_file(folder, &file).map_err(|e| match e {
-            Err(why) => unreadable(why),
-            Ok(e) => e,
-        });
+        return read_file(folder, &file);
     }
     // SKILL.md itself passes the checks a `file` does: inside the folder (not a link
     // out), a regular file (never a FIFO), at most 1 MiB.
-    let text = read_file(folder, "SKILL.md").map_err(|e| match e {
-        Err(why) => unreadable(why),
-        Ok(e) => e,
-    })?;
+    let text = read_file(folder, "SKILL.md")?;
     let body = body(&text);
     match section.filter(|s| !s.trim().is_empty()) {
         None => Ok(body.to_owned()),
@@ -117,35 +107,38 @@ fn read(folder: &Path, section: Option<String>, file: Option<String>) -> Result<
     }
 }
 
-/// A file of the skill: inside its folder, text, at most [`MAX_FILE`]. The outer error is
-/// an I/O failure of the folder itself.
-fn read_file(folder: &Path, file: &str) -> Result<String, Result<Error, std::io::Error>> {
+/// A file of the skill: inside its folder, text, at most [`MAX_FILE`].
+fn read_file(folder: &Path, file: &str) -> Result<String, Error> {
+    let unreadable = |why| Error::Unreadable {
+        path: folder.display().to_string(),
+        why,
+    };
     let relative = Path::new(file);
     if relative.is_absolute()
         || relative
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        return Err(Ok(Error::Outside(file.to_owned())));
+        return Err(Error::Outside(file.to_owned()));
     }
-    let root = folder.canonicalize().map_err(Err)?;
-    let path: PathBuf = match root.join(relative).canonicalize() {
-        Ok(p) => p,
-        Err(_) => return Err(Ok(Error::NoFile(file.to_owned()))),
+    let root = folder.canonicalize().map_err(unreadable)?;
+    let Ok(path) = root.join(relative).canonicalize() else {
+        return Err(Error::NoFile(file.to_owned()));
     };
     // A link inside the folder may point out of it.
     if !path.starts_with(&root) {
-        return Err(Ok(Error::Outside(file.to_owned())));
+        return Err(Error::Outside(file.to_owned()));
     }
-    let meta = std::fs::metadata(&path).map_err(|_| Ok(Error::NoFile(file.to_owned())))?;
-    if !meta.is_file() {
-        return Err(Ok(Error::NoFile(file.to_owned())));
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.len() > MAX_FILE => {
+            Err(Error::NotText(file.to_owned(), "larger than 1 MiB"))
+        }
+        Ok(meta) if meta.is_file() => {
+            let bytes = std::fs::read(&path).map_err(unreadable)?;
+            String::from_utf8(bytes).map_err(|_| Error::NotText(file.to_owned(), "not UTF-8 text"))
+        }
+        _ => Err(Error::NoFile(file.to_owned())),
     }
-    if meta.len() > MAX_FILE {
-        return Err(Ok(Error::NotText(file.to_owned(), "larger than 1 MiB")));
-    }
-    let bytes = std::fs::read(&path).map_err(Err)?;
-    String::from_utf8(bytes).map_err(|_| Ok(Error::NotText(file.to_owned(), "not UTF-8 text")))
 }
 
 /// `SKILL.md` without its front matter (`---` … `---` at the top).
@@ -162,33 +155,19 @@ fn section_of(body: &str, wanted: &str) -> Option<String> {
             .to_lowercase()
     };
     let wanted = norm(wanted.trim_start_matches('#'));
-    let mut out = Vec::new();
-    let mut level = None;
-    let mut fenced = false;
-    for line in body.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        }
-        let heading = (!fenced)
-            .then(|| {
-                let l = line.chars().take_while(|c| *c == '#').count();
-                line[l..]
-                    .strip_prefix(' ')
-                    .filter(|_| (1..=6).contains(&l))
-                    .map(|t| (l, t.trim()))
-            })
-            .flatten();
-        match (level, heading) {
-            (None, Some((l, text))) if norm(text) == wanted => {
-                level = Some(l);
-                out.push(line);
-            }
-            (Some(at), Some((l, _))) if l <= at => break,
-            (Some(_), _) => out.push(line),
-            (None, _) => {}
-        }
-    }
-    level.map(|_| out.join("\n").trim_end().to_owned())
+    let mut headings = crate::text::heading_lines(body);
+    let (start, level, _) = headings.find(|(_, _, text)| norm(text) == wanted)?;
+    // Up to the next heading of the same or a higher level.
+    let end = headings
+        .find(|(_, l, _)| *l <= level)
+        .map(|(line, ..)| line);
+    let lines: Vec<&str> = body.lines().collect();
+    Some(
+        lines[start..end.unwrap_or(lines.len())]
+            .join("\n")
+            .trim_end()
+            .to_owned(),
+    )
 }
 
 #[cfg(test)]
@@ -217,21 +196,15 @@ mod tests {
         assert_eq!(read_file(&dir, "ref/forms.md").unwrap(), "forms");
         for bad in ["../../etc/passwd", "/etc/passwd", "ref/../../x"] {
             assert!(
-                matches!(read_file(&dir, bad), Err(Ok(Error::Outside(_)))),
+                matches!(read_file(&dir, bad), Err(Error::Outside(_))),
                 "{bad}"
             );
         }
-        assert!(matches!(
-            read_file(&dir, "nope.md"),
-            Err(Ok(Error::NoFile(_)))
-        ));
+        assert!(matches!(read_file(&dir, "nope.md"), Err(Error::NoFile(_))));
         #[cfg(unix)]
         {
             std::os::unix::fs::symlink("/etc/hostname", dir.join("link")).unwrap();
-            assert!(matches!(
-                read_file(&dir, "link"),
-                Err(Ok(Error::Outside(_)))
-            ));
+            assert!(matches!(read_file(&dir, "link"), Err(Error::Outside(_))));
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
