@@ -63,7 +63,7 @@ async def test_a_server_is_one_app_whose_tools_cost_nothing_until_asked_for(gw, 
     everything(gw)
     async with gw.session() as s:
         listed = [t.name for t in (await s.list_tools()).tools]
-        assert listed == ["app_dev_mcp_everything", *META], "one tool for the whole server"
+        assert listed == ["app_aai", "app_dev_mcp_everything", *META], "one tool for the whole server"
         assert not running(tmp_path, "server-everything"), "not started before first use"
 
         found = await s.call_tool("aai_search", {"query": "reference test server"})
@@ -683,7 +683,7 @@ async def test_resources_and_prompts_of_a_server_are_read_through_its_app(gw):
     everything(gw)
     async with gw.session() as s:
         listed = [t.name for t in (await s.list_tools()).tools]
-        assert listed == ["app_dev_mcp_everything", *META], "nothing more in the tool list"
+        assert listed == ["app_aai", "app_dev_mcp_everything", *META], "nothing more in the tool list"
         guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.everything"})).content[0].text
         assert "### `mcp.resources.read`" in guide and "### `mcp.prompts.get`" in guide, guide
         uri = re.search(r"- `(demo://resource/static/document/[^`]+)`", guide).group(1)

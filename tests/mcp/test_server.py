@@ -33,7 +33,7 @@ async def test_stateless_2026_revision_through_discover(gw):
     gw.add_app("com.example.echo")
     async with gw.session(discover=True) as s:
         tools = await s.list_tools()
-        assert [t.name for t in tools.tools] == ["app_com_example_echo", *META]
+        assert [t.name for t in tools.tools] == ["app_aai", "app_com_example_echo", *META]
         result = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": "2026"}})
         assert result.structured_content["echo"]["text"] == "2026"
 
@@ -45,10 +45,10 @@ async def test_progressive_listing_is_small_and_client_safe(gw):
     async with gw.session() as s:
         tools = (await s.list_tools()).tools
         names = [t.name for t in tools]
-        assert names == ["app_com_example_echo", "app_org_other-app_x", *META]
+        assert names == ["app_aai", "app_com_example_echo", "app_org_other-app_x", *META]
         for name in names:
             assert len(name) <= 64 and all(c.isalnum() or c in "_-" for c in name), name
-        echo = tools[0]
+        echo = tools[1]
         assert echo.description == "【Echo|回声】Echoes text. Aliases: repeat, 复读. Call to get guide."
         assert echo.input_schema == {"type": "object"}
 
@@ -126,7 +126,11 @@ async def test_resources_list_and_read(gw):
     async with gw.session() as s:
         resources = (await s.list_resources()).resources
         assert [(str(r.uri), r.name, r.mime_type) for r in resources] == [
+            ("app:aai", "AAI Gateway", "application/aai+json"),
             ("app:com.example.echo", "Echo", "application/aai+json")]
+        # The gateway's own app is served as its compiled-in descriptor.
+        own = json.loads((await s.read_resource("app:aai")).contents[0].text)
+        assert own["execution"] == {"type": "gateway"} and own["platform"] == "linux"
         # The descriptor as written: the file's own text.
         read = await s.read_resource("app:com.example.echo")
         written = (gw.home / "com.example.echo" / "aai.json").read_text()

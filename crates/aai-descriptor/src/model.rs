@@ -168,6 +168,9 @@ pub enum ExecutorKind {
     Mcp,
     /// An Agent Skill: a folder with `SKILL.md`, read by its tool (our extension).
     Skill,
+    /// The gateway's own tools (its app `aai`: import, remove, enable, disable). No
+    /// descriptor file can name it: the gateway builds that app itself.
+    Gateway,
 }
 
 impl ExecutorKind {
@@ -186,6 +189,7 @@ impl ExecutorKind {
             ExecutorKind::Acp => "acp",
             ExecutorKind::Mcp => "mcp",
             ExecutorKind::Skill => "skill",
+            ExecutorKind::Gateway => "gateway",
         }
     }
 }
@@ -218,6 +222,8 @@ pub enum Executor {
     Mcp(McpServer),
     /// An Agent Skill's folder (relative to the descriptor's); its tools read it.
     Skill(SkillFolder),
+    /// The gateway's own tools; never read from a file.
+    Gateway,
 }
 
 /// An Agent Skill: the folder holding its `SKILL.md`.
@@ -244,6 +250,7 @@ impl Executor {
             Executor::Acp(_) => ExecutorKind::Acp,
             Executor::Mcp(_) => ExecutorKind::Mcp,
             Executor::Skill(_) => ExecutorKind::Skill,
+            Executor::Gateway => ExecutorKind::Gateway,
         }
     }
 }

@@ -46,6 +46,7 @@ fn main() {
         start: None,
         args: None,
         read_only: false,
+        remember: true,
     };
     // "Always allow this tool", once; every later check finds the grant in memory.
     rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))

@@ -96,6 +96,10 @@ pub struct Config {
     pub registry_url: String,
     /// Fetch the registry catalog.
     pub enable_registry: bool,
+    /// The official MCP Registry's base URL.
+    pub mcp_registry_url: String,
+    /// `aai_search` with `remote: true` searches the MCP Registry.
+    pub enable_mcp_registry: bool,
     /// How apps are listed.
     pub exposure: Exposure,
     /// Above this many apps, `progressive` becomes `search`.
@@ -172,6 +176,11 @@ impl Config {
             ),
             ("registryUrl".into(), self.registry_url.clone()),
             ("enableRegistry".into(), self.enable_registry.to_string()),
+            ("mcpRegistryUrl".into(), self.mcp_registry_url.clone()),
+            (
+                "enableMcpRegistry".into(),
+                self.enable_mcp_registry.to_string(),
+            ),
             (
                 "exposure".into(),
                 match self.exposure {
@@ -268,6 +277,8 @@ impl Config {
             scan_interval: Some(Duration::from_secs(60)),
             registry_url: "https://registry.aai-protocol.com".to_owned(),
             enable_registry: false,
+            mcp_registry_url: "https://registry.modelcontextprotocol.io".to_owned(),
+            enable_mcp_registry: false,
             exposure: Exposure::Progressive,
             max_listed_apps: 50,
             errors: ErrorStyle::JsonRpc,
@@ -400,6 +411,19 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     }
     if let Some(b) = obj.opt_bool("enableRegistry") {
         c.enable_registry = b;
+    }
+    if let Some(url) = obj.opt_text("mcpRegistryUrl") {
+        if url.starts_with("https://") || url.starts_with("http://") {
+            c.mcp_registry_url = url.trim_end_matches('/').to_owned();
+        } else {
+            sink.error(
+                obj.at("mcpRegistryUrl"),
+                format!("`{url}` is not an http(s) URL"),
+            );
+        }
+    }
+    if let Some(b) = obj.opt_bool("enableMcpRegistry") {
+        c.enable_mcp_registry = b;
     }
     if let Some(e) = choice(
         obj,

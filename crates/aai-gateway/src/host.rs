@@ -99,7 +99,8 @@ impl Host {
             | ExecutorKind::Stdio
             | ExecutorKind::Acp
             | ExecutorKind::Mcp
-            | ExecutorKind::Skill => true,
+            | ExecutorKind::Skill
+            | ExecutorKind::Gateway => true,
         }
     }
 }

@@ -45,6 +45,7 @@ pub mod host;
 pub mod lines;
 pub mod listen;
 pub mod logging;
+pub mod manage;
 pub mod mcp;
 pub mod net;
 pub mod peer;

@@ -96,6 +96,9 @@ pub enum Error {
     /// The site's certificate could not be fetched for the question.
     #[error("the site's certificate could not be checked before the first call: {0}")]
     SiteUnchecked(String),
+    /// This pipeline was built without the gateway's own app's part (an embedding).
+    #[error("managing apps is not available here")]
+    NoManager,
 }
 
 impl From<Error> for GatewayError {
@@ -109,7 +112,9 @@ impl From<Error> for GatewayError {
                 Code::InvalidParams
             }
             Error::ValidationFailed(_) => Code::AutomationFailed,
-            Error::SiteUnchecked(_) | Error::Stopping => Code::ServiceUnavailable,
+            Error::SiteUnchecked(_) | Error::Stopping | Error::NoManager => {
+                Code::ServiceUnavailable
+            }
         };
         let wire = GatewayError::new(code, e.to_string());
         match e {
@@ -207,6 +212,11 @@ pub trait Apps: Send + Sync {
     ) -> AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>>;
     /// Finds the web app at `url` (fetched, or from the web cache); its app id.
     fn discover_web<'a>(&'a self, url: &'a str) -> AppsFuture<'a, Result<String, GatewayError>>;
+    /// Looks at the apps again now (after the gateway's own app changed them), so that
+    /// the next call sees the change; nothing by default.
+    fn refresh(&self) -> AppsFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// The settings a call reads.
@@ -226,8 +236,6 @@ pub struct Settings {
     pub batch_max_calls: usize,
     /// `batch.concurrency`.
     pub batch_concurrency: usize,
-    /// `clients`: which apps and tools each client may see.
-    pub visibility: crate::visibility::Visibility,
 }
 
 /// The call path: shared by every front door, cheap to clone.
@@ -244,6 +252,8 @@ pub struct Pipeline {
     pub history: Option<Arc<dyn Sink>>,
     /// Web apps' servers and certificates, for consent.
     pub sites: Arc<Sites>,
+    /// What the gateway's own app (`aai`) runs; `None`: its calls are refused.
+    pub manage: Option<Arc<crate::manage::Manager>>,
     pub(crate) settings: Arc<Settings>,
     /// Each limited client's view, with the snapshot it was made from.
     views: Arc<std::sync::Mutex<Views>>,
@@ -277,6 +287,8 @@ pub struct Parts {
     pub history: Option<Arc<dyn Sink>>,
     /// Web apps' servers and certificates.
     pub sites: Arc<Sites>,
+    /// What the gateway's own app runs.
+    pub manage: Option<Arc<crate::manage::Manager>>,
     /// Settings.
     pub settings: Settings,
 }
@@ -298,6 +310,7 @@ impl Pipeline {
             auth: parts.auth,
             history: parts.history,
             sites: parts.sites,
+            manage: parts.manage,
             settings: Arc::new(parts.settings),
             views: Arc::default(),
         }
@@ -306,7 +319,7 @@ impl Pipeline {
     /// `snapshot` as `caller` sees it (config `clients`): the same one when no rule
     /// limits the client, else its view, made once per snapshot.
     pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::consent::Caller) -> Arc<Snapshot> {
-        let visibility = &self.settings.visibility;
+        let visibility = snapshot.visibility.clone();
         // The rules are per MCP client: the user at the command line or the web UI sees all.
         if caller.is_user() || !visibility.limits(&caller.name) {
             return snapshot;
@@ -317,7 +330,7 @@ impl Pipeline {
         {
             return view.clone();
         }
-        let Some(view) = crate::registry::view::view(visibility, &snapshot, &caller.name) else {
+        let Some(view) = crate::registry::view::view(&visibility, &snapshot, &caller.name) else {
             return snapshot;
         };
         let view = Arc::new(view);
@@ -447,6 +460,7 @@ impl Pipeline {
             description,
             args: args.and_then(crate::consent::Question::shown_args),
             read_only,
+            remember: true,
             site: self
                 .site_to_check(&entry.app.id, entry.binding(), caller)
                 .await
@@ -491,6 +505,7 @@ impl Pipeline {
                 start: Some(start),
                 args: None,
                 read_only: false,
+                remember: true,
             };
             if let Err(e) = self
                 .consent
@@ -572,6 +587,7 @@ impl Pipeline {
                 start: Some(start),
                 args: None,
                 read_only: false,
+                remember: true,
             };
             self.consent
                 .check(&question, origin.prompter.as_deref())
@@ -592,6 +608,12 @@ impl Pipeline {
         let args = validate(tool, args)
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;
+        if matches!(binding.executor, aai_descriptor::Executor::Gateway) {
+            return self
+                .manage(&snapshot, entry, &tool.name, &args, origin)
+                .await
+                .map_err(|e| e.at(app_id, &tool.name));
+        }
         let question = crate::consent::Question {
             caller: origin.caller.clone(),
             app: app_id.to_owned(),
@@ -600,6 +622,7 @@ impl Pipeline {
             description: tool.description.clone(),
             args: crate::consent::Question::shown_args(&args),
             read_only: tool.read_only,
+            remember: true,
             site: self
                 .site_to_check(app_id, binding, &origin.caller)
                 .await
@@ -757,6 +780,67 @@ impl Pipeline {
         Ok(Outcome {
             structured: tool.returns.is_some() && value.is_object(),
             value,
+            mcp: false,
+        })
+    }
+
+    /// A call of the gateway's own app (`manage`): planned (a preview answers at once,
+    /// having written nothing), then asked about with exactly what it will do — an answer
+    /// is never remembered, each change is asked about —, then done, and the apps looked
+    /// at again so that the next call sees the change. An import's approval also allows
+    /// what the imported app starts on first use, for this run.
+    async fn manage(
+        &self,
+        snapshot: &Snapshot,
+        entry: &crate::registry::Entry,
+        tool: &str,
+        args: &Value,
+        origin: &Origin,
+    ) -> Result<Outcome, GatewayError> {
+        let manager = self
+            .manage
+            .as_ref()
+            .ok_or_else(|| GatewayError::from(Error::NoManager))?;
+        let step = manager
+            .plan(tool, args, &origin.caller.name, snapshot)
+            .await
+            .map_err(|e| match e {
+                crate::manage::Error::Unknown(app) => not_served(snapshot, &app, self.settings.os),
+                e => e.into(),
+            })?;
+        let change = match step {
+            crate::manage::Step::Preview(value) => {
+                return Ok(Outcome {
+                    value,
+                    structured: false,
+                    mcp: false,
+                });
+            }
+            crate::manage::Step::Change(change) => change,
+        };
+        let question = crate::consent::Question {
+            caller: origin.caller.clone(),
+            app: entry.app.id.clone(),
+            app_name: snapshot.name(entry).to_owned(),
+            tool: tool.to_owned(),
+            description: change.describe().to_owned(),
+            site: None,
+            start: None,
+            args: None,
+            read_only: false,
+            remember: false,
+        };
+        self.consent
+            .check(&question, origin.prompter.as_deref())
+            .await?;
+        for (app, start) in change.starts() {
+            self.consent.allow_start_now(app, start);
+        }
+        let value = manager.apply(change, self.auth.store()).await?;
+        self.apps.refresh().await;
+        Ok(Outcome {
+            value,
+            structured: false,
             mcp: false,
         })
     }

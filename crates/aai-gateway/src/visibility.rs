@@ -8,7 +8,7 @@
 //!
 //! The rules only: `registry/view.rs` makes a client's view of the snapshot from them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One client's rules (or everyone's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,21 +49,48 @@ fn matches(pattern: &str, id: &str) -> bool {
     }
 }
 
-/// Everyone's and each client's rules.
+/// Everyone's and each client's rules, and the apps only some clients see.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Visibility {
     by_client: BTreeMap<String, Rules>,
+    /// Per app id: the only clients that see it.
+    audience: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Visibility {
     /// Rules by client name (`"*"`: everyone).
     pub fn new(by_client: BTreeMap<String, Rules>) -> Visibility {
-        Visibility { by_client }
+        Visibility {
+            by_client,
+            audience: BTreeMap::new(),
+        }
+    }
+
+    /// These rules with `more` added (their deny lists joined; an allow list stays
+    /// this one's) and the apps of `audience` seen only by the clients it names.
+    pub fn with(
+        &self,
+        more: BTreeMap<String, Rules>,
+        audience: BTreeMap<String, BTreeSet<String>>,
+    ) -> Visibility {
+        let mut out = self.clone();
+        for (client, rules) in more {
+            let mine = out.by_client.entry(client).or_default();
+            mine.deny.extend(rules.deny);
+            mine.deny_tools.extend(rules.deny_tools);
+        }
+        out.audience.extend(audience);
+        out
     }
 
     /// The client names with rules (`"*"` for everyone), in order.
     pub fn clients(&self) -> impl Iterator<Item = &str> {
         self.by_client.keys().map(String::as_str)
+    }
+
+    /// The only clients that see app `id`, when an import limited it.
+    pub fn audience(&self, id: &str) -> Option<&BTreeSet<String>> {
+        self.audience.get(id)
     }
 
     /// What the rules hide of app `id` with `tools`, per client with rules: `(client,
@@ -95,7 +122,9 @@ impl Visibility {
 
     /// Whether any rule applies to `client`.
     pub fn limits(&self, client: &str) -> bool {
-        self.by_client.contains_key("*") || self.by_client.contains_key(client)
+        self.by_client.contains_key("*")
+            || self.by_client.contains_key(client)
+            || !self.audience.is_empty()
     }
 
     fn rules<'a>(&'a self, client: &'a str) -> impl Iterator<Item = &'a Rules> + 'a {
@@ -107,6 +136,10 @@ impl Visibility {
     /// Whether `client` may see app `id`.
     pub fn app(&self, client: &str, id: &str) -> bool {
         self.rules(client).all(|r| r.app(id))
+            && self
+                .audience
+                .get(id)
+                .is_none_or(|only| only.contains(client))
     }
 
     /// Whether `client` may see `tool` of app `id`.
@@ -154,6 +187,12 @@ mod tests {
         assert!(!v.tool("claude-code", "com.example.notes", "delete"));
         assert!(v.tool("claude-code", "com.example.notes", "create"));
         assert!(v.tool("cursor", "com.example.notes", "delete"));
+        let only = Visibility::default().with(
+            BTreeMap::from([("*".to_owned(), rules(None, &["a.b"], &[]))]),
+            BTreeMap::from([("a.c".to_owned(), BTreeSet::from(["cursor".to_owned()]))]),
+        );
+        assert!(only.limits("anyone") && !only.app("anyone", "a.b"));
+        assert!(only.app("cursor", "a.c") && !only.app("codex", "a.c"));
         let none = Visibility::default();
         assert!(!none.limits("x") && none.app("x", "a") && none.tool("x", "a", "t"));
     }

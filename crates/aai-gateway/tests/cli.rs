@@ -139,6 +139,8 @@ fn scan_lists_all_three_dialects_and_every_broken_file() {
     assert_eq!(
         ids,
         [
+            // The gateway's own app is always served.
+            "aai",
             "com.apple.mail",
             "com.example.api",
             "com.example.app",
@@ -237,11 +239,15 @@ fn human_scan_is_a_table_with_a_summary_and_diagnostics() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("APP  "), "{text}");
     assert!(
-        lines[1].starts_with("com.example.reminders  提醒事项  macos     apple-events"),
+        lines[1].starts_with("aai                    AAI Gateway"),
         "{text}"
     );
     assert!(
-        text.contains("1 app (0 usable here) from 2 files; 2 errors, 1 warning"),
+        lines[2].starts_with("com.example.reminders  提醒事项     macos     apple-events"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 apps (1 usable here) from 2 files; 2 errors, 1 warning"),
         "{text}"
     );
     assert!(text.contains("com.example.mismatch/aai.json: /execution/type: error: execution type `apple-events` needs platform `macos`"), "{text}");
@@ -692,7 +698,7 @@ fn scan_counts_config_warnings_in_its_summary() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("0 apps (0 usable here) from 0 files; 0 errors, 1 warning"),
+        text.contains("1 app (1 usable here) from 0 files; 0 errors, 1 warning"),
         "{text}"
     );
     assert!(text.contains("scanIntervall"), "{text}");

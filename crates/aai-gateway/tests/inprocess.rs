@@ -165,6 +165,7 @@ async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
     assert_eq!(
         names,
         [
+            "app_aai",
             "app_com_example_sh",
             "aai_search",
             "aai_guide",

@@ -116,6 +116,7 @@ fn bench(mode: ConsentMode) -> Bench {
         )),
         history: Some(history.clone() as Arc<dyn Sink>),
         sites: Arc::default(),
+        manage: None,
         settings: Settings {
             default_timeout: Duration::from_secs(10),
             retries: 0,
@@ -124,7 +125,6 @@ fn bench(mode: ConsentMode) -> Bench {
             os: Os::Linux,
             batch_max_calls: 10,
             batch_concurrency: 2,
-            visibility: Default::default(),
         },
     };
     Bench {

@@ -108,6 +108,8 @@ fn search_ranks_names_aliases_descriptions_and_tools() {
             "com.example.notes",
             "com.example.mail",
             "com.example.player",
+            // The gateway's own app: `com` is in its tools' "command".
+            "aai",
         ],
         &[],
     );

@@ -392,6 +392,8 @@ fn settings(exec: &mut Obj<'_>, case: Case, kind: ExecutorKind, id: &str) -> Opt
         ExecutorKind::Skill => Some(Executor::Skill(crate::model::SkillFolder {
             path: exec.opt_text("path").unwrap_or(".").to_owned(),
         })),
+        // No type name reads as the gateway's own tools (`execution_kind`): never here.
+        ExecutorKind::Gateway => None,
         ExecutorKind::AppleEvents => {
             let bundle_id = exec.opt_text(case.k("bundleId")).unwrap_or(id).to_owned();
             if !bundle_id

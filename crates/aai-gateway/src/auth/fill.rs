@@ -17,6 +17,12 @@ pub fn entry(app: &str, name: &str) -> String {
     format!("{app}#{name}")
 }
 
+/// The placeholder name of app `app`'s store entry `key` (`None`: the app's own
+/// credential, or another app's entry).
+pub fn name_of<'a>(app: &str, key: &'a str) -> Option<&'a str> {
+    key.strip_prefix(app)?.strip_prefix('#')
+}
+
 /// The placeholder names of `text`, in order (repeats included).
 pub use aai_descriptor::placeholder_names as names_in;
 

@@ -27,6 +27,10 @@ use crate::catalog::{Catalog, Loaded, SourceKind};
 
 const NOTIFICATIONS: &str = include_str!("../../builtin/notifications.json");
 const MPRIS: &str = include_str!("../../builtin/mpris.json");
+/// The id of the gateway's own app.
+pub const GATEWAY_ID: &str = "aai";
+/// The gateway's own app (`aai`: import, remove, enable, disable; `manage/` runs it).
+const GATEWAY: &str = include_str!("../../builtin/aai.json");
 const MPRIS_PREFIX: &str = "org.mpris.MediaPlayer2.";
 
 /// macOS built-ins: descriptor, source name, and the bundles that make it apply (under
@@ -162,6 +166,22 @@ pub fn host_platform() -> &'static str {
     }
 }
 
+/// The gateway's own app, `aai`, whose tools manage the others (always present). The
+/// format has no execution type for it, so no descriptor file can claim it: its tools
+/// are read from the compiled-in descriptor with a stand-in type, then given the
+/// gateway's.
+pub fn gateway_app() -> (App, PathBuf) {
+    let text = GATEWAY.replace("PLATFORM", host_platform()).replace(
+        r#""execution": {"type": "gateway"}"#,
+        r#""execution": {"type": "skill"}"#,
+    );
+    let (mut app, source) = parse(&text, "builtin:aai");
+    for binding in &mut app.bindings {
+        binding.executor = aai_descriptor::Executor::Gateway;
+    }
+    (app, source)
+}
+
 /// The coding agents whose command `find` locates (`host::on_path` in the gateway).
 pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
     let platform = host_platform();
@@ -200,6 +220,9 @@ pub fn text_of(source: &str, find: impl Fn(&str) -> bool) -> Option<String> {
     let name = source.strip_prefix("builtin:")?;
     if name == "notifications" {
         return Some(NOTIFICATIONS.to_owned());
+    }
+    if name == "aai" {
+        return Some(GATEWAY.replace("PLATFORM", host_platform()));
     }
     if let Some(player) = name.strip_prefix("mpris/") {
         return Some(MPRIS.replace("PLAYER", player));
@@ -284,6 +307,8 @@ fn parse(text: &str, source: &str) -> (App, PathBuf) {
 /// Agent Skills (`skill.*`). A web app may never take such an id.
 pub fn is_builtin_id(id: &str) -> bool {
     id == "org.freedesktop.Notifications"
+        // The gateway's own app.
+        || id == GATEWAY_ID
         // Agent Skills found on this machine (`skills.rs`).
         || id.starts_with("skill.")
         || id.starts_with(MPRIS_PREFIX)

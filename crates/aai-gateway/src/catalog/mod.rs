@@ -12,6 +12,7 @@
 pub mod builtin;
 #[cfg(target_os = "linux")]
 pub mod bus;
+pub mod mcp_registry;
 pub mod paths;
 pub mod skills;
 pub mod web;
@@ -231,7 +232,28 @@ impl Broken {
 pub fn load(dirs: &[SearchDir], reserved: &std::collections::HashSet<String>) -> Catalog {
     let mut catalog = scan(dirs);
     web::guard(&mut catalog, reserved);
-    let mut apps = builtin::apps(&builtin::session_bus_names());
+    // The gateway's own app cannot be shadowed: a file that takes its id is left out.
+    let mut taken = Vec::new();
+    catalog.apps.retain(|l| {
+        let ours = l.app.id == builtin::GATEWAY_ID;
+        if ours {
+            taken.push(l.source().to_owned());
+        }
+        !ours
+    });
+    for file in taken {
+        let sink = aai_descriptor::Sink::new(file.display().to_string());
+        sink.error(
+            "",
+            format!(
+                "`{}` is the gateway's own app; a descriptor cannot take its id",
+                builtin::GATEWAY_ID
+            ),
+        );
+        catalog.diagnostics.extend(sink.into_vec());
+    }
+    let mut apps = vec![builtin::gateway_app()];
+    apps.extend(builtin::apps(&builtin::session_bus_names()));
     apps.extend(builtin::coding_agents(|c| {
         crate::host::on_path(c).is_some()
     }));

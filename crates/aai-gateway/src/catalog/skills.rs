@@ -81,17 +81,7 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
     let (front, body) = crate::text::front_matter(&text)?;
     let fields = fields(front);
     let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let name = get("name").filter(|n| !n.is_empty())?;
-    let slug: String = name
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect::<String>()
-        .trim_matches('-')
-        .to_owned();
-    if slug.is_empty() {
-        return None;
-    }
+    let (name, slug) = named(&fields)?;
     let description = get("description")
         .filter(|d| !d.is_empty())
         .map_or_else(|| first_paragraph(body), str::to_owned);
@@ -145,6 +135,30 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
         }],
     });
     serde_json::to_string_pretty(&doc).ok()
+}
+
+/// The folder name a skill whose `SKILL.md` is `text` takes (its app id is `skill.<it>`):
+/// its front matter's `name`, lower-cased, other characters than letters and digits as `-`.
+pub fn folder_name(text: &str) -> Option<String> {
+    let (front, _) = crate::text::front_matter(text)?;
+    named(&fields(front)).map(|(_, slug)| slug)
+}
+
+/// The front matter's `name` and the slug made of it.
+fn named(fields: &[(String, String)]) -> Option<(&str, String)> {
+    let name = fields
+        .iter()
+        .find(|(n, _)| n == "name")
+        .map(|(_, v)| v.as_str())
+        .filter(|n| !n.is_empty())?;
+    let slug: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_owned();
+    (!slug.is_empty()).then_some((name, slug))
 }
 
 /// The `key: value` lines of a front matter (quotes taken off; an indented line continues

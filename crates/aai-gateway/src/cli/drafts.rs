@@ -189,12 +189,5 @@ fn write_file(file: &Path, text: &str) -> std::io::Result<()> {
 
 /// Writes `text` and its fingerprint.
 fn write(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
-    crate::files::private_dir(dir)?;
-    let file = dir.join("aai.json");
-    crate::files::write_private(&file, text.as_bytes())?;
-    crate::files::write_private(
-        &dir.join(".generated"),
-        format!("{}\n", aai_author::plan::fingerprint(text)).as_bytes(),
-    )?;
-    Ok(file)
+    crate::manage::write_descriptor(dir, text)
 }

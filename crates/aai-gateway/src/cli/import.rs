@@ -258,28 +258,9 @@ fn plan_file(file: &Path, text: &str) -> Plan {
 
 /// An OpenAPI document from an https (or loopback http) URL.
 fn fetch(source: &str) -> Result<String, String> {
-    let url = reqwest::Url::parse(source).map_err(|e| format!("`{source}` is not a URL: {e}"))?;
-    crate::net::check_fetchable(&url).map_err(|e| e.to_string())?;
-    let shown = crate::net::redact(&url);
-    let runtime = super::runtime()?;
-    runtime.block_on(async {
-        let client =
-            crate::net::client(crate::net::Purpose::Descriptor).map_err(|e| e.to_string())?;
-        let response = client
-            .get(url)
-            .timeout(std::time::Duration::from_secs(60))
-            .send()
-            .await
-            .map_err(|e| format!("cannot fetch the document: {}", crate::net::describe(&e)))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(format!("{shown} answered {status}"));
-        }
-        let body = crate::net::read_capped(response, openapi::MAX_DOCUMENT)
-            .await
-            .map_err(|e| format!("{shown}: {e}"))?;
-        String::from_utf8(body).map_err(|_| format!("{shown}: the document is not UTF-8 text"))
-    })
+    super::runtime()?
+        .block_on(crate::manage::import::fetch(source, openapi::MAX_DOCUMENT))
+        .map_err(|e| e.to_string())
 }
 
 fn read(file: &Path) -> Result<String, String> {

@@ -1,5 +1,6 @@
 //! The command line (docs/design.md, CLI). Only commands that work are defined.
 
+mod apps;
 mod auth;
 mod call;
 mod clients;
@@ -154,6 +155,12 @@ enum Command {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// List apps; hide or show an app or tool per client; remove to and restore from the
+    /// trash (what the agent does through the gateway's own app, `aai`).
+    Apps {
+        #[command(subcommand)]
+        action: apps::AppsCommand,
     },
     /// Make apps of what other tools already describe.
     Import {
@@ -396,6 +403,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 AuthCommand::Login { app, yes } => auth::Action::Login { app, yes },
             };
             Ok(auth::run(&ctx, action))
+        }
+        Some(Command::Apps { action }) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            Ok(apps::run(&ctx, action))
         }
         Some(Command::Token) => {
             let ctx = context(cli.home, cli.config, false, false)?;

@@ -370,6 +370,7 @@ mod tests {
             start: None,
             args: None,
             read_only: false,
+            remember: true,
         }
     }
 

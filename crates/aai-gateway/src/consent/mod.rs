@@ -192,6 +192,9 @@ pub struct Question {
     pub args: Option<String>,
     /// The tool only reads (descriptor `readOnly`, a server's `readOnlyHint`).
     pub read_only: bool,
+    /// An "always" answer is remembered; `false` for changes that are asked about each
+    /// time (the gateway's own app): such an answer allows this call only.
+    pub remember: bool,
 }
 
 /// The tool name of a question about starting an app only (its guide or tool list needs
@@ -505,6 +508,12 @@ impl Gate {
     }
 
     /// Allows starting `app` with the command `pin` names, for this run or always.
+    /// Allows app `app` to start `start` for the rest of this run (the user approved
+    /// exactly that command, as part of importing the app).
+    pub fn allow_start_now(&self, app: &str, start: &Start) {
+        self.allow_start(app, &start.pin, false);
+    }
+
     fn allow_start(&self, app: &str, pin: &str, always: bool) {
         if always {
             self.remember(ANY_CALLER, app, START, Some(pin));
@@ -926,6 +935,7 @@ impl Gate {
         }
         match choice {
             Some(Choice::Once) => Ok(()),
+            Some(Choice::Tool | Choice::App) if !question.remember => Ok(()),
             Some(Choice::Tool) => {
                 if !start_only(question) {
                     self.remember(&key.0, &key.1, &key.2, cert);
@@ -1001,6 +1011,7 @@ mod tests {
             start: None,
             args: None,
             read_only: false,
+            remember: true,
         }
     }
 

@@ -315,6 +315,8 @@ impl Executors {
             Executor::Mcp(_) => return self.mcp.execute(req).await.map(Reply::Mcp),
             Executor::Acp(_) => return self.acp.execute(req).await.map(Reply::Mcp),
             Executor::Skill(_) => return self.skill.execute(req).await.map(Reply::Mcp),
+            // The pipeline runs the gateway's own app itself (`manage/`).
+            Executor::Gateway => return Err(Error::Unsupported("gateway", "the pipeline")),
             Executor::Stdio(_) => self.stdio.execute(req).await,
             Executor::Http(_) => self.http.execute(req).await,
             Executor::Applescript | Executor::Jxa | Executor::AppleEvents(_) => {

@@ -142,8 +142,11 @@ impl Gateway {
             os: host.os(),
             batch_max_calls: config.batch_max_calls,
             batch_concurrency: config.batch_concurrency,
-            visibility: config.visibility.clone(),
         };
+        let manage = Arc::new(crate::manage::Manager::new(
+            home.clone(),
+            crate::catalog::builtin::host_platform(),
+        ));
         Arc::new_cyclic(|me| Gateway {
             pipeline: crate::pipeline::Pipeline::new(
                 Arc::new(Handle(me.clone())),
@@ -153,6 +156,7 @@ impl Gateway {
                     auth: auth.clone(),
                     history: history.clone(),
                     sites: sites.clone(),
+                    manage: Some(manage),
                     settings,
                 },
             ),
@@ -215,7 +219,8 @@ impl Gateway {
         let mut catalog = catalog;
         self.note_local_ids(&catalog);
         self.fold_in_remote_tools(&mut catalog);
-        let snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
+        let mut snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
+        snapshot.visibility = Arc::new(self.visibility());
         tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
         let mut live = crate::exec::Live::default();
         for e in &snapshot.entries {
@@ -250,6 +255,21 @@ impl Gateway {
             let _ = self.changes.send(generation);
         }
         changed
+    }
+
+    /// Who sees what: config `clients`, and what the gateway's own app changed
+    /// (`$AAI_HOME/apps.json`; one it cannot read is left out, with a warning).
+    fn visibility(&self) -> crate::visibility::Visibility {
+        match crate::manage::overlay::read(&self.home) {
+            Ok(overlay) => self
+                .config
+                .visibility
+                .with(overlay.rules(), overlay.audience),
+            Err(e) => {
+                tracing::warn!("{e}");
+                self.config.visibility.clone()
+            }
+        }
     }
 
     /// The ids local and built-in descriptors have had, read from `state.db` once.
@@ -608,6 +628,21 @@ impl Gateway {
         Ok(self.rescan_async().await)
     }
 
+    /// The servers the MCP Registry has for `query` (at most `limit`), when config
+    /// `enableMcpRegistry` allows sending it there; `Err` says why there are none.
+    pub async fn search_mcp_registry(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<catalog::mcp_registry::Found>, String> {
+        if !self.config.enable_mcp_registry {
+            return Err("no registry was searched: config `enableMcpRegistry` is off".to_owned());
+        }
+        catalog::mcp_registry::search(&self.config.mcp_registry_url, query, limit)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// The credentials side (for `auth login`).
     pub fn authenticator(&self) -> &Authenticator {
         &self.auth
@@ -649,6 +684,14 @@ impl crate::pipeline::Apps for Handle {
         url: &'a str,
     ) -> crate::pipeline::AppsFuture<'a, Result<String, GatewayError>> {
         Box::pin(async move { Ok(self.gateway()?.discover_web(url).await?.0) })
+    }
+
+    fn refresh(&self) -> crate::pipeline::AppsFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(gateway) = self.0.upgrade() {
+                gateway.rescan_async().await;
+            }
+        })
     }
 }
 

@@ -183,7 +183,12 @@ impl Server {
                         invalid("limit", "`limit` must be an integer from 1 to 50")
                     })? as usize,
                 };
-                Ok(search_result(&snapshot, query, limit).into())
+                let mut result = search_result(&snapshot, query, limit);
+                if args.get("remote").and_then(Value::as_bool) == Some(true) {
+                    let found = self.gateway.search_mcp_registry(query, limit).await;
+                    add_registry_hits(&mut result, found);
+                }
+                Ok(result.into())
             }
             Some(Meta::Guide) => {
                 if matches!(args.get("app"), None | Some(Value::Null)) {
@@ -218,7 +223,7 @@ impl Server {
                 // not see from a refusal, and one held to an allow list adds no web app
                 // for the others.
                 let caller = self.caller(ctx);
-                let visibility = &self.gateway.pipeline.settings.visibility;
+                let visibility = self.gateway.registry_snapshot().visibility.clone();
                 if visibility.allow_listed(&caller.name) {
                     return Err(GatewayError::new(
                         Code::PermissionDenied,
@@ -1086,6 +1091,54 @@ fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResu
     let mut result = text(body);
     result.structured_content = Some(json!({ "results": results }));
     result
+}
+
+/// Appends what the MCP Registry found (or why it was not searched) to a search result:
+/// each server with the `aai` `import` call that previews its installation.
+fn add_registry_hits(
+    result: &mut CallToolResult,
+    found: Result<Vec<crate::catalog::mcp_registry::Found>, String>,
+) {
+    let mut body = String::new();
+    let mut hits = Vec::new();
+    match found {
+        Err(why) => body.push_str(&format!("\n\n{why}.")),
+        Ok(found) if found.is_empty() => {
+            body.push_str("\n\nThe MCP Registry has no server of that name.")
+        }
+        Ok(found) => {
+            body.push_str("\n\nIn the MCP Registry (not installed):\n");
+            for (i, f) in found.iter().enumerate() {
+                let install = f.source.as_ref().map(|source| {
+                    json!({"app": crate::manage::APP_ID, "tool": "import", "args": {"source": source}})
+                });
+                body.push_str(&format!(
+                    "{}. {} {} — {} ({})\n",
+                    i + 1,
+                    f.name,
+                    f.version,
+                    f.description,
+                    f.how
+                ));
+                if let Some(install) = &install {
+                    body.push_str(&format!(
+                        "   preview its installation: aai_exec {install}\n"
+                    ));
+                }
+                hits.push(
+                    json!({"name": f.name, "version": f.version, "description": f.description,
+                                 "how": f.how, "install": install}),
+                );
+            }
+            body.push_str("The preview writes nothing; calling it again with `\"confirm\": true` in `args` asks the user, then installs.");
+        }
+    }
+    if let Some(rmcp::model::ContentBlock::Text(first)) = result.content.first_mut() {
+        first.text.push_str(&body);
+    }
+    if let Some(Value::Object(structured)) = &mut result.structured_content {
+        structured.insert("registry".into(), Value::Array(hits));
+    }
 }
 
 impl ServerHandler for Server {

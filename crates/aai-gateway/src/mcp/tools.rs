@@ -39,7 +39,8 @@ const TABLE: &[Row] = &[
         schema: || {
             json!({"type":"object","properties":{
                 "query":{"type":"string","description":"What to look for, e.g. \"send email\" or \"提醒事项\""},
-                "limit":{"type":"integer","maximum":50,"default":10}},
+                "limit":{"type":"integer","maximum":50,"default":10},
+                "remote":{"type":"boolean","description":"Also search the MCP Registry"}},
                 "required":["query"]})
         },
     },

@@ -71,6 +71,8 @@ pub struct Snapshot {
     pub diagnostics: Vec<Diagnostic>,
     /// Locale for names.
     pub locale: Option<String>,
+    /// Who sees what (config `clients` and `$AAI_HOME/apps.json`, read with the scan).
+    pub visibility: Arc<crate::visibility::Visibility>,
     fingerprint: u64,
 }
 
@@ -195,6 +197,7 @@ impl Snapshot {
             missing,
             diagnostics,
             locale,
+            visibility: Arc::default(),
             fingerprint,
         }
     }
@@ -332,7 +335,9 @@ impl Registry {
     /// Installs `snapshot`; returns whether what agents see changed.
     pub fn replace(&self, snapshot: Snapshot) -> bool {
         let mut current = self.current.write().expect("registry lock");
-        let changed = current.fingerprint() != snapshot.fingerprint();
+        // A change of who sees what changes what some client sees.
+        let changed = current.fingerprint() != snapshot.fingerprint()
+            || current.visibility != snapshot.visibility;
         *current = Arc::new(snapshot);
         changed
     }

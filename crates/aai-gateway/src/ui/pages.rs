@@ -496,16 +496,19 @@ pub(super) async fn app(
                         format!("`{c}`")
                     }
                 };
-                ui.gateway()
-                    .pipeline
-                    .settings
-                    .visibility
+                let visibility = ui.gateway().registry_snapshot().visibility.clone();
+                let mut hidden: Vec<String> = visibility
                     .hidden(&app.id, &tools)
                     .map(|(client, tool)| match tool {
                         None => format!("the app is hidden from {}", who(client)),
                         Some(t) => format!("`{t}` is hidden from {}", who(client)),
                     })
-                    .collect()
+                    .collect();
+                if let Some(only) = visibility.audience(&app.id) {
+                    let names: Vec<String> = only.iter().map(|c| who(c)).collect();
+                    hidden.push(format!("only {} see the app", names.join(", ")));
+                }
+                hidden
             },
             source,
         }

@@ -1,0 +1,701 @@
+//! What an import would write: a source (an MCP client configuration or one server of
+//! it, an OpenAPI document, an Agent Skill, an `aai.json`) turned into drafts through the
+//! same converters as the CLI's `import` (`aai_author`). Making drafts writes nothing and
+//! runs nothing; a URL is fetched (https, or http on this machine) like `web_discover`
+//! fetches a descriptor.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::Error;
+use crate::exec::start::Start;
+
+/// The largest configuration file, skill file or descriptor read.
+const MAX_TEXT: usize = 4 * 1024 * 1024;
+/// A skill folder copied whole: at most this many files, this many bytes in all.
+const SKILL_FILES: usize = 1000;
+const SKILL_BYTES: u64 = 32 * 1024 * 1024;
+
+/// What a source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// MCP servers (`mcpServers`, `servers`, Codex's TOML, or one server's entry).
+    Mcp,
+    /// An OpenAPI 3.x document.
+    OpenApi,
+    /// An Agent Skill (a folder with `SKILL.md`, or a `SKILL.md` by URL).
+    Skill,
+    /// An `aai.json` descriptor.
+    Descriptor,
+}
+
+impl Kind {
+    /// The name used in arguments and results.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Mcp => "mcp",
+            Kind::OpenApi => "openapi",
+            Kind::Skill => "skill",
+            Kind::Descriptor => "aai.json",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Kind, Error> {
+        Ok(match name {
+            "mcp" => Kind::Mcp,
+            "openapi" => Kind::OpenApi,
+            "skill" => Kind::Skill,
+            "aai.json" | "aai" | "descriptor" => Kind::Descriptor,
+            other => {
+                return Err(Error::Args(format!(
+                    "`kind` `{other}` is not one of `mcp`, `openapi`, `skill`, `aai.json`"
+                )));
+            }
+        })
+    }
+}
+
+/// What an import is asked to read.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The `source` argument: an object (MCP configuration) or a URL or path.
+    pub source: &'a Value,
+    /// `kind`, when the caller said.
+    pub kind: Option<&'a str>,
+    /// `name`: the server's name, for one server's entry.
+    pub name: Option<&'a str>,
+    /// `summary`: the description the imported app is listed with.
+    pub summary: Option<&'a str>,
+}
+
+/// What one draft writes.
+#[derive(Debug)]
+pub enum Payload {
+    /// `<folder>/aai.json` (and its fingerprint, as `import` writes).
+    Descriptor(String),
+    /// `<folder>/SKILL.md` alone.
+    SkillFile(String),
+    /// A copy of this folder (regular files and folders; links are not followed).
+    SkillFolder(PathBuf),
+}
+
+/// One app an import would add.
+#[derive(Debug)]
+pub struct Draft {
+    /// Its app id.
+    pub id: String,
+    /// What it came from.
+    pub kind: Kind,
+    /// Its name.
+    pub name: String,
+    /// Its tools; `None` for a server that lists them when it first runs.
+    pub tools: Option<Vec<String>>,
+    /// What its first use starts (a server's command, or the server it connects to).
+    pub start: Option<Start>,
+    /// Where its calls go (a web API's base URL).
+    pub url: Option<String>,
+    /// The folder it is written to.
+    pub folder: PathBuf,
+    /// What is written there.
+    pub payload: Payload,
+    /// Credential store entries (key, value) stored with it.
+    pub secrets: Vec<(String, String)>,
+    /// What the user should know.
+    pub notes: Vec<String>,
+    /// It replaces a descriptor an earlier import wrote (not edited since).
+    pub replaces: bool,
+}
+
+impl Draft {
+    /// The names of the credentials stored with it (never a value).
+    pub fn secret_names(&self) -> Vec<&str> {
+        self.secrets
+            .iter()
+            .map(|(key, _)| crate::auth::fill::name_of(&self.id, key).unwrap_or("its API key"))
+            .collect()
+    }
+
+    /// The preview of this draft, as the tool returns it.
+    pub fn preview(&self) -> Value {
+        let mut out = json!({
+            "app": self.id,
+            "kind": self.kind.as_str(),
+            "name": self.name,
+            "writes": self.folder,
+        });
+        match &self.tools {
+            Some(tools) => out["tools"] = json!(tools),
+            None => out["tools"] = json!("listed by the server when it first runs"),
+        }
+        if let Some(start) = &self.start {
+            out["firstUse"] = json!(start.describe());
+        }
+        if let Some(url) = &self.url {
+            out["url"] = json!(url);
+        }
+        if !self.secrets.is_empty() {
+            out["credentials"] = json!(self.secret_names());
+        }
+        if self.replaces {
+            out["replaces"] = json!(true);
+        }
+        if !self.notes.is_empty() {
+            out["notes"] = json!(self.notes);
+        }
+        out
+    }
+}
+
+/// The drafts `request` makes for the home `home` on `platform` (`linux`, `macos`, …).
+pub async fn drafts(
+    home: &Path,
+    platform: &str,
+    request: &Request<'_>,
+) -> Result<Vec<Draft>, Error> {
+    let kind = request.kind.map(Kind::parse).transpose()?;
+    let mut drafts = match request.source {
+        Value::Object(_) => {
+            if kind.is_some_and(|k| k != Kind::Mcp) {
+                return Err(Error::Args(
+                    "an object `source` is an MCP configuration; give a URL or path for other kinds".into(),
+                ));
+            }
+            let text = mcp_text(request.source, request.name)?;
+            mcp(home, platform, &text)?
+        }
+        Value::String(s) if s.starts_with("https://") || s.starts_with("http://") => {
+            let text = fetch(s, MAX_TEXT.max(aai_author::openapi::MAX_DOCUMENT)).await?;
+            from_text(home, platform, &text, kind, Some(s))?
+        }
+        Value::String(s) if !s.is_empty() => from_path(home, platform, Path::new(s), kind)?,
+        _ => {
+            return Err(Error::Args(
+                "`source` is an MCP configuration (object), or a URL or path (string)".into(),
+            ));
+        }
+    };
+    if drafts.is_empty() {
+        return Err(Error::Args("the source has nothing to import".into()));
+    }
+    for d in &mut drafts {
+        if d.id == super::APP_ID {
+            return Err(Error::Args(format!(
+                "`{}` is the gateway's own app; an import cannot take its id",
+                super::APP_ID
+            )));
+        }
+        if let Some(summary) = request.summary {
+            set_summary(d, summary);
+        }
+    }
+    Ok(drafts)
+}
+
+/// The configuration text of an object `source`: a whole configuration as it is, a map
+/// of servers or one server's entry (named by `name`) inside `mcpServers`.
+fn mcp_text(source: &Value, name: Option<&str>) -> Result<String, Error> {
+    let keyed = ["mcpServers", "servers", "mcp"]
+        .iter()
+        .any(|k| source.get(k).is_some());
+    let one = source.get("command").is_some() || source.get("url").is_some();
+    let doc = if keyed {
+        source.clone()
+    } else if one {
+        let name = name.filter(|n| !n.is_empty()).ok_or_else(|| {
+            Error::Args("one server's entry needs `name` (the server's name)".into())
+        })?;
+        json!({"mcpServers": {name: source}})
+    } else {
+        json!({"mcpServers": source})
+    };
+    Ok(doc.to_string())
+}
+
+/// Drafts from a fetched text, by its content or `kind`.
+fn from_text(
+    home: &Path,
+    platform: &str,
+    text: &str,
+    kind: Option<Kind>,
+    url: Option<&str>,
+) -> Result<Vec<Draft>, Error> {
+    match kind.map_or_else(|| detect(text), Ok)? {
+        Kind::Mcp => mcp(home, platform, text),
+        Kind::OpenApi => openapi(home, text, url),
+        Kind::Skill => skill_file(home, text),
+        Kind::Descriptor => descriptor(home, text, url.unwrap_or("the descriptor")),
+    }
+}
+
+/// What a text is: JSON by its keys, else a `SKILL.md` by its front matter, else YAML
+/// OpenAPI or Codex's TOML by their marks.
+fn detect(text: &str) -> Result<Kind, Error> {
+    let text = text.trim_start_matches('\u{feff}');
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        return Ok(
+            if v.get("openapi").is_some() || v.get("swagger").is_some() {
+                Kind::OpenApi
+            } else if ["mcpServers", "servers"].iter().any(|k| v.get(k).is_some())
+                || v.pointer("/mcp/servers").is_some()
+            {
+                Kind::Mcp
+            } else {
+                Kind::Descriptor
+            },
+        );
+    }
+    if crate::catalog::skills::folder_name(text).is_some() {
+        return Ok(Kind::Skill);
+    }
+    if text
+        .lines()
+        .any(|l| l.starts_with("openapi:") || l.starts_with("swagger:"))
+    {
+        return Ok(Kind::OpenApi);
+    }
+    if text
+        .lines()
+        .any(|l| l.trim_start().starts_with("[mcp_servers."))
+    {
+        return Ok(Kind::Mcp);
+    }
+    Err(Error::Args(
+        "the source is not an OpenAPI document, MCP configuration, SKILL.md or aai.json; give `kind` if it is one".into(),
+    ))
+}
+
+/// Drafts from a path: a skill's folder, or a file read like a fetched text.
+fn from_path(
+    home: &Path,
+    platform: &str,
+    path: &Path,
+    kind: Option<Kind>,
+) -> Result<Vec<Draft>, Error> {
+    if !path.is_absolute() {
+        return Err(Error::Args(format!(
+            "`{}` is not an absolute path (nor an https URL)",
+            path.display()
+        )));
+    }
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::Args(format!("cannot read {}: {e}", path.display())))?;
+    if meta.is_dir() {
+        if kind.is_some_and(|k| k != Kind::Skill) {
+            return Err(Error::Args(format!("{} is a folder", path.display())));
+        }
+        return skill_folder(home, path);
+    }
+    if !meta.is_file() {
+        return Err(Error::Args(format!("{} is not a file", path.display())));
+    }
+    let limit = if kind == Some(Kind::OpenApi) {
+        aai_author::openapi::MAX_DOCUMENT
+    } else {
+        MAX_TEXT.max(aai_author::openapi::MAX_DOCUMENT)
+    };
+    if meta.len() > limit as u64 {
+        return Err(Error::Args(format!(
+            "{} is {} bytes; at most {limit} are read",
+            path.display(),
+            meta.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Args(format!("cannot read {} as text: {e}", path.display())))?;
+    let kind = match kind {
+        Some(k) => k,
+        None if path.file_name().is_some_and(|n| n == "SKILL.md") => Kind::Skill,
+        None => detect(&text)?,
+    };
+    if kind == Kind::Skill && path.file_name().is_some_and(|n| n == "SKILL.md") {
+        return skill_folder(home, path.parent().unwrap_or(path));
+    }
+    from_text(home, platform, &text, Some(kind), None)
+}
+
+fn mcp(home: &Path, platform: &str, text: &str) -> Result<Vec<Draft>, Error> {
+    // The agent's snippet carries its own values: the importing environment is not read.
+    let none = |_: &str| None;
+    let servers = aai_author::mcp_config::servers(text, "the configuration", platform, &none)
+        .map_err(Error::Args)?;
+    let mut out = Vec::new();
+    for s in servers {
+        let doc = s
+            .descriptor
+            .map_err(|why| Error::Args(format!("server `{}`: {why}", s.name)))?;
+        let text = pretty(&doc);
+        let app = valid(&text, &s.id)?;
+        let folder = home.join(&s.id);
+        let replaces = ours(&folder, &s.id)?;
+        let secrets = s
+            .secret
+            .map(|key| (s.id.clone(), key))
+            .into_iter()
+            .chain(
+                s.secrets
+                    .into_iter()
+                    .map(|(name, value)| (crate::auth::fill::entry(&s.id, &name), value)),
+            )
+            .collect();
+        out.push(Draft {
+            start: crate::exec::start::start_of(&app.bindings[0].executor, &folder),
+            id: s.id,
+            kind: Kind::Mcp,
+            name: s.name,
+            tools: None,
+            url: None,
+            folder,
+            payload: Payload::Descriptor(text),
+            secrets,
+            notes: s.notes,
+            replaces,
+        });
+    }
+    Ok(out)
+}
+
+fn openapi(home: &Path, text: &str, url: Option<&str>) -> Result<Vec<Draft>, Error> {
+    use aai_author::openapi;
+    let doc =
+        openapi::parse(text).map_err(|e| Error::Args(format!("the OpenAPI document: {e}")))?;
+    let import = openapi::import(
+        &doc,
+        openapi::Options {
+            only: &[],
+            base_url: None,
+            source_url: url,
+            id: None,
+        },
+    )
+    .map_err(|e| Error::Args(format!("the OpenAPI document: {e}")))?;
+    let text = pretty(&import.descriptor);
+    let app = valid(&text, &import.id)?;
+    let folder = home.join(&import.id);
+    Ok(vec![Draft {
+        replaces: ours(&folder, &import.id)?,
+        url: base_url(&app),
+        tools: Some(tool_names(&app)),
+        start: None,
+        id: import.id,
+        kind: Kind::OpenApi,
+        name: app.name.primary().to_owned(),
+        folder,
+        payload: Payload::Descriptor(text),
+        secrets: Vec::new(),
+        notes: import.notes,
+    }])
+}
+
+fn descriptor(home: &Path, text: &str, source: &str) -> Result<Vec<Draft>, Error> {
+    let app = valid(text, source)?;
+    let folder = home.join(&app.id);
+    let binding = &app.bindings[0];
+    Ok(vec![Draft {
+        replaces: ours(&folder, &app.id)?,
+        url: base_url(&app),
+        tools: (!matches!(binding.executor, aai_descriptor::Executor::Mcp(_)))
+            .then(|| tool_names(&app)),
+        start: crate::exec::start::start_of(&binding.executor, &folder),
+        id: app.id.clone(),
+        kind: Kind::Descriptor,
+        name: app.name.primary().to_owned(),
+        folder,
+        payload: Payload::Descriptor(text.to_owned()),
+        secrets: Vec::new(),
+        notes: Vec::new(),
+    }])
+}
+
+fn skill_file(home: &Path, text: &str) -> Result<Vec<Draft>, Error> {
+    let name = crate::catalog::skills::folder_name(text)
+        .ok_or_else(|| Error::Args("the SKILL.md has no front matter with a `name`".into()))?;
+    skill(home, name, Payload::SkillFile(text.to_owned()))
+}
+
+fn skill_folder(home: &Path, folder: &Path) -> Result<Vec<Draft>, Error> {
+    if !folder.join("SKILL.md").is_file() {
+        return Err(Error::Args(format!("{} has no SKILL.md", folder.display())));
+    }
+    let text = crate::catalog::skills::descriptor_text(folder).ok_or_else(|| {
+        Error::Args(format!(
+            "{}/SKILL.md has no front matter with a `name`",
+            folder.display()
+        ))
+    })?;
+    let id = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v.pointer("/app/id")?.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let name = id.strip_prefix("skill.").unwrap_or(&id).to_owned();
+    let (files, bytes) = count_files(folder)?;
+    let mut drafts = skill(home, name, Payload::SkillFolder(folder.to_owned()))?;
+    drafts[0].notes.push(format!(
+        "copies {} ({bytes} bytes)",
+        crate::text::count(files, "file", "files")
+    ));
+    Ok(drafts)
+}
+
+fn skill(home: &Path, name: String, payload: Payload) -> Result<Vec<Draft>, Error> {
+    let folder = home.join("skills").join(&name);
+    if folder.exists() {
+        return Err(Error::Exists(format!(
+            "the skill `{name}` is installed already at {}; remove `skill.{name}` first",
+            folder.display()
+        )));
+    }
+    Ok(vec![Draft {
+        id: format!("skill.{name}"),
+        kind: Kind::Skill,
+        name,
+        tools: Some(vec!["read".to_owned()]),
+        start: None,
+        url: None,
+        folder,
+        payload,
+        secrets: Vec::new(),
+        notes: Vec::new(),
+        replaces: false,
+    }])
+}
+
+/// The files of a skill folder to copy, checked against the limits (links left out).
+fn count_files(folder: &Path) -> Result<(usize, u64), Error> {
+    let mut files = 0;
+    let mut bytes = 0;
+    let mut stack = vec![folder.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| Error::Args(format!("cannot read {}: {e}", dir.display())))?;
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                files += 1;
+                bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+            if files > SKILL_FILES || bytes > SKILL_BYTES {
+                return Err(Error::Args(format!(
+                    "{} is larger than a skill may be ({SKILL_FILES} files, {SKILL_BYTES} bytes)",
+                    folder.display()
+                )));
+            }
+        }
+    }
+    Ok((files, bytes))
+}
+
+/// Copies the skill folder `from` to `to` (which does not exist): regular files and
+/// folders only, owner-only.
+pub fn copy_skill(from: &Path, to: &Path) -> std::io::Result<()> {
+    count_files(from).map_err(|e| std::io::Error::other(e.to_string()))?;
+    crate::files::private_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_skill(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            crate::files::write_private(&target, &std::fs::read(entry.path())?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether writing app `id` into `folder` replaces a descriptor an earlier import wrote;
+/// one the user wrote or edited is never replaced.
+fn ours(folder: &Path, id: &str) -> Result<bool, Error> {
+    let current = std::fs::read_to_string(folder.join("aai.json")).ok();
+    if current.is_none() {
+        if folder.exists() {
+            return Err(Error::Exists(format!(
+                "{} exists and holds no descriptor; remove it first",
+                folder.display()
+            )));
+        }
+        return Ok(false);
+    }
+    let recorded = std::fs::read_to_string(folder.join(".generated")).ok();
+    match aai_author::plan::plan(current.as_deref(), recorded.as_deref(), "") {
+        aai_author::plan::Plan::Edited => Err(Error::Exists(format!(
+            "`{id}` has a descriptor you wrote or edited at {}; remove the app first",
+            folder.display()
+        ))),
+        _ => Ok(true),
+    }
+}
+
+/// The app `text` describes, when it validates.
+fn valid(text: &str, source: &str) -> Result<aai_descriptor::App, Error> {
+    let parsed = aai_descriptor::parse(text, source);
+    match parsed.app {
+        Some(app)
+            if !parsed
+                .diagnostics
+                .iter()
+                .any(aai_descriptor::Diagnostic::is_error) =>
+        {
+            Ok(app)
+        }
+        _ => Err(Error::Invalid(
+            parsed
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .take(5)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )),
+    }
+}
+
+fn tool_names(app: &aai_descriptor::App) -> Vec<String> {
+    app.bindings[0]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+fn base_url(app: &aai_descriptor::App) -> Option<String> {
+    match &app.bindings[0].executor {
+        aai_descriptor::Executor::Http(h) => Some(h.base_url.clone()),
+        aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }) => {
+            reqwest::Url::parse(url)
+                .ok()
+                .map(|u| crate::net::redact(&u))
+        }
+        _ => None,
+    }
+}
+
+/// Sets the app's description in a descriptor the import made (camelCase `app.description`).
+fn set_summary(draft: &mut Draft, summary: &str) {
+    let Payload::Descriptor(text) = &mut draft.payload else {
+        draft.notes.push(
+            "`summary` is not applied to a skill (its description is its front matter's)".into(),
+        );
+        return;
+    };
+    let Ok(mut doc) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    match doc.get_mut("app").and_then(Value::as_object_mut) {
+        Some(app) if app.contains_key("description") || app.contains_key("name") => {
+            app.insert("description".into(), json!(summary));
+            *text = pretty(&doc);
+        }
+        _ => draft.notes.push(
+            "`summary` is not applied: this descriptor's form keeps no `app.description`".into(),
+        ),
+    }
+}
+
+fn pretty(doc: &Value) -> String {
+    format!("{}\n", serde_json::to_string_pretty(doc).expect("JSON"))
+}
+
+/// A text from an https (or loopback http) URL, at most `max` bytes.
+pub async fn fetch(source: &str, max: usize) -> Result<String, Error> {
+    let url = reqwest::Url::parse(source)
+        .map_err(|e| Error::Args(format!("`{source}` is not a URL: {e}")))?;
+    crate::net::check_fetchable(&url).map_err(|e| Error::Fetch(e.to_string()))?;
+    let shown = crate::net::redact(&url);
+    let client = crate::net::client(crate::net::Purpose::Descriptor)
+        .map_err(|e| Error::Fetch(e.to_string()))?;
+    let response = client
+        .get(url)
+        .timeout(std::time::Duration::from_secs(60))
+        .send()
+        .await
+        .map_err(|e| {
+            Error::Fetch(format!(
+                "cannot fetch {shown}: {}",
+                crate::net::describe(&e)
+            ))
+        })?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(Error::Fetch(format!("{shown} answered {status}")));
+    }
+    let body = crate::net::read_capped(response, max)
+        .await
+        .map_err(|e| Error::Fetch(format!("{shown}: {e}")))?;
+    String::from_utf8(body).map_err(|_| Error::Fetch(format!("{shown}: not UTF-8 text")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_is_told_by_its_content() {
+        assert_eq!(detect(r#"{"openapi":"3.1.0"}"#).unwrap(), Kind::OpenApi);
+        assert_eq!(detect(r#"{"mcpServers":{}}"#).unwrap(), Kind::Mcp);
+        assert_eq!(
+            detect(r#"{"schemaVersion":"1.0"}"#).unwrap(),
+            Kind::Descriptor
+        );
+        assert_eq!(detect("---\nname: pdf\n---\nbody").unwrap(), Kind::Skill);
+        assert_eq!(detect("openapi: 3.0.0\ninfo: {}").unwrap(), Kind::OpenApi);
+        assert_eq!(
+            detect("[mcp_servers.x]\ncommand = \"x\"").unwrap(),
+            Kind::Mcp
+        );
+        assert!(detect("hello").is_err());
+    }
+
+    #[test]
+    fn one_servers_entry_needs_its_name_and_a_map_is_wrapped() {
+        let one = json!({"command": "npx", "args": ["-y", "x"]});
+        assert!(mcp_text(&one, None).is_err());
+        let text = mcp_text(&one, Some("x")).unwrap();
+        assert!(text.contains(r#""mcpServers":{"x":"#), "{text}");
+        let map = json!({"a": {"command": "a"}});
+        assert!(
+            mcp_text(&map, None)
+                .unwrap()
+                .starts_with(r#"{"mcpServers""#)
+        );
+    }
+
+    #[test]
+    fn an_mcp_draft_names_its_command_and_credentials_without_values() {
+        let home = tempfile::tempdir().unwrap();
+        let text = r#"{"mcpServers":{"gh":{"command":"npx","args":["-y","@x/server-github"],
+            "env":{"GITHUB_TOKEN":"ghp_secret"}}}}"#;
+        let drafts = mcp(home.path(), "linux", text).unwrap();
+        let d = &drafts[0];
+        assert_eq!(d.id, "mcp.gh");
+        let start = d.start.as_ref().unwrap();
+        assert!(start.downloads && start.shown.contains("@x/server-github"));
+        let preview = d.preview().to_string();
+        assert!(!preview.contains("ghp_secret"), "{preview}");
+        assert!(preview.contains("GITHUB_TOKEN"), "{preview}");
+        let Payload::Descriptor(text) = &d.payload else {
+            panic!()
+        };
+        assert!(!text.contains("ghp_secret"));
+    }
+
+    #[test]
+    fn a_descriptor_the_user_edited_is_not_replaced() {
+        let home = tempfile::tempdir().unwrap();
+        let folder = home.path().join("mcp.gh");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("aai.json"), "{}").unwrap();
+        assert!(matches!(ours(&folder, "mcp.gh"), Err(Error::Exists(_))));
+        std::fs::write(
+            folder.join(".generated"),
+            aai_author::plan::fingerprint("{}"),
+        )
+        .unwrap();
+        assert!(ours(&folder, "mcp.gh").unwrap());
+    }
+}
