@@ -358,6 +358,7 @@ fn failed(source: &str, message: String) -> aai_descriptor::Parsed {
     aai_descriptor::Parsed {
         app: None,
         diagnostics: sink.into_vec(),
+        id_from_origin: false,
     }
 }
 

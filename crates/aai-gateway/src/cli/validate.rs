@@ -182,6 +182,7 @@ fn check(path: &Path) -> Checked {
                 aai_descriptor::Dialect::Platforms => "platforms",
                 aai_descriptor::Dialect::SnakeCase => "snake_case",
                 aai_descriptor::Dialect::CamelCase => "camelCase",
+                aai_descriptor::Dialect::Access => "access",
             };
             let tools = a.bindings.iter().map(|b| b.tools.len()).sum();
             (a.id, dialect, tools)
