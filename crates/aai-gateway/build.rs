@@ -40,9 +40,13 @@ fn from_git(dir: &Path) -> Option<String> {
         let git_dir = Path::new(&git_dir);
         println!("cargo::rerun-if-changed={}", git_dir.join("HEAD").display());
         // The branch's ref file, or packed-refs when the ref is packed (a path that does
-        // not exist would rerun this script on every build).
-        let head = git(dir, &["symbolic-ref", "-q", "HEAD"]).map(|h| git_dir.join(h));
-        for path in head.into_iter().chain([git_dir.join("packed-refs")]) {
+        // not exist would rerun this script on every build). Refs live in the common git
+        // dir, which is not the git dir in a linked worktree.
+        let common = git(dir, &["rev-parse", "--git-common-dir"])
+            .map(|c| dir.join(c))
+            .unwrap_or_else(|| git_dir.to_owned());
+        let head = git(dir, &["symbolic-ref", "-q", "HEAD"]).map(|h| common.join(h));
+        for path in head.into_iter().chain([common.join("packed-refs")]) {
             if path.exists() {
                 println!("cargo::rerun-if-changed={}", path.display());
             }

@@ -1,5 +1,6 @@
 //! The `aai.json` descriptor: one normalized model for the three generations of the
-//! format, with validation that explains every problem.
+//! format and the reference gateway's 2.0 form, with validation that explains every
+//! problem.
 //!
 //! ```
 //! let text = r#"{"schemaVersion":"1.0","version":"1.0.0","platform":"web",
@@ -20,7 +21,8 @@
 //! * [`schema`] — compiled draft-07 schemas of tool parameters and results.
 //! * [`diagnostic`] — what is wrong, where (file + JSON pointer), how bad.
 //! * [`read`] — a JSON reader that reports as it goes (also reads the gateway config).
-//! * `dialect` — detection and one parser per dialect.
+//! * `dialect` — detection and one parser per dialect (the access form's needs an
+//!   [`Origin`]: its files may name no id or platform).
 //!
 //! This crate does no I/O and has no async: it turns text into a model.
 
@@ -49,13 +51,41 @@ pub struct Parsed {
     pub app: Option<App>,
     /// Everything worth telling about the file.
     pub diagnostics: Vec<Diagnostic>,
+    /// The app's id is [`Origin::id`]: the file names none (an access-form file).
+    pub id_from_origin: bool,
 }
 
-/// Parses a descriptor in any dialect. `source` names the file in diagnostics.
+/// What the caller knows of a file that its text may not say. Only the access form (the
+/// reference gateway's 2.0 files) needs it: such a file names no id and no platform.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Origin<'a> {
+    /// The id of an app whose file names none: the gateway's catalog gives the folder's
+    /// name for `<folder>/aai.json`, else the file's name without `.json`. Without one,
+    /// such a file is an error.
+    pub id: Option<&'a str>,
+    /// The platform of the binding of a file that names none: the host's. Without one,
+    /// the platform this crate was built for.
+    pub platform: Option<Platform>,
+}
+
+/// Parses a descriptor in any dialect. `source` names the file in diagnostics. An
+/// access-form file without `app.id` is an error here; see [`parse_with`].
 pub fn parse(text: &str, source: &str) -> Parsed {
+    parse_with(text, source, &Origin::default())
+}
+
+/// Parses a descriptor in any dialect, with what the caller knows of the file (`origin`)
+/// for what its text leaves out.
+pub fn parse_with(text: &str, source: &str, origin: &Origin<'_>) -> Parsed {
     let sink = Sink::new(source);
+    let mut id_from_origin = false;
     let app = match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(root) => parse_value(&root, &sink),
+        Ok(root) => {
+            let app = parse_value(&root, &sink, origin);
+            id_from_origin = app.as_ref().is_some_and(|a| a.dialect == Dialect::Access)
+                && root.pointer("/app/id").is_none();
+            app
+        }
         Err(e) => {
             sink.error(
                 "",
@@ -71,12 +101,13 @@ pub fn parse(text: &str, source: &str) -> Parsed {
     };
     let app = app.filter(|_| !sink.has_errors());
     Parsed {
+        id_from_origin: id_from_origin && app.is_some(),
         app,
         diagnostics: sink.into_vec(),
     }
 }
 
-fn parse_value(root: &serde_json::Value, sink: &Sink) -> Option<App> {
+fn parse_value(root: &serde_json::Value, sink: &Sink, origin: &Origin<'_>) -> Option<App> {
     let dialect = match dialect::detect(root) {
         Ok(d) => d,
         Err(message) => {
@@ -89,6 +120,7 @@ fn parse_value(root: &serde_json::Value, sink: &Sink) -> Option<App> {
         Dialect::Platforms => dialect::platforms::parse(&mut obj),
         Dialect::SnakeCase => dialect::app::parse(&mut obj, dialect::app::Case::Snake),
         Dialect::CamelCase => dialect::app::parse(&mut obj, dialect::app::Case::Camel),
+        Dialect::Access => dialect::access::parse(&mut obj, origin),
     }
 }
 

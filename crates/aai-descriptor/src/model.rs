@@ -32,6 +32,10 @@ pub enum Dialect {
     /// `execution.type: http|stdio|…`.
     #[serde(rename = "camelCase")]
     CamelCase,
+    /// docs/descriptors.md, access: the reference gateway's 2.0 form, `"schemaVersion":
+    /// "2.0"`, `access.protocol` + `config`, `exposure`, `discovery.checks`.
+    #[serde(rename = "access")]
+    Access,
 }
 
 /// One application, merged from all of its bindings.
@@ -46,6 +50,14 @@ pub struct App {
     pub description: String,
     /// Extra words to match the app by.
     pub aliases: Vec<String>,
+    /// Words search weighs the app by (access form `exposure.keywords`); unlike aliases
+    /// they are not names the app is looked up by.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keywords: Vec<String>,
+    /// What must hold on a machine for the app to be active there (access form
+    /// `discovery.checks`), all of them; the gateway's catalog probes them at each scan.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
     /// The descriptor's own version (semver in D1/D2; free-form in D0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -62,6 +74,29 @@ impl App {
     pub fn binding(&self, platform: Platform) -> Option<&Binding> {
         self.bindings.iter().find(|b| b.platform == platform)
     }
+}
+
+/// One condition for an app to be active on a machine. Paths are as written: the gateway
+/// reads `~/` as the user's home and a relative path as relative to the descriptor's
+/// folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Check {
+    /// A program: a name found on `PATH`, or a path to an executable file.
+    Command {
+        /// The name or path.
+        command: String,
+    },
+    /// A regular file exists.
+    File {
+        /// The file.
+        path: String,
+    },
+    /// A folder exists.
+    Path {
+        /// The folder.
+        path: String,
+    },
 }
 
 /// The platform a binding targets.

@@ -6,7 +6,11 @@
 //!   name and every part is used for matching and shown in descriptions;
 //! * a BCP-47 object with `defaultLang` (the camelCase form): resolved by locale — exact
 //!   tag, then the same language (preferring the same script, so `zh-HK` finds `zh-TW`
-//!   before `zh-CN`), then `defaultLang`, then the first entry.
+//!   before `zh-CN`), then `defaultLang`, then the first entry;
+//! * the access form's object with a `default` entry (`{"default": "Claude Code",
+//!   "zh-CN": …}`): the other entries are BCP-47 tags, and `default` is the name for every
+//!   locale none of them fits — kept as a [`AppName::Tagged`] entry under the tag
+//!   [`DEFAULT_TAG`], which is also its `default_lang`.
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
@@ -25,7 +29,22 @@ pub enum AppName {
     },
 }
 
+/// The tag of an access-form name's `default` entry: not a language, so no locale picks
+/// it but as the fallback.
+pub const DEFAULT_TAG: &str = "default";
+
 impl AppName {
+    /// An access-form name: `default` for every locale the `localized` names (by BCP-47
+    /// tag, in document order) do not fit.
+    pub fn with_default(default: String, localized: Vec<(String, String)>) -> AppName {
+        let mut names = vec![(DEFAULT_TAG.to_owned(), default)];
+        names.extend(localized.into_iter().filter(|(tag, _)| tag != DEFAULT_TAG));
+        AppName::Tagged {
+            names,
+            default_lang: DEFAULT_TAG.to_owned(),
+        }
+    }
+
     /// Splits a pipe-separated name; empty parts are dropped.
     pub fn from_pipe(text: &str) -> AppName {
         AppName::Parts(
@@ -216,6 +235,27 @@ mod tests {
             default_lang: "en".into(),
         };
         assert_eq!(n.resolve(Some("zh-TW")), "语雀");
+    }
+
+    #[test]
+    fn a_default_name_is_the_fallback_of_every_locale_the_others_miss() {
+        let n = AppName::with_default(
+            "Claude Code".into(),
+            vec![
+                ("en".into(), "Claude Code".into()),
+                ("zh-CN".into(), "克劳德".into()),
+            ],
+        );
+        assert_eq!(n.primary(), "Claude Code");
+        assert_eq!(n.resolve(Some("zh-TW")), "克劳德");
+        assert_eq!(n.resolve(Some("ja-JP")), "Claude Code");
+        assert_eq!(n.resolve(None), "Claude Code");
+        assert_eq!(n.all(), ["Claude Code", "克劳德"]);
+        assert_eq!(
+            serde_json::to_value(&n).unwrap(),
+            serde_json::json!({"defaultLang": "default",
+                "names": {"default": "Claude Code", "en": "Claude Code", "zh-CN": "克劳德"}})
+        );
     }
 
     #[test]

@@ -30,8 +30,14 @@ fn validator(form: &str) -> jsonschema::Validator {
 /// The form a document is read as (the rule of `dialect::detect`).
 fn form(doc: &Value) -> Option<&'static str> {
     let has = |k: &str| doc.get(k).is_some();
+    let major_two = doc["schemaVersion"]
+        .as_str()
+        .is_some_and(|v| v.trim().split('.').next() == Some("2"));
+    let no_execution = !["execution", "platform", "tools"].iter().any(|k| has(k));
     if has("platforms") || has("appId") {
         Some("platforms")
+    } else if major_two && (has("access") || no_execution) {
+        Some("access")
     } else if has("schemaVersion") {
         Some("camelcase")
     } else if has("app") {
@@ -61,10 +67,16 @@ fn every_valid_fixture_passes_the_schema_of_its_form() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let doc = read(&format!("fixtures/valid/{name}"));
         let form = form(&doc).unwrap_or_else(|| panic!("{name}: no form"));
-        let parsed = aai_descriptor::parse(&doc.to_string(), &name);
+        // An access-form file takes its id from its name, as in a folder of descriptors.
+        let origin = aai_descriptor::Origin {
+            id: name.strip_suffix(".json"),
+            platform: None,
+        };
+        let parsed = aai_descriptor::parse_with(&doc.to_string(), &name, &origin);
         let dialect = parsed.app.map(|a| a.dialect);
         let expected = match form {
             "platforms" => aai_descriptor::Dialect::Platforms,
+            "access" => aai_descriptor::Dialect::Access,
             "camelcase" => aai_descriptor::Dialect::CamelCase,
             _ => aai_descriptor::Dialect::SnakeCase,
         };
@@ -87,6 +99,9 @@ fn structurally_broken_fixtures_fail_their_schema() {
         "d2-auth-incomplete.json",
         "d2-many-problems.json",
         "ext-mcp-both-transports.json",
+        "access-many-problems.json",
+        "access-cli.json",
+        "access-skill-url.json",
     ] {
         let doc = read(&format!("fixtures/broken/{name}"));
         let parsed = aai_descriptor::parse(&doc.to_string(), name);
@@ -98,7 +113,7 @@ fn structurally_broken_fixtures_fail_their_schema() {
         );
     }
     let stranger = read("fixtures/broken/not-a-descriptor.json");
-    for form in ["platforms", "camelcase", "snake-case"] {
+    for form in ["platforms", "camelcase", "snake-case", "access"] {
         assert!(
             !validator(form).is_valid(&stranger),
             "{form} takes anything"
@@ -108,7 +123,13 @@ fn structurally_broken_fixtures_fail_their_schema() {
 
 #[test]
 fn the_schemas_have_ids_an_editor_can_use() {
-    for file in ["aai-platforms", "aai-camelcase", "aai-snake-case", "config"] {
+    for file in [
+        "aai-platforms",
+        "aai-camelcase",
+        "aai-snake-case",
+        "aai-access",
+        "config",
+    ] {
         let schema = read(&format!("schema/{file}.schema.json"));
         assert_eq!(
             schema["$id"],

@@ -48,6 +48,16 @@ pub enum Error {
         /// Its errors.
         problems: Vec<String>,
     },
+    /// The app is not active on this machine (a `discovery.checks` entry does not hold).
+    #[error("`{app}` is not active on this machine ({}): {why}", .file.display())]
+    Inactive {
+        /// The id.
+        app: String,
+        /// The descriptor.
+        file: PathBuf,
+        /// The check that does not hold, and why.
+        why: String,
+    },
     /// The app has no binding for this host.
     #[error("`{app}` cannot run on this host ({}): it has bindings for {} only", .host.as_str(), .has.join(", "))]
     Unsupported {
@@ -106,7 +116,7 @@ impl From<Error> for GatewayError {
         let code = match &e {
             Error::NoApp { .. } => Code::AppNotFound,
             Error::Broken { .. } | Error::Schema(_) => Code::AaiJsonInvalid,
-            Error::Unsupported { .. } => Code::AutomationNotSupported,
+            Error::Unsupported { .. } | Error::Inactive { .. } => Code::AutomationNotSupported,
             Error::NoTool { .. } => Code::ToolNotFound,
             Error::NotObject(_) | Error::Invalid { .. } | Error::ValidationSlow => {
                 Code::InvalidParams
@@ -135,6 +145,9 @@ impl From<Error> for GatewayError {
                 .with("app", app)
                 .with("host", host.as_str())
                 .with("platforms", platforms),
+            Error::Inactive { app, file, .. } => wire
+                .with("app", app)
+                .with("file", file.display().to_string()),
             Error::Invalid { field, .. } => wire.with("field", field),
             _ => wire,
         }
@@ -963,6 +976,12 @@ pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
             app: app.to_owned(),
             file: broken.file.clone(),
             problems: broken.problems.clone(),
+        }
+        .into(),
+        Some(Missing::Inactive(inactive)) => Error::Inactive {
+            app: app.to_owned(),
+            file: inactive.file.clone(),
+            why: inactive.why.clone(),
         }
         .into(),
         Some(Missing::Unsupported(bindings)) => Error::Unsupported {

@@ -482,6 +482,131 @@ fn validate_exit_status_and_messages() {
 }
 
 #[test]
+fn validate_reads_the_reference_gateways_descriptors_and_says_where_their_id_comes_from() {
+    let env = Env::new();
+    // The README's example and the three preset agents, each in a folder of its id, as
+    // the reference keeps them.
+    let mut args = vec!["validate".to_owned()];
+    for (fixture_name, id) in [
+        ("access-my-app.json", "my-app"),
+        ("access-claude.json", "claude"),
+        ("access-codex.json", "codex"),
+        ("access-opencode.json", "opencode"),
+    ] {
+        env.install(&format!("valid/{fixture_name}"), id);
+        args.push(env.home().join(id).join("aai.json").display().to_string());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = env.run(&args, &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for (id, tools) in [
+        ("my-app", "0 tools"),
+        ("claude", "1 tool"),
+        ("codex", "1 tool"),
+        ("opencode", "1 tool"),
+    ] {
+        let file = env.home().join(id).join("aai.json");
+        assert!(
+            text.contains(&format!(
+                "ok      {} ({id}, access, {tools})\n  the file names no app id: the gateway gives it `{id}`, the name of its folder (write `app.id` to choose another)\n",
+                file.display()
+            )),
+            "{text}"
+        );
+    }
+    // A lone file takes its name; one with `app.id` says nothing of it.
+    let out = env.run(
+        &[
+            "validate",
+            "--json",
+            fixture("valid/access-pdf-skill.json").to_str().unwrap(),
+            fixture("valid/access-search-http.json").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(
+        (
+            &files[0]["app"],
+            &files[0]["idFromPlace"],
+            &files[0]["dialect"]
+        ),
+        (
+            &Value::from("access-pdf-skill"),
+            &Value::from(true),
+            &Value::from("access")
+        )
+    );
+    assert_eq!(
+        (&files[1]["app"], &files[1]["idFromPlace"]),
+        (&Value::from("com.example.search"), &Value::from(false))
+    );
+
+    // A broken one: every problem at once, and exit status 1.
+    let out = env.run(
+        &[
+            "validate",
+            fixture("broken/access-many-problems.json")
+                .to_str()
+                .unwrap(),
+            fixture("broken/access-cli.json").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches(": error: ").count(), 10, "{text}");
+    for expected in [
+        "access-many-problems.json: /app/name: error: missing required field `default`",
+        "access-many-problems.json: /discovery/checks/1/kind: error: `env` is not a check",
+        "access-many-problems.json: /exposure: error: missing required field `summary`",
+        "access-many-problems.json: /exposure/keyword: warning: unknown field `keyword` is ignored; did you mean `keywords`?",
+        "access-many-problems.json: /access/config/url: error: a `stdio` server is started with `command`",
+        "access-cli.json: /access/protocol: error: protocol `cli` is not supported",
+    ] {
+        assert!(text.contains(expected), "{expected}\n{text}");
+    }
+}
+
+#[test]
+fn scan_serves_reference_descriptors_whose_checks_hold_and_says_why_the_others_are_left_out() {
+    let env = Env::new();
+    // The environment has no PATH: neither `npx` nor `claude` is found.
+    env.install("valid/access-claude.json", "claude");
+    env.install("valid/access-pdf-skill.json", "pdf");
+    env.put(
+        &env.home().join("pdf/skill/SKILL.md"),
+        "---\nname: pdf\ndescription: PDF files\n---\n# PDF\n",
+    );
+    let scan = env.scan(&[]);
+    let pdf = app(&scan, "pdf");
+    assert_eq!(pdf["bindings"][0]["type"], "skill");
+    assert_eq!(pdf["bindings"][0]["tools"], serde_json::json!(["read"]));
+    assert!(
+        scan["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["id"] != "claude"),
+        "{scan:#}"
+    );
+    let note = scan["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["pointer"] == "/discovery/checks/0")
+        .unwrap_or_else(|| panic!("no note on the unmet check: {scan:#}"));
+    assert_eq!(note["severity"], "warning");
+    assert_eq!(
+        note["message"],
+        "app `claude` is not active on this machine and is not served: check 1 (`discovery.checks[0]`): no `npx` on PATH"
+    );
+}
+
+#[test]
 fn config_problems_name_the_key_and_the_file() {
     let env = Env::new();
     env.install("valid/d2-yuque-apikey.json", "com.yuque.api");

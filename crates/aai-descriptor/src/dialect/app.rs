@@ -176,6 +176,8 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
         name: name?,
         description: description?.to_owned(),
         aliases,
+        keywords: Vec::new(),
+        checks: Vec::new(),
         version: Some(version?.to_owned()),
         schema_version: schema_version?.to_owned(),
         dialect: case.dialect(),
@@ -505,7 +507,7 @@ fn four_cc(exec: &mut Obj<'_>, key: &'static str, default: &str) -> Option<Strin
     Some(code.to_owned())
 }
 
-fn process(obj: &mut Obj<'_>) -> Option<Process> {
+pub(super) fn process(obj: &mut Obj<'_>) -> Option<Process> {
     let command = obj.req_text("command");
     let args = obj.opt_str_list("args").unwrap_or_default();
     let env = obj.opt_str_map("env").unwrap_or_default();
@@ -520,7 +522,7 @@ fn process(obj: &mut Obj<'_>) -> Option<Process> {
 /// An ACP tool's parameters with the two arguments every agent call takes: `sessionId`
 /// (continue a session) and `cwd` (the folder a new session works in). A schema that
 /// already declares them keeps its own.
-fn with_session_arguments(parameters: &Schema) -> Schema {
+pub(super) fn with_session_arguments(parameters: &Schema) -> Schema {
     let mut json = parameters.json().clone();
     let Some(obj) = json.as_object_mut() else {
         return parameters.clone();
@@ -549,7 +551,7 @@ fn with_session_arguments(parameters: &Schema) -> Schema {
 /// Warns of each value under a secret-looking name that is written out rather than a
 /// `${NAME}` placeholder: a descriptor is a plain file, its secrets belong in the
 /// credential store.
-fn warn_of_secrets(sink: &Sink, at: &str, values: &[(String, String)]) {
+pub(super) fn warn_of_secrets(sink: &Sink, at: &str, values: &[(String, String)]) {
     for (name, value) in values {
         if common::looks_secret(name) && !value.is_empty() && !value.contains("${") {
             sink.warning(

@@ -26,19 +26,7 @@ pub(crate) struct ToolBase<'a> {
 pub(crate) fn app_id(obj: &mut Obj<'_>, key: &'static str) -> Option<String> {
     let id = obj.req_text(key)?;
     let at = obj.at(key);
-    if let Some(bad) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
-    {
-        obj.sink().error(
-            at,
-            format!("app id `{id}` contains `{bad}`; use letters, digits, `.`, `-` and `_` (reverse-DNS, e.g. `com.example.app`)"),
-        );
-        return None;
-    }
-    if id.chars().all(|c| c == '.') {
-        // `.` and `..` would name a folder's parent when the id becomes a folder name.
-        obj.sink().error(at, format!("app id `{id}` is only dots"));
+    if !check_app_id(obj.sink(), &at, id, "app id") {
         return None;
     }
     if !id.contains('.') || id.starts_with('.') || id.ends_with('.') || id.contains("..") {
@@ -48,6 +36,27 @@ pub(crate) fn app_id(obj: &mut Obj<'_>, key: &'static str) -> Option<String> {
         );
     }
     Some(id.to_owned())
+}
+
+/// Reports why `id` cannot be an app id (it becomes a folder name and a URI), if it
+/// cannot; `what` names it in the message (`app id`, `app id `x` (the folder's name)`).
+pub(crate) fn check_app_id(sink: &Sink, at: &str, id: &str, what: &str) -> bool {
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+    {
+        sink.error(
+            at,
+            format!("{what} `{id}` contains `{bad}`; use letters, digits, `.`, `-` and `_` (reverse-DNS, e.g. `com.example.app`)"),
+        );
+        return false;
+    }
+    if id.chars().all(|c| c == '.') {
+        // `.` and `..` would name a folder's parent when the id becomes a folder name.
+        sink.error(at, format!("{what} `{id}` is only dots"));
+        return false;
+    }
+    true
 }
 
 /// Reads `name`, `description`, `parameters` and `returns` of a tool.

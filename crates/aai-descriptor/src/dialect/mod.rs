@@ -3,9 +3,11 @@
 //! | dialect | recognised by |
 //! |---|---|
 //! | D0 platforms | root `platforms` or `appId` |
+//! | access (the reference gateway's 2.0) | root `schemaVersion` `2.x`, with `access` or with none of `execution`, `platform`, `tools` |
 //! | D2 camelCase | root `schemaVersion`, or `app.name` is an object |
 //! | D1 snake_case | root `schema_version` with `app` |
 
+pub(crate) mod access;
 pub(crate) mod app;
 pub(crate) mod common;
 pub(crate) mod platforms;
@@ -25,8 +27,16 @@ pub(crate) fn detect(root: &Value) -> Result<Dialect, String> {
     if map.contains_key("platforms") || map.contains_key("appId") {
         return Ok(Dialect::Platforms);
     }
-    if map.contains_key("schemaVersion") {
-        return Ok(Dialect::CamelCase);
+    if let Some(version) = map.get("schemaVersion") {
+        let access = map.contains_key("access")
+            || !["execution", "platform", "tools"]
+                .iter()
+                .any(|k| map.contains_key(*k));
+        return Ok(if major(version) == Some(2) && access {
+            Dialect::Access
+        } else {
+            Dialect::CamelCase
+        });
     }
     if let Some(app) = map.get("app") {
         let tagged_name = app.get("name").is_some_and(Value::is_object);
@@ -36,5 +46,14 @@ pub(crate) fn detect(root: &Value) -> Result<Dialect, String> {
             Dialect::SnakeCase
         });
     }
-    Err("not an aai.json descriptor: expected `appId` and `platforms` (platforms form), or `app` with `schema_version` (snake_case form) or `schemaVersion` (camelCase form)".to_owned())
+    Err("not an aai.json descriptor: expected `appId` and `platforms` (platforms form), or `app` with `schema_version` (snake_case form) or `schemaVersion` (camelCase form), or `\"schemaVersion\": \"2.0\"` with `access` (access form)".to_owned())
+}
+
+/// The major version of a `schemaVersion` value (`"2.0"`, `"2"`, `2`).
+fn major(version: &Value) -> Option<u64> {
+    match version {
+        Value::String(s) => s.trim().split('.').next()?.parse().ok(),
+        Value::Number(n) => n.as_f64().filter(|f| *f >= 0.0).map(|f| f.trunc() as u64),
+        _ => None,
+    }
 }

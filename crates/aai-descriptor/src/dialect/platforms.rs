@@ -66,6 +66,8 @@ pub(crate) fn parse(root: &mut Obj<'_>) -> Option<App> {
         name: name?,
         description,
         aliases,
+        keywords: Vec::new(),
+        checks: Vec::new(),
         version,
         schema_version: schema_version?.to_owned(),
         dialect: Dialect::Platforms,

@@ -41,6 +41,9 @@ pub struct Found {
 /// Why the registry could not be searched.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Config `enableMcpRegistry` is off: nothing was sent.
+    #[error("no registry was searched: config `enableMcpRegistry` is off")]
+    Off,
     /// The URL or the request failed.
     #[error("the MCP Registry at {url} cannot be searched: {why}")]
     Unreachable {
@@ -320,7 +323,7 @@ mod tests {
                 "headers": {"X-Api-Key": "${X_API_KEY}"}}}})
             )
         );
-        assert_eq!(found[1].how, "connects to https://mcp.example.com");
+        assert_eq!(found[1].how, "connects to https://mcp.example.com/…");
         assert_eq!(
             found[2].source.as_ref().unwrap()["mcpServers"]["py"]["args"],
             json!(["py-mcp==0.3.0"])

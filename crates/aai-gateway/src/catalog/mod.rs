@@ -12,6 +12,7 @@
 pub mod builtin;
 #[cfg(target_os = "linux")]
 pub mod bus;
+pub mod checks;
 pub mod mcp_registry;
 pub mod paths;
 pub mod skills;
@@ -158,6 +159,45 @@ pub struct Catalog {
     /// files, permissions, I/O errors. A scan with any is incomplete: what it lacks may
     /// still exist.
     pub unreadable: Vec<String>,
+    /// Apps left out because one of their `discovery.checks` does not hold here.
+    pub inactive: Vec<Inactive>,
+}
+
+/// An app that loaded but is not active on this machine (`discovery.checks`).
+#[derive(Debug, Clone)]
+pub struct Inactive {
+    /// The app id.
+    pub id: String,
+    /// Its descriptor.
+    pub file: PathBuf,
+    /// The check that does not hold and why, e.g. "check 2 (`discovery.checks[1]`): no
+    /// `claude` on PATH".
+    pub why: String,
+}
+
+/// The id of an access-form file that names none, from its place (docs/descriptors.md,
+/// access): the folder's name for `<folder>/aai.json` (the `.app` bundle's name, without
+/// `.app`, in the macOS layout), else the file's name without `.json`.
+pub fn fallback_id(path: &Path, layout: Layout) -> Option<String> {
+    let name = path.file_name()?.to_string_lossy();
+    if name != "aai.json" {
+        return name.strip_suffix(".json").map(str::to_owned);
+    }
+    if layout == Layout::Bundles {
+        // `<dir>/<Name>.app/Contents/Resources/aai.json`
+        let bundle = path.ancestors().nth(3)?.file_name()?.to_string_lossy();
+        return Some(bundle.strip_suffix(".app").unwrap_or(&bundle).to_owned());
+    }
+    Some(path.parent()?.file_name()?.to_string_lossy().into_owned())
+}
+
+/// What the parser is told of a file whose place gives `id` (an access-form file names
+/// neither its id nor its platform; the platform is the host's, as for built-ins).
+pub fn origin_of<'a>(id: Option<&'a str>) -> aai_descriptor::Origin<'a> {
+    aai_descriptor::Origin {
+        id,
+        platform: aai_descriptor::Platform::parse(builtin::host_platform()),
+    }
 }
 
 /// A descriptor file that failed to load.
@@ -294,9 +334,11 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
         .into_par_iter()
         .filter_map(|(index, path)| {
             let source = path.display().to_string();
+            let id = fallback_id(&path, dirs[index].layout);
+            let origin = origin_of(id.as_deref());
             let (parsed, unread) = match fs::read(&path) {
                 Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) => (aai_descriptor::parse(&text, &source), false),
+                    Ok(text) => (aai_descriptor::parse_with(&text, &source, &origin), false),
                     Err(_) => (
                         failed(&source, "the file is not UTF-8 text".to_owned()),
                         false,
@@ -324,6 +366,7 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
     catalog.diagnostics.extend(listing_problems);
     let mut by_id: HashMap<String, (usize, usize)> = HashMap::new(); // id -> (app index, dir index)
     let mut notes = Vec::new();
+    let home = checks::user_home();
     for (index, path, parsed, _) in parsed {
         let dir = &dirs[index];
         let Some(app) = parsed.app else {
@@ -334,6 +377,28 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
             continue;
         };
         catalog.diagnostics.extend(parsed.diagnostics);
+        // Not active here: left out before precedence, as if the file were not there.
+        let folder = path.parent().unwrap_or(Path::new(""));
+        if let Some((i, why)) =
+            checks::unmet(&app.checks, folder, home.as_deref(), crate::host::on_path)
+        {
+            let why = format!("check {} (`discovery.checks[{i}]`): {why}", i + 1);
+            let sink = Sink::new(path.display().to_string());
+            sink.warning(
+                format!("/discovery/checks/{i}"),
+                format!(
+                    "app `{}` is not active on this machine and is not served: {why}",
+                    app.id
+                ),
+            );
+            notes.extend(sink.into_vec());
+            catalog.inactive.push(Inactive {
+                id: app.id,
+                file: path,
+                why,
+            });
+            continue;
+        }
         if dir.layout == Layout::AppDirs && dir.kind == SourceKind::User {
             check_folder_name(&path, &app.id, &mut notes);
         }
@@ -380,6 +445,7 @@ fn failed(source: &str, message: String) -> aai_descriptor::Parsed {
     aai_descriptor::Parsed {
         app: None,
         diagnostics: sink.into_vec(),
+        id_from_origin: false,
     }
 }
 
@@ -527,5 +593,117 @@ mod tests {
             ..user
         };
         assert_eq!(scan_files(&config).len(), 4);
+    }
+
+    fn access_doc(checks: serde_json::Value, keywords: &[&str]) -> String {
+        serde_json::json!({
+            "schemaVersion": "2.0", "version": "1.0.0",
+            "app": {"name": {"default": "Tool"}},
+            "discovery": {"checks": checks},
+            "access": {"protocol": "mcp", "config": {"command": "tool-mcp"}},
+            "exposure": {"summary": "Use when the user wants a tool.", "keywords": keywords}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn access_form_files_take_their_place_as_id_and_are_served_only_where_their_checks_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let put = |path: std::path::PathBuf, text: &str| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        // Active: its folder `skill` is there (relative to the descriptor's folder).
+        std::fs::create_dir_all(home.join("tool/skill")).unwrap();
+        put(
+            home.join("tool/aai.json"),
+            &access_doc(
+                serde_json::json!([{"kind": "path", "path": "skill"}]),
+                &["deploy"],
+            ),
+        );
+        // Not active: a program that is on no PATH.
+        put(
+            home.join("claude/aai.json"),
+            &access_doc(
+                serde_json::json!([
+                    {"kind": "path", "path": "."},
+                    {"kind": "command", "command": "aai-test-no-such-program-7f3a"}
+                ]),
+                &[],
+            ),
+        );
+        // A flat folder: the file's name is the id.
+        let flat = dir.path().join("flat");
+        put(
+            flat.join("pdf.json"),
+            &access_doc(serde_json::json!([]), &[]),
+        );
+        let dirs = [
+            SearchDir {
+                kind: SourceKind::User,
+                dir: home.clone(),
+                layout: Layout::AppDirs,
+            },
+            SearchDir::config(flat),
+        ];
+        let catalog = scan(&dirs);
+        let ids: Vec<&str> = catalog.apps.iter().map(|l| l.app.id.as_str()).collect();
+        assert_eq!(ids, ["pdf", "tool"], "{:#?}", catalog.diagnostics);
+        assert!(catalog.broken.is_empty(), "{:#?}", catalog.diagnostics);
+        let [inactive] = catalog.inactive.as_slice() else {
+            panic!("{:#?}", catalog.inactive)
+        };
+        assert_eq!(inactive.id, "claude");
+        assert_eq!(inactive.file, home.join("claude/aai.json"));
+        assert_eq!(
+            inactive.why,
+            "check 2 (`discovery.checks[1]`): no `aai-test-no-such-program-7f3a` on PATH"
+        );
+        // `--scan` says it with the file and the check's pointer.
+        let note = catalog
+            .diagnostics
+            .iter()
+            .find(|d| d.pointer == "/discovery/checks/1")
+            .expect("a note on the unmet check");
+        assert_eq!(
+            note.to_string(),
+            format!(
+                "{}: /discovery/checks/1: warning: app `claude` is not active on this machine and is not served: {}",
+                home.join("claude/aai.json").display(),
+                inactive.why
+            )
+        );
+
+        // Not served, with its reason; the others served and found by their keywords.
+        let snapshot = crate::registry::Snapshot::build(
+            catalog,
+            &crate::host::Host::new(crate::host::Os::Linux),
+            None,
+        );
+        let Some(crate::registry::Missing::Inactive(why)) = snapshot.missing("claude") else {
+            panic!("claude is missing as inactive")
+        };
+        assert!(why.why.ends_with("on PATH"));
+        assert!(snapshot.find("claude").is_none());
+        let hits = crate::registry::search::search(&snapshot, "deploy", 5);
+        let found: Vec<&str> = hits.iter().map(|h| h.entry.app.id.as_str()).collect();
+        assert_eq!(found, ["tool"]);
+    }
+
+    #[test]
+    fn the_id_of_a_files_place() {
+        let id = |p: &str, layout| fallback_id(Path::new(p), layout);
+        assert_eq!(
+            id("/h/claude/aai.json", Layout::AppDirs),
+            Some("claude".into())
+        );
+        assert_eq!(id("/s/codex.json", Layout::Flat), Some("codex".into()));
+        assert_eq!(
+            id("/A/Tool.app/Contents/Resources/aai.json", Layout::Bundles),
+            Some("Tool".into())
+        );
+        assert_eq!(id("/s/notes.txt", Layout::Flat), None);
     }
 }

@@ -3,6 +3,10 @@
 //! Directories are searched like a config `scanPaths` entry. Exit status 1 when any file
 //! has an error (warnings alone pass), 0 otherwise.
 //!
+//! A file of the access form (the reference gateway's 2.0) may name no app id: it is read
+//! as the catalog reads it, with the id of its place (`catalog::fallback_id`: the folder of
+//! `<id>/aai.json`, else the file's name without `.json`), and the output says so.
+//!
 //! `validate NEW --against OLD`: also the version rules of docs/descriptors.md, Versions
 //! (`aai_descriptor::versions`): each change with the bump it needs; exit status 1 when the
 //! new version is not bumped enough.
@@ -19,6 +23,8 @@ use crate::catalog::{self, SearchDir, SourceKind};
 struct Checked {
     path: PathBuf,
     app: Option<(String, &'static str, usize)>,
+    /// The app id is the file's place's: the file names none.
+    id_from_place: bool,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -51,6 +57,7 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
                     "path": c.path,
                     "valid": c.app.is_some(),
                     "app": c.app.as_ref().map(|a| &a.0),
+                    "idFromPlace": c.id_from_place,
                     "dialect": c.app.as_ref().map(|a| a.1),
                     "tools": c.app.as_ref().map(|a| a.2),
                     "diagnostics": c.diagnostics,
@@ -71,6 +78,16 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
                     crate::text::count(*tools, "tool", "tools")
                 )),
                 None => out.push_str(&format!("invalid {}\n", c.path.display())),
+            }
+            if let Some((id, ..)) = c.app.as_ref().filter(|_| c.id_from_place) {
+                out.push_str(&format!(
+                    "  the file names no app id: the gateway gives it `{id}`, the name of {} (write `app.id` to choose another)\n",
+                    if c.path.file_name().is_some_and(|n| n == "aai.json") {
+                        "its folder"
+                    } else {
+                        "the file without `.json`"
+                    }
+                ));
             }
             for d in &c.diagnostics {
                 out.push_str(&format!("  {d}\n"));
@@ -162,7 +179,7 @@ pub(super) fn against(paths: &[PathBuf], old: &Path, as_json: bool) -> ExitCode 
 fn read_app(path: &Path) -> Result<aai_descriptor::App, Vec<Diagnostic>> {
     let checked = std::fs::read_to_string(path)
         .map_err(|e| missing(path, &format!("cannot read the file: {e}")).diagnostics)?;
-    let parsed = aai_descriptor::parse(&checked, &path.display().to_string());
+    let parsed = parse(&checked, path);
     parsed.app.ok_or(parsed.diagnostics)
 }
 
@@ -174,14 +191,16 @@ fn check(path: &Path) -> Checked {
         },
         Err(e) => return missing(path, &format!("cannot read the file: {e}")),
     };
-    let parsed = aai_descriptor::parse(&text, &path.display().to_string());
+    let parsed = parse(&text, path);
     Checked {
         path: path.to_owned(),
+        id_from_place: parsed.id_from_origin,
         app: parsed.app.map(|a| {
             let dialect = match a.dialect {
                 aai_descriptor::Dialect::Platforms => "platforms",
                 aai_descriptor::Dialect::SnakeCase => "snake_case",
                 aai_descriptor::Dialect::CamelCase => "camelCase",
+                aai_descriptor::Dialect::Access => "access",
             };
             let tools = a.bindings.iter().map(|b| b.tools.len()).sum();
             (a.id, dialect, tools)
@@ -190,12 +209,20 @@ fn check(path: &Path) -> Checked {
     }
 }
 
+/// Parses the file at `path` as the catalog would in a `scanPaths` folder.
+fn parse(text: &str, path: &Path) -> aai_descriptor::Parsed {
+    let id = catalog::fallback_id(path, catalog::Layout::Mixed);
+    let origin = catalog::origin_of(id.as_deref());
+    aai_descriptor::parse_with(text, &path.display().to_string(), &origin)
+}
+
 fn missing(path: &Path, message: &str) -> Checked {
     let sink = Sink::new(path.display().to_string());
     sink.error("", message);
     Checked {
         path: path.to_owned(),
         app: None,
+        id_from_place: false,
         diagnostics: sink.into_vec(),
     }
 }

@@ -634,13 +634,11 @@ impl Gateway {
         &self,
         query: &str,
         limit: usize,
-    ) -> Result<Vec<catalog::mcp_registry::Found>, String> {
+    ) -> Result<Vec<catalog::mcp_registry::Found>, catalog::mcp_registry::Error> {
         if !self.config.enable_mcp_registry {
-            return Err("no registry was searched: config `enableMcpRegistry` is off".to_owned());
+            return Err(catalog::mcp_registry::Error::Off);
         }
-        catalog::mcp_registry::search(&self.config.mcp_registry_url, query, limit)
-            .await
-            .map_err(|e| e.to_string())
+        catalog::mcp_registry::search(&self.config.mcp_registry_url, query, limit).await
     }
 
     /// The credentials side (for `auth login`).

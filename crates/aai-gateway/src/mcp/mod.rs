@@ -1097,7 +1097,7 @@ fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResu
 /// each server with the `aai` `import` call that previews its installation.
 fn add_registry_hits(
     result: &mut CallToolResult,
-    found: Result<Vec<crate::catalog::mcp_registry::Found>, String>,
+    found: Result<Vec<crate::catalog::mcp_registry::Found>, crate::catalog::mcp_registry::Error>,
 ) {
     let mut body = String::new();
     let mut hits = Vec::new();

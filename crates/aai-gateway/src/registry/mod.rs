@@ -54,6 +54,8 @@ pub enum Missing {
     /// It loaded, but none of its bindings can run on this host: `(platform, type)` of
     /// each binding it has.
     Unsupported(Vec<(Platform, &'static str)>),
+    /// It loaded, but one of its `discovery.checks` does not hold on this machine.
+    Inactive(crate::catalog::Inactive),
 }
 
 /// The served apps at one moment.
@@ -83,6 +85,12 @@ impl Snapshot {
         for broken in catalog.broken {
             for id in &broken.ids {
                 missing.insert(id.clone(), Missing::Broken(broken.clone()));
+            }
+        }
+        // An app another file of the same id serves is not missing.
+        for inactive in catalog.inactive {
+            if !catalog.apps.iter().any(|l| l.app.id == inactive.id) {
+                missing.insert(inactive.id.clone(), Missing::Inactive(inactive));
             }
         }
         let mut entries: Vec<Entry> = catalog
@@ -217,8 +225,8 @@ impl Snapshot {
         unique(&self.by_name).or_else(|| unique(&self.by_alias))
     }
 
-    /// Why `key` (an app id) is not served, when it was found but is broken or cannot run
-    /// here.
+    /// Why `key` (an app id) is not served, when it was found but is broken, cannot run
+    /// here or is not active here.
     pub fn missing(&self, key: &str) -> Option<&Missing> {
         let (key, bare) = keys(key);
         self.missing.get(key).or_else(|| self.missing.get(bare))

@@ -1,5 +1,5 @@
-//! `aai_search`: rank apps and tools by names in any language, aliases, descriptions
-//! and tool text.
+//! `aai_search`: rank apps and tools by names in any language, aliases, keywords
+//! (access-form `exposure.keywords`), descriptions and tool text.
 //!
 //! Queries are split into words on white space and punctuation; a word matches a field
 //! when the field contains it. Names and aliases also match when the *query* contains
@@ -15,6 +15,7 @@ pub struct Keys {
     id: String,
     names: Vec<String>,
     aliases: Vec<String>,
+    keywords: Vec<String>,
     description: String,
     /// Per tool of the binding in use: name, name with `_` as spaces, description.
     tools: Vec<(String, String, String)>,
@@ -28,6 +29,7 @@ impl Keys {
             id: app.id.to_lowercase(),
             names: app.name.all().iter().map(|n| n.to_lowercase()).collect(),
             aliases: app.aliases.iter().map(|a| a.to_lowercase()).collect(),
+            keywords: app.keywords.iter().map(|k| k.to_lowercase()).collect(),
             description: app.description.to_lowercase(),
             tools: entry
                 .binding()
@@ -90,6 +92,10 @@ fn score<'a>(entry: &'a Entry, query: &str, words: &[&str]) -> Option<Hit<'a>> {
     for alias in &keys.aliases {
         total += short_field(alias, words, query, 8, 4);
     }
+    // Keywords say what the app is for, not what it is called: below names and aliases.
+    for keyword in &keys.keywords {
+        total += short_field(keyword, words, query, 6, 3);
+    }
     for word in words {
         if keys.id == *word {
             total += 10;
@@ -125,7 +131,7 @@ fn score<'a>(entry: &'a Entry, query: &str, words: &[&str]) -> Option<Hit<'a>> {
     })
 }
 
-/// Names and aliases: the best of exact (a word is the field) and partial (the field
+/// Names, aliases and keywords: the best of exact (a word is the field) and partial (the field
 /// contains a word, or the query contains the field — at least two characters, so 邮件
 /// in 发邮件 counts but a one-letter alias does not).
 fn short_field(field: &str, words: &[&str], query: &str, exact: u32, partial: u32) -> u32 {

@@ -299,6 +299,13 @@ pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -
         .map(|(id, why)| {
             let why = match why {
                 Missing::Broken(b) => format!("{}\n{}", b.file.display(), b.problems.join("\n")),
+                Missing::Inactive(inactive) => {
+                    format!(
+                        "{}\nnot active on this machine: {}",
+                        inactive.file.display(),
+                        inactive.why
+                    )
+                }
                 Missing::Unsupported(bindings) => {
                     let list: Vec<String> = bindings
                         .iter()
