@@ -149,3 +149,56 @@ async fn a_form_changes_something_only_with_this_runs_csrf_token() {
         ("test@stdio", "com.example.sh", "echo")
     );
 }
+
+#[tokio::test]
+async fn the_app_page_hides_shows_and_trashes_an_app_and_the_apps_page_restores_it() {
+    let home = tempfile::tempdir().unwrap();
+    let gw = gateway(home.path());
+    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None);
+    let (_, page) = get(&ui, "/ui/apps/com.example.sh").await;
+    assert!(
+        page.contains("Hide from every client") && page.contains("Move to trash"),
+        "{page}"
+    );
+    let csrf = csrf_of(&page);
+    // Without the token nothing changes.
+    let (status, _) = post(&ui, "/ui/manage", "action=hide&app=com.example.sh").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!home.path().join("apps.json").exists());
+    let act = |action: &str| format!("csrf={csrf}&action={action}&app=com.example.sh");
+    let (status, _) = post(&ui, "/ui/manage", &act("hide")).await;
+    assert!(status.is_redirection(), "{status}");
+    let overlay = std::fs::read_to_string(home.path().join("apps.json")).unwrap();
+    assert!(overlay.contains("com.example.sh"), "{overlay}");
+    let (_, page) = get(&ui, "/ui/apps/com.example.sh").await;
+    assert!(
+        page.contains("Show to every client")
+            && page.contains("the app is hidden from every client"),
+        "{page}"
+    );
+    post(&ui, "/ui/manage", &act("show")).await;
+    assert!(
+        !std::fs::read_to_string(home.path().join("apps.json"))
+            .unwrap()
+            .contains("com.example.sh")
+    );
+    // The gateway's own app is not the UI's to trash.
+    let (_, own) = get(&ui, "/ui/apps/aai").await;
+    assert!(!own.contains("Move to trash"), "{own}");
+    post(&ui, "/ui/manage", &act("remove")).await;
+    assert!(!home.path().join("com.example.sh").exists());
+    assert!(gw.registry_snapshot().find("com.example.sh").is_none());
+    let (_, apps) = get(&ui, "/ui/apps").await;
+    assert!(
+        apps.contains("Trash") && apps.contains("value=\"restore\""),
+        "{apps}"
+    );
+    post(&ui, "/ui/manage", &act("restore")).await;
+    assert!(
+        home.path()
+            .join("com.example.sh")
+            .join("aai.json")
+            .is_file()
+    );
+    assert!(gw.registry_snapshot().find("com.example.sh").is_some());
+}

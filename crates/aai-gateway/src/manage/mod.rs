@@ -325,6 +325,15 @@ impl Manager {
         })
     }
 
+    /// Whether `disable` hid app `app` from every client.
+    pub fn hidden_from_everyone(&self, app: &str) -> bool {
+        overlay::read(&self.home).is_ok_and(|o| {
+            o.clients
+                .get(EVERYONE)
+                .is_some_and(|h| h.apps.deny.contains(app))
+        })
+    }
+
     /// Plans hiding (or showing again) app `app`, or its `tool`, for `client` (`"*"`:
     /// everyone).
     pub fn visibility(

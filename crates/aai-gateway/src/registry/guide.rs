@@ -22,8 +22,10 @@ pub const GATEWAY: &str = "# Using this gateway
 
 Apps on this computer and on the web are reached through five tools:
 
-1. `aai_search {query, limit?}` finds apps by name in any language, alias or purpose, and
-   tools by name or description. Results give each app's id.
+1. `aai_search {query, limit?, remote?}` finds apps by name in any language, alias or
+   purpose, and tools by name or description. Results give each app's id. With
+   `remote: true` it also lists servers of the MCP Registry (when the user enabled it),
+   each with the call that installs it.
 2. `aai_guide {app}` shows an app's guide: what it is, how it is reached, its tools with
    their parameters, and a ready `aai_exec` example. Apps with many tools list one tool per
    line; `aai_guide {app, tool}` gives one tool's parameters.
@@ -38,6 +40,10 @@ Apps on this computer and on the web are reached through five tools:
 5. `web_discover {url}` reads a web app's description from
    `https://<domain>/.well-known/aai.json` and shows its guide; the app can then be
    called with `aai_exec`.
+
+The app `aai` is the gateway itself: its tools import apps (MCP servers, OpenAPI
+documents, skills, aai.json files; a preview first), remove and restore them, and hide or
+show an app or tool for this client or for everyone. See `aai_guide {\"app\": \"aai\"}`.
 
 The user decides which apps may run: a call may wait for their answer, or fail with
 CONSENT_REQUIRED, whose message says how they can allow it. Errors carry a type

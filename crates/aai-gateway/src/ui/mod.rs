@@ -119,6 +119,7 @@ impl Ui {
             .route("/ui/apps", get(pages::apps))
             .route("/ui/apps/{id}", get(pages::app))
             .route("/ui/apps/{id}/try", post(pages::try_tool))
+            .route("/ui/manage", post(pages::manage))
             .route("/ui/history", get(pages::history))
             .route("/ui/history/{id}", get(pages::call))
             .route("/ui/consent", get(pages::consent))

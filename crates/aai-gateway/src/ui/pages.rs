@@ -263,6 +263,8 @@ struct AppsPage {
     q: String,
     home: String,
     apps: Vec<AppRow>,
+    /// `(app id, removed at, where it was)`, newest first.
+    trash: Vec<(String, String, String)>,
     /// `(ids, why)`.
     broken: Vec<(String, String)>,
 }
@@ -325,6 +327,16 @@ pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -
             c: Chrome::new(&ui, "Apps", "/ui/apps", query.flash),
             q,
             home: ui.gateway().home.display().to_string(),
+            trash: crate::manage::trash::list(&ui.gateway().home)
+                .into_iter()
+                .map(|t| {
+                    (
+                        t.app,
+                        crate::history::utc(t.removed_at_ms),
+                        t.origin.display().to_string(),
+                    )
+                })
+                .collect(),
             apps,
             broken,
         }
@@ -430,6 +442,10 @@ struct AppPage {
     guide: String,
     /// What config `clients` hides of this app, in words (the effective state).
     hidden: Vec<String>,
+    /// `disable` hid it from every client (`$AAI_HOME/apps.json`).
+    hidden_for_all: bool,
+    /// Its folder is the gateway's to move to the trash.
+    removable: bool,
 }
 
 pub(super) async fn app(
@@ -443,8 +459,17 @@ pub(super) async fn app(
     };
     let app = &entry.app;
     let source = entry.source.display().to_string();
+    let manager = ui.gateway().pipeline.manage.clone();
+    let removable = manager
+        .as_ref()
+        .is_some_and(|m| m.remove(&app.id, &entry.source).is_ok());
+    let hidden_for_all = manager
+        .as_ref()
+        .is_some_and(|m| m.hidden_from_everyone(&app.id));
     page(
         AppPage {
+            hidden_for_all,
+            removable,
             c: Chrome::new(
                 &ui,
                 snapshot.name(entry),
@@ -1303,6 +1328,61 @@ pub(super) async fn rescan(State(ui): State<Ui>, Form(form): Form<BackForm>) -> 
         ),
         true,
     )
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ManageForm {
+    csrf: Option<String>,
+    /// `hide`, `show` (for every client), `remove`, `restore`.
+    action: String,
+    app: String,
+}
+
+/// The apps page's and an app page's buttons: hide or show an app for every client, move
+/// it to the trash, restore it (`docs/manage.md`). The user at the UI asked: nothing more
+/// is asked.
+pub(super) async fn manage(State(ui): State<Ui>, Form(form): Form<ManageForm>) -> Response {
+    if !ui.csrf_ok(form.csrf.as_deref()) {
+        return forbidden_csrf();
+    }
+    let gateway = ui.inner.gateway.clone();
+    let Some(manager) = gateway.pipeline.manage.clone() else {
+        return ui.flash("/ui/apps", "Managing apps is not available here.", false);
+    };
+    let app = form.app.as_str();
+    let page = format!("/ui/apps/{}", crate::text::percent_encode(app));
+    let (change, back) = match form.action.as_str() {
+        "hide" => (
+            manager.visibility(true, crate::manage::EVERYONE, app, None),
+            page,
+        ),
+        "show" => (
+            manager.visibility(false, crate::manage::EVERYONE, app, None),
+            page,
+        ),
+        "remove" => {
+            let snapshot = gateway.snapshot().await;
+            let change = match snapshot.find(app) {
+                Some(entry) => manager.remove(&entry.app.id, &entry.source),
+                None => return ui.flash("/ui/apps", format!("No app `{app}` is served."), false),
+            };
+            (change, "/ui/apps".to_owned())
+        }
+        "restore" => (manager.restore(app), "/ui/apps".to_owned()),
+        _ => return ui.flash("/ui/apps", "Unknown action.", false),
+    };
+    let change = match change {
+        Ok(c) => c,
+        Err(e) => return ui.flash(&back, format!("Nothing changed: {e}"), false),
+    };
+    let text = change.describe().to_owned();
+    match manager.apply(change, gateway.authenticator().store()).await {
+        Ok(_) => {
+            gateway.rescan_async().await;
+            ui.flash(&back, format!("Done: {text}."), true)
+        }
+        Err(e) => ui.flash(&back, format!("Nothing changed: {e}"), false),
+    }
 }
 
 /// Where to go after an action: a UI path from the form, else `default` (never another
