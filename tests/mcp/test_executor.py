@@ -165,7 +165,7 @@ async def test_new_descriptor_on_disk_is_announced_and_callable(gw):
             changed.set()
 
     async with gw.session(on_message=on_message) as s:
-        assert [t.name for t in (await s.list_tools()).tools][0] == "app_com_example_echo"
+        assert [t.name for t in (await s.list_tools()).tools][:2] == ["app_aai", "app_com_example_echo"]
         gw.add_app("com.example.late", description="Arrived later")
         with anyio.fail_after(10):
             await changed.wait()
@@ -182,7 +182,7 @@ async def test_broken_descriptor_does_not_hide_the_others(gw):
     gw.put("com.example.broken", {"schemaVersion": "1.0", "app": {"id": "com.example.broken"}})
     async with gw.session() as s:
         names = [t.name for t in (await s.list_tools()).tools]
-        assert names[0] == "app_com_example_echo" and "app_com_example_broken" not in names
+        assert names[:2] == ["app_aai", "app_com_example_echo"] and "app_com_example_broken" not in names
     assert "com.example.broken/aai.json" in (gw.tmp / "stderr.log").read_text()
 
 

@@ -23,7 +23,7 @@ def run(gw, *args):
 def test_inspector_lists_and_calls(gw):
     gw.add_app("com.example.echo", name={"en": "Echo", "zh-CN": "回声"})
     tools = run(gw, "--method", "tools/list")["tools"]
-    assert [t["name"] for t in tools] == ["app_com_example_echo", "aai_search", "aai_guide", "web_discover",
+    assert [t["name"] for t in tools] == ["app_aai", "app_com_example_echo", "aai_search", "aai_guide", "web_discover",
                                           "aai_exec", "aai_batch"]
     result = run(gw, "--method", "tools/call", "--tool-name", "aai_exec",
                  "--tool-arg", "app=com.example.echo", "--tool-arg", "tool=echo",
@@ -35,4 +35,4 @@ def test_inspector_lists_and_calls(gw):
     search = run(gw, "--method", "tools/call", "--tool-name", "aai_search", "--tool-arg", "query=回声")
     assert search["structuredContent"]["results"][0]["app"] == "com.example.echo"
     resources = run(gw, "--method", "resources/list")["resources"]
-    assert resources[0]["uri"] == "app:com.example.echo"
+    assert [r["uri"] for r in resources] == ["app:aai", "app:com.example.echo"]
