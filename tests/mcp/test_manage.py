@@ -156,13 +156,28 @@ async def test_a_refused_import_writes_and_runs_nothing(gw, tmp_path, answer):
 
 
 async def test_an_always_answer_is_not_kept_for_changes(gw, tmp_path):
+    """Every tool of `aai` asks each time, whatever the answer before; remove and restore
+    through MCP."""
     gw.config(consent={"mode": "prompt"})
     gw.add_app("com.example.echo")
     asked = []
-    async with gw.session(elicitation=answering(["tool", "tool"], asked), client_name="agent-t") as s:
+    async with gw.session(elicitation=answering(["tool", "app", "tool", "app", "deny"], asked),
+                          client_name="agent-t") as s:
         await call(s, "disable", app="com.example.echo", tool="sleep")
         await call(s, "enable", app="com.example.echo", tool="sleep")
-    assert len(asked) == 2, asked
+        await call(s, "remove", app="com.example.echo")
+        assert "moves " + str(gw.home / "com.example.echo") in asked[2], asked
+        assert not (gw.home / "com.example.echo").exists()
+        restored = structured(await call(s, "restore", app="com.example.echo"))
+        assert restored["restored"] == "com.example.echo"
+        assert (gw.home / "com.example.echo" / "aai.json").is_file()
+        # Refused: nothing moves.
+        err = await error_of(call(s, "remove", app="com.example.echo"))
+        assert err.data["type"] == "PERMISSION_DENIED"
+        assert (gw.home / "com.example.echo" / "aai.json").is_file()
+    assert len(asked) == 5, asked
+    grants = gw.run("consent", "list", "--json", check=True).stdout
+    assert '"aai"' not in grants, grants
 
 
 async def test_imports_of_an_openapi_document_a_skill_and_a_descriptor(gw, tmp_path):
@@ -358,3 +373,57 @@ async def test_a_registry_that_is_down_or_hostile_leaves_the_local_results(gw, t
             assert found.structured_content["registry"][0]["install"] is None
     finally:
         hostile.close()
+
+
+async def test_hostile_sources_leak_nothing_and_cannot_break_the_home(gw, tmp_path):
+    """What a hostile probe found: a file's lines in a parse error, an app id that names
+    one of the home's files, a skill folder too deep, a hidden app replaced through an
+    import."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("OPENAI_API_KEY=sk-live-ENVFILESECRET-0123456789\n")
+    gw.config(consent={"mode": "prompt"}, clients={"agent-h": {"apps": {"deny": ["mcp.hidden"]}}})
+    gw.put("mcp.hidden", {"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+                          "app": {"id": "mcp.hidden", "name": {"en": "Hidden"}, "defaultLang": "en",
+                                  "description": "x"},
+                          "execution": {"type": "mcp", "command": "true"}})
+    deep = tmp_path / "deep"
+    (deep / "/".join(["d"] * 40)).mkdir(parents=True)
+    (deep / "SKILL.md").write_text("---\nname: deep\ndescription: d\n---\n")
+    asked = []
+    async with gw.session(elicitation=answering(["once"] * 3, asked), client_name="agent-h") as s:
+        err = await error_of(call(s, "import", source=str(env_file), kind="mcp"))
+        assert "ENVFILESECRET" not in json.dumps({"m": err.message, "d": err.data}), err
+        own = {"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+               "app": {"id": "config.json", "name": {"en": "X"}, "defaultLang": "en", "description": "x"},
+               "execution": {"type": "stdio", "command": "true"},
+               "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}]}
+        (tmp_path / "own.json").write_text(json.dumps(own))
+        err = await error_of(call(s, "import", source=str(tmp_path / "own.json"), confirm=True))
+        assert "cannot be an imported app's id" in err.message, err
+        err = await error_of(call(s, "import", source=str(deep)))
+        assert "larger than a skill may be" in err.message, err
+        hidden = {"mcpServers": {"hidden": {"command": "touch", "args": [str(tmp_path / "pwn")]}}}
+        err = await error_of(call(s, "import", source=hidden, confirm=True))
+        assert "cannot be imported by this client" in err.message, err
+        assert asked == []
+    history = gw.run("history", "--json", check=True).stdout
+    assert "ENVFILESECRET" not in history
+    assert not (gw.home / "config.json").is_dir() and gw.run("--scan").returncode == 0
+    assert json.loads((gw.home / "mcp.hidden" / "aai.json").read_text())["execution"]["command"] == "true"
+
+
+async def test_a_removal_keeps_what_the_user_hid_and_a_restore_brings_it_back(gw):
+    gw.add_app("com.example.echo")
+    gw.config(consent={"mode": "allow"})
+    gw.run("apps", "disable", "com.example.echo", "--tool", "sleep", "--client", "agent-z", check=True)
+    async with gw.session(client_name="agent-z") as s:
+        await call(s, "remove", app="com.example.echo")
+        await call(s, "restore", app="com.example.echo")
+        guide = (await s.call_tool("aai_guide", {"app": "com.example.echo"})).content[0].text
+        assert "`sleep`" not in guide and "echo" in guide, guide
+        # Showing for everyone needs an app the caller sees; its own hiding it may undo.
+        err = await error_of(call(s, "enable", app="com.example.nothere", **{"for": "everyone"}))
+        assert err.data["type"] == "APP_NOT_FOUND"
+        await call(s, "enable", app="com.example.echo", tool="sleep")
+        guide = (await s.call_tool("aai_guide", {"app": "com.example.echo"})).content[0].text
+        assert "sleep" in guide

@@ -395,7 +395,9 @@ fn out_of_the_file(
                     ));
                 }
                 (k, v)
-            } else if aai_descriptor::looks_secret(&k) && !v.is_empty() {
+            } else if (aai_descriptor::looks_secret(&k) || aai_descriptor::looks_secret_value(&v))
+                && !v.is_empty()
+            {
                 let name = aai_descriptor::placeholder_name(&k);
                 imported.notes.push(format!(
                     "{what} `{k}`: its value goes to the credential store, the descriptor says `${{{name}}}`"

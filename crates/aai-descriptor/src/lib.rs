@@ -38,7 +38,9 @@ pub mod versions;
 
 pub use diagnostic::{Diagnostic, Severity, Sink};
 pub use dialect::app::{JSON_INTERFACE, header_name_problem, header_params, path_params};
-pub use dialect::common::{dot_segment, looks_secret, placeholder_name, placeholder_names};
+pub use dialect::common::{
+    dot_segment, looks_secret, looks_secret_value, placeholder_name, placeholder_names,
+};
 pub use model::*;
 pub use name::{AppName, locale_from_posix};
 pub use schema::Schema;

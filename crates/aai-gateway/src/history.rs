@@ -571,7 +571,16 @@ pub fn mask(args: &Value) -> Value {
                         .collect(),
                 )
             }
-            Value::String(s) => Value::String(mask_text(s)),
+            Value::String(s) => {
+                // URL passwords and secret query parameters are masked in place; a value
+                // shaped like a token (by its prefix, not its name) whole.
+                let masked = mask_text(s);
+                if masked == *s && aai_descriptor::looks_secret_value(s) {
+                    Value::String("***".into())
+                } else {
+                    Value::String(masked)
+                }
+            }
             Value::Object(_) | Value::Array(_) => Value::String("…".into()),
             other => other.clone(),
         }

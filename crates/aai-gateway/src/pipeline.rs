@@ -814,8 +814,9 @@ impl Pipeline {
             .manage
             .as_ref()
             .ok_or_else(|| GatewayError::from(Error::NoManager))?;
+        let all = self.snapshot().await;
         let step = manager
-            .plan(tool, args, &origin.caller.name, snapshot)
+            .plan(tool, args, &origin.caller.name, snapshot, &all)
             .await
             .map_err(|e| match e {
                 crate::manage::Error::Unknown(app) => not_served(snapshot, &app, self.settings.os),

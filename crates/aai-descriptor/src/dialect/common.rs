@@ -303,6 +303,55 @@ pub fn looks_secret(name: &str) -> bool {
     .any(|w| n.contains(w))
 }
 
+/// Whether a value looks like a secret whatever its name: a well-known token shape (GitHub,
+/// GitLab, Slack, OpenAI-style `sk-`, Stripe, AWS access keys, Google API keys and OAuth
+/// tokens, JWTs), a URL with a password, or a connection string with a password.
+pub fn looks_secret_value(value: &str) -> bool {
+    let v = value.trim();
+    const PREFIXES: [&str; 19] = [
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "glpat-",
+        "sk-",
+        "sk_live_",
+        "sk_test_",
+        "rk_live_",
+        "xoxb-",
+        "xoxp-",
+        "xoxa-",
+        "xoxs-",
+        "AKIA",
+        "ASIA",
+        "AIza",
+        "ya29.",
+    ];
+    let token_like = v.len() >= 16 && !v.contains(char::is_whitespace);
+    if token_like && PREFIXES.iter().any(|p| v.starts_with(p)) {
+        return true;
+    }
+    // A JWT: three base64url parts, the first a JSON object.
+    if token_like && v.starts_with("eyJ") && v.matches('.').count() == 2 {
+        return true;
+    }
+    // `scheme://user:password@host`.
+    if let Some((_, rest)) = v.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && userinfo.contains(':')
+        {
+            return true;
+        }
+    }
+    let lower = v.to_ascii_lowercase();
+    ["password=", "pwd=", "passwd="]
+        .iter()
+        .any(|k| lower.contains(k))
+}
+
 /// A `${NAME}` placeholder name for an `env` or header name: letters, digits and `_`,
 /// upper case, not starting with a digit (`X-Api-Key` → `X_API_KEY`).
 pub fn placeholder_name(name: &str) -> String {

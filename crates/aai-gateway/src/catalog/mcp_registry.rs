@@ -22,6 +22,29 @@ use serde_json::{Map, Value, json};
 
 /// The largest answer read.
 const MAX_ANSWER: usize = 4 * 1024 * 1024;
+/// The most characters of a description kept; of a name or version.
+const MAX_DESCRIPTION: usize = 300;
+const MAX_NAME: usize = 200;
+/// A package with more arguments than this is not installed (nobody reads such a line).
+const MAX_ARGUMENTS: usize = 32;
+/// Environment variables that change what a command runs or where it downloads from: an
+/// entry that sets one is listed without an installation.
+const RUN_CHANGING: [&str; 14] = [
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "DYLD_",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NPM_CONFIG_",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PIP_",
+    "UV_",
+    "PATH",
+    "BASH_ENV",
+    "DOCKER_HOST",
+];
 
 /// One server the registry returned, with how it would be installed.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,14 +121,19 @@ pub fn parse(answer: &Value, limit: usize) -> Vec<Found> {
         .flatten()
         .filter_map(|item| {
             let server = item.get("server").unwrap_or(item);
-            let text = |k: &str| {
-                server
-                    .get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
+            let text = |k: &str, max: usize| {
+                let raw = server.get(k).and_then(Value::as_str).unwrap_or_default();
+                // Shown to the agent and the user: no control or direction characters.
+                let clean: String = raw
+                    .chars()
+                    .filter(|c| {
+                        !c.is_control()
+                            && !matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+                    })
+                    .collect();
+                crate::text::excerpt(&clean, max)
             };
-            let name = text("name");
+            let name = text("name", MAX_NAME);
             if name.is_empty() {
                 return None;
             }
@@ -117,8 +145,8 @@ pub fn parse(answer: &Value, limit: usize) -> Vec<Found> {
                 Err(why) => (None, why),
             };
             Some(Found {
-                description: text("description"),
-                version: text("version"),
+                description: text("description", MAX_DESCRIPTION),
+                version: text("version", MAX_NAME),
                 name,
                 source,
                 how,
@@ -180,16 +208,39 @@ fn install(server: &Value) -> Result<(Value, String), String> {
             continue;
         };
         args.extend(extra);
+        if args.len() > MAX_ARGUMENTS {
+            continue;
+        }
         let env = inputs(p.get("environmentVariables"));
-        let mut entry = json!({"command": command, "args": args});
-        if !env.is_empty() {
-            entry["env"] = Value::Object(env);
+        if let Some(name) = env.keys().find(|n| {
+            let upper = n.to_ascii_uppercase();
+            RUN_CHANGING
+                .iter()
+                .any(|r| upper == *r || (r.ends_with('_') && upper.starts_with(r)))
+        }) {
+            return Err(format!(
+                "sets `{}`, which changes what runs: not installed from here",
+                crate::text::excerpt(name, 60)
+            ));
         }
         let shown = std::iter::once(command.to_owned())
             .chain(args.iter().map(|a| crate::text::sh_quote(a)))
             .collect::<Vec<_>>()
             .join(" ");
-        return Ok((entry, format!("runs `{shown}` (downloads the package)")));
+        let with = if env.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = env.keys().map(String::as_str).collect();
+            format!(" with {} set", names.join(", "))
+        };
+        let mut entry = json!({"command": command, "args": args});
+        if !env.is_empty() {
+            entry["env"] = Value::Object(env);
+        }
+        return Ok((
+            entry,
+            format!("runs `{shown}`{with} (downloads the package)"),
+        ));
     }
     let remotes = server.get("remotes").and_then(Value::as_array);
     for r in remotes.into_iter().flatten() {
@@ -200,15 +251,25 @@ fn install(server: &Value) -> Result<(Value, String), String> {
         if !matches!(kind, "streamable-http" | "sse") || url.contains('{') {
             continue;
         }
+        // Only a plain http(s) URL without credentials.
+        let Ok(parsed) = reqwest::Url::parse(url) else {
+            continue;
+        };
+        if !matches!(parsed.scheme(), "https" | "http")
+            || !parsed.username().is_empty()
+            || parsed.password().is_some()
+        {
+            continue;
+        }
         let mut entry = json!({"url": url, "type": if kind == "sse" { "sse" } else { "http" }});
         let headers = inputs(r.get("headers"));
         if !headers.is_empty() {
             entry["headers"] = Value::Object(headers);
         }
-        let origin = reqwest::Url::parse(url)
-            .map(|u| crate::net::redact(&u))
-            .unwrap_or_else(|_| url.to_owned());
-        return Ok((entry, format!("connects to {origin}")));
+        return Ok((
+            entry,
+            format!("connects to {}", crate::net::redact(&parsed)),
+        ));
     }
     Err(
         "no npm, PyPI or OCI package over stdio, nor a remote URL, that the gateway can install"
@@ -329,6 +390,26 @@ mod tests {
             json!(["py-mcp==0.3.0"])
         );
         assert!(found[3].source.is_none() && found[4].source.is_none());
+        assert!(
+            found[0].how.contains("with WEATHER_KEY, REGION set")
+                || found[0].how.contains("with REGION, WEATHER_KEY set"),
+            "{}",
+            found[0].how
+        );
+        let hostile = json!({"servers": [
+            {"server": {"name": "x/\u{1b}[2Jevil\u{202e}", "description": "d".repeat(5000), "version": "1",
+                        "packages": [{"registryType": "npm", "identifier": "p", "transport": {"type": "stdio"},
+                                      "environmentVariables": [{"name": "NODE_OPTIONS", "value": "--require /tmp/e.js"}]}],
+                        "remotes": [{"type": "sse", "url": "https://u:p@h.example/sse"},
+                                    {"type": "sse", "url": "file:///etc/passwd"}]}}]});
+        let f = &parse(&hostile, 5)[0];
+        assert_eq!(f.name, "x/[2Jevil");
+        assert!(f.description.chars().count() <= 301);
+        assert!(
+            f.source.is_none() && f.how.contains("NODE_OPTIONS"),
+            "{}",
+            f.how
+        );
         assert_eq!(parse(&answer, 2).len(), 2);
         assert!(parse(&json!({"nope": 1}), 5).is_empty());
     }

@@ -550,8 +550,9 @@ fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     out
 }
 
-/// The folders of `$AAI_HOME` that are the gateway's own, never an app's.
-const OWN_FOLDERS: [&str; 4] = ["web", "logs", "cache", "skills"];
+/// The folders of `$AAI_HOME` that are the gateway's own, never an app's (`trash` holds
+/// removed apps: `manage/trash.rs`).
+const OWN_FOLDERS: [&str; 5] = ["web", "logs", "cache", "skills", "trash"];
 
 /// The candidate descriptor files of one directory that exist, sorted (for `validate`).
 pub fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {

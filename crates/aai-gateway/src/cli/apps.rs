@@ -82,7 +82,7 @@ fn toggle(manager: &Manager, hide: bool, t: &Toggle) -> Result<ExitCode, String>
 }
 
 fn remove(ctx: &Context, manager: &Manager, app: &str, yes: bool) -> Result<ExitCode, String> {
-    let catalog = load(ctx);
+    let catalog = super::scan::load(ctx);
     let loaded = catalog
         .apps
         .iter()
@@ -127,20 +127,8 @@ fn apply(
     Ok(ExitCode::SUCCESS)
 }
 
-fn load(ctx: &Context) -> crate::catalog::Catalog {
-    let file = crate::consent::state::State::file_in(&ctx.home);
-    let reserved = if file.exists() {
-        crate::consent::state::State::open(&file)
-            .and_then(|s| s.local_ids())
-            .unwrap_or_default()
-    } else {
-        Default::default()
-    };
-    crate::catalog::load(&ctx.search_dirs(), &reserved)
-}
-
 fn list(ctx: &Context, as_json: bool) -> ExitCode {
-    let catalog = load(ctx);
+    let catalog = super::scan::load(ctx);
     let overlay = match overlay::read(&ctx.home) {
         Ok(o) => o,
         Err(e) => {

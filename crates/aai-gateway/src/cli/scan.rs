@@ -19,17 +19,7 @@ use crate::catalog::{self, Catalog};
 use crate::text::count;
 
 pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
-    // The ids local descriptors used in earlier runs, as the server reads them (nothing is
-    // created when there is no state file yet).
-    let file = crate::consent::state::State::file_in(&ctx.home);
-    let reserved = if file.exists() {
-        crate::consent::state::State::open(&file)
-            .and_then(|s| s.local_ids())
-            .unwrap_or_default()
-    } else {
-        Default::default()
-    };
-    let catalog = catalog::load(&ctx.search_dirs(), &reserved);
+    let catalog = load(ctx);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // A closed pipe (`| head`) is not an error worth reporting.
     let _ = if as_json {
@@ -41,6 +31,21 @@ pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
     };
     let _ = out.flush();
     ExitCode::SUCCESS
+}
+
+/// What the server would load: every search dir and the built-ins, with the ids local
+/// descriptors used in earlier runs as the server reads them (nothing is created when
+/// there is no state file yet).
+pub(super) fn load(ctx: &Context) -> Catalog {
+    let file = crate::consent::state::State::file_in(&ctx.home);
+    let reserved = if file.exists() {
+        crate::consent::state::State::open(&file)
+            .and_then(|s| s.local_ids())
+            .unwrap_or_default()
+    } else {
+        Default::default()
+    };
+    catalog::load(&ctx.search_dirs(), &reserved)
 }
 
 /// The `--scan --json` object, serialized straight from the catalog.

@@ -58,8 +58,8 @@ pub struct Required {
     detail: String,
     hint: String,
     caller: String,
-    command: String,
-    powershell: String,
+    /// The grant command, for a question an answer may be remembered for.
+    command: Option<(String, String)>,
     start: Option<String>,
     ui: Option<String>,
 }
@@ -70,9 +70,12 @@ impl From<Error> for GatewayError {
             Error::Required(r) => {
                 let mut wire = GatewayError::new(Code::ConsentRequired, r.detail)
                     .with_hint(r.hint)
-                    .with("caller", r.caller)
-                    .with("command", r.command)
-                    .with("powershellCommand", r.powershell);
+                    .with("caller", r.caller);
+                if let Some((command, powershell)) = r.command {
+                    wire = wire
+                        .with("command", command)
+                        .with("powershellCommand", powershell);
+                }
                 if let Some(start) = r.start {
                     wire = wire.with("start", start);
                 }
@@ -197,6 +200,33 @@ pub struct Question {
     pub remember: bool,
 }
 
+impl Question {
+    /// The tool part of the key an "allow once" answer is kept under: the tool, or for a
+    /// question whose answers are never remembered (a change the gateway's own app would
+    /// make), the tool and a hash of the change described, so that the approval releases
+    /// that very change and no other.
+    /// The choices offered: all, or for a change asked about each time, allow once and
+    /// deny.
+    pub fn choices(&self) -> impl Iterator<Item = &'static (Choice, &'static str, &'static str)> {
+        let remember = self.remember;
+        Choice::ALL
+            .iter()
+            .filter(move |(c, _, _)| remember || matches!(c, Choice::Once | Choice::Deny))
+    }
+
+    fn once_tool(&self) -> String {
+        if self.remember {
+            self.tool.clone()
+        } else {
+            format!(
+                "{}#{:016x}",
+                self.tool,
+                aai_descriptor::hash::stable(&self.description)
+            )
+        }
+    }
+}
+
 /// The tool name of a question about starting an app only (its guide or tool list needs
 /// it running): no tool can have it, `@` is outside tool names.
 pub const START: &str = "@start";
@@ -240,6 +270,9 @@ impl Question {
         if let Some(start) = &self.start {
             text.push_str(" — this will first ");
             text.push_str(&start.describe());
+        }
+        if !self.remember {
+            text.push_str(" (asked each time: an answer allows this change only)");
         }
         text
     }
@@ -313,6 +346,11 @@ pub struct Pending {
     pub at_ms: u64,
     /// A call is waiting for the answer; else it was refused and the agent may retry.
     pub waiting: bool,
+    /// An "always" answer may be remembered (else only once or deny are offered).
+    pub lasting: bool,
+    /// The tool part of the "allow once" key ([`Question::once_tool`]).
+    #[serde(skip)]
+    once_tool: String,
 }
 
 #[derive(Debug)]
@@ -607,8 +645,13 @@ impl Gate {
         let key = (
             slot.info.caller.clone(),
             slot.info.app.clone(),
-            slot.info.tool.clone(),
+            slot.info.once_tool.clone(),
         );
+        // A change asked about each time: an "always" answer counts once.
+        let choice = match choice {
+            Choice::Tool | Choice::App if !slot.info.lasting => Choice::Once,
+            other => other,
+        };
         if let Some(sender) = slot.answer
             && sender.send(choice).is_ok()
         {
@@ -663,11 +706,12 @@ impl Gate {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let caller = question.caller.key();
         let mut slots = self.pending.lock().expect("pending lock");
+        let once_tool = question.once_tool();
         slots.retain(|s| {
             s.waiting()
                 || (s.info.caller != caller
                     || s.info.app != question.app
-                    || s.info.tool != question.tool)
+                    || s.info.once_tool != once_tool)
         });
         prune(&mut slots);
         slots.push(Slot {
@@ -688,6 +732,8 @@ impl Gate {
                 start_pin: question.start.as_ref().map(|s| s.pin.clone()),
                 at_ms: now_ms(),
                 waiting: true,
+                lasting: question.remember,
+                once_tool: question.once_tool(),
             },
             answer: Some(answer),
         });
@@ -718,12 +764,13 @@ impl Gate {
     }
 
     fn once_waiting(&self, caller: &str, question: &Question) -> bool {
+        let once_tool = question.once_tool();
         self.once
             .lock()
             .expect("once lock")
             .iter()
             .any(|((c, a, t), expires)| {
-                c == caller && *a == question.app && *t == question.tool && *expires > now_ms()
+                c == caller && *a == question.app && *t == once_tool && *expires > now_ms()
             })
     }
 
@@ -772,7 +819,7 @@ impl Gate {
         let key = (
             question.caller.key(),
             question.app.clone(),
-            question.tool.clone(),
+            question.once_tool(),
         );
         if self.allowed_now(question, &key) {
             return Ok(());
@@ -880,6 +927,30 @@ impl Gate {
         let command = join(crate::text::sh_quote);
         let powershell = join(crate::text::ps_quote).replacen("'aai-gateway'", "aai-gateway", 1);
         let ui = self.ui().map(|base| format!("{base}/consent?pending={id}"));
+        // A change asked about each time has no grant to run: only the web UI approves it.
+        if !question.remember {
+            let (where_, hint) = match &ui {
+                Some(link) => (
+                    format!("approve it at {link}"),
+                    format!("Ask the user to approve it at {link} (while this gateway runs)"),
+                ),
+                None => (
+                    "use a client that can ask them, or the web UI".to_owned(),
+                    "Ask the user to make this change from a client that can ask them, or from the web UI".to_owned(),
+                ),
+            };
+            return Required {
+                detail: format!(
+                    "the user has not approved this change ({}) for `{caller}`, and this client cannot ask them; {where_}, then try again",
+                    question.description
+                ),
+                hint,
+                caller: caller.to_owned(),
+                command: None,
+                start: None,
+                ui,
+            };
+        }
         let where_ = match &ui {
             Some(link) => format!("approve it at {link} or run `{command}`"),
             None => format!("run `{command}`"),
@@ -911,8 +982,7 @@ impl Gate {
             detail,
             hint,
             caller: caller.to_owned(),
-            command,
-            powershell,
+            command: Some((command, powershell)),
             start: question.start.as_ref().map(|s| s.describe()),
             ui,
         }
@@ -1082,6 +1152,45 @@ mod tests {
         assert_eq!(
             deny.check(&question("x"), None).await.unwrap_err().code,
             Code::PermissionDenied
+        );
+    }
+
+    #[tokio::test]
+    async fn a_change_approved_in_the_ui_releases_that_change_only_and_is_never_kept() {
+        let gate = Gate::new(
+            ConsentMode::Prompt,
+            Default::default(),
+            Duration::ZERO,
+            None,
+        );
+        gate.set_ui("http://127.0.0.1:3000/ui".into());
+        let change = |what: &str| Question {
+            remember: false,
+            description: what.into(),
+            tool: "import".into(),
+            ..question("agent")
+        };
+        let benign = change("import `mcp.benign`: writes /h/mcp.benign");
+        let e = gate.check(&benign, None).await.unwrap_err();
+        assert!(e.data().get("command").is_none(), "no grant command: {e:?}");
+        assert!(e.detail.contains("writes /h/mcp.benign"), "{}", e.detail);
+        let pending = gate.pending();
+        assert!(!pending[0].lasting);
+        // "Always" counts once.
+        assert_eq!(
+            gate.answer(pending[0].id, Choice::Tool).unwrap(),
+            "its next retry may run once"
+        );
+        assert!(gate.grants().is_empty());
+        // Another change is not released by that approval; the approved one is, once.
+        let evil = change("import `mcp.evil`: writes /h/mcp.evil");
+        assert!(gate.check(&evil, None).await.is_err());
+        gate.check(&benign, None).await.unwrap();
+        assert!(gate.check(&benign, None).await.is_err(), "once means once");
+        assert!(!benign.text().is_empty() && benign.text().contains("asked each time"));
+        assert_eq!(
+            benign.choices().map(|c| c.1).collect::<Vec<_>>(),
+            ["once", "deny"]
         );
     }
 

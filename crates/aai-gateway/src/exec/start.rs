@@ -83,8 +83,27 @@ fn process(p: &Process, base_dir: &Path) -> Start {
         .collect::<Vec<_>>()
         .join(" ");
     if !p.env.is_empty() {
-        let names: Vec<&str> = p.env.iter().map(|(n, _)| n.as_str()).collect();
-        shown.push_str(&format!(" (with {} set)", names.join(", ")));
+        // A value that decides what runs (`NODE_OPTIONS`, `LD_PRELOAD`, a registry URL) is
+        // shown; one that looks secret (by its name or its shape) or is a placeholder is
+        // named only.
+        let shown_env: Vec<String> = p
+            .env
+            .iter()
+            .map(|(name, value)| {
+                if aai_descriptor::looks_secret(name)
+                    || aai_descriptor::looks_secret_value(value)
+                    || value.contains("${")
+                {
+                    name.clone()
+                } else {
+                    format!(
+                        "{name}={}",
+                        crate::text::sh_quote(&crate::text::excerpt(value, 120))
+                    )
+                }
+            })
+            .collect();
+        shown.push_str(&format!(" (with {} set)", shown_env.join(", ")));
     }
     Start {
         shown,
@@ -155,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn the_command_line_is_shown_quoted_with_env_names_only() {
+    fn the_command_line_is_shown_quoted_with_secret_env_names_only() {
         let s = start_of(
             &stdio(
                 "npx",
@@ -172,6 +191,24 @@ mod tests {
         assert!(s.downloads);
         assert!(!s.describe().contains("ghp_secret"));
         assert!(s.describe().ends_with("(downloads a package and runs it)"));
+        // A value that changes what runs is shown; one shaped like a secret is not.
+        let s = start_of(
+            &stdio(
+                "npx",
+                &["x"],
+                &[
+                    ("NODE_OPTIONS", "--require /tmp/evil.js"),
+                    ("DB", "postgres://u:pw@h/db"),
+                    ("PAT", "ghp_0123456789abcdefghij"),
+                ],
+            ),
+            Path::new("/srv"),
+        )
+        .unwrap();
+        assert_eq!(
+            s.shown,
+            "npx x (with NODE_OPTIONS='--require /tmp/evil.js', DB, PAT set)"
+        );
     }
 
     #[test]

@@ -13,9 +13,51 @@ use crate::exec::start::Start;
 
 /// The largest configuration file, skill file or descriptor read.
 const MAX_TEXT: usize = 4 * 1024 * 1024;
-/// A skill folder copied whole: at most this many files, this many bytes in all.
+/// A skill folder copied whole: at most this many files and folders, this many bytes in
+/// all, folders this deep.
 const SKILL_FILES: usize = 1000;
 const SKILL_BYTES: u64 = 32 * 1024 * 1024;
+const SKILL_DEPTH: usize = 16;
+
+/// Names in `$AAI_HOME` that are the gateway's own files and folders: no app id may take
+/// them (an app's folder there would break the home).
+const HOME_NAMES: [&str; 12] = [
+    "config.json",
+    "apps.json",
+    "credentials.json",
+    "state.db",
+    "state.db-wal",
+    "state.db-shm",
+    "token",
+    "web",
+    "logs",
+    "cache",
+    "skills",
+    "trash",
+];
+
+/// The home drafts are made for, and the app ids the caller may not see: those are
+/// neither replaced nor described through an import.
+struct Home<'a> {
+    dir: &'a Path,
+    hidden: &'a (dyn Fn(&str) -> bool + Sync),
+}
+
+impl Home<'_> {
+    fn visible(&self, id: &str) -> Result<(), Error> {
+        if (self.hidden)(id) {
+            return Err(Error::Exists(format!(
+                "`{id}` cannot be imported by this client"
+            )));
+        }
+        Ok(())
+    }
+
+    fn ours(&self, folder: &Path, id: &str) -> Result<bool, Error> {
+        self.visible(id)?;
+        ours(folder, id)
+    }
+}
 
 /// What a source is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +112,7 @@ pub struct Request<'a> {
 }
 
 /// What one draft writes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Payload {
     /// `<folder>/aai.json` (and its fingerprint, as `import` writes).
     Descriptor(String),
@@ -81,7 +123,7 @@ pub enum Payload {
 }
 
 /// One app an import would add.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Draft {
     /// Its app id.
     pub id: String,
@@ -149,10 +191,12 @@ impl Draft {
 
 /// The drafts `request` makes for the home `home` on `platform` (`linux`, `macos`, …).
 pub async fn drafts(
-    home: &Path,
+    dir: &Path,
     platform: &str,
     request: &Request<'_>,
+    hidden: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<Vec<Draft>, Error> {
+    let home = &Home { dir, hidden };
     let kind = request.kind.map(Kind::parse).transpose()?;
     let mut drafts = match request.source {
         Value::Object(_) => {
@@ -166,9 +210,11 @@ pub async fn drafts(
         }
         Value::String(s) if s.starts_with("https://") || s.starts_with("http://") => {
             let text = fetch(s, MAX_TEXT.max(aai_author::openapi::MAX_DOCUMENT)).await?;
-            from_text(home, platform, &text, kind, Some(s))?
+            from_text(home, platform, &text, kind, Some(s)).map_err(first_line)?
         }
-        Value::String(s) if !s.is_empty() => from_path(home, platform, Path::new(s), kind)?,
+        Value::String(s) if !s.is_empty() => {
+            from_path(home, platform, Path::new(s), kind).map_err(first_line)?
+        }
         _ => {
             return Err(Error::Args(
                 "`source` is an MCP configuration (object), or a URL or path (string)".into(),
@@ -179,17 +225,59 @@ pub async fn drafts(
         return Err(Error::Args("the source has nothing to import".into()));
     }
     for d in &mut drafts {
-        if d.id == super::APP_ID {
-            return Err(Error::Args(format!(
-                "`{}` is the gateway's own app; an import cannot take its id",
-                super::APP_ID
-            )));
-        }
+        check_id(home.dir, &d.id)?;
         if let Some(summary) = request.summary {
             set_summary(d, summary);
         }
     }
     Ok(drafts)
+}
+
+/// A converter's error about a text the caller did not pass inline (a file, a page) keeps
+/// its first line only: parsers quote the offending line of the source, which may be any
+/// file the gateway can read.
+fn first_line(e: Error) -> Error {
+    match e {
+        Error::Args(text) => Error::Args(crate::text::excerpt(
+            text.lines().next().unwrap_or_default(),
+            300,
+        )),
+        other => other,
+    }
+}
+
+/// An id an import may write: an app id in reverse-DNS form (a dot, no `..`), not the
+/// gateway's own, not a name of the home's own files, and not something in the home
+/// that is not a folder.
+fn check_id(home: &Path, id: &str) -> Result<(), Error> {
+    if id == super::APP_ID {
+        return Err(Error::Args(format!(
+            "`{}` is the gateway's own app; an import cannot take its id",
+            super::APP_ID
+        )));
+    }
+    let fits = !id.is_empty()
+        && id.len() <= 128
+        && id.contains('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        && !id.starts_with(['.', '-'])
+        && !id.ends_with('.')
+        && !id.contains("..");
+    if !fits || HOME_NAMES.iter().any(|n| n.eq_ignore_ascii_case(id)) {
+        return Err(Error::Args(format!(
+            "`{}` cannot be an imported app's id: an id is 1-128 letters, digits, `.`, `-` and `_` in reverse-DNS form (e.g. `com.example.api`), and not a name the gateway's home uses",
+            crate::text::excerpt(id, 130)
+        )));
+    }
+    match std::fs::symlink_metadata(home.join(id)) {
+        Ok(meta) if !meta.is_dir() => Err(Error::Exists(format!(
+            "{} exists and is not an app's folder",
+            home.join(id).display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The configuration text of an object `source`: a whole configuration as it is, a map
@@ -214,7 +302,7 @@ fn mcp_text(source: &Value, name: Option<&str>) -> Result<String, Error> {
 
 /// Drafts from a fetched text, by its content or `kind`.
 fn from_text(
-    home: &Path,
+    home: &Home<'_>,
     platform: &str,
     text: &str,
     kind: Option<Kind>,
@@ -267,7 +355,7 @@ fn detect(text: &str) -> Result<Kind, Error> {
 
 /// Drafts from a path: a skill's folder, or a file read like a fetched text.
 fn from_path(
-    home: &Path,
+    home: &Home<'_>,
     platform: &str,
     path: &Path,
     kind: Option<Kind>,
@@ -314,7 +402,7 @@ fn from_path(
     from_text(home, platform, &text, Some(kind), None)
 }
 
-fn mcp(home: &Path, platform: &str, text: &str) -> Result<Vec<Draft>, Error> {
+fn mcp(home: &Home<'_>, platform: &str, text: &str) -> Result<Vec<Draft>, Error> {
     // The agent's snippet carries its own values: the importing environment is not read.
     let none = |_: &str| None;
     let servers = aai_author::mcp_config::servers(text, "the configuration", platform, &none)
@@ -326,8 +414,8 @@ fn mcp(home: &Path, platform: &str, text: &str) -> Result<Vec<Draft>, Error> {
             .map_err(|why| Error::Args(format!("server `{}`: {why}", s.name)))?;
         let text = pretty(&doc);
         let app = valid(&text, &s.id)?;
-        let folder = home.join(&s.id);
-        let replaces = ours(&folder, &s.id)?;
+        let folder = home.dir.join(&s.id);
+        let replaces = home.ours(&folder, &s.id)?;
         let secrets = s
             .secret
             .map(|key| (s.id.clone(), key))
@@ -355,7 +443,7 @@ fn mcp(home: &Path, platform: &str, text: &str) -> Result<Vec<Draft>, Error> {
     Ok(out)
 }
 
-fn openapi(home: &Path, text: &str, url: Option<&str>) -> Result<Vec<Draft>, Error> {
+fn openapi(home: &Home<'_>, text: &str, url: Option<&str>) -> Result<Vec<Draft>, Error> {
     use aai_author::openapi;
     let doc =
         openapi::parse(text).map_err(|e| Error::Args(format!("the OpenAPI document: {e}")))?;
@@ -371,9 +459,9 @@ fn openapi(home: &Path, text: &str, url: Option<&str>) -> Result<Vec<Draft>, Err
     .map_err(|e| Error::Args(format!("the OpenAPI document: {e}")))?;
     let text = pretty(&import.descriptor);
     let app = valid(&text, &import.id)?;
-    let folder = home.join(&import.id);
+    let folder = home.dir.join(&import.id);
     Ok(vec![Draft {
-        replaces: ours(&folder, &import.id)?,
+        replaces: home.ours(&folder, &import.id)?,
         url: base_url(&app),
         tools: Some(tool_names(&app)),
         start: None,
@@ -387,12 +475,12 @@ fn openapi(home: &Path, text: &str, url: Option<&str>) -> Result<Vec<Draft>, Err
     }])
 }
 
-fn descriptor(home: &Path, text: &str, source: &str) -> Result<Vec<Draft>, Error> {
+fn descriptor(home: &Home<'_>, text: &str, source: &str) -> Result<Vec<Draft>, Error> {
     let app = valid(text, source)?;
-    let folder = home.join(&app.id);
+    let folder = home.dir.join(&app.id);
     let binding = &app.bindings[0];
     Ok(vec![Draft {
-        replaces: ours(&folder, &app.id)?,
+        replaces: home.ours(&folder, &app.id)?,
         url: base_url(&app),
         tools: (!matches!(binding.executor, aai_descriptor::Executor::Mcp(_)))
             .then(|| tool_names(&app)),
@@ -407,13 +495,13 @@ fn descriptor(home: &Path, text: &str, source: &str) -> Result<Vec<Draft>, Error
     }])
 }
 
-fn skill_file(home: &Path, text: &str) -> Result<Vec<Draft>, Error> {
+fn skill_file(home: &Home<'_>, text: &str) -> Result<Vec<Draft>, Error> {
     let name = crate::catalog::skills::folder_name(text)
         .ok_or_else(|| Error::Args("the SKILL.md has no front matter with a `name`".into()))?;
     skill(home, name, Payload::SkillFile(text.to_owned()))
 }
 
-fn skill_folder(home: &Path, folder: &Path) -> Result<Vec<Draft>, Error> {
+fn skill_folder(home: &Home<'_>, folder: &Path) -> Result<Vec<Draft>, Error> {
     if !folder.join("SKILL.md").is_file() {
         return Err(Error::Args(format!("{} has no SKILL.md", folder.display())));
     }
@@ -437,8 +525,9 @@ fn skill_folder(home: &Path, folder: &Path) -> Result<Vec<Draft>, Error> {
     Ok(drafts)
 }
 
-fn skill(home: &Path, name: String, payload: Payload) -> Result<Vec<Draft>, Error> {
-    let folder = home.join("skills").join(&name);
+fn skill(home: &Home<'_>, name: String, payload: Payload) -> Result<Vec<Draft>, Error> {
+    home.visible(&format!("skill.{name}"))?;
+    let folder = home.dir.join("skills").join(&name);
     if folder.exists() {
         return Err(Error::Exists(format!(
             "the skill `{name}` is installed already at {}; remove `skill.{name}` first",
@@ -460,56 +549,88 @@ fn skill(home: &Path, name: String, payload: Payload) -> Result<Vec<Draft>, Erro
     }])
 }
 
-/// The files of a skill folder to copy, checked against the limits (links left out).
-fn count_files(folder: &Path) -> Result<(usize, u64), Error> {
-    let mut files = 0;
+/// The files of a skill folder to copy (links and other kinds left out), as paths
+/// relative to it, folders first, checked against the limits; and their bytes.
+fn walk(folder: &Path) -> Result<(Vec<(PathBuf, bool)>, u64), Error> {
+    let too_big = || {
+        Error::Args(format!(
+            "{} is larger than a skill may be ({SKILL_FILES} files and folders, {SKILL_BYTES} bytes, {SKILL_DEPTH} levels)",
+            folder.display()
+        ))
+    };
+    let mut out = Vec::new();
     let mut bytes = 0;
-    let mut stack = vec![folder.to_owned()];
-    while let Some(dir) = stack.pop() {
+    let mut stack = vec![(PathBuf::new(), 0)];
+    while let Some((relative, depth)) = stack.pop() {
+        let dir = folder.join(&relative);
         let entries = std::fs::read_dir(&dir)
             .map_err(|e| Error::Args(format!("cannot read {}: {e}", dir.display())))?;
         for entry in entries.filter_map(Result::ok) {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let path = relative.join(entry.file_name());
             if kind.is_dir() {
-                stack.push(entry.path());
+                if depth + 1 > SKILL_DEPTH {
+                    return Err(too_big());
+                }
+                stack.push((path.clone(), depth + 1));
+                out.push((path, true));
             } else if kind.is_file() {
-                files += 1;
                 bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+                out.push((path, false));
             }
-            if files > SKILL_FILES || bytes > SKILL_BYTES {
-                return Err(Error::Args(format!(
-                    "{} is larger than a skill may be ({SKILL_FILES} files, {SKILL_BYTES} bytes)",
-                    folder.display()
-                )));
+            if out.len() > SKILL_FILES || bytes > SKILL_BYTES {
+                return Err(too_big());
             }
         }
     }
-    Ok((files, bytes))
+    Ok((out, bytes))
 }
 
-/// Copies the skill folder `from` to `to` (which does not exist): regular files and
-/// folders only, owner-only.
+fn count_files(folder: &Path) -> Result<(usize, u64), Error> {
+    let (entries, bytes) = walk(folder)?;
+    Ok((entries.iter().filter(|(_, dir)| !dir).count(), bytes))
+}
+
+/// Copies the skill folder `from` to `to`: regular files and folders only, owner-only,
+/// within the limits. `to` is created here and must not exist (two imports of one name
+/// cannot mix); the copy is made beside it and renamed into place whole.
 pub fn copy_skill(from: &Path, to: &Path) -> std::io::Result<()> {
-    count_files(from).map_err(|e| std::io::Error::other(e.to_string()))?;
-    crate::files::private_dir(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_skill(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            crate::files::write_private(&target, &std::fs::read(entry.path())?)?;
+    let (entries, _) = walk(from).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let parent = to.parent().unwrap_or(to);
+    crate::files::private_dir(parent)?;
+    // Taken first, empty: a second import of the same name fails here.
+    std::fs::create_dir(to)?;
+    let staging = parent.join(format!(
+        ".import-{}-{}",
+        std::process::id(),
+        crate::history::now_ms()
+    ));
+    let copied = (|| {
+        crate::files::private_dir(&staging)?;
+        for (relative, dir) in &entries {
+            let target = staging.join(relative);
+            if *dir {
+                crate::files::private_dir(&target)?;
+            } else {
+                crate::files::write_private(&target, &std::fs::read(from.join(relative))?)?;
+            }
         }
+        // Replaces the empty folder taken above.
+        std::fs::rename(&staging, to)
+    })();
+    if copied.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+        let _ = std::fs::remove_dir(to);
     }
-    Ok(())
+    copied
 }
 
 /// Whether writing app `id` into `folder` replaces a descriptor an earlier import wrote;
 /// one the user wrote or edited is never replaced.
-fn ours(folder: &Path, id: &str) -> Result<bool, Error> {
+pub fn ours(folder: &Path, id: &str) -> Result<bool, Error> {
+    check_id(folder.parent().unwrap_or(folder), id)?;
     let current = std::fs::read_to_string(folder.join("aai.json")).ok();
     if current.is_none() {
         if folder.exists() {
@@ -670,7 +791,12 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let text = r#"{"mcpServers":{"gh":{"command":"npx","args":["-y","@x/server-github"],
             "env":{"GITHUB_TOKEN":"ghp_secret"}}}}"#;
-        let drafts = mcp(home.path(), "linux", text).unwrap();
+        let none = |_: &str| false;
+        let home = Home {
+            dir: home.path(),
+            hidden: &none,
+        };
+        let drafts = mcp(&home, "linux", text).unwrap();
         let d = &drafts[0];
         assert_eq!(d.id, "mcp.gh");
         let start = d.start.as_ref().unwrap();

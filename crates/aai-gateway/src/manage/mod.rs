@@ -159,17 +159,18 @@ impl Manager {
     }
 
     /// Plans `tool` of the app `aai` with `args` for the client `client`, which sees
-    /// `snapshot`.
+    /// `snapshot` of all the apps, `all`.
     pub async fn plan(
         &self,
         tool: &str,
         args: &Value,
         client: &str,
         snapshot: &Snapshot,
+        all: &Snapshot,
     ) -> Result<Step, Error> {
         let text = |k: &str| args.get(k).and_then(Value::as_str);
         match tool {
-            "import" => self.plan_import(args, client).await,
+            "import" => self.plan_import(args, client, snapshot, all).await,
             "remove" => {
                 let app = text("app").unwrap_or_default();
                 let entry = snapshot
@@ -186,8 +187,9 @@ impl Manager {
                 let app = text("app").unwrap_or_default();
                 let for_all = text("for") == Some("everyone");
                 let target = if for_all { EVERYONE } else { client };
-                // Hiding needs an app the caller sees; showing one hidden from it cannot.
-                let app = if hide {
+                // Hiding, and anything for everyone, needs an app the caller sees; showing
+                // again what the caller hid from itself cannot.
+                let app = if hide || for_all {
                     let entry = snapshot
                         .find(app)
                         .ok_or_else(|| Error::Unknown(app.to_owned()))?;
@@ -207,7 +209,13 @@ impl Manager {
         }
     }
 
-    async fn plan_import(&self, args: &Value, client: &str) -> Result<Step, Error> {
+    async fn plan_import(
+        &self,
+        args: &Value,
+        client: &str,
+        snapshot: &Snapshot,
+        all: &Snapshot,
+    ) -> Result<Step, Error> {
         let text = |k: &str| args.get(k).and_then(Value::as_str);
         let request = import::Request {
             source: args.get("source").unwrap_or(&Value::Null),
@@ -215,7 +223,22 @@ impl Manager {
             name: text("name"),
             summary: text("summary"),
         };
-        let drafts = import::drafts(&self.home, self.platform, &request).await?;
+        // An app the caller may not see is neither replaced nor described through it.
+        let hidden = |id: &str| {
+            (all.find(id).is_some() || all.missing(id).is_some()) && snapshot.find(id).is_none()
+        };
+        let mut drafts = import::drafts(&self.home, self.platform, &request, &hidden).await?;
+        for d in &mut drafts {
+            if let Some(entry) = snapshot.find(&d.id)
+                && !entry.source.starts_with(&d.folder)
+            {
+                d.notes.push(format!(
+                    "an app `{}` is served from {} now; the import takes its place",
+                    d.id,
+                    entry.source.display()
+                ));
+            }
+        }
         let audience = args
             .get("visibleTo")
             .and_then(Value::as_array)
@@ -396,7 +419,7 @@ impl Manager {
         match change.what {
             What::Import { drafts, audience } => {
                 let mut written = Vec::new();
-                for d in &drafts {
+                for d in drafts.iter() {
                     for (key, value) in &d.secrets {
                         let credential = crate::auth::store::Credential::parse(
                             aai_descriptor::AuthKind::ApiKey,
@@ -408,7 +431,13 @@ impl Manager {
                             .await
                             .map_err(|e| Error::Store(GatewayError::from(e).explain()))?;
                     }
-                    write(d)?;
+                    let draft = d.clone();
+                    tokio::task::spawn_blocking(move || write(&draft))
+                        .await
+                        .map_err(|e| Error::Write {
+                            path: d.folder.display().to_string(),
+                            why: std::io::Error::other(e.to_string()),
+                        })??;
                     written.push(json!({"app": d.id, "folder": d.folder}));
                 }
                 if let Some(audience) = audience {
@@ -421,14 +450,9 @@ impl Manager {
                 Ok(json!({"imported": written}))
             }
             What::Remove { app, folder } => {
+                // What `disable` hid of it stays hidden (a rule about an app that is gone
+                // does nothing): a restore brings it back as the user left it.
                 let went = trash::put(&self.home, &app, &folder)?;
-                // What was hidden of it goes with it; a restore shows it to everyone.
-                let mut overlay = overlay::read(&self.home)?;
-                let before = overlay.clone();
-                overlay.forget(&app);
-                if overlay != before {
-                    overlay::write(&self.home, &overlay)?;
-                }
                 Ok(json!({"removed": app, "trash": went,
                           "undo": format!("aai-gateway apps restore {app}")}))
             }
@@ -465,12 +489,23 @@ fn write(d: &import::Draft) -> Result<(), Error> {
         why,
     };
     match &d.payload {
-        import::Payload::Descriptor(text) => write_descriptor(&d.folder, text)
-            .map(|_| ())
-            .map_err(failed),
-        import::Payload::SkillFile(text) => crate::files::private_dir(&d.folder)
-            .and_then(|()| crate::files::write_private(&d.folder.join("SKILL.md"), text.as_bytes()))
-            .map_err(failed),
+        import::Payload::Descriptor(text) => {
+            // Looked at again: the user may have edited it while they were asked.
+            import::ours(&d.folder, &d.id)?;
+            write_descriptor(&d.folder, text)
+                .map(|_| ())
+                .map_err(failed)
+        }
+        import::Payload::SkillFile(text) => {
+            let parent = d.folder.parent().unwrap_or(&d.folder);
+            crate::files::private_dir(parent)
+                // Taken whole or not at all: two imports of one name cannot mix.
+                .and_then(|()| std::fs::create_dir(&d.folder))
+                .and_then(|()| {
+                    crate::files::write_private(&d.folder.join("SKILL.md"), text.as_bytes())
+                })
+                .map_err(failed)
+        }
         import::Payload::SkillFolder(from) => import::copy_skill(from, &d.folder).map_err(failed),
     }
 }

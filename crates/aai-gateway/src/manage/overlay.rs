@@ -17,6 +17,8 @@ use crate::visibility::Rules;
 
 /// The file's name under `$AAI_HOME`.
 pub const FILE: &str = "apps.json";
+/// The largest file read.
+const MAX_FILE: u64 = 1024 * 1024;
 
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,17 +87,29 @@ pub fn path(home: &Path) -> PathBuf {
 
 /// Reads the overlay in `home` (none: empty).
 pub fn read(home: &Path) -> Result<Overlay, Error> {
+    use std::io::Read as _;
     let path = path(home);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Overlay::default()),
-        Err(e) => {
-            return Err(Error::Invalid {
-                path: path.display().to_string(),
-                why: e.to_string(),
-            });
-        }
+    let invalid = |why: String| Error::Invalid {
+        path: path.display().to_string(),
+        why,
     };
+    // The gateway's own file: a regular file of at most 1 MiB, never through a link (a
+    // FIFO would never end, a link could name any file).
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Overlay::default()),
+        Err(e) => return Err(invalid(e.to_string())),
+        Ok(meta) if !meta.is_file() => {
+            return Err(invalid("not a regular file".into()));
+        }
+        Ok(meta) if meta.len() > MAX_FILE => {
+            return Err(invalid(format!("{} bytes; at most {MAX_FILE}", meta.len())));
+        }
+        Ok(_) => {}
+    }
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_FILE).read_to_string(&mut text))
+        .map_err(|e| invalid(e.to_string()))?;
     serde_json::from_str(&text).map_err(|e| Error::Invalid {
         path: path.display().to_string(),
         why: e.to_string(),
@@ -141,18 +155,6 @@ impl Overlay {
             self.clients.remove(client);
         }
         removed
-    }
-
-    /// Forgets everything about app `app` (it was removed).
-    pub fn forget(&mut self, app: &str) {
-        let prefix = format!("{app}:");
-        for hidden in self.clients.values_mut() {
-            hidden.apps.deny.remove(app);
-            hidden.tools.deny.retain(|t| !t.starts_with(&prefix));
-        }
-        self.clients
-            .retain(|_, h| !(h.apps.is_empty() && h.tools.is_empty()));
-        self.audience.remove(app);
     }
 
     /// The rules per client, in the shape of config `clients`.
@@ -202,7 +204,7 @@ mod tests {
         let mut o = back;
         assert!(o.show("claude-code", "a.b", Some("delete")));
         assert!(!o.clients.contains_key("claude-code"));
-        o.forget("a.b");
+        assert!(o.show("*", "a.b", None));
         assert!(o.clients.is_empty());
     }
 

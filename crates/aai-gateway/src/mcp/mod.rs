@@ -724,14 +724,13 @@ fn input_required(
 
 /// The consent question as an elicitation form with one choice.
 fn consent_form(question: &crate::consent::Question) -> Option<rmcp::model::ElicitRequestParams> {
-    use crate::consent::Choice;
     use rmcp::model::{ElicitRequestParams, ElicitationSchema, EnumSchema};
-    let values = Choice::ALL
-        .iter()
+    let values = question
+        .choices()
         .map(|(_, v, _)| (*v).to_owned())
         .collect();
-    let titles = Choice::ALL
-        .iter()
+    let titles = question
+        .choices()
         .map(|(_, _, t)| (*t).to_owned())
         .collect();
     let choice = EnumSchema::builder(values)

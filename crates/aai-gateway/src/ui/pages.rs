@@ -132,6 +132,8 @@ pub(super) struct PendingRow {
     site: Option<String>,
     start: Option<String>,
     waiting: bool,
+    /// "Always" answers are offered (not for changes asked about each time).
+    lasting: bool,
     highlight: bool,
 }
 
@@ -142,6 +144,7 @@ fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
         .into_iter()
         .map(|p: Pending| PendingRow {
             highlight: Some(p.id) == highlight,
+            lasting: p.lasting,
             id: p.id,
             time: local_time(p.at_ms),
             caller: p.caller,
