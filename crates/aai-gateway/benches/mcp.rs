@@ -526,6 +526,15 @@ async fn dbus(tmp: &Path) {
         words.next().unwrap().to_owned(),
         words.next().unwrap().to_owned(),
     );
+    // The daemon forked away from us (and holds our inherited descriptors, such as a
+    // build lock): it is stopped however this function ends, a failed assertion included.
+    struct Daemon(String);
+    impl Drop for Daemon {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill").arg(&self.0).status();
+        }
+    }
+    let _daemon = Daemon(pid);
     let services = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/dbus_services.py");
     let mut service = std::process::Command::new("python3")
         .args([services.to_str().unwrap(), "typed", "com.example.Typed"])
@@ -634,7 +643,6 @@ async fn dbus(tmp: &Path) {
     );
     let _ = service.kill();
     let _ = service.wait();
-    let _ = std::process::Command::new("kill").arg(&pid).status();
 }
 
 /// A minimal keep-alive HTTP/1.1 server answering every request with `{"ok":true}`.

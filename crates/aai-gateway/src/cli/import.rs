@@ -51,17 +51,7 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
                 }
                 Err(why) => (None, Plan::Skipped, format!("`{}`: {why}", s.name)),
             };
-            // The app's credential under its id, each placeholder's value under its own.
-            let secrets = s
-                .secret
-                .map(|key| (s.id.clone(), key))
-                .into_iter()
-                .chain(
-                    s.secrets
-                        .into_iter()
-                        .map(|(name, value)| (crate::auth::fill::entry(&s.id, &name), value)),
-                )
-                .collect();
+            let secrets = crate::manage::import::store_entries(&s.id, s.secret, s.secrets);
             Found {
                 id: s.id,
                 text,

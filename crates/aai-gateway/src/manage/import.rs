@@ -416,16 +416,7 @@ fn mcp(home: &Home<'_>, platform: &str, text: &str) -> Result<Vec<Draft>, Error>
         let app = valid(&text, &s.id)?;
         let folder = home.dir.join(&s.id);
         let replaces = home.ours(&folder, &s.id)?;
-        let secrets = s
-            .secret
-            .map(|key| (s.id.clone(), key))
-            .into_iter()
-            .chain(
-                s.secrets
-                    .into_iter()
-                    .map(|(name, value)| (crate::auth::fill::entry(&s.id, &name), value)),
-            )
-            .collect();
+        let secrets = store_entries(&s.id, s.secret, s.secrets);
         out.push(Draft {
             start: crate::exec::start::start_of(&app.bindings[0].executor, &folder),
             id: s.id,
@@ -441,6 +432,24 @@ fn mcp(home: &Home<'_>, platform: &str, text: &str) -> Result<Vec<Draft>, Error>
         });
     }
     Ok(out)
+}
+
+/// The credential store entries of an imported server `id`: its credential under its id,
+/// each placeholder's value under its own entry.
+pub fn store_entries(
+    id: &str,
+    credential: Option<String>,
+    placeholders: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    credential
+        .map(|value| (id.to_owned(), value))
+        .into_iter()
+        .chain(
+            placeholders
+                .into_iter()
+                .map(|(name, value)| (crate::auth::fill::entry(id, &name), value)),
+        )
+        .collect()
 }
 
 fn openapi(home: &Home<'_>, text: &str, url: Option<&str>) -> Result<Vec<Draft>, Error> {
