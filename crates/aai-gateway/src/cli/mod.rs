@@ -236,6 +236,19 @@ enum ImportCommand {
         #[command(flatten)]
         write: drafts::Options,
     },
+    /// A COM type library (a `.tlb`, or the `TYPELIB` resource of an `.exe`, `.dll` or
+    /// `.olb`): one Windows app per creatable coclass, its methods and property getters as
+    /// tools (works on any OS; the tools run on Windows).
+    Typelib {
+        /// The type library file.
+        file: PathBuf,
+        /// The ProgID the apps create, instead of `<Library>.<Coclass>`; with several
+        /// coclasses, the one its last part names.
+        #[arg(long, value_name = "PROGID")]
+        progid: Option<String>,
+        #[command(flatten)]
+        write: drafts::Options,
+    },
     /// The MCP servers of a client's configuration (Claude Desktop, Claude Code or Cursor
     /// `mcpServers` JSON, VS Code `servers`, Codex `config.toml`): one app per server.
     Mcp {
@@ -459,6 +472,17 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 }
             };
             Ok(consent::run(ctx, action))
+        }
+        Some(Command::Import {
+            what:
+                ImportCommand::Typelib {
+                    file,
+                    progid,
+                    write,
+                },
+        }) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            Ok(import::typelib(&ctx, &file, progid.as_deref(), write))
         }
         Some(Command::Import {
             what: ImportCommand::Mcp { file, write },
