@@ -117,6 +117,8 @@ def test_windows_discover_drafts_the_registered_servers_and_keeps_edits(gw, win)
          "typeLib": str(TYPELIBS / "excel.tlb")},
         {"progId": "Acme.Application", "clsid": "{5A1B0000-0000-4000-8000-00000000A003}",
          "typeLib": str(TYPELIBS / "outlook.dll") + "/1"},
+        {"progId": "Acme.MailItem", "clsid": "{5A1B0000-0000-4000-8000-00000000A004}",
+         "typeLib": str(TYPELIBS / "outlook.tlb")},
         {"progId": "Gone.App", "clsid": "{00000000-0000-0000-0000-0000000000AA}",
          "typeLib": str(TYPELIBS / "missing.tlb")},
     ]
@@ -125,8 +127,9 @@ def test_windows_discover_drafts_the_registered_servers_and_keeps_edits(gw, win)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     plans = {a["app"]: a["plan"] for a in out["apps"]}
+    # MailItem is noncreatable: nothing to write; a library that is not there: invalid.
     assert plans == {"local.acme.application": "new", "local.acmesheets.application": "new",
-                     "Gone.App": "invalid"}, out
+                     "Acme.MailItem": "empty", "Gone.App": "invalid"}, out
     [call] = win.calls()
     script = script_of(call)
     assert call["stdin"] == ""

@@ -130,12 +130,27 @@ pub(super) fn typelib_drafts(
     let lib = aai_author::typelib::read_resource(&bytes, resource)
         .map_err(|e| format!("{}: {e}", file.display()))?;
     drop(bytes);
-    let drafted =
-        aai_author::com::drafts(&lib, options).map_err(|e| format!("{}: {e}", file.display()))?;
     let source = file.file_name().map_or_else(
         || file.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
+    let drafted = match aai_author::com::drafts(&lib, options) {
+        Ok(d) => d,
+        // `--discover` asks for one registered class: one that cannot be created or called
+        // through IDispatch is a row with nothing to write, not a failure.
+        Err(aai_author::com::Error::NoCoclass) if options.clsid.is_some() => {
+            return Ok(vec![Found {
+                id: options.prog_id.unwrap_or_default().to_owned(),
+                text: None,
+                summary: format!("{source}: no creatable class with a dispatch interface"),
+                plan: Plan::Empty,
+                notes: Vec::new(),
+                secrets: Vec::new(),
+                file: None,
+            }]);
+        }
+        Err(e) => return Err(format!("{}: {e}", file.display())),
+    };
     Ok(drafted
         .into_iter()
         .map(|d| {

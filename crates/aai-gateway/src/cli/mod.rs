@@ -66,8 +66,9 @@ struct Cli {
     scan: bool,
 
     /// Find automatable apps on this system (Linux: the D-Bus session bus; macOS: the
-    /// scripting definitions of apps in /Applications) and write descriptors for them into
-    /// the home directory.
+    /// scripting definitions of apps in /Applications; Windows: the type libraries of
+    /// registered automation servers) and write descriptors for them into the home
+    /// directory.
     #[arg(long, conflicts_with_all = ["scan", "mcp"])]
     discover: bool,
 
