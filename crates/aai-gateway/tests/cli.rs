@@ -865,3 +865,45 @@ fn consent_mode_deny_refuses_calls() {
             .contains("`consent.mode` is `deny`")
     );
 }
+
+#[test]
+fn import_typelib_writes_a_windows_app_that_scans_on_windows() {
+    let env = Env::new();
+    let tlb = fixture("typelib/outlook.tlb");
+    let out = env.run(
+        &[
+            "import",
+            "typelib",
+            tlb.to_str().unwrap(),
+            "--yes",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["apps"][0]["app"], "local.acme.application");
+    assert_eq!(report["apps"][0]["plan"], "new");
+    let scan = env.scan(&[("AAI_HOST_OS", "windows")]);
+    let app = app(&scan, "local.acme.application");
+    assert_eq!(app["bindings"][0]["type"], "com", "{app:#}");
+    assert_eq!(app["bindings"][0]["usable"], true, "{app:#}");
+    assert_eq!(app["bindings"][0]["tools"][0], "SendMail", "{app:#}");
+    // The same file again: unchanged; a text file: a clear error and exit 2.
+    let again = env.run(&["import", "typelib", tlb.to_str().unwrap(), "--json"], &[]);
+    let report: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(report["apps"][0]["plan"], "unchanged");
+    let text = env.dir.path().join("notes.tlb");
+    fs::write(&text, "not a library").unwrap();
+    let bad = env.run(&["import", "typelib", text.to_str().unwrap()], &[]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("not a type library"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

@@ -33,6 +33,7 @@ impl From<Options> for super::drafts::Options {
 pub(super) fn run(ctx: &Context, opts: Options) -> ExitCode {
     let gathered = match crate::host::Host::current().os() {
         crate::host::Os::Macos => Ok(bundles(ctx, opts)),
+        crate::host::Os::Windows => automation_servers(ctx),
         #[cfg(target_os = "linux")]
         crate::host::Os::Linux => bus(ctx, opts),
         other => Err(format!(
@@ -181,6 +182,142 @@ fn bundles(ctx: &Context, opts: Options) -> (Vec<Found>, Vec<String>) {
         }
     }
     (found, Vec::new())
+}
+
+/// Lists the registered automation servers: ProgIDs whose class has a `LocalServer32` and a
+/// `TypeLib`, with the type library's file (`win64`, else `win32`, of the class's library
+/// version or the newest, language 0 first). Reads the registry only; starts nothing.
+const SERVERS_SCRIPT: &str = r#"$ErrorActionPreference = 'SilentlyContinue'
+$root = [Microsoft.Win32.Registry]::ClassesRoot
+$out = New-Object System.Collections.Generic.List[object]
+foreach ($name in $root.GetSubKeyNames()) {
+  if ($name -notmatch '^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$') { continue }
+  $key = $root.OpenSubKey($name + '\CLSID')
+  if (-not $key) { continue }
+  $clsid = [string]$key.GetValue('')
+  if (-not $clsid) { continue }
+  $class = $root.OpenSubKey('CLSID\' + $clsid)
+  if (-not $class -or -not $class.OpenSubKey('LocalServer32')) { continue }
+  $tlbKey = $class.OpenSubKey('TypeLib')
+  if (-not $tlbKey) { continue }
+  $libid = [string]$tlbKey.GetValue('')
+  $lib = $root.OpenSubKey('TypeLib\' + $libid)
+  if (-not $lib) { continue }
+  $want = $class.OpenSubKey('Version')
+  $versions = @($lib.GetSubKeyNames())
+  if ($want -and $versions -contains [string]$want.GetValue('')) { $version = [string]$want.GetValue('') }
+  else { $version = $versions | Sort-Object { try { [version]$_ } catch { [version]'0.0' } } | Select-Object -Last 1 }
+  $ver = $lib.OpenSubKey($version)
+  if (-not $ver) { continue }
+  $path = $null
+  foreach ($lcid in (@('0') + @($ver.GetSubKeyNames() | Where-Object { $_ -match '^[0-9a-fA-F]+$' -and $_ -ne '0' }))) {
+    foreach ($arch in 'win64', 'win32') {
+      $k = $ver.OpenSubKey($lcid + '\' + $arch)
+      if ($k -and -not $path) { $path = [string]$k.GetValue('') }
+    }
+  }
+  if (-not $path) { continue }
+  $out.Add([pscustomobject]@{ progId = $name; clsid = $clsid; typeLib = $path })
+}
+[Console]::Out.Write((ConvertTo-Json -InputObject @($out) -Compress -Depth 3))
+"#;
+
+/// One registered automation server.
+#[derive(Debug, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct Server {
+    prog_id: String,
+    clsid: String,
+    type_lib: String,
+}
+
+/// The servers PowerShell listed, one per class: a versioned ProgID
+/// (`Outlook.Application.16`) gives way to the version-independent one of its class.
+fn servers(listing: &str) -> Result<Vec<Server>, String> {
+    let mut all: Vec<Server> = serde_json::from_str(listing.trim())
+        .map_err(|e| format!("PowerShell's list of automation servers is not readable: {e}"))?;
+    all.sort_by(|a, b| {
+        (a.clsid.to_ascii_uppercase(), a.prog_id.len(), &a.prog_id).cmp(&(
+            b.clsid.to_ascii_uppercase(),
+            b.prog_id.len(),
+            &b.prog_id,
+        ))
+    });
+    all.dedup_by(|b, a| a.clsid.eq_ignore_ascii_case(&b.clsid));
+    all.sort_by(|a, b| a.prog_id.cmp(&b.prog_id));
+    Ok(all)
+}
+
+/// The file and resource id of a registered type library path: `…\EXCEL.EXE\3` names
+/// the resource 3 of `EXCEL.EXE`.
+fn typelib_file(path: &str) -> (std::path::PathBuf, Option<u16>) {
+    let plain = std::path::PathBuf::from(path);
+    if plain.is_file() {
+        return (plain, None);
+    }
+    if let Some((file, id)) = path.rsplit_once(['\\', '/'])
+        && let Ok(id) = id.parse::<u16>()
+    {
+        return (std::path::PathBuf::from(file), Some(id));
+    }
+    (plain, None)
+}
+
+/// Windows: the registered automation servers, each drafted from its type library.
+fn automation_servers(ctx: &Context) -> Result<(Vec<Found>, Vec<String>), String> {
+    let runtime = super::runtime()?;
+    let args: Vec<String> = crate::exec::com::ARGS
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain([crate::text::powershell_encoded(SERVERS_SCRIPT)])
+        .collect();
+    let program = if crate::host::on_path("powershell.exe").is_some() {
+        "powershell.exe"
+    } else {
+        "pwsh"
+    };
+    let spec = crate::exec::process::Spec {
+        program,
+        args: &args,
+        env: &[],
+        base_dir: std::path::Path::new("."),
+        label: "--discover",
+    };
+    let limits = crate::exec::process::Limits {
+        deadline: std::time::Duration::from_secs(120),
+        max_output: 8 * 1024 * 1024,
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+    let output = runtime
+        .block_on(crate::exec::process::run(&spec, b"", &limits))
+        .map_err(|e| format!("cannot run PowerShell to list the automation servers: {e}"))?;
+    if !output.success() {
+        return Err(format!(
+            "PowerShell could not list the automation servers: {}",
+            crate::text::excerpt(&String::from_utf8_lossy(&output.stderr), 300)
+        ));
+    }
+    let mut found = Vec::new();
+    for server in servers(&String::from_utf8_lossy(&output.stdout))? {
+        let (file, resource) = typelib_file(&server.type_lib);
+        let options = aai_author::com::Options {
+            prog_id: Some(&server.prog_id),
+            clsid: Some(&server.clsid),
+        };
+        match super::import::typelib_drafts(ctx, &file, resource, options) {
+            Ok(drafts) => found.extend(drafts),
+            Err(e) => found.push(Found {
+                id: server.prog_id.clone(),
+                text: None,
+                summary: e,
+                plan: Plan::Invalid,
+                notes: Vec::new(),
+                secrets: Vec::new(),
+                file: None,
+            }),
+        }
+    }
+    Ok((found, Vec::new()))
 }
 
 /// What a bundle's `Info.plist` (XML or binary) says.

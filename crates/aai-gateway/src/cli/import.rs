@@ -5,7 +5,11 @@
 //! `import openapi <file|url>`: one web descriptor from an OpenAPI document
 //! (`aai_author::openapi`), into the home directory or `-o FILE`.
 //!
-//! Both show what they would write, then write on `--yes` or a TTY confirmation.
+//! `import typelib <file>`: one COM descriptor per creatable coclass of a type library
+//! (`aai_author::typelib` reads it, `aai_author::com` drafts), also what `--discover`
+//! uses on Windows ([`typelib_drafts`]).
+//!
+//! All show what they would write, then write on `--yes` or a TTY confirmation.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -81,6 +85,93 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
         }
         Ok(())
     })
+}
+
+/// Largest type library file read (Office's `.olb` files are a few MiB; an `.exe` that
+/// carries its library as a resource can be tens of MiB).
+pub(super) const MAX_TYPELIB: u64 = 256 * 1024 * 1024;
+
+pub(super) fn typelib(
+    ctx: &Context,
+    file: &Path,
+    prog_id: Option<&str>,
+    opts: drafts::Options,
+) -> ExitCode {
+    let options = aai_author::com::Options {
+        prog_id,
+        clsid: None,
+    };
+    let found = match typelib_drafts(ctx, file, None, options) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    drafts::present(ctx, opts, &found, &[], &mut |_| Ok(()))
+}
+
+/// The drafts of the type library in `file` (its `TYPELIB` resource `resource` when it is
+/// a PE file), one row per coclass.
+pub(super) fn typelib_drafts(
+    ctx: &Context,
+    file: &Path,
+    resource: Option<u16>,
+    options: aai_author::com::Options<'_>,
+) -> Result<Vec<Found>, String> {
+    let bytes = read_bytes(file, MAX_TYPELIB, "a type library")?;
+    let lib = aai_author::typelib::read_resource(&bytes, resource)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    drop(bytes);
+    let source = file.file_name().map_or_else(
+        || file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let drafted = match aai_author::com::drafts(&lib, options) {
+        Ok(d) => d,
+        // `--discover` asks for one registered class: one that cannot be created or called
+        // through IDispatch is a row with nothing to write, not a failure.
+        Err(aai_author::com::Error::NoCoclass) if options.clsid.is_some() => {
+            return Ok(vec![Found {
+                id: options.prog_id.unwrap_or_default().to_owned(),
+                text: None,
+                summary: format!("{source}: no creatable class with a dispatch interface"),
+                plan: Plan::Empty,
+                notes: Vec::new(),
+                secrets: Vec::new(),
+                file: None,
+            }]);
+        }
+        Err(e) => return Err(format!("{}: {e}", file.display())),
+    };
+    Ok(drafted
+        .into_iter()
+        .map(|d| {
+            let summary = format!(
+                "{} from {} ({}, {} left out)",
+                crate::text::count(d.tools, "tool", "tools"),
+                source,
+                d.prog_id,
+                crate::text::count(d.notes.len(), "member", "members"),
+            );
+            let (text, plan) = if d.tools == 0 {
+                (None, Plan::Empty)
+            } else {
+                let text = format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&d.descriptor).expect("JSON")
+                );
+                let plan = plan(&ctx.home.join(&d.id), &text);
+                (Some(text), plan)
+            };
+            Found {
+                id: d.id,
+                text,
+                summary,
+                plan,
+                notes: d.notes,
+                secrets: Vec::new(),
+                file: None,
+            }
+        })
+        .collect())
 }
 
 /// What `import openapi` reads and where it writes.
@@ -255,6 +346,34 @@ fn fetch(source: &str) -> Result<String, String> {
 
 fn read(file: &Path) -> Result<String, String> {
     read_capped(file, MAX_FILE, "a client configuration")
+}
+
+/// The bytes of `file`, at most `max`.
+fn read_bytes(file: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let meta =
+        std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a file", file.display()));
+    }
+    if meta.len() > max {
+        return Err(format!(
+            "{} is {} bytes; {what} is at most {max}",
+            file.display(),
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "{} is larger than {max} bytes ({what})",
+            file.display()
+        ));
+    }
+    Ok(bytes)
 }
 
 fn read_capped(file: &Path, max: u64, what: &str) -> Result<String, String> {

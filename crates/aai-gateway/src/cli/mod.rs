@@ -66,8 +66,9 @@ struct Cli {
     scan: bool,
 
     /// Find automatable apps on this system (Linux: the D-Bus session bus; macOS: the
-    /// scripting definitions of apps in /Applications) and write descriptors for them into
-    /// the home directory.
+    /// scripting definitions of apps in /Applications; Windows: the type libraries of
+    /// registered automation servers) and write descriptors for them into the home
+    /// directory.
     #[arg(long, conflicts_with_all = ["scan", "mcp"])]
     discover: bool,
 
@@ -233,6 +234,19 @@ enum ImportCommand {
         /// Write this file instead of `$AAI_HOME/<appId>/aai.json`.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        write: drafts::Options,
+    },
+    /// A COM type library (a `.tlb`, or the `TYPELIB` resource of an `.exe`, `.dll` or
+    /// `.olb`): one Windows app per creatable coclass, its methods and property getters as
+    /// tools (works on any OS; the tools run on Windows).
+    Typelib {
+        /// The type library file.
+        file: PathBuf,
+        /// The ProgID the apps create, instead of `<Library>.<Coclass>`; with several
+        /// coclasses, the one its last part names.
+        #[arg(long, value_name = "PROGID")]
+        progid: Option<String>,
         #[command(flatten)]
         write: drafts::Options,
     },
@@ -459,6 +473,17 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 }
             };
             Ok(consent::run(ctx, action))
+        }
+        Some(Command::Import {
+            what:
+                ImportCommand::Typelib {
+                    file,
+                    progid,
+                    write,
+                },
+        }) => {
+            let ctx = context(cli.home, cli.config, false, false)?;
+            Ok(import::typelib(&ctx, &file, progid.as_deref(), write))
         }
         Some(Command::Import {
             what: ImportCommand::Mcp { file, write },
