@@ -170,16 +170,21 @@ pub fn host_platform() -> &'static str {
 /// format has no execution type for it, so no descriptor file can claim it: its tools
 /// are read from the compiled-in descriptor with a stand-in type, then given the
 /// gateway's.
+/// Parsed once per process: every scan adds a copy.
 pub fn gateway_app() -> (App, PathBuf) {
-    let text = GATEWAY.replace("PLATFORM", host_platform()).replace(
-        r#""execution": {"type": "gateway"}"#,
-        r#""execution": {"type": "skill"}"#,
-    );
-    let (mut app, source) = parse(&text, "builtin:aai");
-    for binding in &mut app.bindings {
-        binding.executor = aai_descriptor::Executor::Gateway;
-    }
-    (app, source)
+    static APP: std::sync::OnceLock<(App, PathBuf)> = std::sync::OnceLock::new();
+    APP.get_or_init(|| {
+        let text = GATEWAY.replace("PLATFORM", host_platform()).replace(
+            r#""execution": {"type": "gateway"}"#,
+            r#""execution": {"type": "skill"}"#,
+        );
+        let (mut app, source) = parse(&text, "builtin:aai");
+        for binding in &mut app.bindings {
+            binding.executor = aai_descriptor::Executor::Gateway;
+        }
+        (app, source)
+    })
+    .clone()
 }
 
 /// The coding agents whose command `find` locates (`host::on_path` in the gateway).

@@ -377,19 +377,12 @@ fn read_bytes(file: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
 }
 
 fn read_capped(file: &Path, max: u64, what: &str) -> Result<String, String> {
-    let meta =
-        std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a file", file.display()));
-    }
-    if meta.len() > max {
-        return Err(format!(
-            "{} is {} bytes; {what} is at most {max}",
-            file.display(),
-            meta.len()
-        ));
-    }
-    std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+    String::from_utf8(read_bytes(file, max, what)?).map_err(|_| {
+        format!(
+            "cannot read {}: stream did not contain valid UTF-8",
+            file.display()
+        )
+    })
 }
 
 fn fail(message: &str) -> ExitCode {
