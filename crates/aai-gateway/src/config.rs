@@ -64,6 +64,41 @@ pub enum CredentialStore {
     File,
 }
 
+/// The shared store (`store`): PostgreSQL for a team's replicas (docs/storage.md).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// The connection as written: a `postgres://` URL. It may hold a password, so it is
+    /// never shown whole: `Debug` and every message show [`StoreSettings::shown`].
+    pub url: String,
+    /// The file holding the credential key (else `AAI_STORE_KEY`).
+    pub key_file: Option<PathBuf>,
+    /// Most connections in the pool.
+    pub pool_size: usize,
+    /// Longest wait for a connection to open.
+    pub connect_timeout: Duration,
+    /// Longest wait for one statement (and for a pooled connection).
+    pub timeout: Duration,
+}
+
+impl StoreSettings {
+    /// The URL without its password.
+    pub fn shown(&self) -> String {
+        crate::text::redact_url(&self.url)
+    }
+}
+
+impl std::fmt::Debug for StoreSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSettings")
+            .field("url", &self.shown())
+            .field("key_file", &self.key_file)
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 /// Per-app overrides (`apps.<appId>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppSettings {
@@ -114,6 +149,8 @@ pub struct Config {
     pub consent_read_only: bool,
     /// Credential storage.
     pub credentials: CredentialStore,
+    /// The shared PostgreSQL store (`store`); `None`: `state.db` and `credentials.store`.
+    pub store: Option<StoreSettings>,
     /// Locale for names, overriding `LC_ALL`/`LC_MESSAGES`/`LANG`.
     pub locale: Option<String>,
     /// The https URL of the gateway's OAuth Client ID Metadata Document, used as its client
@@ -286,6 +323,7 @@ impl Config {
             consent_wait: Duration::ZERO,
             consent_read_only: false,
             credentials: CredentialStore::Keyring,
+            store: None,
             locale: None,
             oauth_client_metadata_url: None,
             retries: 2,
@@ -465,6 +503,18 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             c.consent_read_only = allow;
         }
     }
+    let credentials_set = obj
+        .get("credentials")
+        .is_some_and(|c| c.get("store").is_some());
+    if let Some(mut store) = obj.opt_obj("store") {
+        c.store = store_settings(&mut store, &base);
+        if c.store.is_some() && credentials_set {
+            sink.error(
+                obj.at("credentials"),
+                "`credentials.store` and `store` cannot both be set: with `store.url`, credentials are kept in PostgreSQL, encrypted",
+            );
+        }
+    }
     if let Some(mut credentials) = obj.opt_obj("credentials")
         && let Some(s) = choice(
             &mut credentials,
@@ -623,6 +673,62 @@ fn at_most(obj: &mut Obj<'_>, key: &'static str, n: f64, max: f64) -> Option<f64
         format!("`{key}` must be at most {max} seconds"),
     );
     None
+}
+
+/// `store`: the URL (required, `postgres://` or `postgresql://`, checked by the driver's
+/// own parser), the key file, the pool and the timeouts.
+fn store_settings(store: &mut Obj<'_>, base: &Path) -> Option<StoreSettings> {
+    let sink = store.sink();
+    let url = store.req_text("url");
+    let key_file = store.opt_text("keyFile").map(|f| expand_path(f, base));
+    let pool_size = integer(store, "poolSize", 1, 64).unwrap_or(8) as usize;
+    let connect_timeout =
+        Duration::from_secs(integer(store, "connectTimeoutSeconds", 1, 120).unwrap_or(5));
+    let timeout = Duration::from_secs(integer(store, "timeoutSeconds", 1, 600).unwrap_or(10));
+    let url = url?;
+    let shown = crate::text::redact_url(url);
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        sink.error(
+            store.at("url"),
+            format!(
+                "`{shown}` is not a PostgreSQL URL; expected postgres://user@host:port/database"
+            ),
+        );
+        return None;
+    }
+    match url.parse::<tokio_postgres::Config>() {
+        Ok(parsed) if parsed.get_hosts().is_empty() => {
+            sink.error(
+                store.at("url"),
+                format!("`{shown}` names no host (a name, an address, or a socket folder such as %2Frun%2Fpostgresql)"),
+            );
+            None
+        }
+        Ok(parsed) if parsed.get_dbname().is_none() || parsed.get_user().is_none() => {
+            sink.error(
+                store.at("url"),
+                format!(
+                    "`{shown}` must name its user and database: postgres://user@host:port/database"
+                ),
+            );
+            None
+        }
+        Ok(_) => Some(StoreSettings {
+            url: url.to_owned(),
+            key_file,
+            pool_size,
+            connect_timeout,
+            timeout,
+        }),
+        Err(e) => {
+            // The driver's words never quote the URL.
+            sink.error(
+                store.at("url"),
+                format!("`{shown}` is not a usable PostgreSQL URL: {e}"),
+            );
+            None
+        }
+    }
 }
 
 fn positive(obj: &mut Obj<'_>, key: &'static str) -> Option<f64> {

@@ -44,6 +44,9 @@ pub enum Error {
     /// The writer thread could not start.
     #[error("the history writer could not start: {0}")]
     Writer(#[source] std::io::Error),
+    /// The shared store failed.
+    #[error(transparent)]
+    Shared(#[from] crate::store::Error),
     /// A duration that is not one (`--since`).
     #[error("`{0}` is not a duration such as 30m, 2h or 7d")]
     Duration(String),
@@ -162,29 +165,40 @@ impl Sqlite {
     }
 }
 
-impl Sink for Sqlite {
-    fn record(&self, mut record: Record) {
-        // What the caller typed may be a URL with a password in it.
-        record.app = mask_text(&record.app);
-        record.asked = record.asked.as_deref().map(mask_text);
-        // Names come from clients and descriptors: they are cut like values.
-        for name in [&mut record.caller, &mut record.app, &mut record.tool]
-            .into_iter()
-            .chain(record.asked.as_mut())
-        {
-            if name.chars().count() > MAX_NAME {
-                *name = crate::text::excerpt(name, MAX_NAME);
-            }
+/// Masks and cuts what a record holds before it is queued (every store alike).
+fn prepare(mut record: Record) -> Record {
+    // What the caller typed may be a URL with a password in it.
+    record.app = mask_text(&record.app);
+    record.asked = record.asked.as_deref().map(mask_text);
+    // Names come from clients and descriptors: they are cut like values.
+    for name in [&mut record.caller, &mut record.app, &mut record.tool]
+        .into_iter()
+        .chain(record.asked.as_mut())
+    {
+        if name.chars().count() > MAX_NAME {
+            *name = crate::text::excerpt(name, MAX_NAME);
         }
-        if self.queued.fetch_add(1, Ordering::Relaxed) >= QUEUE {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            if self
-                .dropped
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(1000)
-            {
-                tracing::warn!("the history writer is behind; records are being dropped");
-            }
+    }
+    record
+}
+
+/// Takes a place in a queue bounded by [`QUEUE`]; `false` (the record is dropped and
+/// counted) when it is full.
+fn admit(queued: &AtomicUsize, dropped: &AtomicU64) -> bool {
+    if queued.fetch_add(1, Ordering::Relaxed) >= QUEUE {
+        queued.fetch_sub(1, Ordering::Relaxed);
+        if dropped.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+            tracing::warn!("the history writer is behind; records are being dropped");
+        }
+        return false;
+    }
+    true
+}
+
+impl Sink for Sqlite {
+    fn record(&self, record: Record) {
+        let record = prepare(record);
+        if !admit(&self.queued, &self.dropped) {
             return;
         }
         // A writer that could not open the file has gone: the record is dropped.
@@ -202,6 +216,279 @@ impl Sink for Sqlite {
             tracing::warn!("the call history could not store its last records within {wait:?}");
         }
     }
+}
+
+/// The history in the shared store (config `store`): the same bounded queue, and a writer
+/// thread of its own (with its own small runtime) that writes to PostgreSQL in batches.
+/// While the database is down, records wait in the queue — at most [`QUEUE`] of them,
+/// beyond which new ones are dropped and counted, as when the writer is behind — and are
+/// written when it is back, in order, each once (a batch written again after a lost
+/// acknowledgement is ignored by its `(replica, seq)` key).
+#[derive(Debug)]
+pub struct Postgres {
+    queue: tokio::sync::mpsc::UnboundedSender<Message>,
+    queued: Arc<AtomicUsize>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// Most records in one write.
+const PG_BATCH: usize = 500;
+
+impl Postgres {
+    /// Starts the writer (it connects when it has something to write).
+    pub fn start(
+        shared: Arc<crate::store::Shared>,
+        retention: Retention,
+    ) -> Result<Postgres, Error> {
+        let (queue, rx) = tokio::sync::mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let stored = queued.clone();
+        std::thread::Builder::new()
+            .name("aai-history".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match runtime {
+                    Ok(runtime) => runtime.block_on(pg_write_loop(&shared, rx, &stored, retention)),
+                    Err(e) => tracing::warn!("call history is off: {e}"),
+                }
+            })
+            .map_err(Error::Writer)?;
+        Ok(Postgres {
+            queue,
+            queued,
+            dropped: Arc::new(AtomicU64::new(0)),
+        })
+    }
+}
+
+impl Sink for Postgres {
+    fn record(&self, record: Record) {
+        let record = prepare(record);
+        if !admit(&self.queued, &self.dropped) {
+            return;
+        }
+        if self.queue.send(Message::Record(Box::new(record))).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn flush(&self, wait: std::time::Duration) {
+        let (done, stored) = std::sync::mpsc::sync_channel(1);
+        if self.queue.send(Message::Flush(done)).is_ok()
+            && stored.recv_timeout(wait).is_err()
+            && self.queued.load(Ordering::Relaxed) > 0
+        {
+            tracing::warn!(
+                "the call history could not store its last {} records in PostgreSQL within {wait:?}",
+                self.queued.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
+
+async fn pg_write_loop(
+    shared: &crate::store::Shared,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Message>,
+    queued: &AtomicUsize,
+    retention: Retention,
+) {
+    let mut waiting: std::collections::VecDeque<(i64, Record)> = Default::default();
+    let mut flushes = Vec::new();
+    let mut seq: i64 = 0;
+    let mut since_prune = 0;
+    let mut pruned = false;
+    let mut failing = false;
+    let mut pause = std::time::Duration::from_millis(250);
+    loop {
+        // Wait for work when there is none; else take what came meanwhile.
+        if waiting.is_empty() {
+            for done in flushes.drain(..) {
+                let _ = std::sync::mpsc::SyncSender::send(&done, ());
+            }
+            match rx.recv().await {
+                Some(m) => take(m, &mut waiting, &mut flushes, &mut seq),
+                None => return,
+            }
+        }
+        while let Ok(m) = rx.try_recv() {
+            take(m, &mut waiting, &mut flushes, &mut seq);
+        }
+        if !pruned || since_prune >= 1000 {
+            pruned = pg_prune(shared, retention).await.is_ok();
+            since_prune = 0;
+        }
+        let n = waiting.len().min(PG_BATCH);
+        let batch: Vec<&(i64, Record)> = waiting.iter().take(n).collect();
+        match pg_insert(shared, &batch).await {
+            Ok(()) => {
+                waiting.drain(..n);
+                queued.fetch_sub(n, Ordering::Relaxed);
+                since_prune += n;
+                pause = std::time::Duration::from_millis(250);
+                if failing {
+                    failing = false;
+                    tracing::info!("the call history is written to PostgreSQL again");
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    failing = true;
+                    tracing::warn!(
+                        "cannot write the call history: {e}; records wait (at most {QUEUE}) and are written when it is back"
+                    );
+                }
+                // Keep taking records (and flushes) while waiting to try again.
+                let sleep = tokio::time::sleep(pause);
+                tokio::pin!(sleep);
+                loop {
+                    tokio::select! {
+                        () = &mut sleep => break,
+                        m = rx.recv() => match m {
+                            Some(m) => take(m, &mut waiting, &mut flushes, &mut seq),
+                            None => return,
+                        },
+                    }
+                }
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn take(
+    message: Message,
+    waiting: &mut std::collections::VecDeque<(i64, Record)>,
+    flushes: &mut Vec<std::sync::mpsc::SyncSender<()>>,
+    seq: &mut i64,
+) {
+    match message {
+        Message::Record(r) => {
+            *seq += 1;
+            waiting.push_back((*seq, *r));
+        }
+        Message::Flush(done) => flushes.push(done),
+    }
+}
+
+async fn pg_insert(
+    shared: &crate::store::Shared,
+    batch: &[&(i64, Record)],
+) -> Result<(), crate::store::Error> {
+    let mut client = shared.client().await?;
+    shared
+        .timed(async {
+            let tx = client.transaction().await?;
+            let stmt = tx
+                .prepare(
+                    "INSERT INTO aai_history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, replica, seq)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                     ON CONFLICT (replica, seq) DO NOTHING",
+                )
+                .await?;
+            let replica = shared.replica();
+            let rows: Vec<_> = batch
+                .iter()
+                .map(|(seq, r)| (clamp(r.at_ms), r.args.to_string(), clamp(r.duration_ms), *seq, r))
+                .collect();
+            let params: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 12]> = rows
+                .iter()
+                .map(|(at, args, duration, seq, r)| {
+                    [
+                        at as &(dyn tokio_postgres::types::ToSql + Sync),
+                        &r.caller,
+                        &r.app,
+                        &r.tool,
+                        args,
+                        &r.status,
+                        &r.code,
+                        duration,
+                        &r.excerpt,
+                        &r.asked,
+                        &replica,
+                        seq,
+                    ]
+                })
+                .collect();
+            let inserts = params.iter().map(|p| tx.execute(&stmt, p));
+            futures_util::future::try_join_all(inserts).await?;
+            tx.commit().await
+        })
+        .await
+}
+
+async fn pg_prune(
+    shared: &crate::store::Shared,
+    retention: Retention,
+) -> Result<(), crate::store::Error> {
+    let client = shared.client().await?;
+    let cutoff = clamp(now_ms().saturating_sub(u64::from(retention.days) * 86_400_000));
+    shared
+        .timed(client.execute("DELETE FROM aai_history WHERE at_ms < $1", &[&cutoff]))
+        .await?;
+    shared
+        .timed(client.execute(
+            "DELETE FROM aai_history WHERE id <= (SELECT id FROM aai_history ORDER BY id DESC LIMIT 1 OFFSET $1)",
+            &[&clamp(retention.rows)],
+        ))
+        .await
+        .map(drop)
+}
+
+/// Reads records from the shared store with their row ids, newest first.
+pub async fn rows_shared(
+    shared: &crate::store::Shared,
+    filter: &Filter,
+) -> Result<Vec<(u64, Record)>, Error> {
+    let client = shared.client().await?;
+    let rows = shared
+        .timed(client.query(
+            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked FROM aai_history
+             WHERE ($1::TEXT IS NULL OR app = $1) AND ($2::TEXT IS NULL OR tool = $2) AND ($3::TEXT IS NULL OR caller = $3)
+               AND ($4::TEXT IS NULL OR status = $4) AND ($5::BIGINT IS NULL OR at_ms >= $5)
+             ORDER BY at_ms DESC, id DESC LIMIT $6",
+            &[
+                &filter.app,
+                &filter.tool,
+                &filter.caller,
+                &filter.status,
+                &filter.since_ms.map(clamp),
+                &clamp(filter.limit as u64),
+            ],
+        ))
+        .await?;
+    Ok(rows.iter().map(pg_record).collect())
+}
+
+/// The record with row id `id` in the shared store, if it is still kept.
+pub async fn get_shared(shared: &crate::store::Shared, id: u64) -> Result<Option<Record>, Error> {
+    let client = shared.client().await?;
+    let row = shared
+        .timed(client.query_opt(
+            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked FROM aai_history WHERE id = $1",
+            &[&clamp(id)],
+        ))
+        .await?;
+    Ok(row.as_ref().map(|r| pg_record(r).1))
+}
+
+fn pg_record(r: &tokio_postgres::Row) -> (u64, Record) {
+    (
+        r.get::<_, i64>(0).max(0) as u64,
+        Record {
+            at_ms: r.get::<_, i64>(1).max(0) as u64,
+            caller: r.get(2),
+            app: r.get(3),
+            tool: r.get(4),
+            args: serde_json::from_str(r.get::<_, &str>(5)).unwrap_or(Value::Null),
+            status: r.get(6),
+            code: r.get(7),
+            duration_ms: r.get::<_, i64>(8).max(0) as u64,
+            excerpt: r.get(9),
+            asked: r.get(10),
+        },
+    )
 }
 
 fn connect(file: &Path) -> rusqlite::Result<Connection> {

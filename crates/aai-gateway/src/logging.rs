@@ -11,7 +11,7 @@
 //!   both.
 //!
 //! Libraries whose debug output carries message payloads (MCP results, HTTP bodies and
-//! headers, D-Bus messages) are capped unless a directive names them; rmcp is capped at
+//! headers, D-Bus messages, PostgreSQL statements and parameters) are capped unless a directive names them; rmcp is capped at
 //! `warn` (its `info` lines dump whole protocol structs), and its per-error
 //! "response error" warning (which would make every bad argument of a client a gateway
 //! warning, payload included) is dropped: the gateway logs each failed call itself. rmcp's
@@ -44,6 +44,10 @@ const PAYLOAD_LOGGERS: &[&str] = &[
     "rustls",
     "zbus",
     "secret_service",
+    // Statements with their parameters (history rows, sealed credentials, pending calls).
+    "tokio_postgres",
+    "deadpool_postgres",
+    "postgres_protocol",
 ];
 
 /// Who is logging.

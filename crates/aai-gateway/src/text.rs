@@ -32,6 +32,40 @@ pub fn scrub(text: &str, forms: &[String]) -> String {
     out
 }
 
+/// A connection URL without its password (`postgres://u:***@host/db`): the user part's
+/// password and a `password` query parameter are replaced by `***`. Text that is not a URL
+/// loses everything between `://` and its last `@`.
+pub fn redact_url(text: &str) -> String {
+    if let Ok(mut u) = url::Url::parse(text) {
+        if u.password().is_some() {
+            let _ = u.set_password(Some("***"));
+        }
+        if u.query_pairs()
+            .any(|(k, _)| k.eq_ignore_ascii_case("password"))
+        {
+            let pairs: Vec<(String, String)> = u
+                .query_pairs()
+                .map(|(k, v)| {
+                    let v = if k.eq_ignore_ascii_case("password") {
+                        "***".to_owned()
+                    } else {
+                        v.into_owned()
+                    };
+                    (k.into_owned(), v)
+                })
+                .collect();
+            u.query_pairs_mut().clear().extend_pairs(pairs);
+        }
+        return u.to_string();
+    }
+    match (text.find("://"), text.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme + 3 => {
+            format!("{}***{}", &text[..scheme + 3], &text[at..])
+        }
+        _ => text.to_owned(),
+    }
+}
+
 /// `word` quoted for a POSIX shell (`sh`, `bash`, `zsh`): left as it is when it needs no
 /// quotes, else in single quotes. A NUL, which no shell can pass, becomes the text `\0`.
 pub fn sh_quote(word: &str) -> String {
@@ -122,6 +156,25 @@ pub fn heading_lines(body: &str) -> impl Iterator<Item = (usize, usize, &str)> {
 
 #[cfg(test)]
 mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn connection_urls_lose_their_password() {
+        assert_eq!(
+            redact_url("postgres://aai:s3cret@db.example:5432/aai"),
+            "postgres://aai:***@db.example:5432/aai"
+        );
+        assert_eq!(
+            redact_url("postgresql://aai@%2Frun%2Fpostgresql/aai?password=s3cret&sslmode=disable"),
+            "postgresql://aai@%2Frun%2Fpostgresql/aai?password=***&sslmode=disable"
+        );
+        assert_eq!(redact_url("postgres://aai@h/db"), "postgres://aai@h/db");
+        assert_eq!(
+            redact_url("postgres://a:b c@h:x/db"),
+            "postgres://***@h:x/db"
+        );
+    }
+
     #[test]
     fn counts_agree_with_their_nouns() {
         assert_eq!(super::count(0, "app", "apps"), "0 apps");

@@ -144,6 +144,9 @@ pub enum Store {
     File(PathBuf),
     /// In memory only, gone with the process (embedding and tests).
     Memory(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>),
+    /// The shared store (config `store`): table `aai_credentials`, each value sealed with
+    /// the store key and bound to its account (`store::crypt`).
+    Postgres(std::sync::Arc<crate::store::Shared>),
 }
 
 impl Store {
@@ -174,6 +177,11 @@ impl Store {
 
     /// The credential of `app`, if one is stored.
     pub async fn get(&self, app: &str) -> Result<Option<Credential>, Error> {
+        if let Store::Postgres(shared) = self {
+            return Ok(pg_raw(shared, app)
+                .await?
+                .and_then(|raw| serde_json::from_value(raw).ok()));
+        }
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || store.get_now(&app)).await
     }
@@ -183,6 +191,13 @@ impl Store {
         &self,
         app: &str,
     ) -> Result<Option<(Credential, Option<String>)>, Error> {
+        if let Store::Postgres(shared) = self {
+            let Some(raw) = pg_raw(shared, app).await? else {
+                return Ok(None);
+            };
+            let bound = raw.get(BOUND_TO).and_then(Value::as_str).map(str::to_owned);
+            return Ok(serde_json::from_value(raw).ok().map(|c| (c, bound)));
+        }
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || {
             let Some(raw) = store.raw_now(&app)? else {
@@ -198,6 +213,13 @@ impl Store {
     /// then on it is sent nowhere else (a descriptor from another source that takes the
     /// app's id cannot receive it). Storing a credential again unbinds it.
     pub async fn bind(&self, app: &str, origin: &str) -> Result<(), Error> {
+        if let Store::Postgres(shared) = self {
+            let Some(mut raw) = pg_raw(shared, app).await? else {
+                return Ok(());
+            };
+            raw[BOUND_TO] = Value::String(origin.to_owned());
+            return pg_write(shared, app, &raw).await;
+        }
         let (store, app, origin) = (self.clone(), app.to_owned(), origin.to_owned());
         blocking(move || {
             let Some(mut raw) = store.raw_now(&app)? else {
@@ -212,6 +234,16 @@ impl Store {
     /// Replaces the credential of `app` with a renewed one (refreshed tokens), keeping the
     /// origin it is bound to.
     pub async fn renew(&self, app: &str, credential: Credential) -> Result<(), Error> {
+        if let Store::Postgres(shared) = self {
+            let bound = pg_raw(shared, app)
+                .await?
+                .and_then(|raw| raw.get(BOUND_TO).cloned());
+            let mut raw = serde_json::to_value(&credential).expect("credentials serialize");
+            if let Some(bound) = bound {
+                raw[BOUND_TO] = bound;
+            }
+            return pg_write(shared, app, &raw).await;
+        }
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || {
             let bound = store
@@ -228,12 +260,23 @@ impl Store {
 
     /// Stores the credential of `app`.
     pub async fn set(&self, app: &str, credential: Credential) -> Result<(), Error> {
+        if let Store::Postgres(shared) = self {
+            let raw = serde_json::to_value(&credential).expect("credentials serialize");
+            return pg_write(shared, app, &raw).await;
+        }
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || store.set_now(&app, &credential)).await
     }
 
     /// Forgets the credential of `app`; whether there was one.
     pub async fn delete(&self, app: &str) -> Result<bool, Error> {
+        if let Store::Postgres(shared) = self {
+            let client = shared.client().await?;
+            let n = shared
+                .timed(client.execute("DELETE FROM aai_credentials WHERE account = $1", &[&app]))
+                .await?;
+            return Ok(n > 0);
+        }
         let (store, app) = (self.clone(), app.to_owned());
         blocking(move || store.delete_now(&app)).await
     }
@@ -253,6 +296,9 @@ impl Store {
                 Some(t) => t.clone(),
                 None => return Ok(None),
             },
+            Store::Postgres(_) => {
+                return Err(Error::Failed("the shared store is async only".into()));
+            }
         };
         Ok(serde_json::from_str(&text).ok())
     }
@@ -273,6 +319,7 @@ impl Store {
                 all.insert(app.to_owned(), raw);
                 write_file(path, &all)
             }
+            Store::Postgres(_) => Err(Error::Failed("the shared store is async only".into())),
         }
     }
 
@@ -303,6 +350,7 @@ impl Store {
                 write_file(path, &all)?;
                 Ok(had)
             }
+            Store::Postgres(_) => Err(Error::Failed("the shared store is async only".into())),
         }
     }
 }
@@ -341,6 +389,9 @@ pub enum Error {
         /// The OS's words.
         why: std::io::Error,
     },
+    /// The shared store failed (or its key does not open a value).
+    #[error(transparent)]
+    Shared(#[from] crate::store::Error),
     /// The credential file cannot be written.
     #[error("cannot write {}: {why}", .path.display())]
     Write {
@@ -353,11 +404,17 @@ pub enum Error {
 
 impl From<Error> for GatewayError {
     fn from(e: Error) -> GatewayError {
+        let e = match e {
+            Error::Shared(e) => return e.into(),
+            other => other,
+        };
         let code = match e {
             Error::Stuck | Error::Keyring(_) => Code::ServiceUnavailable,
-            Error::Failed(_) | Error::NotJson { .. } | Error::Read { .. } | Error::Write { .. } => {
-                Code::AutomationFailed
-            }
+            Error::Shared(_)
+            | Error::Failed(_)
+            | Error::NotJson { .. }
+            | Error::Read { .. }
+            | Error::Write { .. } => Code::AutomationFailed,
         };
         let wire = GatewayError::new(code, e.to_string());
         match e {
@@ -371,6 +428,42 @@ impl From<Error> for GatewayError {
             _ => wire,
         }
     }
+}
+
+/// The stored JSON of `account` in the shared store, opened with the store key.
+async fn pg_raw(shared: &crate::store::Shared, account: &str) -> Result<Option<Value>, Error> {
+    let client = shared.client().await?;
+    let Some(row) = shared
+        .timed(client.query_opt(
+            "SELECT nonce, sealed, key_id FROM aai_credentials WHERE account = $1",
+            &[&account],
+        ))
+        .await?
+    else {
+        return Ok(None);
+    };
+    let sealed = crate::store::crypt::Sealed {
+        nonce: row.get(0),
+        sealed: row.get(1),
+    };
+    let clear = shared.key()?.open(account, row.get(2), &sealed)?;
+    Ok(serde_json::from_slice(&clear).ok())
+}
+
+/// Seals `raw` for `account` and stores it (replacing what was there).
+async fn pg_write(shared: &crate::store::Shared, account: &str, raw: &Value) -> Result<(), Error> {
+    let key = shared.key()?;
+    let sealed = key.seal(account, raw.to_string().as_bytes());
+    let client = shared.client().await?;
+    shared
+        .timed(client.execute(
+            "INSERT INTO aai_credentials (account, nonce, sealed, key_id) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (account) DO UPDATE SET nonce = EXCLUDED.nonce, sealed = EXCLUDED.sealed,
+                 key_id = EXCLUDED.key_id, updated_at = now()",
+            &[&account, &sealed.nonce, &sealed.sealed, &key.id()],
+        ))
+        .await?;
+    Ok(())
 }
 
 async fn blocking<T: Send + 'static>(

@@ -84,9 +84,12 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             .find(|(a, _)| a == id)
             .map(|(_, auth)| auth.clone())
     };
-    let store = Store::new(ctx.config.credentials, &ctx.home);
     let runtime = match super::runtime() {
         Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let store = match super::credential_store(ctx, &runtime) {
+        Ok(s) => s,
         Err(e) => return fail(&e),
     };
     if matches!(action, Action::Status(_) | Action::Set { .. }) {

@@ -23,7 +23,10 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
             ));
         }
     };
-    let life = match Lifecycle::new(ctx.into_gateway()) {
+    let life = match ctx
+        .into_gateway()
+        .and_then(|g| Lifecycle::new(g).map_err(|e| e.to_string()))
+    {
         Ok(life) => life,
         Err(e) => {
             return fail(&GatewayError::new(
@@ -33,6 +36,9 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
         }
     };
     let gateway = life.gateway().clone();
+    if let Err(e) = life.block_on(gateway.open_store()) {
+        return fail(&e.into());
+    }
     let outcome = life.block_on(async {
         let scan = gateway.clone();
         tokio::task::spawn_blocking(move || scan.rescan())

@@ -1,4 +1,6 @@
-//! `consent list | grant | revoke`: the "always allow" grants in `state.db`.
+//! `consent list | grant | revoke`: the "always allow" grants in `state.db`, or in the
+//! shared PostgreSQL store when the config names one (`store`; the running replicas hear
+//! of a change at once).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,17 +30,69 @@ pub(super) enum Action {
     },
 }
 
+/// Where the grants are.
+enum Grants {
+    Local(State),
+    Shared(
+        std::sync::Arc<crate::store::Shared>,
+        tokio::runtime::Runtime,
+    ),
+}
+
+impl Grants {
+    fn open(ctx: &Context) -> Result<Grants, String> {
+        let Some(settings) = &ctx.config.store else {
+            return State::open(&State::file_in(&ctx.home))
+                .map(Grants::Local)
+                .map_err(|e| e.to_string());
+        };
+        let shared = crate::store::Shared::without_key(settings).map_err(|e| e.to_string())?;
+        let runtime = super::runtime()?;
+        runtime
+            .block_on(shared.migrate())
+            .map_err(|e| e.to_string())?;
+        Ok(Grants::Shared(shared, runtime))
+    }
+
+    fn grants(&self) -> Result<Vec<Grant>, String> {
+        match self {
+            Grants::Local(state) => state.grants().map_err(|e| e.to_string()),
+            Grants::Shared(shared, rt) => rt
+                .block_on(crate::consent::shared::grants(shared))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    fn grant(&self, grant: &Grant) -> Result<(), String> {
+        match self {
+            Grants::Local(state) => state.grant(grant).map_err(|e| e.to_string()),
+            Grants::Shared(shared, rt) => rt
+                .block_on(crate::consent::shared::grant(shared, grant))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    fn revoke(&self, app: &str, tool: Option<&str>, caller: Option<&str>) -> Result<usize, String> {
+        match self {
+            Grants::Local(state) => state.revoke(app, tool, caller).map_err(|e| e.to_string()),
+            Grants::Shared(shared, rt) => rt
+                .block_on(crate::consent::shared::revoke(shared, app, tool, caller))
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
 pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
-    let state = match State::open(&State::file_in(&ctx.home)) {
+    let state = match Grants::open(&ctx) {
         Ok(s) => s,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return fail(&e),
     };
     let mut out = std::io::stdout().lock();
     match action {
         Action::List { json } => {
             let grants = match state.grants() {
                 Ok(g) => g,
-                Err(e) => return fail(&e.to_string()),
+                Err(e) => return fail(&e),
             };
             if json {
                 let body = serde_json::json!({ "grants": grants });
@@ -88,7 +142,7 @@ pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
                     granted_at: now,
                 };
                 if let Err(e) = state.grant(&grant) {
-                    return fail(&e.to_string());
+                    return fail(&e);
                 }
                 let _ = writeln!(out, "{app} may now {} (for every client)", pin.0);
             }
@@ -103,7 +157,7 @@ pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
                 granted_at: now,
             };
             if let Err(e) = state.grant(&grant) {
-                return fail(&e.to_string());
+                return fail(&e);
             }
             let what = if grant.tool == "*" {
                 "every tool".to_owned()
@@ -119,7 +173,7 @@ pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
                     let _ = writeln!(out, "revoked {}", crate::text::count(n, "grant", "grants"));
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(&e.to_string()),
+                Err(e) => fail(&e),
             }
         }
     }
@@ -128,7 +182,7 @@ pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
 /// What starting `app` means now (the sentence and the digest a grant is tied to), read
 /// from its descriptor as the server would serve it. Nothing is started.
 fn start_pin(ctx: Context, app: &str) -> Result<(String, String), String> {
-    let gateway = ctx.into_gateway();
+    let gateway = crate::gateway::Gateway::new(ctx.config, ctx.home, ctx.locale, ctx.host);
     gateway.rescan();
     let snapshot = gateway.registry_snapshot();
     let entry = snapshot

@@ -18,7 +18,7 @@ use super::drafts::plan_valid;
 use super::drafts::{self, Found};
 use super::llm::{Chat, Message};
 use crate::auth::Secret;
-use crate::auth::store::{Credential, Store};
+use crate::auth::store::Credential;
 use aai_author::generate::{self as author, Source, SourceKind, Verdict};
 
 /// The credential-store entry of the model service's key (`auth set aai-gateway.generate`).
@@ -42,7 +42,10 @@ pub(super) fn run(
         Err(e) => return fail(&e),
     };
     let settings = &ctx.config.generate;
-    let store = Store::new(ctx.config.credentials, &ctx.home);
+    let store = match super::credential_store(ctx, &runtime) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
     let key = match runtime.block_on(store.get(KEY_ID)) {
         Ok(Some(Credential::ApiKey { value })) => Some(value),
         _ => std::env::var("OPENAI_API_KEY")

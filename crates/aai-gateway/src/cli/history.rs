@@ -12,7 +12,26 @@ use crate::history::utc;
 
 pub(super) fn run(ctx: &Context, filter: &Filter, json: bool) -> ExitCode {
     let file = crate::consent::state::State::file_in(&ctx.home);
-    let records = if file.exists() {
+    let records = if let Some(settings) = &ctx.config.store {
+        // The shared store: every replica's calls.
+        let read = crate::store::Shared::without_key(settings)
+            .map_err(|e| e.to_string())
+            .and_then(|shared| {
+                super::runtime()?
+                    .block_on(history::rows_shared(&shared, filter))
+                    .map_err(|e| e.to_string())
+            });
+        match read {
+            Ok(rows) => rows.into_iter().map(|(_, r)| r).collect(),
+            Err(e) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "aai-gateway: cannot read the history: {e}"
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    } else if file.exists() {
         match history::query(&file, filter) {
             Ok(r) => r,
             Err(e) => {

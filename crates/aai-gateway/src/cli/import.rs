@@ -19,7 +19,7 @@ use std::time::Instant;
 use super::Context;
 use super::drafts::{self, Found};
 use super::drafts::{Plan, plan, plan_valid};
-use crate::auth::store::{Credential, Store};
+use crate::auth::store::Credential;
 use crate::error::GatewayError;
 use aai_author::openapi;
 
@@ -67,9 +67,12 @@ pub(super) fn mcp(ctx: &Context, file: &Path, opts: drafts::Options) -> ExitCode
             }
         })
         .collect();
-    let store = Store::new(ctx.config.credentials, &ctx.home);
     let runtime = match super::runtime() {
         Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let store = match super::credential_store(ctx, &runtime) {
+        Ok(s) => s,
         Err(e) => return fail(&e),
     };
     drafts::present(ctx, opts, &found, &[], &mut |f| {

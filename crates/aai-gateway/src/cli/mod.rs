@@ -348,9 +348,11 @@ pub struct Context {
 }
 
 impl Context {
-    /// The gateway these settings describe (not scanned yet).
-    pub fn into_gateway(self) -> std::sync::Arc<crate::gateway::Gateway> {
-        crate::gateway::Gateway::new(self.config, self.home, self.locale, self.host)
+    /// The gateway these settings describe (not scanned yet); on the shared store when
+    /// the config names one (refused without its key).
+    pub fn into_gateway(self) -> Result<std::sync::Arc<crate::gateway::Gateway>, String> {
+        crate::gateway::Gateway::open(self.config, self.home, self.locale, self.host)
+            .map_err(|e| e.to_string())
     }
 
     /// The search directories in precedence order: user dir, config paths, system paths,
@@ -358,6 +360,26 @@ impl Context {
     pub fn search_dirs(&self) -> Vec<SearchDir> {
         catalog::paths::search_dirs(&self.home, &self.config.scan_paths, self.host.os())
     }
+}
+
+/// The credential store the config names: the shared PostgreSQL store (migrated, with its
+/// key) when `store` is set, else `credentials.store`.
+fn credential_store(
+    ctx: &Context,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<crate::auth::store::Store, String> {
+    let Some(settings) = &ctx.config.store else {
+        return Ok(crate::auth::store::Store::new(
+            ctx.config.credentials,
+            &ctx.home,
+        ));
+    };
+    let shared = crate::store::Shared::new(settings, &|k| std::env::var(k).ok())
+        .map_err(|e| e.to_string())?;
+    runtime
+        .block_on(shared.migrate())
+        .map_err(|e| e.to_string())?;
+    Ok(crate::auth::store::Store::Postgres(shared))
 }
 
 /// The single-threaded runtime a command's async work runs on.
@@ -567,7 +589,9 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
     let addr = listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
     let token = crate::listen::token_for(&ctx.home, addr).map_err(|e| e.to_string())?;
-    let life = Lifecycle::new(ctx.into_gateway()).map_err(|e| format!("cannot start: {e}"))?;
+    let life = Lifecycle::new(ctx.into_gateway()?).map_err(|e| format!("cannot start: {e}"))?;
+    life.block_on(life.gateway().open_store())
+        .map_err(|e| format!("cannot start: {e}"))?;
     let config = &life.gateway().config;
     let options = crate::listen::Options {
         addr,
@@ -606,7 +630,9 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             "aai-gateway is an MCP server: it speaks MCP on stdin/stdout and waits for an MCP client (Claude Code, Codex, Cursor, …) to start it; README.md › \"Use it from an MCP client\" shows how. Try `aai-gateway --scan` to see your apps; Ctrl-C stops this."
         );
     }
-    let life = Lifecycle::new(ctx.into_gateway()).map_err(|e| format!("cannot start: {e}"))?;
+    let life = Lifecycle::new(ctx.into_gateway()?).map_err(|e| format!("cannot start: {e}"))?;
+    life.block_on(life.gateway().open_store())
+        .map_err(|e| format!("cannot start: {e}"))?;
     let gateway = life.gateway().clone();
     if gateway.config.enable_web_ui {
         // Bound before MCP starts, so that the first CONSENT_REQUIRED can link to it.

@@ -20,6 +20,7 @@
 //!   Search and lists never ask and never start anything.
 
 pub mod dialog;
+pub mod shared;
 pub mod site;
 pub mod state;
 
@@ -308,7 +309,7 @@ pub trait Prompter: Send + Sync + std::fmt::Debug {
 }
 
 /// How long a refused call stays in the pending list for the user to approve its retry.
-const REFUSED_KEPT_MS: u64 = 3600 * 1000;
+pub(crate) const REFUSED_KEPT_MS: u64 = 3600 * 1000;
 /// How long an "allow once" given for a refused call waits for the retry.
 const ONCE_KEPT_MS: u64 = 10 * 60 * 1000;
 /// At most this many pending entries are kept (the oldest go first).
@@ -316,7 +317,7 @@ const PENDING_MAX: usize = 100;
 
 /// A call that asked and had no channel: waiting for an answer from the web UI or the
 /// CLI, or refused with CONSENT_REQUIRED and kept so that the user can approve its retry.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Pending {
     /// Its number, for answering it.
     pub id: u64,
@@ -350,7 +351,7 @@ pub struct Pending {
     pub lasting: bool,
     /// The tool part of the "allow once" key ([`Question::once_tool`]).
     #[serde(skip)]
-    once_tool: String,
+    pub(crate) once_tool: String,
 }
 
 #[derive(Debug)]
@@ -402,6 +403,9 @@ pub struct Gate {
     /// One question at a time per key: concurrent calls that need the same answer wait
     /// for the first one's question instead of asking again.
     asking: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
+    /// The shared store (config `store`): grants and pending calls in PostgreSQL
+    /// (`shared.rs`); `state` is then unused.
+    shared: Option<Arc<crate::store::Shared>>,
 }
 
 impl Gate {
@@ -429,6 +433,75 @@ impl Gate {
             read_only: false,
             started: Mutex::default(),
             asking: Mutex::default(),
+            shared: None,
+        }
+    }
+
+    /// Keeps grants and pending calls in the shared store instead of `state.db`; its
+    /// grants are read by [`Gate::open_shared`] at start.
+    #[must_use]
+    pub fn with_shared(mut self, shared: Option<Arc<crate::store::Shared>>) -> Gate {
+        self.shared = shared;
+        self
+    }
+
+    /// The shared store, when grants and pending calls live there.
+    pub fn shared(&self) -> Option<&Arc<crate::store::Shared>> {
+        self.shared.as_ref()
+    }
+
+    /// With the shared store: reads its grants and follows the other replicas' changes
+    /// and answers until `stop`. Nothing to do without one.
+    pub async fn open_shared(
+        self: &Arc<Self>,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Result<(), crate::store::Error> {
+        let Some(store) = self.shared.clone() else {
+            return Ok(());
+        };
+        shared::load(self, &store).await?;
+        shared::follow(self, store, stop);
+        Ok(())
+    }
+
+    /// Replaces the cached grants (read from the shared store).
+    fn replace_grants(&self, all: Vec<Grant>) {
+        self.loaded.call_once(|| {});
+        *self.grants.write().expect("grants lock") = all
+            .into_iter()
+            .map(|g| ((g.caller, g.app, g.tool), g.cert))
+            .collect();
+    }
+
+    /// Every "always" grant, oldest first, from wherever they are kept.
+    pub async fn grants_listed(self: &Arc<Self>) -> Result<Vec<Grant>, crate::store::Error> {
+        if let Some(store) = &self.shared {
+            return shared::grants(store).await;
+        }
+        let me = self.clone();
+        Ok(tokio::task::spawn_blocking(move || me.grants())
+            .await
+            .unwrap_or_default())
+    }
+
+    /// The pending calls (every replica's with the shared store), newest first.
+    pub async fn pending_listed(&self) -> Result<Vec<Pending>, crate::store::Error> {
+        match &self.shared {
+            Some(store) => shared::pending(store).await,
+            None => Ok(self.pending()),
+        }
+    }
+
+    /// Answers pending call `id` from the web UI: here ([`Gate::answer`]), or with the
+    /// shared store, on whichever replica the call waits.
+    pub async fn answer_listed(
+        &self,
+        id: u64,
+        choice: Choice,
+    ) -> Result<&'static str, shared::AnswerError> {
+        match &self.shared {
+            Some(store) => shared::answer(self, store, id, choice).await,
+            None => Ok(self.answer(id, choice)?),
         }
     }
 
@@ -581,6 +654,19 @@ impl Gate {
             (caller.to_owned(), app.to_owned(), tool.to_owned()),
             cert.map(str::to_owned),
         );
+        if let Some(store) = &self.shared {
+            shared::store_grant(
+                store,
+                Grant {
+                    caller: caller.to_owned(),
+                    app: app.to_owned(),
+                    tool: tool.to_owned(),
+                    granted_at: now_ms() / 1000,
+                    cert: cert.map(str::to_owned),
+                },
+            );
+            return;
+        }
         if let Some(state) = self.state.get() {
             let grant = Grant {
                 caller: caller.to_owned(),
@@ -596,22 +682,26 @@ impl Gate {
     }
 
     /// Removes the grants of `app` (only `tool`'s, only `caller`'s when given); how many.
-    pub fn revoke(
+    pub async fn revoke(
         &self,
         app: &str,
         tool: Option<&str>,
         caller: Option<&str>,
-    ) -> Result<usize, state::Error> {
+    ) -> Result<usize, shared::RevokeError> {
         let matches = |(c, a, t): &Key| {
             a == app && tool.is_none_or(|x| x == t) && caller.is_none_or(|x| x == c)
         };
-        let mut grants = self.grant_map().write().expect("grants lock");
-        let before = grants.len();
-        grants.retain(|k, _| !matches(k));
-        let here = before - grants.len();
-        drop(grants);
+        let here = {
+            let mut grants = self.grant_map().write().expect("grants lock");
+            let before = grants.len();
+            grants.retain(|k, _| !matches(k));
+            before - grants.len()
+        };
+        if let Some(store) = &self.shared {
+            return Ok(shared::revoke(store, app, tool, caller).await?);
+        }
         match self.state.get() {
-            Some(state) => state.revoke(app, tool, caller),
+            Some(state) => Ok(state.revoke(app, tool, caller)?),
             None => Ok(here),
         }
     }
@@ -702,42 +792,43 @@ impl Gate {
     }
 
     /// Adds a pending entry (replacing an older one for the same call); its id.
-    fn enqueue(&self, question: &Question, answer: tokio::sync::oneshot::Sender<Choice>) -> u64 {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let caller = question.caller.key();
+    fn enqueue(&self, info: Pending, answer: tokio::sync::oneshot::Sender<Choice>) {
         let mut slots = self.pending.lock().expect("pending lock");
-        let once_tool = question.once_tool();
         slots.retain(|s| {
             s.waiting()
-                || (s.info.caller != caller
-                    || s.info.app != question.app
-                    || s.info.once_tool != once_tool)
+                || (s.info.caller != info.caller
+                    || s.info.app != info.app
+                    || s.info.once_tool != info.once_tool)
         });
         prune(&mut slots);
         slots.push(Slot {
-            info: Pending {
-                id,
-                caller,
-                app: question.app.clone(),
-                app_name: question.app_name.clone(),
-                tool: question.tool.clone(),
-                description: question.description.clone(),
-                args: question.args.clone(),
-                site: question
-                    .site
-                    .as_ref()
-                    .map(crate::consent::site::Site::describe),
-                cert: question.cert().map(str::to_owned),
-                start: question.start.as_ref().map(Start::describe),
-                start_pin: question.start.as_ref().map(|s| s.pin.clone()),
-                at_ms: now_ms(),
-                waiting: true,
-                lasting: question.remember,
-                once_tool: question.once_tool(),
-            },
+            info,
             answer: Some(answer),
         });
-        id
+    }
+
+    /// What the pending list shows of `question`, as entry `id`.
+    fn pending_info(question: &Question, id: u64) -> Pending {
+        Pending {
+            id,
+            caller: question.caller.key(),
+            app: question.app.clone(),
+            app_name: question.app_name.clone(),
+            tool: question.tool.clone(),
+            description: question.description.clone(),
+            args: question.args.clone(),
+            site: question
+                .site
+                .as_ref()
+                .map(crate::consent::site::Site::describe),
+            cert: question.cert().map(str::to_owned),
+            start: question.start.as_ref().map(Start::describe),
+            start_pin: question.start.as_ref().map(|s| s.pin.clone()),
+            at_ms: now_ms(),
+            waiting: true,
+            lasting: question.remember,
+            once_tool: question.once_tool(),
+        }
     }
 
     /// Forgets pending entry `id` (its call was allowed some other way).
@@ -867,12 +958,28 @@ impl Gate {
         }
         // No channel: the answer may come from the web UI, or a grant from the CLI.
         let (sender, mut answer) = tokio::sync::oneshot::channel();
-        let id = self.enqueue(question, sender);
+        let mut info = Gate::pending_info(question, 0);
+        info.id = match &self.shared {
+            // Written first, so that every replica's UI can answer it; a store that is
+            // down fails the call now rather than leave it waiting for nobody.
+            Some(store) => shared::add_pending(store, &info).await?,
+            None => self.next_id.fetch_add(1, Ordering::Relaxed),
+        };
+        let id = info.id;
+        self.enqueue(info, sender);
+        // A call that stops waiting (refused, or dropped by its client) stays listed as
+        // refused in the shared store, as it does here.
+        let mut row = SharedRow {
+            shared: self.shared.as_ref(),
+            id,
+            refused: true,
+        };
         let deadline = tokio::time::Instant::now() + self.wait;
         loop {
             self.reload();
             if self.allowed_now(question, key) {
                 self.settle(id);
+                row.refused = false;
                 return Ok(());
             }
             let now = tokio::time::Instant::now();
@@ -882,6 +989,8 @@ impl Gate {
             let tick = (deadline - now).min(Duration::from_millis(250));
             tokio::select! {
                 choice = &mut answer => {
+                    // Taken from the shared store, which holds it no more.
+                    row.shared = None;
                     return self.follow(question, key, choice.ok(), " in the web UI");
                 }
                 () = tokio::time::sleep(tick) => {}
@@ -1022,6 +1131,22 @@ impl Gate {
     }
 }
 
+/// A pending row of the shared store, updated when its call stops waiting: removed
+/// (`refused: false`) or kept as refused.
+struct SharedRow<'a> {
+    shared: Option<&'a Arc<crate::store::Shared>>,
+    id: u64,
+    refused: bool,
+}
+
+impl Drop for SharedRow<'_> {
+    fn drop(&mut self) {
+        if let Some(store) = self.shared {
+            shared::settle(store, self.id, self.refused);
+        }
+    }
+}
+
 /// Whether `question` is only about starting its app (a guide needs it running).
 fn start_only(question: &Question) -> bool {
     question.tool == START && question.start.is_some()
@@ -1037,7 +1162,7 @@ fn prune(slots: &mut Vec<Slot>) {
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -1262,6 +1387,7 @@ mod tests {
         assert_eq!(
             quick
                 .revoke("com.a", Some("*"), Some("beta@stdio"))
+                .await
                 .unwrap(),
             1
         );

@@ -61,6 +61,8 @@ pub struct Gateway {
     pub(crate) web: catalog::web::Fetcher,
     /// `state.db`, opened on first use.
     state: crate::consent::state::Deferred,
+    /// The shared store (config `store`).
+    shared: Option<Arc<crate::store::Shared>>,
     /// The ids local and built-in descriptors have had (this run's scans and, through
     /// `state.db`, earlier runs'): a web app may never take one.
     local_ids: std::sync::Mutex<Option<std::collections::HashSet<String>>>,
@@ -72,7 +74,54 @@ impl Gateway {
     pub fn new(config: Config, home: PathBuf, locale: Option<String>, host: Host) -> Arc<Gateway> {
         let search_dirs = catalog::paths::search_dirs(&home, &config.scan_paths, host.os());
         let store = crate::auth::store::Store::new(config.credentials, &home);
-        Gateway::with_parts(config, home, locale, host, search_dirs, store)
+        Gateway::build(config, home, locale, host, search_dirs, store, None)
+    }
+
+    /// The gateway `config` describes, on the shared PostgreSQL store when it names one
+    /// (`store`): refused without the credential key. Nothing is connected yet:
+    /// [`Gateway::open_store`] does that before serving.
+    pub fn open(
+        config: Config,
+        home: PathBuf,
+        locale: Option<String>,
+        host: Host,
+    ) -> Result<Arc<Gateway>, crate::store::Error> {
+        let Some(settings) = &config.store else {
+            return Ok(Gateway::new(config, home, locale, host));
+        };
+        let shared = crate::store::Shared::new(settings, &|k| std::env::var(k).ok())?;
+        let search_dirs = catalog::paths::search_dirs(&home, &config.scan_paths, host.os());
+        let store = crate::auth::store::Store::Postgres(shared.clone());
+        Ok(Gateway::build(
+            config,
+            home,
+            locale,
+            host,
+            search_dirs,
+            store,
+            Some(shared),
+        ))
+    }
+
+    /// With the shared store: migrates it, reads its grants and follows the other
+    /// replicas until the gateway stops. An error refuses the start (the database is
+    /// unreachable, newer than this gateway, …). Nothing to do without one.
+    pub async fn open_store(&self) -> Result<(), crate::store::Error> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let version = shared.migrate().await?;
+        tracing::info!(
+            "shared store: PostgreSQL {} (schema version {version}), replica {}",
+            shared.shown(),
+            shared.replica()
+        );
+        self.consent.open_shared(self.shutdown.clone()).await
+    }
+
+    /// The shared store, when the config names one.
+    pub fn shared_store(&self) -> Option<&Arc<crate::store::Shared>> {
+        self.shared.as_ref()
     }
 
     /// A gateway over exactly `search_dirs` and `store` (for embedding and tests).
@@ -83,6 +132,18 @@ impl Gateway {
         host: Host,
         search_dirs: Vec<SearchDir>,
         store: crate::auth::store::Store,
+    ) -> Arc<Gateway> {
+        Gateway::build(config, home, locale, host, search_dirs, store, None)
+    }
+
+    fn build(
+        config: Config,
+        home: PathBuf,
+        locale: Option<String>,
+        host: Host,
+        search_dirs: Vec<SearchDir>,
+        store: crate::auth::store::Store,
+        shared: Option<Arc<crate::store::Shared>>,
     ) -> Arc<Gateway> {
         let client_ids = config
             .apps
@@ -100,8 +161,15 @@ impl Gateway {
             .collect();
         let native = crate::consent::dialog::Dialog::available()
             .map(|d| Arc::new(d) as crate::consent::SharedPrompter);
+        // With the shared store, grants live there, not in `state.db`.
+        let grants_state = if shared.is_some() {
+            crate::consent::state::Deferred::from(None)
+        } else {
+            state.clone()
+        };
         let consent = Arc::new(
-            crate::consent::Gate::new(config.consent, per_app, config.consent_wait, state.clone())
+            crate::consent::Gate::new(config.consent, per_app, config.consent_wait, grants_state)
+                .with_shared(shared.clone())
                 .with_native(native)
                 .with_read_only(config.consent_read_only),
         );
@@ -115,11 +183,17 @@ impl Gateway {
             days: config.history_days,
             rows: config.history_rows,
         };
-        let history = match crate::history::Sqlite::start(
-            crate::consent::state::State::file_in(&home),
-            retention,
-        ) {
-            Ok(h) => Some(Arc::new(h) as Arc<dyn crate::history::Sink>),
+        let history = match &shared {
+            Some(shared) => crate::history::Postgres::start(shared.clone(), retention)
+                .map(|h| Arc::new(h) as Arc<dyn crate::history::Sink>),
+            None => crate::history::Sqlite::start(
+                crate::consent::state::State::file_in(&home),
+                retention,
+            )
+            .map(|h| Arc::new(h) as Arc<dyn crate::history::Sink>),
+        };
+        let history = match history {
+            Ok(h) => Some(h),
             Err(e) => {
                 tracing::warn!("call history is off: {e}");
                 None
@@ -161,6 +235,7 @@ impl Gateway {
                 },
             ),
             state,
+            shared,
             local_ids: std::sync::Mutex::new(None),
             consent,
             web: catalog::web::Fetcher::new(&home),

@@ -137,10 +137,17 @@ pub(super) struct PendingRow {
     highlight: bool,
 }
 
-fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
-    ui.gateway()
-        .consent
-        .pending()
+/// The pending calls (every replica's with the shared store; none when it is down, with a
+/// warning).
+async fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
+    let pending = match ui.gateway().consent.pending_listed().await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("the pending calls cannot be listed: {e}");
+            Vec::new()
+        }
+    };
+    pending
         .into_iter()
         .map(|p: Pending| PendingRow {
             highlight: Some(p.id) == highlight,
@@ -162,6 +169,16 @@ fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
 
 /// History rows for `filter`, read on a blocking thread; an empty list when none exist.
 async fn calls(ui: &Ui, filter: Filter) -> Result<Vec<CallRow>, String> {
+    if let Some(shared) = ui.gateway().shared_store() {
+        return history::rows_shared(shared, &filter)
+            .await
+            .map(|rows| {
+                rows.into_iter()
+                    .map(|(id, r)| CallRow::new(id, r))
+                    .collect()
+            })
+            .map_err(|e| e.to_string());
+    }
     let file = crate::consent::state::State::file_in(&ui.gateway().home);
     tokio::task::spawn_blocking(move || {
         if !file.exists() {
@@ -229,7 +246,7 @@ pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>)
     )
     .await
     .unwrap_or_default();
-    let pending = pending_rows(&ui, None);
+    let pending = pending_rows(&ui, None).await;
     page(
         DashboardPage {
             // No form to lose here: a new pending call shows within 10 s, and while one
@@ -639,16 +656,22 @@ struct CallPage {
 
 pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response {
     let file = crate::consent::state::State::file_in(&ui.gateway().home);
-    let found = tokio::task::spawn_blocking(move || {
-        if file.exists() {
-            history::get(&file, id)
-        } else {
-            Ok(None)
-        }
-    })
-    .await
-    .map_err(|e| e.to_string())
-    .and_then(|r| r.map_err(|e| e.to_string()));
+    let shared = ui.gateway().shared_store().cloned();
+    let found = match shared {
+        Some(shared) => history::get_shared(&shared, id)
+            .await
+            .map_err(|e| e.to_string()),
+        None => tokio::task::spawn_blocking(move || {
+            if file.exists() {
+                history::get(&file, id)
+            } else {
+                Ok(None)
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string())),
+    };
     let record = match found {
         Ok(Some(r)) => r,
         Ok(None) => return not_found(&ui, &format!("No call {id} is kept.")),
@@ -693,13 +716,14 @@ pub(super) struct ConsentQuery {
 }
 
 pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>) -> Response {
-    let grants = {
-        let ui = ui.clone();
-        tokio::task::spawn_blocking(move || ui.gateway().consent.grants())
-            .await
-            .unwrap_or_default()
+    let grants = match ui.gateway().consent.grants_listed().await {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::warn!("the grants cannot be listed: {e}");
+            Vec::new()
+        }
     };
-    let pending = pending_rows(&ui, q.pending);
+    let pending = pending_rows(&ui, q.pending).await;
     page(
         ConsentPage {
             // Only while something waits: a reload would lose what is typed into the
@@ -743,7 +767,7 @@ pub(super) async fn answer(State(ui): State<Ui>, Form(form): Form<AnswerForm>) -
     let Some(choice) = Choice::parse(&form.choice) else {
         return ui.flash(&back, format!("`{}` is not a choice", form.choice), false);
     };
-    match ui.gateway().consent.answer(form.id, choice) {
+    match ui.gateway().consent.answer_listed(form.id, choice).await {
         Ok(what) => ui.flash(&back, format!("Answered: {what}."), true),
         Err(e) => ui.flash(&back, e.to_string(), false),
     }
@@ -803,6 +827,7 @@ pub(super) async fn revoke(State(ui): State<Ui>, Form(form): Form<RevokeForm>) -
         .gateway()
         .consent
         .revoke(&form.app, Some(&form.tool), Some(&form.caller))
+        .await
     {
         Ok(n) => ui.flash(
             "/ui/consent",
