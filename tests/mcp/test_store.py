@@ -107,7 +107,7 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
     rows = pg.sql("SELECT account, encode(nonce, 'hex'), encode(sealed, 'hex'), key_id FROM aai_credentials")
     assert [r[0] for r in rows] == ["com.example.keyed"]
     assert SECRET.encode().hex() not in rows[0][2] and len(rows[0][1]) == 48
-    dump = subprocess.run(["pg_dump" if False else str(bin_dir() / "pg_dump"), "-h", str(pg.dir),
+    dump = subprocess.run([str(bin_dir() / "pg_dump"), "-h", str(pg.dir),
                            "-p", str(pg.port), "-U", "aai", "aai"], capture_output=True, timeout=60)
     assert dump.returncode == 0 and SECRET.encode() not in dump.stdout
     assert pg.sql("SELECT version FROM aai_schema_migrations") == [["1"]]
@@ -154,7 +154,20 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
         assert [c["tool"] for c in calls] == ["bearer", "echo", "echo"]
         listed = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
         assert {(g["app"], g["tool"]) for g in listed} == {("com.example.echo", "echo"), ("com.example.keyed", "*")}
+        # The pages say where things live, without the password.
+        for path in ("/config", "/credentials"):
+            text = get(ui + path).text
+            assert "PostgreSQL" in text and PASSWORD not in text and "aai:***@127.0.0.1" in text, path
     assert not (gw.home / "state.db").exists() or b"ui-test@http" not in (gw.home / "state.db").read_bytes()
+    # The CLI over the Unix socket (peer-less trust auth there), without a key: grants and
+    # history need none.
+    from urllib.parse import quote
+    gw.config(store={"url": f"postgres://aai@{quote(str(pg.dir), safe='')}:{pg.port}/aai"})
+    p = subprocess.run(
+        [str(gw.binary), "--home", str(gw.home), "consent", "list", "--json"],
+        env={k: v for k, v in gw.env().items() if k != "AAI_STORE_KEY"}, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert len(json.loads(p.stdout)["grants"]) == 2
     out = proc.stderr.read() if proc.stderr else ""
     no_password(gw, out)
 

@@ -805,6 +805,62 @@ mod tests {
     }
 
     #[test]
+    fn the_shared_store_is_read_strictly_and_never_shows_its_password() {
+        let (c, warnings) = parse(
+            r#"{"store": {"url": "postgres://aai:pw-s3cret@db:5432/aai?sslmode=require", "keyFile": "store.key", "poolSize": 4}}"#,
+        )
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let store = c.store.unwrap();
+        assert_eq!(
+            store.key_file.as_deref(),
+            Some(Path::new("/home/u/.aai/store.key"))
+        );
+        assert_eq!(
+            (store.pool_size, store.timeout),
+            (4, Duration::from_secs(10))
+        );
+        assert_eq!(
+            store.shown(),
+            "postgres://aai:***@db:5432/aai?sslmode=require"
+        );
+        assert!(!format!("{store:?}").contains("pw-s3cret"));
+        // A Unix socket folder as host.
+        assert!(parse(r#"{"store": {"url": "postgresql://aai@%2Frun%2Fpostgresql/aai"}}"#).is_ok());
+        let error = |text: &str| {
+            let e = parse(text).unwrap_err();
+            let all = e
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(!all.contains("pw-s3cret"), "{all}");
+            all
+        };
+        assert!(error(r#"{"store": {}}"#).contains("/store"));
+        assert!(
+            error(r#"{"store": {"url": "mysql://aai:pw-s3cret@db/aai"}}"#)
+                .contains("`mysql://aai:***@db/aai` is not a PostgreSQL URL")
+        );
+        assert!(
+            error(r#"{"store": {"url": "postgres://db:5432"}}"#)
+                .contains("must name its user and database")
+        );
+        assert!(
+            error(r#"{"store": {"url": "postgres://aai:pw-s3cret@db/aai?sslmode=sometimes"}}"#)
+                .contains("not a usable PostgreSQL URL")
+        );
+        assert!(
+            error(r#"{"store": {"url": "postgres://a@db/aai", "poolSize": 0}}"#)
+                .contains("poolSize")
+        );
+        assert!(
+            error(r#"{"store": {"url": "postgres://a@db/aai"}, "credentials": {"store": "file"}}"#)
+                .contains("cannot both be set")
+        );
+    }
+
+    #[test]
     fn the_basic_example_loads() {
         let (c, d) = parse(
             r#"{"scanPaths":["~/.aai","extra"],"defaultTimeout":30,"logLevel":"info","enableWebUI":true,"httpPort":3000}"#,

@@ -85,6 +85,23 @@ fn only_the_store_touches_the_keyring_and_only_dbus_modules_know_zbus() {
 }
 
 #[test]
+fn only_the_store_and_its_users_speak_postgresql() {
+    // The driver and its pool in `store/`; each subsystem's queries beside it; the config
+    // checks `store.url` with the driver's own parser.
+    only_under(
+        "tokio_postgres::",
+        &[
+            "store/",
+            "consent/shared.rs",
+            "history.rs",
+            "auth/store.rs",
+            "config.rs",
+        ],
+    );
+    only_under("deadpool_postgres::", &["store/"]);
+}
+
+#[test]
 fn the_checker_sees_what_it_checks() {
     // A rule that finds nothing proves nothing: each needle is really used somewhere.
     for needle in [
@@ -94,6 +111,8 @@ fn the_checker_sees_what_it_checks() {
         "keyring::",
         "zbus::",
         "aai_author::",
+        "tokio_postgres::",
+        "deadpool_postgres::",
     ] {
         assert!(!users(needle).is_empty(), "`{needle}` is used nowhere");
     }

@@ -63,6 +63,13 @@ fn the_schema_accepts_what_the_gateway_accepts() {
         json!({"retries": 11}),
         json!({"history": {"rows": 99}}),
         json!({"exposure": "all"}),
+        json!({"store": {"url": "postgres://aai@127.0.0.1:5432/aai", "keyFile": "/etc/aai/key",
+                         "poolSize": 4, "connectTimeoutSeconds": 3, "timeoutSeconds": 20}}),
+        json!({"store": {"url": "postgresql://aai@%2Frun%2Fpostgresql/aai"}}),
+        json!({"store": {}}),
+        json!({"store": {"url": "mysql://aai@h/db"}}),
+        json!({"store": {"url": "postgres://aai@h/db", "poolSize": 0}}),
+        json!({"store": {"url": "postgres://aai@h/db", "timeoutSeconds": 601}}),
     ];
     for sample in samples {
         let gateway =

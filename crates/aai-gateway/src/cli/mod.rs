@@ -350,9 +350,10 @@ pub struct Context {
 impl Context {
     /// The gateway these settings describe (not scanned yet); on the shared store when
     /// the config names one (refused without its key).
-    pub fn into_gateway(self) -> Result<std::sync::Arc<crate::gateway::Gateway>, String> {
+    pub fn into_gateway(
+        self,
+    ) -> Result<std::sync::Arc<crate::gateway::Gateway>, crate::store::Error> {
         crate::gateway::Gateway::open(self.config, self.home, self.locale, self.host)
-            .map_err(|e| e.to_string())
     }
 
     /// The search directories in precedence order: user dir, config paths, system paths,
@@ -589,7 +590,8 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
     let addr = listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
     let token = crate::listen::token_for(&ctx.home, addr).map_err(|e| e.to_string())?;
-    let life = Lifecycle::new(ctx.into_gateway()?).map_err(|e| format!("cannot start: {e}"))?;
+    let gateway = ctx.into_gateway().map_err(|e| e.to_string())?;
+    let life = Lifecycle::new(gateway).map_err(|e| format!("cannot start: {e}"))?;
     life.block_on(life.gateway().open_store())
         .map_err(|e| format!("cannot start: {e}"))?;
     let config = &life.gateway().config;
@@ -630,7 +632,8 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             "aai-gateway is an MCP server: it speaks MCP on stdin/stdout and waits for an MCP client (Claude Code, Codex, Cursor, …) to start it; README.md › \"Use it from an MCP client\" shows how. Try `aai-gateway --scan` to see your apps; Ctrl-C stops this."
         );
     }
-    let life = Lifecycle::new(ctx.into_gateway()?).map_err(|e| format!("cannot start: {e}"))?;
+    let gateway = ctx.into_gateway().map_err(|e| e.to_string())?;
+    let life = Lifecycle::new(gateway).map_err(|e| format!("cannot start: {e}"))?;
     life.block_on(life.gateway().open_store())
         .map_err(|e| format!("cannot start: {e}"))?;
     let gateway = life.gateway().clone();

@@ -933,6 +933,13 @@ pub(super) async fn credentials(State(ui): State<Ui>, Query(q): Query<FlashQuery
         });
     }
     let store = match gateway.config.credentials {
+        _ if gateway.shared_store().is_some() => format!(
+            "the shared PostgreSQL store {} (encrypted)",
+            gateway
+                .shared_store()
+                .map(|s| s.shown())
+                .unwrap_or_default()
+        ),
         crate::config::CredentialStore::Keyring => "the OS keyring".to_owned(),
         crate::config::CredentialStore::File => format!(
             "{} (the file store)",
@@ -1298,12 +1305,22 @@ pub(super) async fn config(State(ui): State<Ui>, Query(q): Query<FlashQuery>) ->
     let mut places = vec![
         ("Home".to_owned(), gateway.home.display().to_string()),
         ("Config file".to_owned(), config.file.display().to_string()),
-        (
-            "State (consent, history)".to_owned(),
-            crate::consent::state::State::file_in(&gateway.home)
-                .display()
-                .to_string(),
-        ),
+        match gateway.shared_store() {
+            Some(shared) => (
+                "Shared store (consent, history, credentials)".to_owned(),
+                format!(
+                    "PostgreSQL {}, replica {}",
+                    shared.shown(),
+                    shared.replica()
+                ),
+            ),
+            None => (
+                "State (consent, history)".to_owned(),
+                crate::consent::state::State::file_in(&gateway.home)
+                    .display()
+                    .to_string(),
+            ),
+        },
         (
             "Logs".to_owned(),
             gateway.home.join("logs").display().to_string(),
