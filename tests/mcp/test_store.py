@@ -197,6 +197,24 @@ async def test_an_approval_on_one_replica_releases_a_call_waiting_on_another(gw,
                 assert r.status_code == 303
             assert json.loads(done["r"].content[0].text)["echo"]["text"] == "hi"
             latencies[where].append(done["at"] - sent)
+        # With every listening connection cut, an answer still arrives: the owner polls
+        # (and takes what waits when it listens again).
+        async with anyio.create_task_group() as tg:
+            done = {}
+
+            async def call_b():
+                done["r"] = await timed_call(url_b, "unheard", done)
+            tg.start_soon(call_b)
+            ids, csrf, _ = await anyio.to_thread.run_sync(pending_on, ui_a)
+            cut = pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN aai_gateway'")
+            assert len(cut) == 2, cut
+            sent = time.monotonic()
+            r = await anyio.to_thread.run_sync(post, ui_a + "/consent/answer",
+                                               {"csrf": csrf, "id": ids[0], "choice": "once"})
+            assert r.status_code == 303
+        unheard = done["at"] - sent
+        assert json.loads(done["r"].content[0].text)["echo"]["text"] == "hi"
+        assert unheard < 5, unheard
         # A grant from the command line (through the database) releases a waiting call too.
         async with anyio.create_task_group() as tg:
             done = {}
@@ -226,9 +244,9 @@ async def test_an_approval_on_one_replica_releases_a_call_waiting_on_another(gw,
     print(f"\nrelease of a call waiting on B, from the answer's POST to the call's result: answered on A "
           f"(another replica) median {cross * 1000:.1f} ms (max {max(latencies['A']) * 1000:.1f}), answered on B "
           f"itself median {local * 1000:.1f} ms (max {max(latencies['B']) * 1000:.1f}), 5 each; "
-          f"a CLI grant → release {cli_latency * 1000:.1f} ms")
+          f"a CLI grant → release {cli_latency * 1000:.1f} ms; with the listeners cut → {unheard * 1000:.0f} ms")
     assert cross < 1.0, latencies
-    assert pg.sql("SELECT count(*) FROM aai_history") == [["12"]]
+    assert pg.sql("SELECT count(*) FROM aai_history") == [["13"]]
 
 
 async def test_postgres_dying_mid_call_loses_no_history(gw, pg):
@@ -339,3 +357,23 @@ async def test_hostile_starts_are_refused_with_a_clear_error(gw, pg, httpbin):
     pg.sql("INSERT INTO aai_schema_migrations (version, description) VALUES (99, 'from the future')")
     err = start_fails(gw)
     assert "schema version 99, newer than this gateway knows (1)" in err, err
+
+
+async def test_replicas_starting_together_migrate_once(gw, pg):
+    """Eight processes migrate a fresh database at the same moment: the advisory lock lets
+    one apply the migrations; every other waits and finds nothing to do."""
+    pg.sql("CREATE DATABASE race", db="postgres")
+    gw.config(store={"url": pg.url(db="race")})
+    env = {k: v for k, v in gw.env().items() if k != "AAI_STORE_KEY"}
+    procs = [subprocess.Popen([str(gw.binary), "--home", str(gw.home), "consent", "list", "--json"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert json.loads(out) == {"grants": []}
+    assert pg.sql("SELECT version, description FROM aai_schema_migrations", db="race") == [
+        ["1", "grants, pending consent, history, credentials"]]
+    tables = pg.sql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'aai_%' ORDER BY 1", db="race")
+    assert [t[0] for t in tables] == ["aai_credentials", "aai_grants", "aai_history", "aai_pending",
+                                      "aai_schema_migrations"]

@@ -315,6 +315,9 @@ async fn pg_write_loop(
         while let Ok(m) = rx.try_recv() {
             take(m, &mut waiting, &mut flushes, &mut seq);
         }
+        if waiting.is_empty() {
+            continue; // only flushes came: answered at the top
+        }
         if !pruned || since_prune >= 1000 {
             pruned = pg_prune(shared, retention).await.is_ok();
             since_prune = 0;

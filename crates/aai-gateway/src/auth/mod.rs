@@ -603,8 +603,10 @@ impl Authenticator {
                 Some(Credential::ApiKey { value }) => Some(value),
                 _ => None,
             };
+            // Never the gateway's own secrets, whatever a descriptor names.
+            let own = matches!(name.as_str(), "AAI_STORE_KEY" | "AAI_HTTP_TOKEN");
             let value = stored.or_else(|| {
-                from_env
+                (from_env && !own)
                     .then(|| std::env::var(&name).ok())
                     .flatten()
                     .map(Secret::new)
