@@ -335,15 +335,19 @@ impl Shared {
             loop {
                 let ended = tokio::select! {
                     () = stop.cancelled() => return,
-                    r = me.listen_once(&events) => r,
+                    r = me.listen_once(&events, &mut up) => r,
                 };
                 if events.is_closed() {
                     return;
                 }
                 match ended {
-                    Ok(()) => pause = Duration::from_secs(1),
+                    Ok(()) => {}
+                    // Said once per outage: the tries that follow fail quietly.
                     Err(e) if !up => tracing::debug!("{e}"),
                     Err(e) => tracing::warn!("{e}; polling until it is back"),
+                }
+                if up {
+                    pause = Duration::from_secs(1);
                 }
                 up = false;
                 let _ = events.send(Event::Down);
@@ -360,6 +364,7 @@ impl Shared {
     async fn listen_once(
         &self,
         events: &tokio::sync::mpsc::UnboundedSender<Event>,
+        up: &mut bool,
     ) -> Result<(), Error> {
         let (client, mut messages) = match &self.tls {
             Tls::Off => open_listener(&self.pg, tokio_postgres::NoTls).await,
@@ -368,6 +373,7 @@ impl Shared {
         .map_err(|e| self.unavailable(&e))?;
         self.timed(client.batch_execute(&format!("LISTEN {CHANNEL}")))
             .await?;
+        *up = true;
         let _ = events.send(Event::Up);
         while let Some(payload) = messages.recv().await {
             if events.send(Event::Message(payload)).is_err() {
