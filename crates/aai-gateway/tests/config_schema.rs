@@ -63,6 +63,14 @@ fn the_schema_accepts_what_the_gateway_accepts() {
         json!({"retries": 11}),
         json!({"history": {"rows": 99}}),
         json!({"exposure": "all"}),
+        json!({"web": {"auth": {"issuer": "https://id.example.com", "audience": "https://gw.example.com/mcp",
+                                "scopes": ["mcp"], "adminScope": "ops", "clientId": "aai-ui",
+                                "scopeAccess": {"notes": {"apps": {"allow": ["com.example.notes"]}},
+                                                "all": {"tools": {"deny": ["com.example.notes:purge"]}}}}}}),
+        json!({"web": {"auth": {"audience": "https://gw.example.com/mcp"}}}),
+        json!({"web": {"auth": {"issuer": "ftp://id.example.com", "audience": "https://gw.example.com/mcp"}}}),
+        json!({"web": {"auth": {"issuer": "https://id.example.com", "audience": "https://gw.example.com/mcp",
+                                "scopeAccess": {"notes": 5}}}}),
     ];
     for sample in samples {
         let gateway =
