@@ -616,7 +616,10 @@ impl Pipeline {
         if let Some(limits) = &self.limits
             && let Err(e) = limits.admit_person(&origin.caller)
         {
-            trace.app_id = snapshot.find(app).map(|entry| entry.app.id.clone());
+            if let Some(entry) = snapshot.find(app) {
+                trace.app_id = Some(entry.app.id.clone());
+                trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
+            }
             trace.limited = Some(e.scope());
             return Err(e.into());
         }
@@ -635,6 +638,7 @@ impl Pipeline {
         if let Some(limits) = &self.limits
             && let Err(e) = limits.admit_app(&entry.app.id)
         {
+            trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
             trace.limited = Some(e.scope());
             return Err(GatewayError::from(e).at(&entry.app.id, tool));
         }

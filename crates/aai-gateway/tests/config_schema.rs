@@ -63,6 +63,18 @@ fn the_schema_accepts_what_the_gateway_accepts() {
         json!({"retries": 11}),
         json!({"history": {"rows": 99}}),
         json!({"exposure": "all"}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 120, "burst": 20},
+               "perApp": {"default": {"perMinute": 600}, "com.example.a": {"perMinute": 6, "burst": 1}}}}),
+        json!({"rateLimits": {}}),
+        json!({"rateLimits": {"perPersn": {"perMinute": 1}}}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 1, "brust": 1}}}),
+        json!({"rateLimits": {"perPerson": {"burst": 1}}}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 0}}}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 600001}}}),
+        json!({"rateLimits": {"perApp": {"x": {"perMinute": 1, "burst": 100001}}}}),
+        json!({"rateLimits": {"perApp": {"default": {"perMinute": 1.5}}}}),
+        json!({"rateLimits": {"perApp": {"": {"perMinute": 1}}}}),
+        json!({"rateLimits": {"perApp": {"has space": {"perMinute": 1}}}}),
     ];
     for sample in samples {
         let gateway =
