@@ -175,3 +175,32 @@ async def test_rate_limits_refuse_with_retry_after_then_let_calls_through(gw):
     # limited by the server's.
     out = gw.run("call", "com.example.echo", "echo", '{"text": "mine"}')
     assert out.returncode == 0, out.stderr
+
+
+async def test_downstream_server_states_are_read_at_each_scrape(gw):
+    import sys
+    from mcp import ClientSession
+    from test_downstream import GROWING, mcp_app
+    parser()
+    mcp_app(gw, "dev.mcp.growing", {"command": sys.executable, "args": [str(GROWING)]})
+    mcp_app(gw, "dev.mcp.broken", {"command": str(gw.tmp / "no-such-server")},
+            tools=[{"name": "t", "description": "never runs",
+                    "parameters": {"type": "object", "properties": {}}}])
+    with web(gw, token=TOKEN) as (url, _):
+        before = samples(scrape(url).text)
+        assert not [k for k in before if k[0] == "aai_mcp_server_state"], "none used yet"
+        async with client(url) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                r = await s.call_tool("aai_exec", {"app": "dev.mcp.growing", "tool": "grow",
+                                                   "args": {"name": "x"}})
+                assert not r.is_error, r
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("aai_exec", {"app": "dev.mcp.broken", "tool": "t", "args": {}})
+                assert e.value.error.data["type"] == "SERVICE_UNAVAILABLE"
+                found = samples(scrape(url).text)
+    state = "aai_mcp_server_state"
+    assert value(found, state, app="dev.mcp.growing", state="connected") == 1, found
+    assert value(found, state, app="dev.mcp.growing", state="failing") == 0
+    assert value(found, state, app="dev.mcp.broken", state="failing") == 1
+    assert value(found, state, app="dev.mcp.broken", state="connected") == 0
