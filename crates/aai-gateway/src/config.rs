@@ -75,6 +75,44 @@ pub struct AppSettings {
     pub cwd: Option<PathBuf>,
 }
 
+/// One token bucket (`rateLimits.perPerson`, `rateLimits.perApp.*`): calls refill at
+/// `per_minute` a minute, and at most `burst` may be made at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// `perMinute`: the sustained rate.
+    pub per_minute: u32,
+    /// `burst`: the bucket's size (default: `perMinute`).
+    pub burst: u32,
+}
+
+/// `rateLimits` (docs/rate-limits.md): per person, per app, in this process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RateLimits {
+    /// `perPerson`: each person's calls, across every app.
+    pub per_person: Option<Limit>,
+    /// `perApp.default`: each app without a limit of its own, all callers together.
+    pub per_app_default: Option<Limit>,
+    /// `perApp.<appId>`: that app, all callers together.
+    pub per_app: BTreeMap<String, Limit>,
+}
+
+impl RateLimits {
+    /// Whether no limit is set (nothing is counted then).
+    pub fn is_empty(&self) -> bool {
+        self.per_person.is_none() && self.per_app_default.is_none() && self.per_app.is_empty()
+    }
+
+    /// The limit of app `id`: its own, else `perApp.default`.
+    pub fn app(&self, id: &str) -> Option<Limit> {
+        self.per_app.get(id).copied().or(self.per_app_default)
+    }
+}
+
+/// Highest `perMinute` of a rate limit (10 000 a second).
+pub const MAX_PER_MINUTE: u64 = 600_000;
+/// Largest `burst` of a rate limit.
+pub const MAX_BURST: u64 = 100_000;
+
 /// The gateway's settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -143,6 +181,8 @@ pub struct Config {
     pub web_auth: Option<WebAuth>,
     /// `--generate`'s model service and how it is used (`generate.*`).
     pub generate: GenerateSettings,
+    /// Rate limits (`rateLimits`); empty: none.
+    pub rate_limits: RateLimits,
 }
 
 /// `web.auth`: the team's authorization server whose access tokens `--web` takes.
@@ -280,6 +320,16 @@ impl Config {
                 secs(self.generate.timeout),
             ),
         ];
+        let limit = |l: &Limit| format!("{} a minute, burst {}", l.per_minute, l.burst);
+        if let Some(l) = &self.rate_limits.per_person {
+            rows.push(("rateLimits.perPerson".into(), limit(l)));
+        }
+        if let Some(l) = &self.rate_limits.per_app_default {
+            rows.push(("rateLimits.perApp.default".into(), limit(l)));
+        }
+        for (id, l) in &self.rate_limits.per_app {
+            rows.push((format!("rateLimits.perApp.{id}"), limit(l)));
+        }
         for (id, app) in &self.apps {
             if let Some(client_id) = &app.client_id {
                 rows.push((format!("apps.{id}.clientId"), client_id.clone()));
@@ -333,6 +383,7 @@ impl Config {
                 rounds: 3,
                 timeout: Duration::from_secs(300),
             },
+            rate_limits: RateLimits::default(),
         }
     }
 
@@ -576,6 +627,9 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     if let Some(clients) = obj.opt_obj("clients") {
         c.visibility = visibility(sink, clients);
     }
+    if let Some(value) = obj.get("rateLimits") {
+        c.rate_limits = rate_limits(sink, value, obj.at("rateLimits"));
+    }
     if let Some(apps) = obj.opt_obj("apps") {
         let at = apps.pointer().to_owned();
         for (id, value) in apps.entries() {
@@ -685,6 +739,112 @@ fn rule_map(sink: &Sink, named: Obj<'_>) -> BTreeMap<String, crate::visibility::
         by_client.insert(name.clone(), rules);
     }
     by_client
+}
+
+/// `rateLimits`, read strictly: an unknown key is an error, not a warning (a misspelt
+/// limit would otherwise leave the gateway unlimited without a word).
+fn rate_limits(sink: &Sink, value: &Value, at: String) -> RateLimits {
+    let mut limits = RateLimits::default();
+    let Some(map) = strict_object(sink, value, &at, &["perPerson", "perApp"]) else {
+        return limits;
+    };
+    if let Some(v) = map.get("perPerson") {
+        limits.per_person = limit(sink, v, join(&at, "perPerson"));
+    }
+    if let Some(v) = map.get("perApp") {
+        let at = join(&at, "perApp");
+        match v {
+            Value::Object(apps) => {
+                for (id, v) in apps {
+                    let pointer = join(&at, id);
+                    if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                        sink.error(pointer, format!("`{}` is not an app id", id.escape_debug()));
+                        continue;
+                    }
+                    let Some(l) = limit(sink, v, pointer) else {
+                        continue;
+                    };
+                    if id == "default" {
+                        limits.per_app_default = Some(l);
+                    } else {
+                        limits.per_app.insert(id.clone(), l);
+                    }
+                }
+            }
+            other => sink.error(
+                at,
+                format!(
+                    "expected an object of app ids (or `default`) to limits, found {}",
+                    type_name(other)
+                ),
+            ),
+        }
+    }
+    limits
+}
+
+/// One rate limit: `{"perMinute": n, "burst": m}` (`burst` defaults to `perMinute`).
+fn limit(sink: &Sink, value: &Value, at: String) -> Option<Limit> {
+    let map = strict_object(sink, value, &at, &["perMinute", "burst"])?;
+    let whole = |key: &str, max: u64| -> Option<Option<u32>> {
+        let Some(v) = map.get(key) else {
+            return Some(None);
+        };
+        match v.as_u64() {
+            Some(n) if (1..=max).contains(&n) => Some(Some(n as u32)),
+            _ => {
+                sink.error(
+                    join(&at, key),
+                    format!("`{key}` must be a whole number from 1 to {max}, found {v}"),
+                );
+                None
+            }
+        }
+    };
+    let per_minute = whole("perMinute", MAX_PER_MINUTE)?;
+    let burst = whole("burst", MAX_BURST)?;
+    let Some(per_minute) = per_minute else {
+        sink.error(at, "missing required field `perMinute`");
+        return None;
+    };
+    Some(Limit {
+        per_minute,
+        burst: burst.unwrap_or_else(|| per_minute.min(MAX_BURST as u32)),
+    })
+}
+
+/// `value` as an object of only `known` keys; an error for anything else.
+fn strict_object<'a>(
+    sink: &Sink,
+    value: &'a Value,
+    at: &str,
+    known: &[&str],
+) -> Option<&'a serde_json::Map<String, Value>> {
+    let Value::Object(map) = value else {
+        sink.error(
+            at.to_owned(),
+            format!("expected an object, found {}", type_name(value)),
+        );
+        return None;
+    };
+    let mut ok = true;
+    for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+        let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+        sink.error(
+            join(at, key),
+            format!(
+                "unknown field `{}`; expected {}",
+                key.escape_debug(),
+                expected.join(" or ")
+            ),
+        );
+        ok = false;
+    }
+    ok.then_some(map)
+}
+
+fn join(at: &str, key: &str) -> String {
+    aai_descriptor::diagnostic::join_pointer(at, key)
 }
 
 const CONSENT_MODES: &[(&str, ConsentMode)] = &[
@@ -829,6 +989,73 @@ mod tests {
                 "/home/u/.aai/config.json: /consent/mode: error: `yes` is not a valid `mode`; expected `prompt`, `allow`, `deny`",
             ]
         );
+    }
+
+    #[test]
+    fn rate_limits_are_read_strictly() {
+        let (c, d) = parse(
+            r#"{"rateLimits":{"perPerson":{"perMinute":120,"burst":20},
+                "perApp":{"default":{"perMinute":600},"com.example.a":{"perMinute":6,"burst":1}}}}"#,
+        )
+        .unwrap();
+        assert!(d.is_empty(), "{d:?}");
+        let r = &c.rate_limits;
+        assert_eq!(
+            r.per_person,
+            Some(Limit {
+                per_minute: 120,
+                burst: 20
+            })
+        );
+        assert_eq!(r.app("com.example.a").unwrap().burst, 1);
+        assert_eq!(
+            r.app("other"),
+            Some(Limit {
+                per_minute: 600,
+                burst: 600
+            }),
+            "burst defaults to perMinute"
+        );
+        assert!(Config::defaults(PathBuf::new()).rate_limits.is_empty());
+        for (text, said) in [
+            (
+                r#"{"rateLimits":{"perPersn":{"perMinute":1}}}"#,
+                "/rateLimits/perPersn: error: unknown field `perPersn`; expected `perPerson` or `perApp`",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"perMinute":10,"brust":2}}}"#,
+                "/rateLimits/perPerson/brust: error: unknown field `brust`",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"burst":2}}}"#,
+                "/rateLimits/perPerson: error: missing required field `perMinute`",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"perMinute":0}}}"#,
+                "`perMinute` must be a whole number from 1 to 600000, found 0",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"perMinute":1.5}}}"#,
+                "found 1.5",
+            ),
+            (
+                r#"{"rateLimits":{"perApp":{"x":{"perMinute":1,"burst":100001}}}}"#,
+                "/rateLimits/perApp/x/burst: error: `burst` must be a whole number from 1 to 100000",
+            ),
+            (
+                r#"{"rateLimits":{"perApp":{"":{"perMinute":1}}}}"#,
+                "is not an app id",
+            ),
+            (r#"{"rateLimits":{"perApp":[]}}"#, "found an array"),
+            (
+                r#"{"rateLimits":true}"#,
+                "expected an object, found a boolean",
+            ),
+        ] {
+            let errors = parse(text).unwrap_err();
+            let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            assert!(shown.iter().any(|e| e.contains(said)), "{text}: {shown:?}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! * DNS rebinding: the `Host` header must name this machine (`localhost`, `127.0.0.1`,
 //!   `::1`, or the address it listens on), and a browser's `Origin` must be this server's
 //!   own origin; anything else gets 403 before a route sees it.
+//! * `/metrics` (Prometheus) is one more route behind the same checks.
 //! * Listening on a non-loopback address requires a bearer token (`AAI_HTTP_TOKEN`); the
 //!   gateway refuses to start without one. With a token every request must carry
 //!   `Authorization: Bearer <token>` (compared in constant time), else 401; a browser may
@@ -214,6 +215,15 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
         router = router.merge(ui.router());
         tracing::info!("serving the web UI on {origin}/ui");
     }
+    // Metrics, behind the same guard as every route (docs/metrics.md).
+    let scraped = gateway.clone();
+    router = router.route(
+        "/metrics",
+        axum::routing::get(move || {
+            let gateway = scraped.clone();
+            async move { metrics(&gateway) }
+        }),
+    );
     let has_token = options.token.is_some() || options.resource.is_some();
     if let Some(resource) = &options.resource {
         tracing::info!(
@@ -308,6 +318,31 @@ async fn accept_loop(
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
     }
+}
+
+/// `/metrics`: the gateway's metrics in the Prometheus text format, with each downstream
+/// MCP server's state read now.
+fn metrics(gateway: &Gateway) -> Response {
+    use crate::exec::mcp::Health;
+    let Some(metrics) = &gateway.pipeline.metrics else {
+        return (StatusCode::NOT_FOUND, "metrics are off\n").into_response();
+    };
+    let servers: Vec<(String, &'static str)> = gateway
+        .executors
+        .mcp()
+        .health()
+        .into_iter()
+        .map(|(app, health)| (app, health.as_str()))
+        .collect();
+    let states = Health::ALL.map(Health::as_str);
+    (
+        [
+            (header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        metrics.render(&servers, &states),
+    )
+        .into_response()
 }
 
 /// This machine's host name (and its `.local` form), for `Host` headers of remote
@@ -571,6 +606,18 @@ impl Guard {
             }
             if let Some(resource) = &self.resource {
                 match resource.person(given).await {
+                    // The metrics name every app and tool, also those a person's scopes
+                    // hide: for the admin scope only.
+                    Ok(person) if path == "/metrics" && !person.admin => {
+                        return (
+                            StatusCode::FORBIDDEN,
+                            format!(
+                                "the metrics are for the admin scope `{}`\n",
+                                resource.config().admin_scope
+                            ),
+                        )
+                            .into_response();
+                    }
                     Ok(person) => {
                         req.extensions_mut().insert(person);
                         return next.run(req).await;

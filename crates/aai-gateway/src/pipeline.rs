@@ -5,8 +5,12 @@
 //! for the first scan to finish.
 //!
 //! [`Pipeline`] is built from explicit parts — where apps are found ([`Apps`], the
-//! gateway's snapshot), the executors, the consent gate, the credential resolver and the
-//! history sink — so it is tested without a gateway.
+//! gateway's snapshot), the executors, the consent gate, the credential resolver, the
+//! history sink, the metrics and the rate limiter — so it is tested without a gateway.
+//!
+//! Rate limits apply first: the caller's person bucket before anything else (web
+//! discovery included), the app's once the app is found; both before consent is asked and
+//! before any executor runs.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -192,6 +196,10 @@ struct Control {
 struct Trace {
     /// The id of the app the name resolved to.
     app_id: Option<String>,
+    /// The name of the tool it resolved to.
+    tool: Option<String>,
+    /// The rate limit that refused it.
+    limited: Option<crate::ratelimit::Scope>,
     /// The secrets the request carried (scrubbed from the excerpt).
     secrets: Vec<String>,
 }
@@ -269,6 +277,10 @@ pub struct Pipeline {
     pub sites: Arc<Sites>,
     /// What the gateway's own app (`aai`) runs; `None`: its calls are refused.
     pub manage: Option<Arc<crate::manage::Manager>>,
+    /// Where calls are counted (`/metrics`).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Rate limits (`rateLimits`); `None`: none.
+    pub limits: Option<Arc<crate::ratelimit::Limiter>>,
     pub(crate) settings: Arc<Settings>,
     /// Each limited client's view, with the snapshot it was made from.
     views: Arc<std::sync::Mutex<Views>>,
@@ -305,6 +317,10 @@ pub struct Parts {
     pub sites: Arc<Sites>,
     /// What the gateway's own app runs.
     pub manage: Option<Arc<crate::manage::Manager>>,
+    /// Where calls are counted.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Rate limits.
+    pub limits: Option<Arc<crate::ratelimit::Limiter>>,
     /// Settings.
     pub settings: Settings,
 }
@@ -319,6 +335,12 @@ impl Pipeline {
 
     /// A pipeline over `apps` with `parts`.
     pub fn new(apps: Arc<dyn Apps>, parts: Parts) -> Pipeline {
+        if let Some(metrics) = &parts.metrics {
+            let metrics = metrics.clone();
+            parts.consent.observe(Arc::new(move |app, decision| {
+                metrics.decided(app, decision.as_str());
+            }));
+        }
         Pipeline {
             apps,
             executors: parts.executors,
@@ -327,6 +349,8 @@ impl Pipeline {
             history: parts.history,
             sites: parts.sites,
             manage: parts.manage,
+            metrics: parts.metrics,
+            limits: parts.limits,
             settings: Arc::new(parts.settings),
             views: Arc::default(),
         }
@@ -431,11 +455,28 @@ impl Pipeline {
         });
         let mut trace = Trace::default();
         let control = Control { cancel, progress };
+        if let Some(metrics) = &self.metrics {
+            metrics.started();
+        }
         let result = self
             .call_inner(app, tool, args, control, origin, &mut trace)
             .await;
         let secrets = trace.secrets;
         let elapsed = started.elapsed();
+        if let Some(metrics) = &self.metrics {
+            if let Some(scope) = trace.limited {
+                metrics.limited(trace.app_id.as_deref(), scope.as_str());
+            }
+            metrics.finished(crate::metrics::Call {
+                app: trace.app_id.as_deref(),
+                tool: trace.tool.as_deref(),
+                status: match &result {
+                    Ok(_) => "ok",
+                    Err(e) => e.code.name(),
+                },
+                elapsed,
+            });
+        }
         match &result {
             Ok(_) => tracing::info!(app, tool, ?elapsed, "call succeeded"),
             Err(e) => tracing::info!(app, tool, ?elapsed, code = e.code.name(), "call failed"),
@@ -598,6 +639,17 @@ impl Pipeline {
     ) -> Result<Outcome, GatewayError> {
         let Control { cancel, progress } = control;
         let mut snapshot = self.view(self.snapshot().await, &origin.caller);
+        // Each call counts against its person first, whatever becomes of it.
+        if let Some(limits) = &self.limits
+            && let Err(e) = limits.admit_person(&origin.caller)
+        {
+            if let Some(entry) = snapshot.find(app) {
+                trace.app_id = Some(entry.app.id.clone());
+                trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
+            }
+            trace.limited = Some(e.scope());
+            return Err(e.into());
+        }
         let mut app = std::borrow::Cow::Borrowed(app);
         // Only a URL the caller wrote out is fetched: an unknown id, even one that looks
         // like a domain, is APP_NOT_FOUND and nothing leaves the machine.
@@ -610,6 +662,13 @@ impl Pipeline {
             .find(app)
             .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;
         trace.app_id = Some(entry.app.id.clone());
+        if let Some(limits) = &self.limits
+            && let Err(e) = limits.admit_app(&entry.app.id)
+        {
+            trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
+            trace.limited = Some(e.scope());
+            return Err(GatewayError::from(e).at(&entry.app.id, tool));
+        }
         // A downstream MCP server that may not start yet and has never listed its tools:
         // the user is asked about the call and the start together, before anything runs.
         let mut asked = false;
@@ -645,6 +704,7 @@ impl Pipeline {
         let Some(tool) = binding.tool(tool) else {
             return Err(no_such_tool(app_id, binding, tool).at(app_id, tool));
         };
+        trace.tool = Some(tool.name.clone());
         let args = validate(tool, args)
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;

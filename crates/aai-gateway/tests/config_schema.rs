@@ -71,6 +71,18 @@ fn the_schema_accepts_what_the_gateway_accepts() {
         json!({"web": {"auth": {"issuer": "ftp://id.example.com", "audience": "https://gw.example.com/mcp"}}}),
         json!({"web": {"auth": {"issuer": "https://id.example.com", "audience": "https://gw.example.com/mcp",
                                 "scopeAccess": {"notes": 5}}}}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 120, "burst": 20},
+               "perApp": {"default": {"perMinute": 600}, "com.example.a": {"perMinute": 6, "burst": 1}}}}),
+        json!({"rateLimits": {}}),
+        json!({"rateLimits": {"perPersn": {"perMinute": 1}}}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 1, "brust": 1}}}),
+        json!({"rateLimits": {"perPerson": {"burst": 1}}}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 0}}}),
+        json!({"rateLimits": {"perPerson": {"perMinute": 600001}}}),
+        json!({"rateLimits": {"perApp": {"x": {"perMinute": 1, "burst": 100001}}}}),
+        json!({"rateLimits": {"perApp": {"default": {"perMinute": 1.5}}}}),
+        json!({"rateLimits": {"perApp": {"": {"perMinute": 1}}}}),
+        json!({"rateLimits": {"perApp": {"has space": {"perMinute": 1}}}}),
     ];
     for sample in samples {
         let gateway =

@@ -421,6 +421,100 @@ pub struct NotPending(pub u64);
 /// `(caller key, app, tool)`.
 type Key = (String, String, String);
 
+/// How a consent check ended, or that a question was put (metrics count them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A question was put to a channel or queued for the web UI (its outcome follows).
+    Asked,
+    /// The app's consent mode is `allow`.
+    ModeAllow,
+    /// The app's consent mode is `deny`.
+    ModeDeny,
+    /// The user made the call themselves (`call`, the web UI's "try it").
+    User,
+    /// A read-only tool under `consent.readOnly: "allow"`.
+    ReadOnly,
+    /// Allowed already: a grant, an "allow once" waiting for this retry, or an answer
+    /// given (or a grant made) while the call waited.
+    Granted,
+    /// The user chose "allow once".
+    Once,
+    /// The user chose "always allow this tool".
+    AlwaysTool,
+    /// The user chose "always allow every tool of this app".
+    AlwaysApp,
+    /// The user chose "deny".
+    Denied,
+    /// The user declined, cancelled or let the question time out.
+    Declined,
+    /// Nobody could be asked in time: CONSENT_REQUIRED.
+    Unanswered,
+}
+
+impl Decision {
+    /// Every decision, in order.
+    pub const ALL: [Decision; 12] = [
+        Decision::Asked,
+        Decision::ModeAllow,
+        Decision::ModeDeny,
+        Decision::User,
+        Decision::ReadOnly,
+        Decision::Granted,
+        Decision::Once,
+        Decision::AlwaysTool,
+        Decision::AlwaysApp,
+        Decision::Denied,
+        Decision::Declined,
+        Decision::Unanswered,
+    ];
+
+    /// Its name in metrics (docs/metrics.md).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Asked => "asked",
+            Decision::ModeAllow => "mode_allow",
+            Decision::ModeDeny => "mode_deny",
+            Decision::User => "user",
+            Decision::ReadOnly => "read_only",
+            Decision::Granted => "granted",
+            Decision::Once => "once",
+            Decision::AlwaysTool => "always_tool",
+            Decision::AlwaysApp => "always_app",
+            Decision::Denied => "denied",
+            Decision::Declined => "declined",
+            Decision::Unanswered => "unanswered",
+        }
+    }
+
+    /// The decision of an answer (`None`: declined).
+    fn of(choice: Option<Choice>) -> Decision {
+        match choice {
+            Some(Choice::Once) => Decision::Once,
+            Some(Choice::Tool) => Decision::AlwaysTool,
+            Some(Choice::App) => Decision::AlwaysApp,
+            Some(Choice::Deny) => Decision::Denied,
+            None => Decision::Declined,
+        }
+    }
+}
+
+/// Told of each [`Decision`] with the app id it was about (an id of the catalog).
+pub type Observer = Arc<dyn Fn(&str, Decision) + Send + Sync>;
+
+/// The gate's observer, once set.
+#[derive(Default)]
+struct Watch(OnceLock<Observer>);
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Watch(set)"
+        } else {
+            "Watch(none)"
+        })
+    }
+}
+
 /// The consent gate.
 #[derive(Debug)]
 pub struct Gate {
@@ -450,6 +544,8 @@ pub struct Gate {
     /// One question at a time per key: concurrent calls that need the same answer wait
     /// for the first one's question instead of asking again.
     asking: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
+    /// Told of every decision (metrics).
+    watch: Watch,
 }
 
 impl Gate {
@@ -477,6 +573,18 @@ impl Gate {
             read_only: false,
             started: Mutex::default(),
             asking: Mutex::default(),
+            watch: Watch::default(),
+        }
+    }
+
+    /// Tells `observer` of every decision from now on (the first observer set stays).
+    pub fn observe(&self, observer: Observer) {
+        let _ = self.watch.0.set(observer);
+    }
+
+    fn tell(&self, app: &str, decision: Decision) {
+        if let Some(observer) = self.watch.0.get() {
+            observer(app, decision);
         }
     }
 
@@ -846,10 +954,21 @@ impl Gate {
         question: &Question,
         prompter: Option<&dyn Prompter>,
     ) -> Result<(), GatewayError> {
+        let (result, decision) = self.decide(question, prompter).await;
+        self.tell(&question.app, decision);
+        result
+    }
+
+    /// [`Gate::check`], and how it decided.
+    async fn decide(
+        &self,
+        question: &Question,
+        prompter: Option<&dyn Prompter>,
+    ) -> (Result<(), GatewayError>, Decision) {
         match self.mode(&question.app) {
-            ConsentMode::Allow => return Ok(()),
+            ConsentMode::Allow => return (Ok(()), Decision::ModeAllow),
             ConsentMode::Deny => {
-                return Err(Error::Refused.into());
+                return (Err(Error::Refused.into()), Decision::ModeDeny);
             }
             ConsentMode::Prompt => {}
         }
@@ -858,11 +977,11 @@ impl Gate {
             if let Some(start) = &question.start {
                 self.allow_start(&question.app, &start.pin, false);
             }
-            return Ok(());
+            return (Ok(()), Decision::User);
         }
         if self.read_only_ok(question) {
             tracing::info!(app = %question.app, tool = %question.tool, "a read-only tool runs without asking (consent.readOnly)");
-            return Ok(());
+            return (Ok(()), Decision::ReadOnly);
         }
         let key = (
             question.caller.key(),
@@ -870,7 +989,7 @@ impl Gate {
             question.once_tool(),
         );
         if self.allowed_now(question, &key) {
-            return Ok(());
+            return (Ok(()), Decision::Granted);
         }
         // Concurrent calls that need the same answer ask once: the others wait for it,
         // then look again (an "always" answer lets them all run).
@@ -884,8 +1003,9 @@ impl Gate {
         let result = {
             let _turn = turn.lock().await;
             if self.allowed_now(question, &key) {
-                Ok(())
+                (Ok(()), Decision::Granted)
             } else {
+                self.tell(&question.app, Decision::Asked);
                 self.ask(question, &key, prompter).await
             }
         };
@@ -903,11 +1023,18 @@ impl Gate {
         question: &Question,
         key: &Key,
         prompter: Option<&dyn Prompter>,
-    ) -> Result<(), GatewayError> {
+    ) -> (Result<(), GatewayError>, Decision) {
         for channel in [prompter, self.native.as_deref()].into_iter().flatten() {
             match channel.ask(question).await {
-                Reply::Chosen(choice) => return self.follow(question, key, Some(choice), ""),
-                Reply::Declined => return self.follow(question, key, None, ""),
+                Reply::Chosen(choice) => {
+                    return (
+                        self.follow(question, key, Some(choice), ""),
+                        Decision::of(Some(choice)),
+                    );
+                }
+                Reply::Declined => {
+                    return (self.follow(question, key, None, ""), Decision::Declined);
+                }
                 Reply::Unavailable(why) => {
                     tracing::info!("the consent question could not be asked there ({why})");
                 }
@@ -921,7 +1048,7 @@ impl Gate {
             self.reload();
             if self.allowed_now(question, key) {
                 self.settle(id);
-                return Ok(());
+                return (Ok(()), Decision::Granted);
             }
             let now = tokio::time::Instant::now();
             if now >= deadline {
@@ -930,14 +1057,21 @@ impl Gate {
             let tick = (deadline - now).min(Duration::from_millis(250));
             tokio::select! {
                 choice = &mut answer => {
-                    return self.follow(question, key, choice.ok(), " in the web UI");
+                    let choice = choice.ok();
+                    return (
+                        self.follow(question, key, choice, " in the web UI"),
+                        Decision::of(choice),
+                    );
                 }
                 () = tokio::time::sleep(tick) => {}
             }
         }
         // Kept (not waiting any more) so that the user can approve the retry.
         drop(answer);
-        Err(self.consent_required(question, &key.0, id))
+        (
+            Err(self.consent_required(question, &key.0, id)),
+            Decision::Unanswered,
+        )
     }
 
     /// CONSENT_REQUIRED for `question`, refused as pending entry `id`: where to approve

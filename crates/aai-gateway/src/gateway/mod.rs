@@ -162,6 +162,10 @@ impl Gateway {
                     history: history.clone(),
                     sites: sites.clone(),
                     manage: Some(manage),
+                    metrics: Some(Arc::new(crate::metrics::Metrics::new())),
+                    limits: (!config.rate_limits.is_empty()).then(|| {
+                        Arc::new(crate::ratelimit::Limiter::new(config.rate_limits.clone()))
+                    }),
                     settings,
                 },
             ),

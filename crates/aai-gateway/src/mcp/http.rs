@@ -25,6 +25,7 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -
     } else {
         config.with_allowed_hosts(crate::access::allowed_hosts(addr))
     };
+    let metrics = gateway.pipeline.metrics.clone();
     let factory = move || Ok(Server::new(gateway.clone(), "http").with_token(token.clone()));
     let mut sessions = LocalSessionManager::default();
     // An idle session (no request, no open stream) is closed after two minutes; each
@@ -35,6 +36,14 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -
         manager: Arc::new(sessions),
         clients: std::sync::Mutex::default(),
     });
+    // `/metrics` reads the open sessions when scraped.
+    if let Some(metrics) = &metrics {
+        let manager = sessions.manager.clone();
+        metrics.probe_sessions(move || {
+            let open = manager.sessions.try_read().ok()?;
+            i64::try_from(open.len()).ok()
+        });
+    }
     let service = StreamableHttpService::new(factory, sessions.manager.clone(), config);
     axum::Router::new()
         .fallback_service(service)
