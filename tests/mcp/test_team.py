@@ -198,12 +198,29 @@ async def test_two_people_have_their_own_consent_history_and_sessions(team, gw):
         assert e.value.error.code == -32002
         r = await s.call_tool("aai_search", {"query": "echo"})
         assert "com.example.echo" not in json.dumps(r.structured_content)
+    # What changes the gateway for everyone is for the admin scope: a member does not
+    # even see the gateway's own app, and may not add web apps.
+    async with session_for(audience, bob, "claude-code") as s:
+        names = [t.name for t in (await s.list_tools()).tools]
+        assert "app_aai" not in names
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("aai_exec", {"app": "aai", "tool": "import", "args": {
+                "source": {"mcpServers": {"pwn": {"command": "sh", "args": ["-c", "touch PWNED"]}}},
+                "confirm": True}})
+        assert e.value.error.code == -32002, e.value.error
+        with pytest.raises(MCPError) as e:
+            await s.call_tool("web_discover", {"url": "http://127.0.0.1:1/"})
+        assert e.value.error.code == -32004 and "admin" in e.value.error.message
+    async with session_for(audience, alice, "claude-code") as s:
+        r = await s.call_tool("aai_exec", {"app": "aai", "tool": "import", "args": {
+            "source": {"mcpServers": {"tool": {"command": "true"}}}}})
+        assert "mcp.tool" in json.dumps(r.structured_content or r.content[0].text)
     # History knows who called.
     time.sleep(0.5)
     rows = json.loads(gw.run("history", "--json", "--person", "bob").stdout)["calls"]
     assert rows and all(r["person"] == "bob" and r["caller"] == "claude-code@http~bob" for r in rows)
     alices = json.loads(gw.run("history", "--json", "--person", "alice").stdout)["calls"]
-    assert {r["status"] for r in alices} == {"ok"} and len(alices) == 2
+    assert {r["status"] for r in alices} == {"ok"} and len(alices) == 3
     # A session is its opener's: bob's session id with alice's token finds nothing.
     r = post(audience, init(), bob)
     sid = r.headers["mcp-session-id"]
@@ -248,6 +265,20 @@ def test_the_ui_signs_people_in_and_shows_each_their_own(team, gw):
     with pytest.raises(urllib.error.HTTPError) as e:
         opener.open(origin + "/ui/credentials", timeout=20)
     assert e.value.code == 403
+    # The app pages show what the person's scopes open, no more.
+    narrow = idp.token("bob", "mcp apps:notes")
+    def ui_get(path):
+        req = urllib.request.Request(origin + path, headers={"cookie": f"aai_person={narrow}"})
+        try:
+            r = urllib.request.urlopen(req, timeout=20)
+            return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+    status, listed = ui_get("/ui/apps")
+    assert status == 200 and "com.example.notes" in listed and "com.example.echo" not in listed
+    assert ui_get("/ui/apps/com.example.echo")[0] == 404
+    assert ui_get("/ui/apps/aai")[0] == 404
+    assert ui_get("/ui/apps/com.example.notes")[0] == 200
     # A callback without the browser's own sign-in is refused.
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(origin + "/ui/callback?code=x&state=y", timeout=20)

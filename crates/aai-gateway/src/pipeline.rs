@@ -356,8 +356,9 @@ impl Pipeline {
         }
     }
 
-    /// `snapshot` as `caller` sees it (config `clients`, and for a signed-in person
-    /// `web.auth.scopeAccess`): the same one when no rule limits the caller, else its
+    /// `snapshot` as `caller` sees it: config `clients`, and for a person of the team
+    /// `web.auth.scopeAccess` and, without the admin scope, no gateway app `aai` (its
+    /// changes are everyone's). The same one when nothing limits the caller, else its
     /// view, made once per snapshot.
     pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::consent::Caller) -> Arc<Snapshot> {
         let visibility = snapshot.visibility.clone();
@@ -366,13 +367,20 @@ impl Pipeline {
             .as_ref()
             .filter(|_| self.settings.scope_access.limits())
             .map(|p| p.scopes.as_slice());
+        let member = caller.person.as_ref().is_some_and(|p| !p.admin);
         // The rules are per MCP client: the user at the command line or the web UI sees all.
-        if caller.is_user() || (!visibility.limits(&caller.name) && scopes.is_none()) {
+        if caller.is_user() || (!visibility.limits(&caller.name) && scopes.is_none() && !member) {
             return snapshot;
         }
-        // Views are kept by client name and, for a person, the scopes they hold.
-        let key = match scopes {
-            Some(scopes) => format!("{}\u{0}{}", caller.name, scopes.join(" ")),
+        // Views are kept by client name and, for a person, whether they are an admin and
+        // the scopes they hold.
+        let key = match &caller.person {
+            Some(person) => format!(
+                "{}\u{0}{}\u{0}{}",
+                caller.name,
+                if person.admin { "admin" } else { "member" },
+                scopes.map(|s| s.join(" ")).unwrap_or_default()
+            ),
             None => caller.name.clone(),
         };
         let mut views = self.views.lock().expect("views lock");
@@ -381,20 +389,24 @@ impl Pipeline {
         {
             return view.clone();
         }
-        let view = match scopes {
-            None => match crate::registry::view::view(&visibility, &snapshot, &caller.name) {
+        let access = &self.settings.scope_access;
+        let opens = |id: &str| {
+            !(member && id == crate::catalog::builtin::GATEWAY_ID)
+                && scopes.is_none_or(|scopes| access.app(scopes, id))
+        };
+        let view = if caller.person.is_none() {
+            match crate::registry::view::view(&visibility, &snapshot, &caller.name) {
                 Some(view) => view,
                 None => return snapshot,
-            },
-            Some(scopes) => {
-                let access = &self.settings.scope_access;
-                snapshot.filtered(
-                    |id: &str| visibility.app(&caller.name, id) && access.app(scopes, id),
-                    |id: &str, tool: &str| {
-                        visibility.tool(&caller.name, id, tool) && access.tool(scopes, id, tool)
-                    },
-                )
             }
+        } else {
+            snapshot.filtered(
+                |id: &str| visibility.app(&caller.name, id) && opens(id),
+                |id: &str, tool: &str| {
+                    visibility.tool(&caller.name, id, tool)
+                        && scopes.is_none_or(|scopes| access.tool(scopes, id, tool))
+                },
+            )
         };
         let view = Arc::new(view);
         if views.len() >= VIEWS_KEPT {

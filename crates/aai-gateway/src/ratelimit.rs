@@ -24,9 +24,9 @@ use crate::error::{Code, GatewayError};
 /// Most buckets of one kind (people, apps) kept at once.
 pub const MAX_KEYS: usize = 10_000;
 
-/// The person a call counts against: today the caller's key (client name, transport,
-/// token id); with people identified by their token's subject, that subject. This is the
-/// one place that decides it.
+/// The person a call counts against: for a person of the team their token's subject
+/// (whatever client they use), else the caller's key (client name, transport, token id).
+/// This is the one place that decides it.
 pub fn person_of(caller: &Caller) -> String {
     caller.person_key()
 }
@@ -354,6 +354,7 @@ mod tests {
             name: name.into(),
             transport: "http",
             token: Some("1a2b3c4d".into()),
+            person: None,
         }
     }
 

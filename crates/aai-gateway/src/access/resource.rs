@@ -45,6 +45,15 @@ pub const CACHED_TOKENS: usize = 4096;
 pub const INTROSPECTION_TTL: u64 = 60;
 /// Clock skew allowed on `exp` and `nbf`.
 pub const LEEWAY_SECS: u64 = 30;
+/// The longest token looked at; the longest one sent to introspection.
+pub const MAX_TOKEN: usize = 16 * 1024;
+pub const MAX_INTROSPECTED: usize = 4 * 1024;
+/// Introspection requests at once; more wait (at most [`FETCH_TIMEOUT`]) for a turn.
+pub const INTROSPECTIONS_AT_ONCE: usize = 8;
+/// How long a refused token is answered from memory, without a second look.
+pub const REFUSED_FOR: Duration = Duration::from_secs(60);
+/// How long the authorization server's metadata is kept before it is read again.
+pub const METADATA_FOR: Duration = Duration::from_secs(3600);
 
 /// Why a request's token was not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,6 +82,9 @@ pub struct Resource {
     server: tokio::sync::Mutex<Fetched<Arc<AuthServer>>>,
     keys: tokio::sync::Mutex<Fetched<Arc<JwkSet>>>,
     verified: Mutex<Verified>,
+    /// Tokens found invalid lately, by digest: a repeated bad token costs nothing more.
+    refused: Mutex<HashMap<[u8; 32], (Refusal, Instant)>>,
+    introspections: tokio::sync::Semaphore,
 }
 
 /// Valid tokens by SHA-256 digest: the person and when to stop trusting it (Unix time).
@@ -119,6 +131,8 @@ impl Resource {
             server: tokio::sync::Mutex::new(Fetched::Never),
             keys: tokio::sync::Mutex::new(Fetched::Never),
             verified: Mutex::default(),
+            refused: Mutex::default(),
+            introspections: tokio::sync::Semaphore::new(INTROSPECTIONS_AT_ONCE),
         }
     }
 
@@ -187,6 +201,9 @@ impl Resource {
     /// The person `token` names, when it is valid here.
     pub async fn person(&self, token: &str) -> Result<Arc<Person>, Refusal> {
         use sha2::Digest;
+        if token.len() > MAX_TOKEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Refusal::Invalid("it is not an access token".into()));
+        }
         let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
         let at = now();
         if let Some((person, exp)) = self.verified.lock().expect("tokens lock").get(&digest)
@@ -194,14 +211,38 @@ impl Resource {
         {
             return Ok(person.clone());
         }
-        let (claims, exp) = if token.split('.').count() == 3 {
-            let claims = self.jwt(token).await?;
-            let exp = claims.exp;
-            (claims, exp)
+        if let Some((refusal, when)) = self.refused.lock().expect("refused lock").get(&digest)
+            && when.elapsed() < REFUSED_FOR
+        {
+            return Err(refusal.clone());
+        }
+        let checked = if token.split('.').count() == 3 {
+            self.jwt(token).await.map(|claims| {
+                let exp = claims.exp;
+                (claims, exp)
+            })
         } else {
-            self.introspect(token).await?
+            self.introspect(token).await
         };
-        let person = Arc::new(self.person_of(claims)?);
+        let person = checked.and_then(|(claims, exp)| Ok((Arc::new(self.person_of(claims)?), exp)));
+        let (person, exp) = match person {
+            Ok(found) => found,
+            Err(refusal) => {
+                // Only a verdict on the token itself is kept: an unreachable issuer is
+                // asked again.
+                if matches!(refusal, Refusal::Invalid(_) | Refusal::Scope(_)) {
+                    let mut refused = self.refused.lock().expect("refused lock");
+                    if refused.len() >= CACHED_TOKENS {
+                        refused.retain(|_, (_, when)| when.elapsed() < REFUSED_FOR);
+                        if refused.len() >= CACHED_TOKENS {
+                            refused.clear();
+                        }
+                    }
+                    refused.insert(digest, (refusal.clone(), Instant::now()));
+                }
+                return Err(refusal);
+            }
+        };
         let mut cache = self.verified.lock().expect("tokens lock");
         if cache.len() >= CACHED_TOKENS {
             cache.retain(|_, (_, exp)| *exp > at);
@@ -218,15 +259,16 @@ impl Resource {
         if !Person::valid_subject(&claims.sub) {
             return Err(Refusal::Invalid("its subject cannot name a person".into()));
         }
-        let mut scopes: Vec<String> = claims
-            .scope
-            .as_deref()
-            .unwrap_or("")
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect();
+        // RFC 6749 §3.3: scopes are separated by spaces (U+0020) alone.
+        let words = |s: &str| -> Vec<String> {
+            s.split(' ')
+                .filter(|w| !w.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut scopes = words(claims.scope.as_deref().unwrap_or(""));
         match claims.scp {
-            Some(Value::String(s)) => scopes.extend(s.split_whitespace().map(str::to_owned)),
+            Some(Value::String(s)) => scopes.extend(words(&s)),
             Some(Value::Array(list)) => {
                 scopes.extend(list.iter().filter_map(Value::as_str).map(str::to_owned))
             }
@@ -254,6 +296,13 @@ impl Resource {
     async fn jwt(&self, token: &str) -> Result<Claims, Refusal> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::Invalid("its header cannot be read".into()))?;
+        if names_critical(token) {
+            // RFC 7515 §4.1.11: extensions the recipient does not understand are refused.
+            return Err(Refusal::Invalid(
+                "it names critical header parameters (`crit`) the gateway does not understand"
+                    .into(),
+            ));
+        }
         if header.alg.family() == AlgorithmFamily::Hmac {
             // A shared-secret signature could only be made with a key the issuer
             // publishes: never taken.
@@ -346,8 +395,12 @@ impl Resource {
     /// The authorization server's metadata, fetched on first need.
     pub async fn server(&self) -> Result<Arc<AuthServer>, Refusal> {
         let mut server = self.server.lock().await;
+        let held = match &*server {
+            Fetched::Got(s, _) => Some(s.clone()),
+            _ => None,
+        };
         match &*server {
-            Fetched::Got(s, _) => return Ok(s.clone()),
+            Fetched::Got(s, at) if at.elapsed() < METADATA_FOR => return Ok(s.clone()),
             Fetched::Failed(why, at) if at.elapsed() < RETRY_AFTER => {
                 return Err(Refusal::Unavailable(why.clone()));
             }
@@ -375,6 +428,11 @@ impl Resource {
             }
             Err(why) => {
                 tracing::warn!("the team's authorization server: {why}");
+                // Metadata already held keeps serving until the server answers again.
+                if let Some(held) = held {
+                    *server = Fetched::Got(held.clone(), Instant::now());
+                    return Ok(held);
+                }
                 *server = Fetched::Failed(why.clone(), Instant::now());
                 Err(Refusal::Unavailable(why))
             }
@@ -405,6 +463,13 @@ impl Resource {
         let (Some(client), Some(secret)) = (self.client(), &self.secret) else {
             return Err(opaque());
         };
+        if token.len() > MAX_INTROSPECTED {
+            return Err(Refusal::Invalid("it is too long to be introspected".into()));
+        }
+        let _turn = tokio::time::timeout(FETCH_TIMEOUT, self.introspections.acquire())
+            .await
+            .map_err(|_| Refusal::Unavailable("introspection is busy".into()))?
+            .expect("the semaphore is never closed");
         let server = self.server().await?;
         let Some(endpoint) = &server.introspection_endpoint else {
             return Err(opaque());
@@ -442,6 +507,15 @@ impl Resource {
         }
         if value.get("active").and_then(Value::as_bool) != Some(true) {
             return Err(Refusal::Invalid("the issuer says it is not active".into()));
+        }
+        if value
+            .get("token_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| {
+                !t.eq_ignore_ascii_case("access_token") && !t.eq_ignore_ascii_case("bearer")
+            })
+        {
+            return Err(Refusal::Invalid("it is not an access token".into()));
         }
         let issuer = value.get("iss").and_then(Value::as_str);
         if issuer.is_some_and(|i| i.trim_end_matches('/') != self.config.issuer) {
@@ -486,6 +560,17 @@ impl Resource {
         };
         Ok((claims, trust))
     }
+}
+
+/// Whether a JWT's header has a `crit` member.
+fn names_critical(token: &str) -> bool {
+    use base64::Engine;
+    let head = token.split('.').next().unwrap_or("");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(head.trim_end_matches('='))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Map<String, Value>>(&bytes).ok())
+        .is_some_and(|header| header.contains_key("crit"))
 }
 
 /// The key for `kid` in `set` that can check `alg`: the only key when no kid is named.
@@ -616,6 +701,11 @@ mod tests {
             r.person_of(claims(Some("openid"), None)).unwrap_err(),
             Refusal::Scope("mcp".into())
         );
+        // Only a plain space separates scopes.
+        let p = r
+            .person_of(claims(Some("mcp aai:admin\u{a0}x"), None))
+            .unwrap();
+        assert!(!p.admin && p.scopes.contains(&"aai:admin\u{a0}x".to_owned()));
         let mut bad = claims(Some("mcp"), None);
         bad.sub = "a\nb".into();
         assert!(matches!(r.person_of(bad), Err(Refusal::Invalid(_))));

@@ -643,6 +643,9 @@ pub struct AuthServer {
     pub jwks_uri: Option<String>,
     /// Its token introspection endpoint (RFC 7662).
     pub introspection_endpoint: Option<String>,
+    /// Whether it says it takes PKCE with S256 (a sign-in refuses a server that does
+    /// not; checking its tokens does not need it).
+    pub pkce: bool,
 }
 
 /// Reads the authorization server's metadata (RFC 8414, then OpenID Connect discovery, at
@@ -679,10 +682,9 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
                 found: crate::text::excerpt(found, 100),
             });
         }
-        let methods = doc.get("code_challenge_methods_supported");
-        if !strings(methods).iter().any(|m| m == "S256") {
-            return Err(Error::NoPkce);
-        }
+        let pkce = strings(doc.get("code_challenge_methods_supported"))
+            .iter()
+            .any(|m| m == "S256");
         let endpoint = |which: &'static str| -> Result<Option<String>, Error> {
             let Some(url) = doc.get(which).and_then(Value::as_str) else {
                 return Ok(None);
@@ -725,6 +727,7 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
                 None => None,
             },
             introspection_endpoint: endpoint("introspection_endpoint")?,
+            pkce,
         });
     }
     if plan.described {
@@ -747,6 +750,8 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
         client_metadata_documents: false,
         jwks_uri: None,
         introspection_endpoint: None,
+        // The 2025-03-26 revision required PKCE of every server.
+        pkce: true,
     })
 }
 
@@ -1104,6 +1109,9 @@ pub async fn sign_in(
     step_up: &(dyn Fn() + Sync),
 ) -> Result<Grant, Error> {
     let server = authorization_server(s.plan).await?;
+    if !server.pkce {
+        return Err(Error::NoPkce);
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(oauth::Error::Listen)?;

@@ -160,20 +160,28 @@ impl Caller {
     }
 
     /// `name@transport` (`name@http#1a2b3c4d` with a bearer token, `name@http~alice` for
-    /// a person signed in with the team's token), the key of grants and history.
+    /// a person signed in with the team's token), the key of grants and history. A
+    /// person's client name and subject have `%`, `@`, `~` and `#` percent-encoded, so
+    /// that no client name can make one person's key end like another's.
     pub fn key(&self) -> String {
         match (&self.person, &self.token) {
-            (Some(person), _) => format!("{}@{}~{}", self.name, self.transport, person.subject),
+            (Some(person), _) => format!(
+                "{}@{}~{}",
+                key_part(&self.name),
+                self.transport,
+                key_part(&person.subject)
+            ),
             (None, Some(id)) => format!("{}@{}#{id}", self.name, self.transport),
             (None, None) => format!("{}@{}", self.name, self.transport),
         }
     }
 
     /// Whether a caller key (of a grant, a pending call or a history record) is one of
-    /// `subject`'s, as [`Caller::key`] writes them: `name@http~subject`.
+    /// `subject`'s, as [`Caller::key`] writes them: `<client>@http~<subject>`.
     pub fn key_is_persons(key: &str, subject: &str) -> bool {
-        key.strip_suffix(subject)
-            .is_some_and(|rest| rest.ends_with("@http~"))
+        key.strip_suffix(key_part(subject).as_ref())
+            .and_then(|rest| rest.strip_suffix("@http~"))
+            .is_some_and(|name| !name.is_empty() && !name.contains(['@', '~', '#']))
     }
 
     /// Who is behind the call, whatever client they use: the person's subject, else the
@@ -184,6 +192,25 @@ impl Caller {
             None => self.key(),
         }
     }
+}
+
+/// A client name or subject inside a person's caller key: the key's separators and `%`
+/// percent-encoded.
+fn key_part(part: &str) -> std::borrow::Cow<'_, str> {
+    if !part.contains(['%', '@', '~', '#']) {
+        return std::borrow::Cow::Borrowed(part);
+    }
+    let mut out = String::with_capacity(part.len() + 6);
+    for c in part.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '@' => out.push_str("%40"),
+            '~' => out.push_str("%7E"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The user's answer.
@@ -1247,6 +1274,35 @@ pub type SharedPrompter = Arc<dyn Prompter>;
 mod tests {
     use super::*;
     use crate::consent::state::State;
+
+    #[test]
+    fn no_client_name_or_subject_makes_one_persons_key_anothers() {
+        let person = |name: &str, subject: &str| Caller {
+            name: name.into(),
+            transport: "http",
+            token: None,
+            person: Some(Arc::new(Person {
+                subject: subject.into(),
+                scopes: Vec::new(),
+                admin: false,
+            })),
+        };
+        assert_eq!(person("claude", "alice").key(), "claude@http~alice");
+        // A subject or name carrying the separators is encoded.
+        let sneaky = person("c", "m@http~alice").key();
+        assert_eq!(sneaky, "c@http~m%40http%7Ealice");
+        assert!(!Caller::key_is_persons(&sneaky, "alice"));
+        assert!(Caller::key_is_persons(&sneaky, "m@http~alice"));
+        let sneaky = person("c@http~x", "bob").key();
+        assert!(!Caller::key_is_persons(&sneaky, "x@http~bob"));
+        assert!(Caller::key_is_persons(&sneaky, "bob"));
+        assert_ne!(
+            person("c@http~x", "bob").key(),
+            person("c", "x@http~bob").key()
+        );
+        assert!(!Caller::key_is_persons("claude@stdio", "alice"));
+        assert!(!Caller::key_is_persons("@http~alice", "alice"));
+    }
 
     fn question(caller: &str) -> Question {
         Question {

@@ -223,6 +223,15 @@ impl Server {
                 // not see from a refusal, and one held to an allow list adds no web app
                 // for the others.
                 let caller = self.caller(ctx);
+                // A web app found here is added for everyone: with the team's tokens, only
+                // the admin scope may (it also keeps a person from making the gateway
+                // fetch what they choose).
+                if caller.person.as_ref().is_some_and(|p| !p.admin) {
+                    return Err(GatewayError::new(
+                        Code::PermissionDenied,
+                        "web_discover adds a web app for everyone: it needs the team's admin scope",
+                    ));
+                }
                 let visibility = self.gateway.registry_snapshot().visibility.clone();
                 if visibility.allow_listed(&caller.name) {
                     return Err(GatewayError::new(

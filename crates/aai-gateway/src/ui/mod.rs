@@ -175,7 +175,11 @@ impl Ui {
     fn flash(&self, to: &str, message: impl Into<String>, ok: bool) -> Response {
         let mut flash = self.inner.flash.lock().expect("flash lock");
         flash.next += 1;
-        let n = flash.next;
+        // Unguessable beside a counter: with the team's sign-in several people share the
+        // UI, and one must not read (and so take) another's message.
+        let mut salt = [0u8; 4];
+        let _ = getrandom::fill(&mut salt);
+        let n = (u64::from(u32::from_le_bytes(salt)) << 20) | (flash.next & 0xF_FFFF);
         // A few dozen unread messages at most.
         if flash.messages.len() >= 64 {
             flash.messages.clear();
@@ -291,6 +295,30 @@ impl Viewer {
             .is_none_or(|p| crate::consent::Caller::key_is_persons(key, &p.subject))
     }
 
+    /// The apps this viewer may see: everything for the one user; for a person, what
+    /// their scopes open (the view MCP clients get, the gateway's own app only for the
+    /// admin scope).
+    async fn snapshot(&self, ui: &Ui) -> Arc<crate::registry::Snapshot> {
+        let snapshot = ui.gateway().snapshot().await;
+        match &self.0 {
+            None => snapshot,
+            Some(person) => {
+                let caller = crate::consent::Caller {
+                    name: "web-ui".into(),
+                    transport: "http",
+                    token: None,
+                    person: Some(person.clone()),
+                };
+                ui.gateway().pipeline.view(snapshot, &caller)
+            }
+        }
+    }
+
+    /// Whether this viewer is a person of the team without the admin scope.
+    fn member(&self) -> bool {
+        self.0.as_ref().is_some_and(|p| !p.admin)
+    }
+
     /// Whether this viewer sees a history record of `person`.
     fn sees(&self, person: Option<&str>) -> bool {
         self.only().is_none_or(|me| person == Some(me.as_str()))
@@ -314,7 +342,7 @@ async fn admins_only(
         || path.starts_with("/ui/config")
         || matches!(path, "/ui/manage" | "/ui/rescan")
         || (path.starts_with("/ui/apps/") && path.ends_with("/try"));
-    if guarded && viewer.0.as_ref().is_some_and(|p| !p.admin) {
+    if guarded && viewer.member() {
         return (
             StatusCode::FORBIDDEN,
             format!(

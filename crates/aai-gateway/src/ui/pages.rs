@@ -203,7 +203,7 @@ pub(super) async fn dashboard(
     viewer: Viewer,
     Query(q): Query<FlashQuery>,
 ) -> Response {
-    let snapshot = ui.gateway().snapshot().await;
+    let snapshot = viewer.snapshot(&ui).await;
     let day = history::now_ms().saturating_sub(86_400_000);
     let person = viewer.only();
     let in_day = |status: Option<&str>| Filter {
@@ -288,8 +288,12 @@ pub(super) struct AppsQuery {
     flash: Option<u64>,
 }
 
-pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -> Response {
-    let snapshot = ui.gateway().snapshot().await;
+pub(super) async fn apps(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(query): Query<AppsQuery>,
+) -> Response {
+    let snapshot = viewer.snapshot(&ui).await;
     let row = |e: &crate::registry::Entry| AppRow {
         id: e.app.id.clone(),
         name: snapshot.name(e).to_owned(),
@@ -307,9 +311,12 @@ pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -
             .map(|hit| row(hit.entry))
             .collect()
     };
+    // Broken files and the trash are the gateway's, not a member's to see.
+    let admin = !viewer.member();
     let broken = snapshot
         .missing_all()
         .into_iter()
+        .filter(|_| admin)
         .map(|(id, why)| {
             let why = match why {
                 Missing::Broken(b) => format!("{}\n{}", b.file.display(), b.problems.join("\n")),
@@ -341,6 +348,7 @@ pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -
             home: ui.gateway().home.display().to_string(),
             trash: crate::manage::trash::list(&ui.gateway().home)
                 .into_iter()
+                .filter(|_| admin)
                 .map(|t| {
                     (
                         t.app,
@@ -462,10 +470,11 @@ struct AppPage {
 
 pub(super) async fn app(
     State(ui): State<Ui>,
+    viewer: Viewer,
     Path(id): Path<String>,
     Query(q): Query<FlashQuery>,
 ) -> Response {
-    let snapshot = ui.gateway().snapshot().await;
+    let snapshot = viewer.snapshot(&ui).await;
     let Some(entry) = snapshot.find(&id) else {
         return not_found(&ui, &format!("No app `{id}` is served."));
     };

@@ -218,6 +218,7 @@ fn safe_next(next: Option<&str>) -> String {
     match next {
         Some(n)
             if (n == "/ui" || n.starts_with("/ui/") || n.starts_with("/ui?"))
+                && n.bytes().all(|b| b.is_ascii_graphic())
                 && !n.contains("//")
                 && !n.contains('\\')
                 && !n.starts_with("/ui/signin")
@@ -248,6 +249,9 @@ mod tests {
             "/uix",
             "/ui\\evil",
             "/ui/signin?next=/ui",
+            "/ui/\nx",
+            "/ui/\u{7f}",
+            "/ui/é",
             "",
         ] {
             assert_eq!(safe_next(Some(hostile)), "/ui", "{hostile}");
