@@ -1,6 +1,8 @@
 //! What consent and history add to a call, measured on the library: the consent check of
 //! a granted call (prompt mode, the grant in memory), masking the arguments, building and
-//! queueing the history record, and the excerpt; then the history writer's throughput.
+//! queueing the history record, and the excerpt; what counting a call for `/metrics` and
+//! the rate limits (a person's and an app's bucket) add; then the history writer's
+//! throughput.
 //!
 //! Run: `cargo bench -p aai-gateway --bench gate`.
 
@@ -37,6 +39,7 @@ fn main() {
             name: "bench".into(),
             transport: "stdio",
             token: None,
+            person: None,
         },
         app: "com.bench.app0".into(),
         app_name: "App 0".into(),
@@ -70,6 +73,7 @@ fn main() {
         sink.record(Record {
             at_ms: history::now_ms(),
             caller: question.caller.key(),
+            person: None,
             app: question.app.clone(),
             asked: None,
             tool: question.tool.clone(),
@@ -93,6 +97,48 @@ fn main() {
         median(us)
     );
 
+    // Counting a call for `/metrics`: in flight, then finished (one series).
+    let metrics = aai_gateway::metrics::Metrics::new();
+    let mut us = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        metrics.started();
+        metrics.finished(aai_gateway::metrics::Call {
+            app: Some("com.bench.app0"),
+            tool: Some("tool0"),
+            status: "ok",
+            elapsed: Duration::from_millis(3),
+        });
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    println!("metrics per call: median {:.2} µs", median(us));
+    let t = Instant::now();
+    let text = metrics.render(&[], &[]);
+    println!(
+        "a scrape of {} bytes: {:.1} µs",
+        text.len(),
+        t.elapsed().as_secs_f64() * 1e6
+    );
+
+    // Rate limits: the person's bucket, then the app's (never refused here).
+    let limit = aai_gateway::config::Limit {
+        per_minute: 600_000,
+        burst: 100_000,
+    };
+    let limiter = aai_gateway::ratelimit::Limiter::new(aai_gateway::config::RateLimits {
+        per_person: Some(limit),
+        per_app_default: Some(limit),
+        ..Default::default()
+    });
+    let mut us = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        limiter.admit_person(&question.caller).unwrap();
+        limiter.admit_app(&question.app).unwrap();
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    println!("rate limits per call: median {:.2} µs", median(us));
+
     // Writer throughput: queue records as fast as possible, time until all are on disk.
     let n = if full { 100_000 } else { 100 };
     let file2 = dir.path().join("throughput.db");
@@ -112,6 +158,7 @@ fn main() {
             sink.record(Record {
                 at_ms: history::now_ms(),
                 caller: "bench@stdio".into(),
+                person: None,
                 app: "com.bench.app0".into(),
                 asked: None,
                 tool: "tool0".into(),

@@ -110,6 +110,44 @@ pub struct AppSettings {
     pub cwd: Option<PathBuf>,
 }
 
+/// One token bucket (`rateLimits.perPerson`, `rateLimits.perApp.*`): calls refill at
+/// `per_minute` a minute, and at most `burst` may be made at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// `perMinute`: the sustained rate.
+    pub per_minute: u32,
+    /// `burst`: the bucket's size (default: `perMinute`).
+    pub burst: u32,
+}
+
+/// `rateLimits` (docs/rate-limits.md): per person, per app, in this process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RateLimits {
+    /// `perPerson`: each person's calls, across every app.
+    pub per_person: Option<Limit>,
+    /// `perApp.default`: each app without a limit of its own, all callers together.
+    pub per_app_default: Option<Limit>,
+    /// `perApp.<appId>`: that app, all callers together.
+    pub per_app: BTreeMap<String, Limit>,
+}
+
+impl RateLimits {
+    /// Whether no limit is set (nothing is counted then).
+    pub fn is_empty(&self) -> bool {
+        self.per_person.is_none() && self.per_app_default.is_none() && self.per_app.is_empty()
+    }
+
+    /// The limit of app `id`: its own, else `perApp.default`.
+    pub fn app(&self, id: &str) -> Option<Limit> {
+        self.per_app.get(id).copied().or(self.per_app_default)
+    }
+}
+
+/// Highest `perMinute` of a rate limit (10 000 a second).
+pub const MAX_PER_MINUTE: u64 = 600_000;
+/// Largest `burst` of a rate limit.
+pub const MAX_BURST: u64 = 100_000;
+
 /// The gateway's settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -175,8 +213,32 @@ pub struct Config {
     pub secrets_from_environment: bool,
     /// More `Host` names `--web` accepts with a token (`web.allowedHosts`).
     pub web_allowed_hosts: Vec<String>,
+    /// `--web` as an OAuth 2.1 resource server of the team's authorization server
+    /// (`web.auth`, docs/team.md).
+    pub web_auth: Option<WebAuth>,
     /// `--generate`'s model service and how it is used (`generate.*`).
     pub generate: GenerateSettings,
+    /// Rate limits (`rateLimits`); empty: none.
+    pub rate_limits: RateLimits,
+}
+
+/// `web.auth`: the team's authorization server whose access tokens `--web` takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebAuth {
+    /// The authorization server's issuer URL (`web.auth.issuer`).
+    pub issuer: String,
+    /// This server's resource URL, the audience tokens must name (`web.auth.audience`).
+    pub audience: String,
+    /// Scopes every token must carry (`web.auth.scopes`).
+    pub scopes: Vec<String>,
+    /// Per scope, the apps and tools it lets a person see (`web.auth.scopeAccess`);
+    /// empty: every scope sees everything the client may.
+    pub scope_access: crate::visibility::ScopeAccess,
+    /// The scope that sees everyone's history and pending calls (`web.auth.adminScope`).
+    pub admin_scope: String,
+    /// The client id the web UI signs in with, and introspects opaque tokens as
+    /// (`web.auth.clientId`); its secret, if any, is `AAI_WEB_AUTH_CLIENT_SECRET`.
+    pub client_id: Option<String>,
 }
 
 /// `generate.*`: the OpenAI-compatible chat-completions service `--generate` drafts
@@ -273,6 +335,13 @@ impl Config {
             ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
             ("web.allowedHosts".into(), self.web_allowed_hosts.join(", ")),
             (
+                "web.auth".into(),
+                self.web_auth.as_ref().map_or_else(
+                    || "(none: the bearer token only)".into(),
+                    |a| format!("issuer {}, audience {}", a.issuer, a.audience),
+                ),
+            ),
+            (
                 "secrets.fromEnvironment".into(),
                 self.secrets_from_environment.to_string(),
             ),
@@ -288,6 +357,16 @@ impl Config {
                 secs(self.generate.timeout),
             ),
         ];
+        let limit = |l: &Limit| format!("{} a minute, burst {}", l.per_minute, l.burst);
+        if let Some(l) = &self.rate_limits.per_person {
+            rows.push(("rateLimits.perPerson".into(), limit(l)));
+        }
+        if let Some(l) = &self.rate_limits.per_app_default {
+            rows.push(("rateLimits.perApp.default".into(), limit(l)));
+        }
+        for (id, l) in &self.rate_limits.per_app {
+            rows.push((format!("rateLimits.perApp.{id}"), limit(l)));
+        }
         for (id, app) in &self.apps {
             if let Some(client_id) = &app.client_id {
                 rows.push((format!("apps.{id}.clientId"), client_id.clone()));
@@ -335,12 +414,14 @@ impl Config {
             batch_concurrency: 8,
             secrets_from_environment: false,
             web_allowed_hosts: Vec::new(),
+            web_auth: None,
             generate: GenerateSettings {
                 base_url: "https://api.openai.com/v1".to_owned(),
                 model: "gpt-4o-mini".to_owned(),
                 rounds: 3,
                 timeout: Duration::from_secs(300),
             },
+            rate_limits: RateLimits::default(),
         }
     }
 
@@ -558,10 +639,13 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             c.batch_concurrency = n as usize;
         }
     }
-    if let Some(mut web) = obj.opt_obj("web")
-        && let Some(hosts) = web.opt_str_list("allowedHosts")
-    {
-        c.web_allowed_hosts = hosts;
+    if let Some(mut web) = obj.opt_obj("web") {
+        if let Some(hosts) = web.opt_str_list("allowedHosts") {
+            c.web_allowed_hosts = hosts;
+        }
+        if let Some(auth) = web.opt_obj("auth") {
+            c.web_auth = web_auth(sink, auth);
+        }
     }
     if let Some(mut secrets) = obj.opt_obj("secrets")
         && let Some(b) = secrets.opt_bool("fromEnvironment")
@@ -593,6 +677,9 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     if let Some(clients) = obj.opt_obj("clients") {
         c.visibility = visibility(sink, clients);
     }
+    if let Some(value) = obj.get("rateLimits") {
+        c.rate_limits = rate_limits(sink, value, obj.at("rateLimits"));
+    }
     if let Some(apps) = obj.opt_obj("apps") {
         let at = apps.pointer().to_owned();
         for (id, value) in apps.entries() {
@@ -623,11 +710,58 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
 
 /// `clients`: per client name (`"*"`: everyone), `apps.allow`, `apps.deny` (app ids,
 /// `prefix.*`) and `tools.deny` (`<appId>:<tool>`).
+/// `web.auth`: every key checked; `None` (with errors) when it cannot be used.
+fn web_auth(sink: &Sink, mut auth: Obj<'_>) -> Option<WebAuth> {
+    let url = |auth: &mut Obj<'_>, key: &'static str| -> Option<String> {
+        let Some(text) = auth.opt_text(key) else {
+            sink.error(auth.at(key), format!("`web.auth.{key}` is required"));
+            return None;
+        };
+        match reqwest::Url::parse(text) {
+            Ok(u) if crate::net::check_fetchable(&u).is_ok() && u.fragment().is_none() => {
+                Some(text.trim_end_matches('/').to_owned())
+            }
+            _ => {
+                sink.error(
+                    auth.at(key),
+                    format!("`{text}` is not an https URL (plain http only for this machine)"),
+                );
+                None
+            }
+        }
+    };
+    let issuer = url(&mut auth, "issuer");
+    let audience = url(&mut auth, "audience");
+    let scopes = auth.opt_str_list("scopes").unwrap_or_default();
+    let scope_access = auth
+        .opt_obj("scopeAccess")
+        .map(|rules| crate::visibility::ScopeAccess::new(rule_map(sink, rules)))
+        .unwrap_or_default();
+    let admin_scope = auth
+        .opt_text("adminScope")
+        .unwrap_or("aai:admin")
+        .to_owned();
+    let client_id = auth.opt_text("clientId").map(str::to_owned);
+    Some(WebAuth {
+        issuer: issuer?,
+        audience: audience?,
+        scopes,
+        scope_access,
+        admin_scope,
+        client_id,
+    })
+}
+
 fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::visibility::Visibility {
-    use crate::visibility::{Rules, Visibility};
-    let at = clients.pointer().to_owned();
+    crate::visibility::Visibility::new(rule_map(sink, clients))
+}
+
+/// Rules by name: config `clients` (by client name) and `web.auth.scopeAccess` (by scope).
+fn rule_map(sink: &Sink, named: Obj<'_>) -> BTreeMap<String, crate::visibility::Rules> {
+    use crate::visibility::Rules;
+    let at = named.pointer().to_owned();
     let mut by_client = BTreeMap::new();
-    for (name, value) in clients.entries() {
+    for (name, value) in named.entries() {
         let pointer = aai_descriptor::diagnostic::join_pointer(&at, name);
         let Some(mut client) = Obj::new(sink, value, pointer) else {
             continue;
@@ -654,7 +788,113 @@ fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::visibility::Visibility {
         }
         by_client.insert(name.clone(), rules);
     }
-    Visibility::new(by_client)
+    by_client
+}
+
+/// `rateLimits`, read strictly: an unknown key is an error, not a warning (a misspelt
+/// limit would otherwise leave the gateway unlimited without a word).
+fn rate_limits(sink: &Sink, value: &Value, at: String) -> RateLimits {
+    let mut limits = RateLimits::default();
+    let Some(map) = strict_object(sink, value, &at, &["perPerson", "perApp"]) else {
+        return limits;
+    };
+    if let Some(v) = map.get("perPerson") {
+        limits.per_person = limit(sink, v, join(&at, "perPerson"));
+    }
+    if let Some(v) = map.get("perApp") {
+        let at = join(&at, "perApp");
+        match v {
+            Value::Object(apps) => {
+                for (id, v) in apps {
+                    let pointer = join(&at, id);
+                    if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                        sink.error(pointer, format!("`{}` is not an app id", id.escape_debug()));
+                        continue;
+                    }
+                    let Some(l) = limit(sink, v, pointer) else {
+                        continue;
+                    };
+                    if id == "default" {
+                        limits.per_app_default = Some(l);
+                    } else {
+                        limits.per_app.insert(id.clone(), l);
+                    }
+                }
+            }
+            other => sink.error(
+                at,
+                format!(
+                    "expected an object of app ids (or `default`) to limits, found {}",
+                    type_name(other)
+                ),
+            ),
+        }
+    }
+    limits
+}
+
+/// One rate limit: `{"perMinute": n, "burst": m}` (`burst` defaults to `perMinute`).
+fn limit(sink: &Sink, value: &Value, at: String) -> Option<Limit> {
+    let map = strict_object(sink, value, &at, &["perMinute", "burst"])?;
+    let whole = |key: &str, max: u64| -> Option<Option<u32>> {
+        let Some(v) = map.get(key) else {
+            return Some(None);
+        };
+        match v.as_u64() {
+            Some(n) if (1..=max).contains(&n) => Some(Some(n as u32)),
+            _ => {
+                sink.error(
+                    join(&at, key),
+                    format!("`{key}` must be a whole number from 1 to {max}, found {v}"),
+                );
+                None
+            }
+        }
+    };
+    let per_minute = whole("perMinute", MAX_PER_MINUTE)?;
+    let burst = whole("burst", MAX_BURST)?;
+    let Some(per_minute) = per_minute else {
+        sink.error(at, "missing required field `perMinute`");
+        return None;
+    };
+    Some(Limit {
+        per_minute,
+        burst: burst.unwrap_or_else(|| per_minute.min(MAX_BURST as u32)),
+    })
+}
+
+/// `value` as an object of only `known` keys; an error for anything else.
+fn strict_object<'a>(
+    sink: &Sink,
+    value: &'a Value,
+    at: &str,
+    known: &[&str],
+) -> Option<&'a serde_json::Map<String, Value>> {
+    let Value::Object(map) = value else {
+        sink.error(
+            at.to_owned(),
+            format!("expected an object, found {}", type_name(value)),
+        );
+        return None;
+    };
+    let mut ok = true;
+    for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+        let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+        sink.error(
+            join(at, key),
+            format!(
+                "unknown field `{}`; expected {}",
+                key.escape_debug(),
+                expected.join(" or ")
+            ),
+        );
+        ok = false;
+    }
+    ok.then_some(map)
+}
+
+fn join(at: &str, key: &str) -> String {
+    aai_descriptor::diagnostic::join_pointer(at, key)
 }
 
 const CONSENT_MODES: &[(&str, ConsentMode)] = &[
@@ -911,6 +1151,73 @@ mod tests {
                 "/home/u/.aai/config.json: /consent/mode: error: `yes` is not a valid `mode`; expected `prompt`, `allow`, `deny`",
             ]
         );
+    }
+
+    #[test]
+    fn rate_limits_are_read_strictly() {
+        let (c, d) = parse(
+            r#"{"rateLimits":{"perPerson":{"perMinute":120,"burst":20},
+                "perApp":{"default":{"perMinute":600},"com.example.a":{"perMinute":6,"burst":1}}}}"#,
+        )
+        .unwrap();
+        assert!(d.is_empty(), "{d:?}");
+        let r = &c.rate_limits;
+        assert_eq!(
+            r.per_person,
+            Some(Limit {
+                per_minute: 120,
+                burst: 20
+            })
+        );
+        assert_eq!(r.app("com.example.a").unwrap().burst, 1);
+        assert_eq!(
+            r.app("other"),
+            Some(Limit {
+                per_minute: 600,
+                burst: 600
+            }),
+            "burst defaults to perMinute"
+        );
+        assert!(Config::defaults(PathBuf::new()).rate_limits.is_empty());
+        for (text, said) in [
+            (
+                r#"{"rateLimits":{"perPersn":{"perMinute":1}}}"#,
+                "/rateLimits/perPersn: error: unknown field `perPersn`; expected `perPerson` or `perApp`",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"perMinute":10,"brust":2}}}"#,
+                "/rateLimits/perPerson/brust: error: unknown field `brust`",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"burst":2}}}"#,
+                "/rateLimits/perPerson: error: missing required field `perMinute`",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"perMinute":0}}}"#,
+                "`perMinute` must be a whole number from 1 to 600000, found 0",
+            ),
+            (
+                r#"{"rateLimits":{"perPerson":{"perMinute":1.5}}}"#,
+                "found 1.5",
+            ),
+            (
+                r#"{"rateLimits":{"perApp":{"x":{"perMinute":1,"burst":100001}}}}"#,
+                "/rateLimits/perApp/x/burst: error: `burst` must be a whole number from 1 to 100000",
+            ),
+            (
+                r#"{"rateLimits":{"perApp":{"":{"perMinute":1}}}}"#,
+                "is not an app id",
+            ),
+            (r#"{"rateLimits":{"perApp":[]}}"#, "found an array"),
+            (
+                r#"{"rateLimits":true}"#,
+                "expected an object, found a boolean",
+            ),
+        ] {
+            let errors = parse(text).unwrap_err();
+            let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            assert!(shown.iter().any(|e| e.contains(said)), "{text}: {shown:?}");
+        }
     }
 
     #[test]

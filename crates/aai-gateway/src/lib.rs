@@ -10,7 +10,8 @@
 //!   merging.
 //! * [`registry`] — the served apps: usable binding, slugs, lookup, search, guides.
 //! * [`pipeline`] — [`pipeline::Pipeline`], one call for every front door: lookup,
-//!   defaults, validation, consent, credentials, executor, history; [`batch`] — many.
+//!   defaults, validation, consent, credentials, executor, history; [`batch`] — many;
+//!   [`ratelimit`] — the token buckets it asks first; [`metrics`] — what it counts.
 //! * [`consent`] — the consent gate, the native dialogs, `state.db` (grants) and web
 //!   apps' certificates.
 //! * [`history`] — call history in `state.db`.
@@ -47,9 +48,11 @@ pub mod listen;
 pub mod logging;
 pub mod manage;
 pub mod mcp;
+pub mod metrics;
 pub mod net;
 pub mod peer;
 pub mod pipeline;
+pub mod ratelimit;
 pub mod registry;
 pub mod store;
 pub mod text;

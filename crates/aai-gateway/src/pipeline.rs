@@ -5,8 +5,12 @@
 //! for the first scan to finish.
 //!
 //! [`Pipeline`] is built from explicit parts — where apps are found ([`Apps`], the
-//! gateway's snapshot), the executors, the consent gate, the credential resolver and the
-//! history sink — so it is tested without a gateway.
+//! gateway's snapshot), the executors, the consent gate, the credential resolver, the
+//! history sink, the metrics and the rate limiter — so it is tested without a gateway.
+//!
+//! Rate limits apply first: the caller's person bucket before anything else (web
+//! discovery included), the app's once the app is found; both before consent is asked and
+//! before any executor runs.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -192,6 +196,10 @@ struct Control {
 struct Trace {
     /// The id of the app the name resolved to.
     app_id: Option<String>,
+    /// The name of the tool it resolved to.
+    tool: Option<String>,
+    /// The rate limit that refused it.
+    limited: Option<crate::ratelimit::Scope>,
     /// The secrets the request carried (scrubbed from the excerpt).
     secrets: Vec<String>,
 }
@@ -249,6 +257,8 @@ pub struct Settings {
     pub batch_max_calls: usize,
     /// `batch.concurrency`.
     pub batch_concurrency: usize,
+    /// `web.auth.scopeAccess`: what each scope of a signed-in person opens.
+    pub scope_access: crate::visibility::ScopeAccess,
 }
 
 /// The call path: shared by every front door, cheap to clone.
@@ -267,12 +277,17 @@ pub struct Pipeline {
     pub sites: Arc<Sites>,
     /// What the gateway's own app (`aai`) runs; `None`: its calls are refused.
     pub manage: Option<Arc<crate::manage::Manager>>,
+    /// Where calls are counted (`/metrics`).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Rate limits (`rateLimits`); `None`: none.
+    pub limits: Option<Arc<crate::ratelimit::Limiter>>,
     pub(crate) settings: Arc<Settings>,
     /// Each limited client's view, with the snapshot it was made from.
     views: Arc<std::sync::Mutex<Views>>,
 }
 
-/// Each limited client's view, with the snapshot it was made from, by client name.
+/// Each limited client's view, with the snapshot it was made from, by client name (and
+/// a person's scopes).
 type Views = std::collections::HashMap<String, (Arc<Snapshot>, Arc<Snapshot>)>;
 
 /// How many clients' views are kept (more distinct names start the cache anew).
@@ -302,6 +317,10 @@ pub struct Parts {
     pub sites: Arc<Sites>,
     /// What the gateway's own app runs.
     pub manage: Option<Arc<crate::manage::Manager>>,
+    /// Where calls are counted.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Rate limits.
+    pub limits: Option<Arc<crate::ratelimit::Limiter>>,
     /// Settings.
     pub settings: Settings,
 }
@@ -316,6 +335,12 @@ impl Pipeline {
 
     /// A pipeline over `apps` with `parts`.
     pub fn new(apps: Arc<dyn Apps>, parts: Parts) -> Pipeline {
+        if let Some(metrics) = &parts.metrics {
+            let metrics = metrics.clone();
+            parts.consent.observe(Arc::new(move |app, decision| {
+                metrics.decided(app, decision.as_str());
+            }));
+        }
         Pipeline {
             apps,
             executors: parts.executors,
@@ -324,33 +349,70 @@ impl Pipeline {
             history: parts.history,
             sites: parts.sites,
             manage: parts.manage,
+            metrics: parts.metrics,
+            limits: parts.limits,
             settings: Arc::new(parts.settings),
             views: Arc::default(),
         }
     }
 
-    /// `snapshot` as `caller` sees it (config `clients`): the same one when no rule
-    /// limits the client, else its view, made once per snapshot.
+    /// `snapshot` as `caller` sees it: config `clients`, and for a person of the team
+    /// `web.auth.scopeAccess` and, without the admin scope, no gateway app `aai` (its
+    /// changes are everyone's). The same one when nothing limits the caller, else its
+    /// view, made once per snapshot.
     pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::consent::Caller) -> Arc<Snapshot> {
         let visibility = snapshot.visibility.clone();
+        let scopes = caller
+            .person
+            .as_ref()
+            .filter(|_| self.settings.scope_access.limits())
+            .map(|p| p.scopes.as_slice());
+        let member = caller.person.as_ref().is_some_and(|p| !p.admin);
         // The rules are per MCP client: the user at the command line or the web UI sees all.
-        if caller.is_user() || !visibility.limits(&caller.name) {
+        if caller.is_user() || (!visibility.limits(&caller.name) && scopes.is_none() && !member) {
             return snapshot;
         }
+        // Views are kept by client name and, for a person, whether they are an admin and
+        // the scopes they hold.
+        let key = match &caller.person {
+            Some(person) => format!(
+                "{}\u{0}{}\u{0}{}",
+                caller.name,
+                if person.admin { "admin" } else { "member" },
+                scopes.map(|s| s.join(" ")).unwrap_or_default()
+            ),
+            None => caller.name.clone(),
+        };
         let mut views = self.views.lock().expect("views lock");
-        if let Some((base, view)) = views.get(&caller.name)
+        if let Some((base, view)) = views.get(&key)
             && Arc::ptr_eq(base, &snapshot)
         {
             return view.clone();
         }
-        let Some(view) = crate::registry::view::view(&visibility, &snapshot, &caller.name) else {
-            return snapshot;
+        let access = &self.settings.scope_access;
+        let opens = |id: &str| {
+            !(member && id == crate::catalog::builtin::GATEWAY_ID)
+                && scopes.is_none_or(|scopes| access.app(scopes, id))
+        };
+        let view = if caller.person.is_none() {
+            match crate::registry::view::view(&visibility, &snapshot, &caller.name) {
+                Some(view) => view,
+                None => return snapshot,
+            }
+        } else {
+            snapshot.filtered(
+                |id: &str| visibility.app(&caller.name, id) && opens(id),
+                |id: &str, tool: &str| {
+                    visibility.tool(&caller.name, id, tool)
+                        && scopes.is_none_or(|scopes| access.tool(scopes, id, tool))
+                },
+            )
         };
         let view = Arc::new(view);
         if views.len() >= VIEWS_KEPT {
             views.clear();
         }
-        views.insert(caller.name.clone(), (snapshot, view.clone()));
+        views.insert(key, (snapshot, view.clone()));
         view
     }
 
@@ -405,11 +467,28 @@ impl Pipeline {
         });
         let mut trace = Trace::default();
         let control = Control { cancel, progress };
+        if let Some(metrics) = &self.metrics {
+            metrics.started();
+        }
         let result = self
             .call_inner(app, tool, args, control, origin, &mut trace)
             .await;
         let secrets = trace.secrets;
         let elapsed = started.elapsed();
+        if let Some(metrics) = &self.metrics {
+            if let Some(scope) = trace.limited {
+                metrics.limited(trace.app_id.as_deref(), scope.as_str());
+            }
+            metrics.finished(crate::metrics::Call {
+                app: trace.app_id.as_deref(),
+                tool: trace.tool.as_deref(),
+                status: match &result {
+                    Ok(_) => "ok",
+                    Err(e) => e.code.name(),
+                },
+                elapsed,
+            });
+        }
         match &result {
             Ok(_) => tracing::info!(app, tool, ?elapsed, "call succeeded"),
             Err(e) => tracing::info!(app, tool, ?elapsed, code = e.code.name(), "call failed"),
@@ -430,6 +509,7 @@ impl Pipeline {
             history.record(crate::history::Record {
                 at_ms: crate::history::now_ms(),
                 caller: origin.caller.key(),
+                person: origin.caller.person.as_ref().map(|p| p.subject.clone()),
                 app: id,
                 asked,
                 tool: tool.to_owned(),
@@ -571,6 +651,17 @@ impl Pipeline {
     ) -> Result<Outcome, GatewayError> {
         let Control { cancel, progress } = control;
         let mut snapshot = self.view(self.snapshot().await, &origin.caller);
+        // Each call counts against its person first, whatever becomes of it.
+        if let Some(limits) = &self.limits
+            && let Err(e) = limits.admit_person(&origin.caller)
+        {
+            if let Some(entry) = snapshot.find(app) {
+                trace.app_id = Some(entry.app.id.clone());
+                trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
+            }
+            trace.limited = Some(e.scope());
+            return Err(e.into());
+        }
         let mut app = std::borrow::Cow::Borrowed(app);
         // Only a URL the caller wrote out is fetched: an unknown id, even one that looks
         // like a domain, is APP_NOT_FOUND and nothing leaves the machine.
@@ -583,6 +674,13 @@ impl Pipeline {
             .find(app)
             .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;
         trace.app_id = Some(entry.app.id.clone());
+        if let Some(limits) = &self.limits
+            && let Err(e) = limits.admit_app(&entry.app.id)
+        {
+            trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
+            trace.limited = Some(e.scope());
+            return Err(GatewayError::from(e).at(&entry.app.id, tool));
+        }
         // A downstream MCP server that may not start yet and has never listed its tools:
         // the user is asked about the call and the start together, before anything runs.
         let mut asked = false;
@@ -618,6 +716,7 @@ impl Pipeline {
         let Some(tool) = binding.tool(tool) else {
             return Err(no_such_tool(app_id, binding, tool).at(app_id, tool));
         };
+        trace.tool = Some(tool.name.clone());
         let args = validate(tool, args)
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;

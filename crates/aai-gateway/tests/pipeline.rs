@@ -15,13 +15,14 @@ use std::time::Duration;
 
 use aai_gateway::auth::Authenticator;
 use aai_gateway::auth::store::Store;
-use aai_gateway::config::ConsentMode;
+use aai_gateway::config::{ConsentMode, Limit, RateLimits};
 use aai_gateway::consent::{Caller, Gate};
 use aai_gateway::error::{Code, GatewayError};
 use aai_gateway::exec::Executors;
 use aai_gateway::history::{Record, Sink};
 use aai_gateway::host::Os;
 use aai_gateway::pipeline::{Apps, AppsFuture, Origin, Parts, Pipeline, Settings};
+use aai_gateway::ratelimit::Limiter;
 use aai_gateway::registry::Snapshot;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -78,6 +79,7 @@ impl Sink for Recorded {
 
 struct Bench {
     pipeline: Pipeline,
+    metrics: Arc<aai_gateway::metrics::Metrics>,
     apps: Arc<Fixed>,
     history: Arc<Recorded>,
     marks: tempfile::TempDir,
@@ -85,6 +87,10 @@ struct Bench {
 }
 
 fn bench(mode: ConsentMode) -> Bench {
+    bench_limited(mode, RateLimits::default())
+}
+
+fn bench_limited(mode: ConsentMode, limits: RateLimits) -> Bench {
     let home = tempfile::tempdir().unwrap();
     let marks = tempfile::tempdir().unwrap();
     let doc = json!({
@@ -106,6 +112,7 @@ fn bench(mode: ConsentMode) -> Bench {
         discovered: AtomicUsize::new(0),
     });
     let history = Arc::new(Recorded::default());
+    let metrics = Arc::new(aai_gateway::metrics::Metrics::new());
     let parts = Parts {
         executors: Arc::new(Executors::default()),
         consent: Arc::new(Gate::new(mode, Default::default(), Duration::ZERO, None)),
@@ -117,6 +124,8 @@ fn bench(mode: ConsentMode) -> Bench {
         history: Some(history.clone() as Arc<dyn Sink>),
         sites: Arc::default(),
         manage: None,
+        metrics: Some(metrics.clone()),
+        limits: (!limits.is_empty()).then(|| Arc::new(Limiter::new(limits))),
         settings: Settings {
             default_timeout: Duration::from_secs(10),
             retries: 0,
@@ -125,10 +134,12 @@ fn bench(mode: ConsentMode) -> Bench {
             os: Os::Linux,
             batch_max_calls: 10,
             batch_concurrency: 2,
+            scope_access: Default::default(),
         },
     };
     Bench {
         pipeline: Pipeline::new(apps.clone(), parts),
+        metrics,
         apps,
         history,
         marks,
@@ -142,6 +153,7 @@ fn origin() -> Origin {
             name: "test".into(),
             transport: "stdio",
             token: None,
+            person: None,
         },
         prompter: None,
         client: None,
@@ -283,5 +295,242 @@ async fn a_batch_keeps_the_order_and_stops_after_a_failure_when_asked() {
         .await
         .unwrap_err();
     assert_eq!(e.code, Code::InvalidParams);
+    b.pipeline.executors.shutdown();
+}
+
+/// The value of the sample `line` starts (name and labels) in a scrape, if there is one.
+fn sample(text: &str, line: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn calls_are_counted_by_catalog_names_and_status() {
+    let b = bench(ConsentMode::Allow);
+    b.call(
+        "com.example.sh",
+        json!({"text": "hi", "password": "hunter2"}),
+    )
+    .await
+    .unwrap();
+    b.call("com.example.sh", json!({"text": 7}))
+        .await
+        .unwrap_err();
+    for made_up in ["nope-1", "nope-2", "nope-3"] {
+        b.call(made_up, json!({"text": "x"})).await.unwrap_err();
+    }
+    let e = b
+        .pipeline
+        .call(
+            "com.example.sh",
+            "no-such-tool-secret",
+            None,
+            CancellationToken::new(),
+            None,
+            &origin(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::ToolNotFound);
+    let text = b.metrics.render(&[], &[]);
+    let calls = |labels: &str| sample(&text, &format!("aai_calls_total{{{labels}}}"));
+    assert_eq!(
+        calls(r#"app="com.example.sh",tool="echo",status="ok""#),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        calls(r#"app="com.example.sh",tool="echo",status="INVALID_PARAMS""#),
+        Some(1.0)
+    );
+    assert_eq!(
+        calls(r#"app="_unknown",tool="_unknown",status="APP_NOT_FOUND""#),
+        Some(3.0),
+        "made-up ids share one series"
+    );
+    assert_eq!(
+        calls(r#"app="com.example.sh",tool="_unknown",status="TOOL_NOT_FOUND""#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_call_duration_seconds_count{app="com.example.sh",tool="echo"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_consent_decisions_total{app="com.example.sh",decision="mode_allow"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "aai_calls_in_flight"), Some(0.0));
+    for never in ["nope-", "hunter2", "no-such-tool", "test@stdio"] {
+        assert!(!text.contains(never), "`{never}` in:\n{text}");
+    }
+    b.pipeline.executors.shutdown();
+}
+
+#[tokio::test]
+async fn a_rate_limited_call_is_refused_before_consent_and_before_it_runs() {
+    let limits = RateLimits {
+        per_person: Some(Limit {
+            per_minute: 1,
+            burst: 2,
+        }),
+        ..RateLimits::default()
+    };
+    // Consent would ask (and, with no channel and no wait, refuse): a limited call must
+    // not even ask.
+    let b = bench_limited(ConsentMode::Prompt, limits);
+    for _ in 0..2 {
+        let e = b
+            .call("com.example.sh", json!({"text": "hi"}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::ConsentRequired, "{e}");
+    }
+    let e = b
+        .call("com.example.sh", json!({"text": "hi"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::RateLimited, "{e}");
+    let data = e.data();
+    assert_eq!(data["scope"], "person");
+    let wait = data["retryAfterSecs"].as_u64().unwrap();
+    assert!((1..=60).contains(&wait), "{data}");
+    // Unknown apps count too: every call a person makes does.
+    let e = b.call("nope", json!({})).await.unwrap_err();
+    assert_eq!(e.code, Code::RateLimited);
+    assert!(!b.adapter_ran());
+    let text = b.metrics.render(&[], &[]);
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_consent_decisions_total{app="com.example.sh",decision="asked"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_consent_decisions_total{app="com.example.sh",decision="unanswered"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_rate_limited_calls_total{app="com.example.sh",scope="person"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_rate_limited_calls_total{app="_unknown",scope="person"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_calls_total{app="com.example.sh",tool="echo",status="RATE_LIMITED"}"#
+        ),
+        Some(1.0),
+    );
+    // History keeps the refusal like any failure.
+    let code = b.history.0.lock().unwrap()[2].code.clone();
+    assert_eq!(code.as_deref(), Some("RATE_LIMITED"));
+    // The user at the command line has no person bucket.
+    let mut user = origin();
+    user.caller = Caller::cli();
+    b.pipeline
+        .call(
+            "com.example.sh",
+            "echo",
+            Some(json!({"text": "mine"})),
+            CancellationToken::new(),
+            None,
+            &user,
+        )
+        .await
+        .unwrap();
+    assert!(b.adapter_ran());
+    b.pipeline.executors.shutdown();
+}
+
+#[tokio::test]
+async fn an_app_limit_counts_every_caller_and_each_call_of_a_batch() {
+    use aai_gateway::batch::{Batch, Call, Mode};
+    let limits = RateLimits {
+        per_app_default: Some(Limit {
+            per_minute: 1,
+            burst: 3,
+        }),
+        ..RateLimits::default()
+    };
+    let b = bench_limited(ConsentMode::Allow, limits);
+    let call = || {
+        Ok(Call {
+            app: "com.example.sh".into(),
+            tool: "echo".into(),
+            args: Some(json!({"text": "x"})),
+        })
+    };
+    let results = b
+        .pipeline
+        .batch(
+            Batch {
+                calls: vec![call(), call(), call(), call()],
+                mode: Mode::Sequence,
+                stop_on_error: false,
+            },
+            CancellationToken::new(),
+            None,
+            &origin(),
+        )
+        .await
+        .unwrap();
+    let codes: Vec<Option<Code>> = results
+        .iter()
+        .map(|r| match r {
+            aai_gateway::batch::Status::Failed(e) => Some(e.code),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes, [None, None, None, Some(Code::RateLimited)]);
+    // The user's own call counts against the app too (it protects the app).
+    let mut user = origin();
+    user.caller = Caller::ui();
+    let e = b
+        .pipeline
+        .call(
+            "com.example.sh",
+            "echo",
+            Some(json!({"text": "mine"})),
+            CancellationToken::new(),
+            None,
+            &user,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::RateLimited);
+    assert_eq!(e.data()["scope"], "app");
+    assert_eq!(e.data()["app"], "com.example.sh");
+    let text = b.metrics.render(&[], &[]);
+    assert_eq!(
+        sample(
+            &text,
+            r#"aai_rate_limited_calls_total{app="com.example.sh",scope="app"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
     b.pipeline.executors.shutdown();
 }

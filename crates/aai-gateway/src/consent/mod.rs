@@ -103,6 +103,34 @@ pub struct Caller {
     /// Over HTTP with a bearer token: which token (the first 8 hex digits of its SHA-256),
     /// so that grants made under one token do not serve another.
     pub token: Option<String>,
+    /// Over HTTP with the team's access token (`web.auth`): the person it was issued to.
+    pub person: Option<std::sync::Arc<Person>>,
+}
+
+/// A person signed in through the team's authorization server: the subject of a
+/// validated access token and what it carries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Person {
+    /// The token's `sub`, as the issuer wrote it (at most [`Person::MAX_SUBJECT`]
+    /// characters, no control characters).
+    pub subject: String,
+    /// Its scopes, sorted.
+    pub scopes: Vec<String>,
+    /// Whether it carries the admin scope (`web.auth.adminScope`): it sees everyone's
+    /// history and pending calls.
+    pub admin: bool,
+}
+
+impl Person {
+    /// Longest subject accepted.
+    pub const MAX_SUBJECT: usize = 200;
+
+    /// Whether `subject` can name a person: not empty, not too long, printable.
+    pub fn valid_subject(subject: &str) -> bool {
+        !subject.is_empty()
+            && subject.chars().count() <= Person::MAX_SUBJECT
+            && !subject.chars().any(char::is_control)
+    }
 }
 
 impl Caller {
@@ -112,6 +140,7 @@ impl Caller {
             name: "aai-gateway".into(),
             transport: "cli",
             token: None,
+            person: None,
         }
     }
 
@@ -121,6 +150,7 @@ impl Caller {
             name: "web-ui".into(),
             transport: "ui",
             token: None,
+            person: None,
         }
     }
 
@@ -130,13 +160,58 @@ impl Caller {
         matches!(self.transport, "cli" | "ui")
     }
 
-    /// `name@transport` (`name@http#1a2b3c4d` with a bearer token), the key of grants.
+    /// `name@transport` (`name@http#1a2b3c4d` with a bearer token, `name@http~alice` for
+    /// a person signed in with the team's token), the key of grants and history. A
+    /// person's client name and subject have `%`, `@`, `~` and `#` percent-encoded, so
+    /// that no client name can make one person's key end like another's.
     pub fn key(&self) -> String {
-        match &self.token {
-            Some(id) => format!("{}@{}#{id}", self.name, self.transport),
-            None => format!("{}@{}", self.name, self.transport),
+        match (&self.person, &self.token) {
+            (Some(person), _) => format!(
+                "{}@{}~{}",
+                key_part(&self.name),
+                self.transport,
+                key_part(&person.subject)
+            ),
+            (None, Some(id)) => format!("{}@{}#{id}", self.name, self.transport),
+            (None, None) => format!("{}@{}", self.name, self.transport),
         }
     }
+
+    /// Whether a caller key (of a grant, a pending call or a history record) is one of
+    /// `subject`'s, as [`Caller::key`] writes them: `<client>@http~<subject>`.
+    pub fn key_is_persons(key: &str, subject: &str) -> bool {
+        key.strip_suffix(key_part(subject).as_ref())
+            .and_then(|rest| rest.strip_suffix("@http~"))
+            .is_some_and(|name| !name.is_empty() && !name.contains(['@', '~', '#']))
+    }
+
+    /// Who is behind the call, whatever client they use: the person's subject, else the
+    /// caller's key (one user). Rate limits and the UI's "mine" go by it.
+    pub fn person_key(&self) -> String {
+        match &self.person {
+            Some(person) => format!("~{}", person.subject),
+            None => self.key(),
+        }
+    }
+}
+
+/// A client name or subject inside a person's caller key: the key's separators and `%`
+/// percent-encoded.
+fn key_part(part: &str) -> std::borrow::Cow<'_, str> {
+    if !part.contains(['%', '@', '~', '#']) {
+        return std::borrow::Cow::Borrowed(part);
+    }
+    let mut out = String::with_capacity(part.len() + 6);
+    for c in part.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '@' => out.push_str("%40"),
+            '~' => out.push_str("%7E"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The user's answer.
@@ -374,6 +449,100 @@ pub struct NotPending(pub u64);
 /// `(caller key, app, tool)`.
 type Key = (String, String, String);
 
+/// How a consent check ended, or that a question was put (metrics count them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A question was put to a channel or queued for the web UI (its outcome follows).
+    Asked,
+    /// The app's consent mode is `allow`.
+    ModeAllow,
+    /// The app's consent mode is `deny`.
+    ModeDeny,
+    /// The user made the call themselves (`call`, the web UI's "try it").
+    User,
+    /// A read-only tool under `consent.readOnly: "allow"`.
+    ReadOnly,
+    /// Allowed already: a grant, an "allow once" waiting for this retry, or an answer
+    /// given (or a grant made) while the call waited.
+    Granted,
+    /// The user chose "allow once".
+    Once,
+    /// The user chose "always allow this tool".
+    AlwaysTool,
+    /// The user chose "always allow every tool of this app".
+    AlwaysApp,
+    /// The user chose "deny".
+    Denied,
+    /// The user declined, cancelled or let the question time out.
+    Declined,
+    /// Nobody could be asked in time: CONSENT_REQUIRED.
+    Unanswered,
+}
+
+impl Decision {
+    /// Every decision, in order.
+    pub const ALL: [Decision; 12] = [
+        Decision::Asked,
+        Decision::ModeAllow,
+        Decision::ModeDeny,
+        Decision::User,
+        Decision::ReadOnly,
+        Decision::Granted,
+        Decision::Once,
+        Decision::AlwaysTool,
+        Decision::AlwaysApp,
+        Decision::Denied,
+        Decision::Declined,
+        Decision::Unanswered,
+    ];
+
+    /// Its name in metrics (docs/metrics.md).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Asked => "asked",
+            Decision::ModeAllow => "mode_allow",
+            Decision::ModeDeny => "mode_deny",
+            Decision::User => "user",
+            Decision::ReadOnly => "read_only",
+            Decision::Granted => "granted",
+            Decision::Once => "once",
+            Decision::AlwaysTool => "always_tool",
+            Decision::AlwaysApp => "always_app",
+            Decision::Denied => "denied",
+            Decision::Declined => "declined",
+            Decision::Unanswered => "unanswered",
+        }
+    }
+
+    /// The decision of an answer (`None`: declined).
+    fn of(choice: Option<Choice>) -> Decision {
+        match choice {
+            Some(Choice::Once) => Decision::Once,
+            Some(Choice::Tool) => Decision::AlwaysTool,
+            Some(Choice::App) => Decision::AlwaysApp,
+            Some(Choice::Deny) => Decision::Denied,
+            None => Decision::Declined,
+        }
+    }
+}
+
+/// Told of each [`Decision`] with the app id it was about (an id of the catalog).
+pub type Observer = Arc<dyn Fn(&str, Decision) + Send + Sync>;
+
+/// The gate's observer, once set.
+#[derive(Default)]
+struct Watch(OnceLock<Observer>);
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Watch(set)"
+        } else {
+            "Watch(none)"
+        })
+    }
+}
+
 /// The consent gate.
 #[derive(Debug)]
 pub struct Gate {
@@ -406,6 +575,8 @@ pub struct Gate {
     /// The shared store (config `store`): grants and pending calls in PostgreSQL
     /// (`shared.rs`); `state` is then unused.
     shared: Option<Arc<crate::store::Shared>>,
+    /// Told of every decision (metrics).
+    watch: Watch,
 }
 
 impl Gate {
@@ -434,6 +605,7 @@ impl Gate {
             started: Mutex::default(),
             asking: Mutex::default(),
             shared: None,
+            watch: Watch::default(),
         }
     }
 
@@ -502,6 +674,17 @@ impl Gate {
         match &self.shared {
             Some(store) => shared::answer(self, store, id, choice).await,
             None => Ok(self.answer(id, choice)?),
+        }
+    }
+
+    /// Tells `observer` of every decision from now on (the first observer set stays).
+    pub fn observe(&self, observer: Observer) {
+        let _ = self.watch.0.set(observer);
+    }
+
+    fn tell(&self, app: &str, decision: Decision) {
+        if let Some(observer) = self.watch.0.get() {
+            observer(app, decision);
         }
     }
 
@@ -889,10 +1072,21 @@ impl Gate {
         question: &Question,
         prompter: Option<&dyn Prompter>,
     ) -> Result<(), GatewayError> {
+        let (result, decision) = self.decide(question, prompter).await;
+        self.tell(&question.app, decision);
+        result
+    }
+
+    /// [`Gate::check`], and how it decided.
+    async fn decide(
+        &self,
+        question: &Question,
+        prompter: Option<&dyn Prompter>,
+    ) -> (Result<(), GatewayError>, Decision) {
         match self.mode(&question.app) {
-            ConsentMode::Allow => return Ok(()),
+            ConsentMode::Allow => return (Ok(()), Decision::ModeAllow),
             ConsentMode::Deny => {
-                return Err(Error::Refused.into());
+                return (Err(Error::Refused.into()), Decision::ModeDeny);
             }
             ConsentMode::Prompt => {}
         }
@@ -901,11 +1095,11 @@ impl Gate {
             if let Some(start) = &question.start {
                 self.allow_start(&question.app, &start.pin, false);
             }
-            return Ok(());
+            return (Ok(()), Decision::User);
         }
         if self.read_only_ok(question) {
             tracing::info!(app = %question.app, tool = %question.tool, "a read-only tool runs without asking (consent.readOnly)");
-            return Ok(());
+            return (Ok(()), Decision::ReadOnly);
         }
         let key = (
             question.caller.key(),
@@ -913,7 +1107,7 @@ impl Gate {
             question.once_tool(),
         );
         if self.allowed_now(question, &key) {
-            return Ok(());
+            return (Ok(()), Decision::Granted);
         }
         // Concurrent calls that need the same answer ask once: the others wait for it,
         // then look again (an "always" answer lets them all run).
@@ -927,8 +1121,9 @@ impl Gate {
         let result = {
             let _turn = turn.lock().await;
             if self.allowed_now(question, &key) {
-                Ok(())
+                (Ok(()), Decision::Granted)
             } else {
+                self.tell(&question.app, Decision::Asked);
                 self.ask(question, &key, prompter).await
             }
         };
@@ -946,11 +1141,18 @@ impl Gate {
         question: &Question,
         key: &Key,
         prompter: Option<&dyn Prompter>,
-    ) -> Result<(), GatewayError> {
+    ) -> (Result<(), GatewayError>, Decision) {
         for channel in [prompter, self.native.as_deref()].into_iter().flatten() {
             match channel.ask(question).await {
-                Reply::Chosen(choice) => return self.follow(question, key, Some(choice), ""),
-                Reply::Declined => return self.follow(question, key, None, ""),
+                Reply::Chosen(choice) => {
+                    return (
+                        self.follow(question, key, Some(choice), ""),
+                        Decision::of(Some(choice)),
+                    );
+                }
+                Reply::Declined => {
+                    return (self.follow(question, key, None, ""), Decision::Declined);
+                }
                 Reply::Unavailable(why) => {
                     tracing::info!("the consent question could not be asked there ({why})");
                 }
@@ -962,7 +1164,10 @@ impl Gate {
         info.id = match &self.shared {
             // Written first, so that every replica's UI can answer it; a store that is
             // down fails the call now rather than leave it waiting for nobody.
-            Some(store) => shared::add_pending(store, &info).await?,
+            Some(store) => match shared::add_pending(store, &info).await {
+                Ok(id) => id,
+                Err(e) => return (Err(e.into()), Decision::Unanswered),
+            },
             None => self.next_id.fetch_add(1, Ordering::Relaxed),
         };
         let id = info.id;
@@ -980,7 +1185,7 @@ impl Gate {
             if self.allowed_now(question, key) {
                 self.settle(id);
                 row.refused = false;
-                return Ok(());
+                return (Ok(()), Decision::Granted);
             }
             let now = tokio::time::Instant::now();
             if now >= deadline {
@@ -991,14 +1196,21 @@ impl Gate {
                 choice = &mut answer => {
                     // Taken from the shared store, which holds it no more.
                     row.shared = None;
-                    return self.follow(question, key, choice.ok(), " in the web UI");
+                    let choice = choice.ok();
+                    return (
+                        self.follow(question, key, choice, " in the web UI"),
+                        Decision::of(choice),
+                    );
                 }
                 () = tokio::time::sleep(tick) => {}
             }
         }
         // Kept (not waiting any more) so that the user can approve the retry.
         drop(answer);
-        Err(self.consent_required(question, &key.0, id))
+        (
+            Err(self.consent_required(question, &key.0, id)),
+            Decision::Unanswered,
+        )
     }
 
     /// CONSENT_REQUIRED for `question`, refused as pending entry `id`: where to approve
@@ -1191,12 +1403,42 @@ mod tests {
     use super::*;
     use crate::consent::state::State;
 
+    #[test]
+    fn no_client_name_or_subject_makes_one_persons_key_anothers() {
+        let person = |name: &str, subject: &str| Caller {
+            name: name.into(),
+            transport: "http",
+            token: None,
+            person: Some(Arc::new(Person {
+                subject: subject.into(),
+                scopes: Vec::new(),
+                admin: false,
+            })),
+        };
+        assert_eq!(person("claude", "alice").key(), "claude@http~alice");
+        // A subject or name carrying the separators is encoded.
+        let sneaky = person("c", "m@http~alice").key();
+        assert_eq!(sneaky, "c@http~m%40http%7Ealice");
+        assert!(!Caller::key_is_persons(&sneaky, "alice"));
+        assert!(Caller::key_is_persons(&sneaky, "m@http~alice"));
+        let sneaky = person("c@http~x", "bob").key();
+        assert!(!Caller::key_is_persons(&sneaky, "x@http~bob"));
+        assert!(Caller::key_is_persons(&sneaky, "bob"));
+        assert_ne!(
+            person("c@http~x", "bob").key(),
+            person("c", "x@http~bob").key()
+        );
+        assert!(!Caller::key_is_persons("claude@stdio", "alice"));
+        assert!(!Caller::key_is_persons("@http~alice", "alice"));
+    }
+
     fn question(caller: &str) -> Question {
         Question {
             caller: Caller {
                 name: caller.into(),
                 transport: "stdio",
                 token: None,
+                person: None,
             },
             app: "com.a".into(),
             app_name: "A".into(),

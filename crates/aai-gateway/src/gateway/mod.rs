@@ -216,6 +216,11 @@ impl Gateway {
             os: host.os(),
             batch_max_calls: config.batch_max_calls,
             batch_concurrency: config.batch_concurrency,
+            scope_access: config
+                .web_auth
+                .as_ref()
+                .map(|a| a.scope_access.clone())
+                .unwrap_or_default(),
         };
         let manage = Arc::new(crate::manage::Manager::new(
             home.clone(),
@@ -231,6 +236,10 @@ impl Gateway {
                     history: history.clone(),
                     sites: sites.clone(),
                     manage: Some(manage),
+                    metrics: Some(Arc::new(crate::metrics::Metrics::new())),
+                    limits: (!config.rate_limits.is_empty()).then(|| {
+                        Arc::new(crate::ratelimit::Limiter::new(config.rate_limits.clone()))
+                    }),
                     settings,
                 },
             ),

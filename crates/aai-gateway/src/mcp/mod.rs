@@ -223,6 +223,15 @@ impl Server {
                 // not see from a refusal, and one held to an allow list adds no web app
                 // for the others.
                 let caller = self.caller(ctx);
+                // A web app found here is added for everyone: with the team's tokens, only
+                // the admin scope may (it also keeps a person from making the gateway
+                // fetch what they choose).
+                if caller.person.as_ref().is_some_and(|p| !p.admin) {
+                    return Err(GatewayError::new(
+                        Code::PermissionDenied,
+                        "web_discover adds a web app for everyone: it needs the team's admin scope",
+                    ));
+                }
                 let visibility = self.gateway.registry_snapshot().visibility.clone();
                 if visibility.allow_listed(&caller.name) {
                     return Err(GatewayError::new(
@@ -371,7 +380,7 @@ impl Server {
         }
     }
 
-    /// Who is calling: the client's name, the transport, the HTTP token.
+    /// Who is calling: the client's name, the transport, the HTTP token or person.
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> crate::consent::Caller {
         crate::consent::Caller {
             name: ctx
@@ -381,6 +390,12 @@ impl Server {
                 .unwrap_or_else(|| "unknown-client".to_owned()),
             transport: self.transport,
             token: self.token.clone(),
+            // Over HTTP with the team's token: the person `listen` found it names.
+            person: ctx
+                .extensions
+                .get::<::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Arc<crate::consent::Person>>())
+                .cloned(),
         }
     }
 

@@ -112,7 +112,7 @@ impl Key {
         let sealed = self
             .cipher()
             .encrypt(
-                XNonce::from_slice(&nonce),
+                &XNonce::from(nonce),
                 Payload {
                     msg: clear,
                     aad: &aad(account),
@@ -135,12 +135,14 @@ impl Key {
                 ours: self.id.clone(),
             });
         }
-        if sealed.nonce.len() != 24 {
-            return Err(Error::Decrypt(account.to_owned()));
-        }
+        let nonce: [u8; 24] = sealed
+            .nonce
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::Decrypt(account.to_owned()))?;
         self.cipher()
             .decrypt(
-                XNonce::from_slice(&sealed.nonce),
+                &XNonce::from(nonce),
                 Payload {
                     msg: &sealed.sealed,
                     aad: &aad(account),

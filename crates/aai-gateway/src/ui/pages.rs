@@ -10,7 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::{Ui, forbidden_csrf, page};
+use super::{Ui, Viewer, forbidden_csrf, page};
 use crate::auth::store::Credential;
 use crate::consent::{Choice, Pending};
 use crate::history::{self, Filter, Record};
@@ -137,9 +137,9 @@ pub(super) struct PendingRow {
     highlight: bool,
 }
 
-/// The pending calls (every replica's with the shared store; none when it is down, with a
-/// warning).
-async fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
+/// The pending calls the viewer may see (every replica's with the shared store; none when
+/// it is down, with a warning).
+async fn pending_rows(ui: &Ui, viewer: &Viewer, highlight: Option<u64>) -> Vec<PendingRow> {
     let pending = match ui.gateway().consent.pending_listed().await {
         Ok(p) => p,
         Err(e) => {
@@ -149,6 +149,7 @@ async fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
     };
     pending
         .into_iter()
+        .filter(|p| viewer.owns(&p.caller))
         .map(|p: Pending| PendingRow {
             highlight: Some(p.id) == highlight,
             lasting: p.lasting,
@@ -214,13 +215,19 @@ struct DashboardPage {
     errors: Vec<CallRow>,
 }
 
-pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>) -> Response {
-    let snapshot = ui.gateway().snapshot().await;
+pub(super) async fn dashboard(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(q): Query<FlashQuery>,
+) -> Response {
+    let snapshot = viewer.snapshot(&ui).await;
     let day = history::now_ms().saturating_sub(86_400_000);
+    let person = viewer.only();
     let in_day = |status: Option<&str>| Filter {
         status: status.map(str::to_owned),
         since_ms: Some(day),
         limit: 10_000,
+        person: person.clone(),
         ..Filter::default()
     };
     let calls_day = calls(&ui, in_day(None)).await.map_or(0, |c| c.len());
@@ -231,6 +238,7 @@ pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>)
         &ui,
         Filter {
             limit: 10,
+            person: person.clone(),
             ..Filter::default()
         },
     )
@@ -241,12 +249,13 @@ pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>)
         Filter {
             status: Some("error".into()),
             limit: 5,
+            person,
             ..Filter::default()
         },
     )
     .await
     .unwrap_or_default();
-    let pending = pending_rows(&ui, None).await;
+    let pending = pending_rows(&ui, &viewer, None).await;
     page(
         DashboardPage {
             // No form to lose here: a new pending call shows within 10 s, and while one
@@ -296,8 +305,12 @@ pub(super) struct AppsQuery {
     flash: Option<u64>,
 }
 
-pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -> Response {
-    let snapshot = ui.gateway().snapshot().await;
+pub(super) async fn apps(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(query): Query<AppsQuery>,
+) -> Response {
+    let snapshot = viewer.snapshot(&ui).await;
     let row = |e: &crate::registry::Entry| AppRow {
         id: e.app.id.clone(),
         name: snapshot.name(e).to_owned(),
@@ -315,9 +328,12 @@ pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -
             .map(|hit| row(hit.entry))
             .collect()
     };
+    // Broken files and the trash are the gateway's, not a member's to see.
+    let admin = !viewer.member();
     let broken = snapshot
         .missing_all()
         .into_iter()
+        .filter(|_| admin)
         .map(|(id, why)| {
             let why = match why {
                 Missing::Broken(b) => format!("{}\n{}", b.file.display(), b.problems.join("\n")),
@@ -349,6 +365,7 @@ pub(super) async fn apps(State(ui): State<Ui>, Query(query): Query<AppsQuery>) -
             home: ui.gateway().home.display().to_string(),
             trash: crate::manage::trash::list(&ui.gateway().home)
                 .into_iter()
+                .filter(|_| admin)
                 .map(|t| {
                     (
                         t.app,
@@ -470,10 +487,11 @@ struct AppPage {
 
 pub(super) async fn app(
     State(ui): State<Ui>,
+    viewer: Viewer,
     Path(id): Path<String>,
     Query(q): Query<FlashQuery>,
 ) -> Response {
-    let snapshot = ui.gateway().snapshot().await;
+    let snapshot = viewer.snapshot(&ui).await;
     let Some(entry) = snapshot.find(&id) else {
         return not_found(&ui, &format!("No app `{id}` is served."));
     };
@@ -600,7 +618,11 @@ pub(super) struct HistoryQuery {
 /// How many calls the history page lists.
 const HISTORY_PAGE: usize = 200;
 
-pub(super) async fn history(State(ui): State<Ui>, Query(q): Query<HistoryQuery>) -> Response {
+pub(super) async fn history(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(q): Query<HistoryQuery>,
+) -> Response {
     let some = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let mut error = None;
     let since_ms = match some(&q.since).map(|s| history::since(&s)) {
@@ -619,6 +641,7 @@ pub(super) async fn history(State(ui): State<Ui>, Query(q): Query<HistoryQuery>)
         status: status.clone(),
         since_ms,
         limit: HISTORY_PAGE,
+        person: viewer.only(),
     };
     let calls = match calls(&ui, filter).await {
         Ok(c) => c,
@@ -654,7 +677,7 @@ struct CallPage {
     call: CallRow,
 }
 
-pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response {
+pub(super) async fn call(State(ui): State<Ui>, viewer: Viewer, Path(id): Path<u64>) -> Response {
     let file = crate::consent::state::State::file_in(&ui.gateway().home);
     let shared = ui.gateway().shared_store().cloned();
     let found = match shared {
@@ -673,7 +696,9 @@ pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response 
         .and_then(|r| r.map_err(|e| e.to_string())),
     };
     let record = match found {
-        Ok(Some(r)) => r,
+        // Another person's call is as unknown as a pruned one.
+        Ok(Some(r)) if viewer.sees(r.person.as_deref()) => r,
+        Ok(Some(_)) => return not_found(&ui, &format!("No call {id} is kept.")),
         Ok(None) => return not_found(&ui, &format!("No call {id} is kept.")),
         Err(e) => return not_found(&ui, &format!("Cannot read the history: {e}")),
     };
@@ -715,7 +740,11 @@ pub(super) struct ConsentQuery {
     flash: Option<u64>,
 }
 
-pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>) -> Response {
+pub(super) async fn consent(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(q): Query<ConsentQuery>,
+) -> Response {
     let grants = match ui.gateway().consent.grants_listed().await {
         Ok(g) => g,
         Err(e) => {
@@ -723,7 +752,7 @@ pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>)
             Vec::new()
         }
     };
-    let pending = pending_rows(&ui, q.pending).await;
+    let pending = pending_rows(&ui, &viewer, q.pending).await;
     page(
         ConsentPage {
             // Only while something waits: a reload would lose what is typed into the
@@ -734,6 +763,7 @@ pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>)
             pending,
             grants: grants
                 .into_iter()
+                .filter(|g| viewer.owns(&g.caller))
                 .map(|g| GrantRow {
                     time: if g.granted_at == 0 {
                         "this run".into()
@@ -759,7 +789,11 @@ pub(super) struct AnswerForm {
     back: Option<String>,
 }
 
-pub(super) async fn answer(State(ui): State<Ui>, Form(form): Form<AnswerForm>) -> Response {
+pub(super) async fn answer(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Form(form): Form<AnswerForm>,
+) -> Response {
     if !ui.csrf_ok(form.csrf.as_deref()) {
         return forbidden_csrf();
     }
@@ -767,6 +801,22 @@ pub(super) async fn answer(State(ui): State<Ui>, Form(form): Form<AnswerForm>) -
     let Some(choice) = Choice::parse(&form.choice) else {
         return ui.flash(&back, format!("`{}` is not a choice", form.choice), false);
     };
+    // A person answers only for their own calls: another's is as unknown as none.
+    let theirs = ui
+        .gateway()
+        .consent
+        .pending_listed()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .any(|p| p.id == form.id && viewer.owns(&p.caller));
+    if !theirs {
+        return ui.flash(
+            &back,
+            crate::consent::NotPending(form.id).to_string(),
+            false,
+        );
+    }
     match ui.gateway().consent.answer_listed(form.id, choice).await {
         Ok(what) => ui.flash(&back, format!("Answered: {what}."), true),
         Err(e) => ui.flash(&back, e.to_string(), false),
@@ -782,7 +832,11 @@ pub(super) struct GrantForm {
     tool: String,
 }
 
-pub(super) async fn grant(State(ui): State<Ui>, Form(form): Form<GrantForm>) -> Response {
+pub(super) async fn grant(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Form(form): Form<GrantForm>,
+) -> Response {
     if !ui.csrf_ok(form.csrf.as_deref()) {
         return forbidden_csrf();
     }
@@ -795,6 +849,13 @@ pub(super) async fn grant(State(ui): State<Ui>, Form(form): Form<GrantForm>) -> 
         return ui.flash(
             "/ui/consent",
             "A grant needs a caller (`name@transport`) and an app.",
+            false,
+        );
+    }
+    if !viewer.owns(caller) {
+        return ui.flash(
+            "/ui/consent",
+            "You may grant only your own callers (`<client>@http~<you>`).",
             false,
         );
     }
@@ -819,9 +880,16 @@ pub(super) struct RevokeForm {
     tool: String,
 }
 
-pub(super) async fn revoke(State(ui): State<Ui>, Form(form): Form<RevokeForm>) -> Response {
+pub(super) async fn revoke(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Form(form): Form<RevokeForm>,
+) -> Response {
     if !ui.csrf_ok(form.csrf.as_deref()) {
         return forbidden_csrf();
+    }
+    if !viewer.owns(&form.caller) {
+        return ui.flash("/ui/consent", "You may revoke only your own grants.", false);
     }
     match ui
         .gateway()

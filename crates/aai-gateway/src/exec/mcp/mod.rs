@@ -190,9 +190,44 @@ type ToolCache = Arc<Mutex<HashMap<String, Vec<Tool>>>>;
 /// relisting per app however many notifications arrive.
 type Stale = Arc<Mutex<std::collections::HashSet<String>>>;
 
+/// A downstream server's state now (`/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Connected (started, handshake done) and not closed.
+    Connected,
+    /// Being started or reached now.
+    Starting,
+    /// Its last attempt to connect failed.
+    Failing,
+    /// Connected earlier; the connection has since closed (the next call connects again).
+    Disconnected,
+}
+
+impl Health {
+    /// Every state, in order.
+    pub const ALL: [Health; 4] = [
+        Health::Connected,
+        Health::Starting,
+        Health::Failing,
+        Health::Disconnected,
+    ];
+
+    /// Its name in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Connected => "connected",
+            Health::Starting => "starting",
+            Health::Failing => "failing",
+            Health::Disconnected => "disconnected",
+        }
+    }
+}
+
 /// Runs downstream MCP servers.
 pub struct McpExecutor {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Whether each app's last attempt to connect succeeded (for [`McpExecutor::health`]).
+    reached: Mutex<HashMap<String, bool>>,
     failures: super::Failures<Error>,
     tools: ToolCache,
     stale: Stale,
@@ -211,6 +246,7 @@ impl Default for McpExecutor {
         let (changed_tx, changed_rx) = mpsc::unbounded_channel();
         McpExecutor {
             slots: Mutex::default(),
+            reached: Mutex::default(),
             failures: super::Failures::default(),
             tools: ToolCache::default(),
             stale: Stale::default(),
@@ -479,8 +515,12 @@ impl McpExecutor {
         *link = None;
         let connection = self
             .connect(app, server, base_dir, auth, secrets, deadline)
-            .await
-            .inspect_err(|why| self.failures.record(app, why))?;
+            .await;
+        self.reached
+            .lock()
+            .expect("reached lock")
+            .insert(app.to_owned(), connection.is_ok());
+        let connection = connection.inspect_err(|why| self.failures.record(app, why))?;
         *link = Some(connection.clone());
         Ok(connection)
     }
@@ -566,9 +606,42 @@ impl McpExecutor {
         }
     }
 
+    /// The state of each server this run has tried to reach, by app id (servers never
+    /// used are not listed).
+    pub fn health(&self) -> Vec<(String, Health)> {
+        let slots: Vec<(String, Arc<Slot>)> = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .iter()
+            .map(|(app, slot)| (app.clone(), slot.clone()))
+            .collect();
+        let reached = self.reached.lock().expect("reached lock").clone();
+        slots
+            .into_iter()
+            .map(|(app, slot)| {
+                let health = match slot.link.try_lock() {
+                    // Held: a connection attempt (or a caller checking the link) now.
+                    Err(_) => Health::Starting,
+                    Ok(link) if link.as_ref().is_some_and(|l| !l.is_closed()) => Health::Connected,
+                    Ok(_) => match reached.get(&app) {
+                        Some(false) => Health::Failing,
+                        Some(true) => Health::Disconnected,
+                        None => Health::Starting,
+                    },
+                };
+                (app, health)
+            })
+            .collect()
+    }
+
     /// After a reload: drops the connections and tool lists of apps that are gone or
     /// now reach their server differently (`app id → server`).
     pub fn retire_stale(&self, live: &HashMap<String, McpServer>) {
+        self.reached
+            .lock()
+            .expect("reached lock")
+            .retain(|app, _| live.contains_key(app));
         self.slots
             .lock()
             .expect("slots lock")

@@ -34,6 +34,7 @@ CREATE TABLE aai_history (
     id BIGSERIAL PRIMARY KEY,
     at_ms BIGINT NOT NULL,
     caller TEXT NOT NULL,
+    person TEXT,
     app TEXT NOT NULL,
     asked TEXT,
     tool TEXT NOT NULL,
@@ -47,6 +48,7 @@ CREATE TABLE aai_history (
     UNIQUE (replica, seq)
 );
 CREATE INDEX aai_history_at ON aai_history (at_ms);
+CREATE INDEX aai_history_person ON aai_history (person, at_ms);
 
 -- Credentials, sealed with XChaCha20-Poly1305 (the key is never in the database); the
 -- associated data binds each to its account (app id and name), so rows cannot be
