@@ -97,6 +97,29 @@ class Postgres:
             self.proc.send_signal(signal.SIGQUIT)
             self.proc.wait(timeout=30)
 
+    def processes(self):
+        """The postmaster and every process it started."""
+        pids = [self.proc.pid]
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if ppid == self.proc.pid:
+                pids.append(int(d))
+        return pids
+
+    def freeze(self, frozen=True):
+        """Stops (SIGSTOP) or resumes (SIGCONT) the whole cluster: a database that hangs."""
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+            except OSError:
+                pass
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # fast shutdown

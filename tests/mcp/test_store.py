@@ -296,6 +296,36 @@ async def test_postgres_dying_mid_call_loses_no_history(gw, pg):
     no_password(gw, proc.stderr.read() if proc.stderr else "")
 
 
+async def test_a_hanging_postgres_fails_what_needs_it_within_the_deadline(gw, pg):
+    """A database that accepts nothing and answers nothing (every process stopped): a call
+    that needs it fails after `store.timeoutSeconds`, calls that do not run, and history
+    is written when it answers again."""
+    on_store(gw, pg, consent={"mode": "allow"}, apps={"com.example.ask": {"consent": "prompt"}})
+    gw.add_app("com.example.echo")
+    gw.add_app("com.example.ask")
+    with web(gw) as (url, _):
+        await call_over_http(url)
+        pg.freeze()
+        try:
+            with anyio.fail_after(10):
+                r = await call_over_http(url)
+            assert json.loads(r.content[0].text)["echo"]["text"] == "hi"
+            started = time.monotonic()
+            with anyio.fail_after(20):
+                e = await call_over_http(url, app="com.example.ask")
+            took = time.monotonic() - started
+            assert isinstance(e, MCPError) and e.error.code == -32016, e
+            # The connect (2 s) or statement (3 s) deadline, whichever it met.
+            assert re.search(r"did not answer within [23] s", e.error.message), e.error.message
+            assert 1.5 < took < 10, took
+        finally:
+            pg.freeze(False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and pg.sql("SELECT count(*) FROM aai_history") != [["3"]]:
+            await anyio.sleep(0.2)
+        assert pg.sql("SELECT count(*) FROM aai_history") == [["3"]]
+
+
 def start_fails(gw, **env):
     p = subprocess.run([str(gw.binary), "--home", str(gw.home), "--web", "--listen", f"127.0.0.1:{free_port()}"],
                        env=gw.env(**env), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)

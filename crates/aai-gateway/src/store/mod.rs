@@ -151,6 +151,7 @@ pub struct Shared {
     key: Option<crypt::Key>,
     replica: String,
     timeout: Duration,
+    connect_timeout: Duration,
 }
 
 #[derive(Clone)]
@@ -248,6 +249,7 @@ impl Shared {
             key,
             replica,
             timeout: settings.timeout,
+            connect_timeout: settings.connect_timeout,
         }))
     }
 
@@ -281,9 +283,12 @@ impl Shared {
         use deadpool_postgres::PoolError;
         match self.pool.get().await {
             Ok(c) => Ok(c),
-            Err(PoolError::Timeout(_)) => Err(Error::Timeout {
+            Err(PoolError::Timeout(kind)) => Err(Error::Timeout {
                 at: self.at.clone(),
-                secs: self.timeout.as_secs(),
+                secs: match kind {
+                    deadpool_postgres::TimeoutType::Create => self.connect_timeout.as_secs(),
+                    _ => self.timeout.as_secs(),
+                },
             }),
             Err(PoolError::Backend(e)) => Err(self.unavailable(&e)),
             Err(e) => Err(Error::Unavailable {
