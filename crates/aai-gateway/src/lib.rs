@@ -51,6 +51,7 @@ pub mod net;
 pub mod peer;
 pub mod pipeline;
 pub mod registry;
+pub mod telemetry;
 pub mod text;
 pub mod ui;
 pub mod visibility;

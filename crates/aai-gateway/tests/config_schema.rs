@@ -63,6 +63,17 @@ fn the_schema_accepts_what_the_gateway_accepts() {
         json!({"retries": 11}),
         json!({"history": {"rows": 99}}),
         json!({"exposure": "all"}),
+        json!({"telemetry": {"otlp": {"endpoint": "http://127.0.0.1:4318",
+               "headers": {"Authorization": "Bearer x"}, "serviceName": "gw", "timeoutSeconds": 5,
+               "maxQueue": 100, "maxBatch": 10, "batchDelayMs": 50, "shutdownSeconds": 0}}}),
+        json!({"telemetry": {}}),
+        json!({"telemetry": {"otlp": {}}}),
+        json!({"telemetry": {"otlp": {"endpoint": "ftp://c:4318"}}}),
+        json!({"telemetry": {"otlp": {"endpoint": "http://u:p@c:4318"}}}),
+        json!({"telemetry": {"otlp": {"endpoint": "http://c:4318", "endpiont": "x"}}}),
+        json!({"telemetry": {"otlp": {"endpoint": "http://c:4318", "maxQueue": 1}}}),
+        json!({"telemetry": {"otpl": {"endpoint": "http://c:4318"}}}),
+        json!({"telemetry": {"otlp": {"endpoint": "http://c:4318", "headers": {"x-key": 1}}}}),
     ];
     for sample in samples {
         let gateway =

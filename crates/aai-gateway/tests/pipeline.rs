@@ -145,6 +145,7 @@ fn origin() -> Origin {
         },
         prompter: None,
         client: None,
+        trace: None,
     }
 }
 

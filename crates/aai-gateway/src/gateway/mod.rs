@@ -143,6 +143,12 @@ impl Gateway {
             batch_max_calls: config.batch_max_calls,
             batch_concurrency: config.batch_concurrency,
         };
+        // Traces (config `telemetry.otlp`): an exporter thread only when configured.
+        let telemetry = config.telemetry.clone().and_then(|settings| {
+            crate::telemetry::Telemetry::start(settings)
+                .inspect_err(|e| tracing::warn!("traces are off: {e}"))
+                .ok()
+        });
         let manage = Arc::new(crate::manage::Manager::new(
             home.clone(),
             crate::catalog::builtin::host_platform(),
@@ -159,7 +165,8 @@ impl Gateway {
                     manage: Some(manage),
                     settings,
                 },
-            ),
+            )
+            .with_telemetry(telemetry),
             state,
             local_ids: std::sync::Mutex::new(None),
             consent,
@@ -779,6 +786,8 @@ impl Drop for Lifecycle {
         // Every call made so far is in the history before the process ends (calls
         // cancelled above recorded themselves as they ended).
         self.gateway.pipeline.flush_history(Duration::from_secs(2));
+        // The last spans go to the collector, within `telemetry.otlp.shutdownSeconds`.
+        self.gateway.pipeline.shutdown_telemetry();
         // Nothing we started outlives us, not even a grandchild that left its group.
         crate::exec::process::reap_all(Duration::from_secs(2));
     }
