@@ -1060,6 +1060,42 @@ mod tests {
     }
 
     #[test]
+    fn a_hanging_collector_drops_spans_and_never_holds_the_caller() {
+        // A collector that takes the connection and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let mut settings = Settings::new(Settings::traces_url(url.parse().unwrap()));
+        settings.max_queue = 16;
+        settings.max_batch = 1;
+        settings.batch_delay = Duration::from_millis(10);
+        settings.timeout = Duration::from_secs(60);
+        settings.shutdown = Duration::from_millis(300);
+        let telemetry = Telemetry::start(settings).unwrap();
+        let incoming = Context::parse(TP, None).unwrap();
+        let started = Instant::now();
+        for _ in 0..1000 {
+            let call = Call::start(Some(&telemetry), Some(&incoming));
+            let child = call.child(EXECUTE, Kind::Client);
+            call.end(child, Ok(()));
+            call.finish(Err("TIMEOUT"));
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(telemetry.dropped() >= 1900, "{}", telemetry.dropped());
+        let stopping = Instant::now();
+        telemetry.shutdown();
+        assert!(
+            stopping.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            stopping.elapsed()
+        );
+        drop(listener);
+    }
+
+    #[test]
     fn header_values_never_show() {
         let s = format!("{:?}", HeaderValue("Bearer s3cret".into()));
         assert!(!s.contains("s3cret"));
