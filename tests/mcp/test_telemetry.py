@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need_peer
-from test_http import free_port, httpbin, tool as web_tool, web_app  # noqa: F401  (httpbin is a fixture)
+from test_http import free_port, httpbin, wait_port, tool as web_tool, web_app  # noqa: F401  (httpbin is a fixture)
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
@@ -350,3 +350,30 @@ def test_over_http_the_traceparent_header_is_the_parent(gw, collector):
     assert meta.trace_id.hex() == other.split("-")[1] and meta.parent_span_id.hex() == other.split("-")[2]
     assert malformed.trace_id.hex() != TRACE and not malformed.parent_span_id
     assert SECRET_ARG.encode() not in collector.raw()
+
+
+async def test_streamable_http_servers_get_the_header_too(gw, collector):
+    import subprocess
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(META_SERVER), "http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, server)
+        gw.config(consent={"mode": "allow"}, telemetry=telemetry(gw, collector.url))
+        gw.put("dev.mcp.meta", {
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": "dev.mcp.meta", "name": {"en": "Meta"}, "defaultLang": "en",
+                    "description": "records _meta and trace headers"},
+            "execution": {"type": "mcp", "url": f"http://127.0.0.1:{port}/mcp"}})
+        async with gw.session() as s:
+            r = await s.call_tool("aai_exec", {"app": "dev.mcp.meta", "tool": "meta", "args": {}},
+                                  meta={"traceparent": TP, "tracestate": "vendor=abc"})
+            seen = json.loads(r.content[0].text)
+            collector.wait(1)
+    finally:
+        server.kill()
+        server.wait()
+    execute = next(s for s in collector.spans() if s.name == "aai.execute")
+    expected = f"00-{TRACE}-{execute.span_id.hex()}-01"
+    assert seen["traceparent"] == expected and seen["header:traceparent"] == expected, seen
+    assert seen["tracestate"] == "vendor=abc" and seen["header:tracestate"] == "vendor=abc", seen
