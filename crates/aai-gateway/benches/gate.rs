@@ -37,6 +37,7 @@ fn main() {
             name: "bench".into(),
             transport: "stdio",
             token: None,
+            person: None,
         },
         app: "com.bench.app0".into(),
         app_name: "App 0".into(),
@@ -70,6 +71,7 @@ fn main() {
         sink.record(Record {
             at_ms: history::now_ms(),
             caller: question.caller.key(),
+            person: None,
             app: question.app.clone(),
             asked: None,
             tool: question.tool.clone(),
@@ -112,6 +114,7 @@ fn main() {
             sink.record(Record {
                 at_ms: history::now_ms(),
                 caller: "bench@stdio".into(),
+                person: None,
                 app: "com.bench.app0".into(),
                 asked: None,
                 tool: "tool0".into(),

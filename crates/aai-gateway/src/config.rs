@@ -138,10 +138,32 @@ pub struct Config {
     pub secrets_from_environment: bool,
     /// More `Host` names `--web` accepts with a token (`web.allowedHosts`).
     pub web_allowed_hosts: Vec<String>,
+    /// `--web` as an OAuth 2.1 resource server of the team's authorization server
+    /// (`web.auth`, docs/team.md).
+    pub web_auth: Option<WebAuth>,
     /// `--generate`'s model service and how it is used (`generate.*`).
     pub generate: GenerateSettings,
     /// OpenTelemetry trace export (`telemetry.otlp`); `None`: off.
     pub telemetry: Option<crate::telemetry::Settings>,
+}
+
+/// `web.auth`: the team's authorization server whose access tokens `--web` takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebAuth {
+    /// The authorization server's issuer URL (`web.auth.issuer`).
+    pub issuer: String,
+    /// This server's resource URL, the audience tokens must name (`web.auth.audience`).
+    pub audience: String,
+    /// Scopes every token must carry (`web.auth.scopes`).
+    pub scopes: Vec<String>,
+    /// Per scope, the apps and tools it lets a person see (`web.auth.scopeAccess`);
+    /// empty: every scope sees everything the client may.
+    pub scope_access: crate::visibility::ScopeAccess,
+    /// The scope that sees everyone's history and pending calls (`web.auth.adminScope`).
+    pub admin_scope: String,
+    /// The client id the web UI signs in with, and introspects opaque tokens as
+    /// (`web.auth.clientId`); its secret, if any, is `AAI_WEB_AUTH_CLIENT_SECRET`.
+    pub client_id: Option<String>,
 }
 
 /// `generate.*`: the OpenAI-compatible chat-completions service `--generate` drafts
@@ -238,6 +260,13 @@ impl Config {
             ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
             ("web.allowedHosts".into(), self.web_allowed_hosts.join(", ")),
             (
+                "web.auth".into(),
+                self.web_auth.as_ref().map_or_else(
+                    || "(none: the bearer token only)".into(),
+                    |a| format!("issuer {}, audience {}", a.issuer, a.audience),
+                ),
+            ),
+            (
                 "secrets.fromEnvironment".into(),
                 self.secrets_from_environment.to_string(),
             ),
@@ -305,6 +334,7 @@ impl Config {
             batch_concurrency: 8,
             secrets_from_environment: false,
             web_allowed_hosts: Vec::new(),
+            web_auth: None,
             generate: GenerateSettings {
                 base_url: "https://api.openai.com/v1".to_owned(),
                 model: "gpt-4o-mini".to_owned(),
@@ -517,10 +547,13 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
             c.batch_concurrency = n as usize;
         }
     }
-    if let Some(mut web) = obj.opt_obj("web")
-        && let Some(hosts) = web.opt_str_list("allowedHosts")
-    {
-        c.web_allowed_hosts = hosts;
+    if let Some(mut web) = obj.opt_obj("web") {
+        if let Some(hosts) = web.opt_str_list("allowedHosts") {
+            c.web_allowed_hosts = hosts;
+        }
+        if let Some(auth) = web.opt_obj("auth") {
+            c.web_auth = web_auth(sink, auth);
+        }
     }
     if let Some(mut secrets) = obj.opt_obj("secrets")
         && let Some(b) = secrets.opt_bool("fromEnvironment")
@@ -594,11 +627,58 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
 
 /// `clients`: per client name (`"*"`: everyone), `apps.allow`, `apps.deny` (app ids,
 /// `prefix.*`) and `tools.deny` (`<appId>:<tool>`).
+/// `web.auth`: every key checked; `None` (with errors) when it cannot be used.
+fn web_auth(sink: &Sink, mut auth: Obj<'_>) -> Option<WebAuth> {
+    let url = |auth: &mut Obj<'_>, key: &'static str| -> Option<String> {
+        let Some(text) = auth.opt_text(key) else {
+            sink.error(auth.at(key), format!("`web.auth.{key}` is required"));
+            return None;
+        };
+        match reqwest::Url::parse(text) {
+            Ok(u) if crate::net::check_fetchable(&u).is_ok() && u.fragment().is_none() => {
+                Some(text.trim_end_matches('/').to_owned())
+            }
+            _ => {
+                sink.error(
+                    auth.at(key),
+                    format!("`{text}` is not an https URL (plain http only for this machine)"),
+                );
+                None
+            }
+        }
+    };
+    let issuer = url(&mut auth, "issuer");
+    let audience = url(&mut auth, "audience");
+    let scopes = auth.opt_str_list("scopes").unwrap_or_default();
+    let scope_access = auth
+        .opt_obj("scopeAccess")
+        .map(|rules| crate::visibility::ScopeAccess::new(rule_map(sink, rules)))
+        .unwrap_or_default();
+    let admin_scope = auth
+        .opt_text("adminScope")
+        .unwrap_or("aai:admin")
+        .to_owned();
+    let client_id = auth.opt_text("clientId").map(str::to_owned);
+    Some(WebAuth {
+        issuer: issuer?,
+        audience: audience?,
+        scopes,
+        scope_access,
+        admin_scope,
+        client_id,
+    })
+}
+
 fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::visibility::Visibility {
-    use crate::visibility::{Rules, Visibility};
-    let at = clients.pointer().to_owned();
+    crate::visibility::Visibility::new(rule_map(sink, clients))
+}
+
+/// Rules by name: config `clients` (by client name) and `web.auth.scopeAccess` (by scope).
+fn rule_map(sink: &Sink, named: Obj<'_>) -> BTreeMap<String, crate::visibility::Rules> {
+    use crate::visibility::Rules;
+    let at = named.pointer().to_owned();
     let mut by_client = BTreeMap::new();
-    for (name, value) in clients.entries() {
+    for (name, value) in named.entries() {
         let pointer = aai_descriptor::diagnostic::join_pointer(&at, name);
         let Some(mut client) = Obj::new(sink, value, pointer) else {
             continue;
@@ -625,7 +705,7 @@ fn visibility(sink: &Sink, clients: Obj<'_>) -> crate::visibility::Visibility {
         }
         by_client.insert(name.clone(), rules);
     }
-    Visibility::new(by_client)
+    by_client
 }
 
 /// `telemetry.otlp`: `endpoint` (required: an http(s) URL without user or fragment;

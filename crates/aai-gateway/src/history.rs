@@ -54,8 +54,12 @@ pub enum Error {
 pub struct Record {
     /// Unix time in milliseconds.
     pub at_ms: u64,
-    /// `name@transport`.
+    /// `name@transport` (see [`crate::consent::Caller::key`]).
     pub caller: String,
+    /// The person behind the call (the subject of the team's access token), when the
+    /// caller signed in as one (`web.auth`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
     /// App id (as asked for, when it did not resolve).
     pub app: String,
     /// The name the caller used, when it was not the id (`notes`, `笔记`, a URL).
@@ -232,6 +236,16 @@ fn connect(file: &Path) -> rusqlite::Result<Connection> {
     if !has_asked {
         conn.execute_batch("ALTER TABLE history ADD COLUMN asked TEXT")?;
     }
+    // Added with the team gateway: the person behind a call.
+    let has_person = conn
+        .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'person'")?
+        .exists([])?;
+    if !has_person {
+        conn.execute_batch(
+            "ALTER TABLE history ADD COLUMN person TEXT;
+             CREATE INDEX IF NOT EXISTS history_person ON history (person, at_ms);",
+        )?;
+    }
     Ok(conn)
 }
 
@@ -275,8 +289,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?;
         for r in batch {
             stmt.execute(params![
@@ -289,7 +303,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
                 r.code,
                 clamp(r.duration_ms),
                 r.excerpt,
-                r.asked
+                r.asked,
+                r.person
             ])?;
         }
     }
@@ -331,6 +346,8 @@ pub struct Filter {
     pub tool: Option<String>,
     /// Only this caller.
     pub caller: Option<String>,
+    /// Only this person's calls.
+    pub person: Option<String>,
     /// Only `ok` or `error`.
     pub status: Option<String>,
     /// Only records at or after this Unix time (ms).
@@ -350,6 +367,7 @@ pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, Error> {
         file,
         "WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR caller = ?3)
            AND (?4 IS NULL OR status = ?4) AND (?5 IS NULL OR at_ms >= ?5)
+           AND (?7 IS NULL OR person = ?7)
          ORDER BY at_ms DESC, id DESC LIMIT ?6",
         params![
             filter.app,
@@ -357,7 +375,8 @@ pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, Error> {
             filter.caller,
             filter.status,
             filter.since_ms.map(clamp),
-            clamp(filter.limit as u64)
+            clamp(filter.limit as u64),
+            filter.person
         ],
     )
 }
@@ -380,7 +399,7 @@ fn select(
         source,
     })?;
     let mut stmt = conn.prepare(&format!(
-        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked FROM history {rest}"
+        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person FROM history {rest}"
     ))?;
     let rows = stmt.query_map(params, |r| {
         Ok((
@@ -396,6 +415,7 @@ fn select(
                 duration_ms: r.get::<_, i64>(8)?.max(0) as u64,
                 excerpt: r.get(9)?,
                 asked: r.get(10)?,
+                person: r.get(11)?,
             },
         ))
     })?;
@@ -659,6 +679,7 @@ mod tests {
             sink.record(Record {
                 at_ms: now_ms() + i,
                 caller: "c@stdio".into(),
+                person: None,
                 asked: None,
                 app: if i % 2 == 0 {
                     "com.a".into()

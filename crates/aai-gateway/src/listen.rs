@@ -29,8 +29,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::access::{
-    MAX_BODY, Remote, TOKEN_COOKIE, allowed_hosts, allowed_origins, constant_time_eq, origin_of,
-    ui_session,
+    MAX_BODY, PERSON_COOKIE, Remote, TOKEN_COOKIE, allowed_hosts, allowed_origins,
+    constant_time_eq, cookie, origin_of, ui_session,
 };
 use crate::auth::Secret;
 use crate::gateway::Gateway;
@@ -94,6 +94,8 @@ pub struct Options {
     pub ui: bool,
     /// More `Host` names to accept (config `web.allowedHosts`), with a token.
     pub hosts: Vec<String>,
+    /// The team's authorization server whose access tokens are taken (config `web.auth`).
+    pub resource: Option<Arc<crate::access::resource::Resource>>,
 }
 
 /// Why the listener did not start.
@@ -137,7 +139,7 @@ impl Bound {
 
 /// Binds `options.addr` (port 0 picks a free one).
 pub async fn bind(options: Options) -> Result<Bound, Error> {
-    if !options.addr.ip().is_loopback() && options.token.is_none() {
+    if !options.addr.ip().is_loopback() && options.token.is_none() && options.resource.is_none() {
         return Err(Error::TokenRequired(options.addr));
     }
     let listener = tokio::net::TcpListener::bind(options.addr)
@@ -191,10 +193,15 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
         tracing::info!("serving MCP on {origin}/mcp");
     }
     if options.ui {
+        let base = match &options.resource {
+            Some(resource) => format!("{}/ui", resource.public_origin()),
+            None => format!("{origin}/ui"),
+        };
         let ui = crate::ui::Ui::new(
             gateway.clone(),
-            format!("{origin}/ui"),
+            base,
             options.token.clone(),
+            options.resource.clone(),
         );
         gateway.consent.set_ui(ui.base().to_owned());
         gateway.auth.set_ui(ui.base().to_owned());
@@ -207,24 +214,33 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
         router = router.merge(ui.router());
         tracing::info!("serving the web UI on {origin}/ui");
     }
-    let has_token = options.token.is_some();
-    let guard = Guard::new(addr, options.token, &options.hosts);
+    let has_token = options.token.is_some() || options.resource.is_some();
+    if let Some(resource) = &options.resource {
+        tracing::info!(
+            "taking access tokens of {} for {}",
+            resource.config().issuer,
+            resource.config().audience
+        );
+    }
+    let team = options.resource.is_some();
+    let guard = Guard::new(addr, options.token, options.resource, &options.hosts);
     let router = router.layer(axum::middleware::from_fn(move |req, next| {
         let guard = guard.clone();
         async move { guard.check(req, next).await }
     }));
-    accept_loop(&gateway, listener, router, has_token).await;
+    accept_loop(&gateway, listener, router, has_token, team).await;
     Ok(())
 }
 
-/// Accepts connections until the gateway stops: each is checked for its owner first, at
-/// most [`MAX_CONNECTIONS`] are served at once, and each must send its request headers
+/// Accepts connections until the gateway stops: each is checked for its owner first
+/// (another user's only with the team's tokens, `team`), at most [`MAX_CONNECTIONS`] are served at once, and each must send its request headers
 /// within [`HEADER_READ_TIMEOUT`].
 async fn accept_loop(
     gateway: &Gateway,
     listener: tokio::net::TcpListener,
     router: axum::Router,
     has_token: bool,
+    team: bool,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -263,6 +279,9 @@ async fn accept_loop(
             match crate::peer::owner(local, remote, os).await {
                 crate::peer::Peer::Owner => {}
                 crate::peer::Peer::Unknown if has_token => {}
+                // With the team's tokens every request names its person, whoever owns
+                // the connection (a reverse proxy runs as its own user).
+                crate::peer::Peer::Other(_) if team => {}
                 crate::peer::Peer::Other(uid) => {
                     tracing::warn!(%remote, uid, "refused a connection of another user");
                     return;
@@ -311,6 +330,8 @@ struct Guard {
     hosts: Arc<Vec<String>>,
     origins: Arc<Vec<String>>,
     token: Option<Secret>,
+    /// The team's tokens (`web.auth`).
+    resource: Option<Arc<crate::access::resource::Resource>>,
     /// Wrong tokens in a row (any client), for the back-off.
     failures: Arc<std::sync::atomic::AtomicU32>,
     /// MCP requests being read and handled at once.
@@ -366,16 +387,33 @@ impl Guard {
     /// With a token, remote clients may name this machine as they know it: any IP
     /// address (a DNS-rebinding page cannot send one), its host name, and `extra` (config
     /// `web.allowedHosts`).
-    fn new(addr: SocketAddr, token: Option<Secret>, extra: &[String]) -> Guard {
+    fn new(
+        addr: SocketAddr,
+        token: Option<Secret>,
+        resource: Option<Arc<crate::access::resource::Resource>>,
+        extra: &[String],
+    ) -> Guard {
         let mut hosts = allowed_hosts(addr);
-        if token.is_some() {
+        let mut origins = allowed_origins(addr);
+        if token.is_some() || resource.is_some() {
             hosts.extend(machine_names());
             hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
         }
+        if let Some(resource) = &resource {
+            // The name clients and browsers reach this server by (behind a proxy).
+            let public = resource.public_origin();
+            if let Ok(url) = reqwest::Url::parse(&public)
+                && let Some(host) = url.host_str()
+            {
+                hosts.push(host.trim_matches(['[', ']']).to_ascii_lowercase());
+            }
+            origins.push(public);
+        }
         Guard {
             hosts: Arc::new(hosts),
-            origins: Arc::new(allowed_origins(addr)),
+            origins: Arc::new(origins),
             token,
+            resource,
             failures: Arc::default(),
             parsing: Arc::new(tokio::sync::Semaphore::new(MAX_PARSING)),
             in_flight: Arc::default(),
@@ -384,7 +422,8 @@ impl Guard {
 
     fn host_allowed(&self, host: &str) -> bool {
         self.hosts.iter().any(|a| a.eq_ignore_ascii_case(host))
-            || (self.token.is_some() && host.parse::<std::net::IpAddr>().is_ok())
+            || ((self.token.is_some() || self.resource.is_some())
+                && host.parse::<std::net::IpAddr>().is_ok())
     }
 
     /// After a few wrong tokens in a row, each further one waits longer (up to 2 s)
@@ -502,31 +541,83 @@ impl Guard {
             )
                 .into_response();
         }
-        let Some(token) = &self.token else {
-            return next.run(req).await;
-        };
-        let path = req.uri().path();
-        // The sign-in page of the UI is the one thing served without the token.
-        if path == "/ui/login" {
+        if self.token.is_none() && self.resource.is_none() {
             return next.run(req).await;
         }
+        let path = req.uri().path().to_owned();
+        if let Some(resource) = &self.resource
+            && (path == METADATA_PATH || path.starts_with(&format!("{METADATA_PATH}/")))
+        {
+            // Public by definition (RFC 9728): where to get a token.
+            return (
+                [(header::CONTENT_TYPE, "application/json")],
+                resource.metadata().to_string(),
+            )
+                .into_response();
+        }
+        // The sign-in pages of the UI are the one thing served without a token.
+        if path == "/ui/login"
+            || (self.resource.is_some() && matches!(path.as_str(), "/ui/signin" | "/ui/callback"))
+        {
+            return next.run(req).await;
+        }
+        let mut req = req;
         if let Some(given) = bearer(&req) {
-            if same(given, token) {
+            if let Some(token) = &self.token
+                && same(given, token)
+            {
                 self.failures.store(0, std::sync::atomic::Ordering::SeqCst);
                 return next.run(req).await;
+            }
+            if let Some(resource) = &self.resource {
+                match resource.person(given).await {
+                    Ok(person) => {
+                        req.extensions_mut().insert(person);
+                        return next.run(req).await;
+                    }
+                    Err(refusal) => {
+                        if matches!(refusal, crate::access::resource::Refusal::Invalid(_)) {
+                            self.refused_token().await;
+                        }
+                        return refuse(resource, &refusal);
+                    }
+                }
             }
             self.refused_token().await;
         }
         if path.starts_with("/ui") {
-            let session = ui_session(token);
-            if cookie(&req, TOKEN_COOKIE)
-                .is_some_and(|c| constant_time_eq(c.as_bytes(), session.as_bytes()))
+            if let Some(token) = &self.token {
+                let session = ui_session(token);
+                if cookie(&req, TOKEN_COOKIE)
+                    .is_some_and(|c| constant_time_eq(c.as_bytes(), session.as_bytes()))
+                {
+                    return next.run(req).await;
+                }
+            }
+            if let Some(resource) = &self.resource
+                && let Some(signed_in) = cookie(&req, PERSON_COOKIE).map(str::to_owned)
+                && let Ok(person) = resource.person(&signed_in).await
             {
+                req.extensions_mut().insert(person);
                 return next.run(req).await;
             }
             if req.method() == axum::http::Method::GET {
-                return axum::response::Redirect::to("/ui/login").into_response();
+                let to = if self.resource.is_some() {
+                    // Back to the page asked for once signed in (only a path of the UI).
+                    let next_path = req.uri().path_and_query().map_or("/ui", |p| p.as_str());
+                    format!(
+                        "/ui/signin?next={}",
+                        url::form_urlencoded::byte_serialize(next_path.as_bytes())
+                            .collect::<String>()
+                    )
+                } else {
+                    "/ui/login".to_owned()
+                };
+                return axum::response::Redirect::to(&to).into_response();
             }
+        }
+        if let Some(resource) = &self.resource {
+            return refuse(resource, &crate::access::resource::Refusal::Missing);
         }
         let mut response =
             (StatusCode::UNAUTHORIZED, "a bearer token is required\n").into_response();
@@ -535,6 +626,31 @@ impl Guard {
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         response
     }
+}
+
+/// Where the Protected Resource Metadata is served (and below it, per resource path).
+pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// The answer to a request whose team token was not taken: 401 (403 for a missing
+/// scope, 503 when the authorization server cannot be asked) with the challenge that
+/// names the resource metadata.
+fn refuse(
+    resource: &crate::access::resource::Resource,
+    refusal: &crate::access::resource::Refusal,
+) -> Response {
+    use crate::access::resource::Refusal;
+    let status = match refusal {
+        Refusal::Missing | Refusal::Invalid(_) => StatusCode::UNAUTHORIZED,
+        Refusal::Scope(_) => StatusCode::FORBIDDEN,
+        Refusal::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut response = (status, format!("{refusal}\n")).into_response();
+    if let Ok(value) = HeaderValue::from_str(&resource.challenge(refusal)) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
 /// A token's public name: the first 8 hex digits of its SHA-256 (part of a caller's
@@ -567,19 +683,6 @@ fn bearer(req: &Request) -> Option<&str> {
         .to_str()
         .ok()?
         .strip_prefix("Bearer ")
-}
-
-/// The value of cookie `name`, if the request carries it.
-pub fn cookie<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
-    req.headers()
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|pair| {
-            let (k, v) = pair.trim().split_once('=')?;
-            (k == name).then_some(v)
-        })
 }
 
 #[cfg(test)]

@@ -254,6 +254,8 @@ pub struct Settings {
     pub batch_max_calls: usize,
     /// `batch.concurrency`.
     pub batch_concurrency: usize,
+    /// `web.auth.scopeAccess`: what each scope of a signed-in person opens.
+    pub scope_access: crate::visibility::ScopeAccess,
 }
 
 /// The call path: shared by every front door, cheap to clone.
@@ -279,7 +281,8 @@ pub struct Pipeline {
     telemetry: Option<Arc<telemetry::Telemetry>>,
 }
 
-/// Each limited client's view, with the snapshot it was made from, by client name.
+/// Each limited client's view, with the snapshot it was made from, by client name (and
+/// a person's scopes).
 type Views = std::collections::HashMap<String, (Arc<Snapshot>, Arc<Snapshot>)>;
 
 /// How many clients' views are kept (more distinct names start the cache anew).
@@ -352,28 +355,51 @@ impl Pipeline {
         }
     }
 
-    /// `snapshot` as `caller` sees it (config `clients`): the same one when no rule
-    /// limits the client, else its view, made once per snapshot.
+    /// `snapshot` as `caller` sees it (config `clients`, and for a signed-in person
+    /// `web.auth.scopeAccess`): the same one when no rule limits the caller, else its
+    /// view, made once per snapshot.
     pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::consent::Caller) -> Arc<Snapshot> {
         let visibility = snapshot.visibility.clone();
+        let scopes = caller
+            .person
+            .as_ref()
+            .filter(|_| self.settings.scope_access.limits())
+            .map(|p| p.scopes.as_slice());
         // The rules are per MCP client: the user at the command line or the web UI sees all.
-        if caller.is_user() || !visibility.limits(&caller.name) {
+        if caller.is_user() || (!visibility.limits(&caller.name) && scopes.is_none()) {
             return snapshot;
         }
+        // Views are kept by client name and, for a person, the scopes they hold.
+        let key = match scopes {
+            Some(scopes) => format!("{}\u{0}{}", caller.name, scopes.join(" ")),
+            None => caller.name.clone(),
+        };
         let mut views = self.views.lock().expect("views lock");
-        if let Some((base, view)) = views.get(&caller.name)
+        if let Some((base, view)) = views.get(&key)
             && Arc::ptr_eq(base, &snapshot)
         {
             return view.clone();
         }
-        let Some(view) = crate::registry::view::view(&visibility, &snapshot, &caller.name) else {
-            return snapshot;
+        let view = match scopes {
+            None => match crate::registry::view::view(&visibility, &snapshot, &caller.name) {
+                Some(view) => view,
+                None => return snapshot,
+            },
+            Some(scopes) => {
+                let access = &self.settings.scope_access;
+                snapshot.filtered(
+                    |id: &str| visibility.app(&caller.name, id) && access.app(scopes, id),
+                    |id: &str, tool: &str| {
+                        visibility.tool(&caller.name, id, tool) && access.tool(scopes, id, tool)
+                    },
+                )
+            }
         };
         let view = Arc::new(view);
         if views.len() >= VIEWS_KEPT {
             views.clear();
         }
-        views.insert(caller.name.clone(), (snapshot, view.clone()));
+        views.insert(key, (snapshot, view.clone()));
         view
     }
 
@@ -480,6 +506,7 @@ impl Pipeline {
             history.record(crate::history::Record {
                 at_ms: crate::history::now_ms(),
                 caller: origin.caller.key(),
+                person: origin.caller.person.as_ref().map(|p| p.subject.clone()),
                 app: id,
                 asked,
                 tool: tool.to_owned(),

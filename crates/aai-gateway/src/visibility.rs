@@ -49,6 +49,45 @@ fn matches(pattern: &str, id: &str) -> bool {
     }
 }
 
+/// `web.auth.scopeAccess`: per OAuth scope, the apps and tools it opens to a person. A
+/// person sees an app (a tool) when at least one scope they hold has rules that let them;
+/// with no rules at all, scopes limit nothing. These apply on top of the client's rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopeAccess {
+    by_scope: BTreeMap<String, Rules>,
+}
+
+impl ScopeAccess {
+    /// Rules by scope.
+    pub fn new(by_scope: BTreeMap<String, Rules>) -> ScopeAccess {
+        ScopeAccess { by_scope }
+    }
+
+    /// Whether any rule is set (else every person sees what their client sees).
+    pub fn limits(&self) -> bool {
+        !self.by_scope.is_empty()
+    }
+
+    /// The scopes with rules.
+    pub fn scopes(&self) -> impl Iterator<Item = &str> {
+        self.by_scope.keys().map(String::as_str)
+    }
+
+    fn held<'a>(&'a self, scopes: &'a [String]) -> impl Iterator<Item = &'a Rules> + 'a {
+        scopes.iter().filter_map(|s| self.by_scope.get(s))
+    }
+
+    /// Whether a person holding `scopes` may see app `id`.
+    pub fn app(&self, scopes: &[String], id: &str) -> bool {
+        !self.limits() || self.held(scopes).any(|r| r.app(id))
+    }
+
+    /// Whether a person holding `scopes` may see `tool` of app `id`.
+    pub fn tool(&self, scopes: &[String], id: &str, tool: &str) -> bool {
+        !self.limits() || self.held(scopes).any(|r| r.app(id) && r.tool(id, tool))
+    }
+}
+
 /// Everyone's and each client's rules, and the apps only some clients see.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Visibility {
@@ -161,6 +200,44 @@ mod tests {
                 .map(|(a, t)| ((*a).to_owned(), (*t).to_owned()))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_person_sees_what_some_scope_of_theirs_opens() {
+        let access = ScopeAccess::new(BTreeMap::from([
+            (
+                "notes".to_owned(),
+                rules(Some(&["com.example.notes"]), &[], &[]),
+            ),
+            (
+                "everything".to_owned(),
+                rules(
+                    None,
+                    &["com.example.secret"],
+                    &[("com.example.notes", "purge")],
+                ),
+            ),
+        ]));
+        let notes = ["notes".to_owned()];
+        let all = ["everything".to_owned()];
+        let both = ["notes".to_owned(), "everything".to_owned()];
+        assert!(access.app(&notes, "com.example.notes"));
+        assert!(!access.app(&notes, "com.example.mail"));
+        assert!(access.app(&all, "com.example.mail"));
+        assert!(!access.app(&all, "com.example.secret"));
+        assert!(!access.app(&[], "com.example.notes"), "no scope, nothing");
+        assert!(!access.tool(&all, "com.example.notes", "purge"));
+        assert!(access.tool(&notes, "com.example.notes", "purge"));
+        assert!(
+            access.tool(&both, "com.example.notes", "purge"),
+            "one scope that allows is enough"
+        );
+        assert!(
+            !access.tool(&notes, "com.example.mail", "send"),
+            "the app first"
+        );
+        let open = ScopeAccess::default();
+        assert!(open.app(&[], "anything") && open.tool(&[], "anything", "x"));
     }
 
     #[test]

@@ -95,6 +95,7 @@ async fn ask(gateway: &Gateway, prompt: &str) -> Result<Value, aai_gateway::erro
             name: "test".into(),
             transport: "stdio",
             token: None,
+            person: None,
         },
         prompter: None,
         client: None,

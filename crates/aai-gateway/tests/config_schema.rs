@@ -74,6 +74,14 @@ fn the_schema_accepts_what_the_gateway_accepts() {
         json!({"telemetry": {"otlp": {"endpoint": "http://c:4318", "maxQueue": 1}}}),
         json!({"telemetry": {"otpl": {"endpoint": "http://c:4318"}}}),
         json!({"telemetry": {"otlp": {"endpoint": "http://c:4318", "headers": {"x-key": 1}}}}),
+        json!({"web": {"auth": {"issuer": "https://id.example.com", "audience": "https://gw.example.com/mcp",
+                                "scopes": ["mcp"], "adminScope": "ops", "clientId": "aai-ui",
+                                "scopeAccess": {"notes": {"apps": {"allow": ["com.example.notes"]}},
+                                                "all": {"tools": {"deny": ["com.example.notes:purge"]}}}}}}),
+        json!({"web": {"auth": {"audience": "https://gw.example.com/mcp"}}}),
+        json!({"web": {"auth": {"issuer": "ftp://id.example.com", "audience": "https://gw.example.com/mcp"}}}),
+        json!({"web": {"auth": {"issuer": "https://id.example.com", "audience": "https://gw.example.com/mcp",
+                                "scopeAccess": {"notes": 5}}}}),
     ];
     for sample in samples {
         let gateway =

@@ -125,6 +125,7 @@ fn bench(mode: ConsentMode) -> Bench {
             os: Os::Linux,
             batch_max_calls: 10,
             batch_concurrency: 2,
+            scope_access: Default::default(),
         },
     };
     Bench {
@@ -142,6 +143,7 @@ fn origin() -> Origin {
             name: "test".into(),
             transport: "stdio",
             token: None,
+            person: None,
         },
         prompter: None,
         client: None,

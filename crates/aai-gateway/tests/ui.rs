@@ -79,7 +79,7 @@ fn csrf_of(page: &str) -> String {
 async fn pages_show_the_apps_and_never_their_markup() {
     let home = tempfile::tempdir().unwrap();
     let gw = gateway(home.path());
-    let ui = Ui::new(gw, "http://127.0.0.1:9/ui".into(), None);
+    let ui = Ui::new(gw, "http://127.0.0.1:9/ui".into(), None, None);
     let (status, apps) = get(&ui, "/ui/apps").await;
     assert_eq!(status, StatusCode::OK);
     assert!(
@@ -112,7 +112,7 @@ async fn pages_show_the_apps_and_never_their_markup() {
 async fn a_form_changes_something_only_with_this_runs_csrf_token() {
     let home = tempfile::tempdir().unwrap();
     let gw = gateway(home.path());
-    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None);
+    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None, None);
     let grant = "caller=test%40stdio&app=com.example.sh&tool=echo";
     for form in [grant.to_owned(), format!("{grant}&csrf=forged")] {
         let (status, _) = post(&ui, "/ui/consent/grant", &form).await;
@@ -120,7 +120,7 @@ async fn a_form_changes_something_only_with_this_runs_csrf_token() {
     }
     assert!(gw.pipeline.consent.grants().is_empty());
     // Another run's UI has another token.
-    let other = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None);
+    let other = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None, None);
     let (_, page) = get(&other, "/ui/consent").await;
     let (status, _) = post(
         &ui,
@@ -154,7 +154,7 @@ async fn a_form_changes_something_only_with_this_runs_csrf_token() {
 async fn the_app_page_hides_shows_and_trashes_an_app_and_the_apps_page_restores_it() {
     let home = tempfile::tempdir().unwrap();
     let gw = gateway(home.path());
-    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None);
+    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None, None);
     let (_, page) = get(&ui, "/ui/apps/com.example.sh").await;
     assert!(
         page.contains("Hide from every client") && page.contains("Move to trash"),

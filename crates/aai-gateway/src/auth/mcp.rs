@@ -639,6 +639,10 @@ pub struct AuthServer {
     pub auth_methods: Vec<String>,
     /// Whether it takes Client ID Metadata Documents.
     pub client_metadata_documents: bool,
+    /// Where its signing keys are published (`jwks_uri`; any https origin).
+    pub jwks_uri: Option<String>,
+    /// Its token introspection endpoint (RFC 7662).
+    pub introspection_endpoint: Option<String>,
 }
 
 /// Reads the authorization server's metadata (RFC 8414, then OpenID Connect discovery, at
@@ -715,6 +719,12 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
                 .get("client_id_metadata_document_supported")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            // Keys are often served from another origin (a CDN, a key service).
+            jwks_uri: match doc.get("jwks_uri").and_then(Value::as_str) {
+                Some(url) => Some(fetchable("the authorization server's keys", url)?.to_string()),
+                None => None,
+            },
+            introspection_endpoint: endpoint("introspection_endpoint")?,
         });
     }
     if plan.described {
@@ -735,6 +745,8 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
         scopes_supported: Vec::new(),
         auth_methods: Vec::new(),
         client_metadata_documents: false,
+        jwks_uri: None,
+        introspection_endpoint: None,
     })
 }
 
@@ -893,6 +905,26 @@ pub async fn authorize(
         ("grant_type", "authorization_code".to_owned()),
         ("code", code),
         ("redirect_uri", redirect_uri),
+        ("code_verifier", verifier),
+        ("resource", resource.to_owned()),
+    ];
+    Ok(exchange(&server.token_endpoint, client, form, None).await?)
+}
+
+/// Redeems an authorization `code` the user's browser brought to `redirect_uri` (a
+/// sign-in this process did not wait for on a loopback port: the web UI's).
+pub async fn redeem(
+    server: &AuthServer,
+    client: &Client,
+    code: String,
+    redirect_uri: &str,
+    verifier: String,
+    resource: &str,
+) -> Result<Tokens, Error> {
+    let form = vec![
+        ("grant_type", "authorization_code".to_owned()),
+        ("code", code),
+        ("redirect_uri", redirect_uri.to_owned()),
         ("code_verifier", verifier),
         ("resource", resource.to_owned()),
     ];

@@ -144,6 +144,9 @@ enum Command {
         /// Only this client (`name@transport`).
         #[arg(long)]
         caller: Option<String>,
+        /// Only this person's calls (the subject of the team's access token, `web.auth`).
+        #[arg(long)]
+        person: Option<String>,
         /// Only `ok` or `error`.
         #[arg(long, value_parser = ["ok", "error"])]
         status: Option<String>,
@@ -432,6 +435,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             app,
             tool,
             caller,
+            person,
             status,
             since,
             limit,
@@ -447,6 +451,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 app,
                 tool,
                 caller,
+                person,
                 status,
                 since_ms,
                 limit,
@@ -575,6 +580,10 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
         mcp: true,
         ui: config.enable_web_ui,
         hosts: config.web_allowed_hosts.clone(),
+        resource: config
+            .web_auth
+            .clone()
+            .map(|auth| std::sync::Arc::new(crate::access::resource::Resource::new(auth))),
     };
     let ui = config.enable_web_ui;
     let bound = life
@@ -617,6 +626,7 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             mcp: false,
             ui: true,
             hosts: Vec::new(),
+            resource: None,
         };
         match life.block_on(crate::listen::bind_near(gateway.config.http_port, options)) {
             Ok(bound) => {

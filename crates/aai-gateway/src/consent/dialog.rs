@@ -361,6 +361,7 @@ mod tests {
                 name: HOSTILE.into(),
                 transport: "stdio",
                 token: None,
+                person: None,
             },
             app: "com.a".into(),
             app_name: "A".into(),

@@ -102,6 +102,34 @@ pub struct Caller {
     /// Over HTTP with a bearer token: which token (the first 8 hex digits of its SHA-256),
     /// so that grants made under one token do not serve another.
     pub token: Option<String>,
+    /// Over HTTP with the team's access token (`web.auth`): the person it was issued to.
+    pub person: Option<std::sync::Arc<Person>>,
+}
+
+/// A person signed in through the team's authorization server: the subject of a
+/// validated access token and what it carries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Person {
+    /// The token's `sub`, as the issuer wrote it (at most [`Person::MAX_SUBJECT`]
+    /// characters, no control characters).
+    pub subject: String,
+    /// Its scopes, sorted.
+    pub scopes: Vec<String>,
+    /// Whether it carries the admin scope (`web.auth.adminScope`): it sees everyone's
+    /// history and pending calls.
+    pub admin: bool,
+}
+
+impl Person {
+    /// Longest subject accepted.
+    pub const MAX_SUBJECT: usize = 200;
+
+    /// Whether `subject` can name a person: not empty, not too long, printable.
+    pub fn valid_subject(subject: &str) -> bool {
+        !subject.is_empty()
+            && subject.chars().count() <= Person::MAX_SUBJECT
+            && !subject.chars().any(char::is_control)
+    }
 }
 
 impl Caller {
@@ -111,6 +139,7 @@ impl Caller {
             name: "aai-gateway".into(),
             transport: "cli",
             token: None,
+            person: None,
         }
     }
 
@@ -120,6 +149,7 @@ impl Caller {
             name: "web-ui".into(),
             transport: "ui",
             token: None,
+            person: None,
         }
     }
 
@@ -129,11 +159,29 @@ impl Caller {
         matches!(self.transport, "cli" | "ui")
     }
 
-    /// `name@transport` (`name@http#1a2b3c4d` with a bearer token), the key of grants.
+    /// `name@transport` (`name@http#1a2b3c4d` with a bearer token, `name@http~alice` for
+    /// a person signed in with the team's token), the key of grants and history.
     pub fn key(&self) -> String {
-        match &self.token {
-            Some(id) => format!("{}@{}#{id}", self.name, self.transport),
-            None => format!("{}@{}", self.name, self.transport),
+        match (&self.person, &self.token) {
+            (Some(person), _) => format!("{}@{}~{}", self.name, self.transport, person.subject),
+            (None, Some(id)) => format!("{}@{}#{id}", self.name, self.transport),
+            (None, None) => format!("{}@{}", self.name, self.transport),
+        }
+    }
+
+    /// Whether a caller key (of a grant, a pending call or a history record) is one of
+    /// `subject`'s, as [`Caller::key`] writes them: `name@http~subject`.
+    pub fn key_is_persons(key: &str, subject: &str) -> bool {
+        key.strip_suffix(subject)
+            .is_some_and(|rest| rest.ends_with("@http~"))
+    }
+
+    /// Who is behind the call, whatever client they use: the person's subject, else the
+    /// caller's key (one user). Rate limits and the UI's "mine" go by it.
+    pub fn person_key(&self) -> String {
+        match &self.person {
+            Some(person) => format!("~{}", person.subject),
+            None => self.key(),
         }
     }
 }
@@ -1072,6 +1120,7 @@ mod tests {
                 name: caller.into(),
                 transport: "stdio",
                 token: None,
+                person: None,
             },
             app: "com.a".into(),
             app_name: "A".into(),

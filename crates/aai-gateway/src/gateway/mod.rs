@@ -142,6 +142,11 @@ impl Gateway {
             os: host.os(),
             batch_max_calls: config.batch_max_calls,
             batch_concurrency: config.batch_concurrency,
+            scope_access: config
+                .web_auth
+                .as_ref()
+                .map(|a| a.scope_access.clone())
+                .unwrap_or_default(),
         };
         // Traces (config `telemetry.otlp`): an exporter thread only when configured.
         let telemetry = config.telemetry.clone().and_then(|settings| {

@@ -44,14 +44,49 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -
         }))
 }
 
-/// The sessions of a listener, and which client (remote address) opened each.
+/// The sessions of a listener, and who opened each.
 struct Sessions {
     manager: Arc<LocalSessionManager>,
-    clients: std::sync::Mutex<std::collections::HashMap<String, std::net::IpAddr>>,
+    clients: std::sync::Mutex<std::collections::HashMap<String, Owner>>,
 }
 
-/// Most sessions one remote client (address) keeps open at once; this machine's own
-/// clients are one user, bounded by [`MAX_SESSIONS`].
+/// Who opened a session: the person of the team's token (only they may use it), and the
+/// remote address (for the per-client cap of those without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner {
+    person: Option<String>,
+    ip: Option<std::net::IpAddr>,
+}
+
+impl Owner {
+    fn of(req: &axum::extract::Request) -> Owner {
+        Owner {
+            person: req
+                .extensions()
+                .get::<Arc<crate::consent::Person>>()
+                .map(|p| p.subject.clone()),
+            ip: req
+                .extensions()
+                .get::<crate::access::Remote>()
+                .map(|r| r.0)
+                .filter(|ip| !ip.is_loopback()),
+        }
+    }
+
+    /// Whether `other` counts against the same per-client cap: the same person, else
+    /// the same remote address.
+    fn same_client(&self, other: &Owner) -> bool {
+        match (&self.person, &other.person) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => self.ip.is_some() && self.ip == other.ip,
+            _ => false,
+        }
+    }
+}
+
+/// Most sessions one person (with the team's token) or one remote client (address)
+/// keeps open at once; this machine's own clients are one user, bounded by
+/// [`MAX_SESSIONS`].
 pub const MAX_SESSIONS_PER_CLIENT: usize = 16;
 /// Most messages a session keeps for a client that does not read them.
 pub const SESSION_QUEUE: usize = 16;
@@ -72,7 +107,26 @@ async fn capped(
     use axum::response::IntoResponse;
     let maybe_opens =
         req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
+    let owner = Owner::of(&req);
     if !maybe_opens {
+        // A session is its opener's: another person's request for it finds nothing.
+        if let Some(id) = req
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            && sessions
+                .clients
+                .lock()
+                .expect("clients lock")
+                .get(id)
+                .is_some_and(|opener| opener.person != owner.person)
+        {
+            return (
+                axum::http::StatusCode::NOT_FOUND,
+                "Not Found: Session not found\n",
+            )
+                .into_response();
+        }
         let delete = req.method() == axum::http::Method::DELETE;
         let mut response = next.run(req).await;
         // A session ended by DELETE: rmcp answers 202, the specification's clients (the
@@ -83,11 +137,6 @@ async fn capped(
         }
         return response;
     }
-    let remote = req
-        .extensions()
-        .get::<crate::access::Remote>()
-        .map(|r| r.0)
-        .filter(|ip| !ip.is_loopback());
     let open: std::collections::HashSet<String> = sessions
         .manager
         .sessions
@@ -99,24 +148,20 @@ async fn capped(
     let client_full = {
         let mut clients = sessions.clients.lock().expect("clients lock");
         clients.retain(|id, _| open.contains(id));
-        remote.is_some_and(|ip| {
-            clients.values().filter(|c| **c == ip).count() >= MAX_SESSIONS_PER_CLIENT
-        })
+        clients.values().filter(|c| c.same_client(&owner)).count() >= MAX_SESSIONS_PER_CLIENT
     };
     if open.len() < MAX_SESSIONS && !client_full {
         let response = next.run(req).await;
-        if let (Some(ip), Some(id)) = (
-            remote,
-            response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok()),
-        ) {
+        if let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
             sessions
                 .clients
                 .lock()
                 .expect("clients lock")
-                .insert(id.to_owned(), ip);
+                .insert(id.to_owned(), owner);
         }
         return response;
     }

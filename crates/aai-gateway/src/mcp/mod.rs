@@ -373,7 +373,7 @@ impl Server {
         }
     }
 
-    /// Who is calling: the client's name, the transport, the HTTP token.
+    /// Who is calling: the client's name, the transport, the HTTP token or person.
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> crate::consent::Caller {
         crate::consent::Caller {
             name: ctx
@@ -383,6 +383,12 @@ impl Server {
                 .unwrap_or_else(|| "unknown-client".to_owned()),
             transport: self.transport,
             token: self.token.clone(),
+            // Over HTTP with the team's token: the person `listen` found it names.
+            person: ctx
+                .extensions
+                .get::<::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Arc<crate::consent::Person>>())
+                .cloned(),
         }
     }
 

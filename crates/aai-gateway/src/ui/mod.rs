@@ -13,6 +13,7 @@
 //!   the URL, so a link cannot put words in the UI's mouth.
 
 mod pages;
+mod signin;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,8 @@ struct Inner {
     codes: Mutex<Vec<(String, std::time::Instant)>>,
     /// Wrong tokens in a row at the sign-in form, for the back-off.
     failures: std::sync::atomic::AtomicU32,
+    /// The team's authorization server people sign in through (`web.auth`).
+    resource: Option<Arc<crate::access::resource::Resource>>,
 }
 
 /// How long a one-time sign-in link works.
@@ -62,7 +65,12 @@ struct Flash {
 
 impl Ui {
     /// The UI of `gateway`, served at `base`.
-    pub fn new(gateway: Arc<Gateway>, base: String, token: Option<crate::auth::Secret>) -> Ui {
+    pub fn new(
+        gateway: Arc<Gateway>,
+        base: String,
+        token: Option<crate::auth::Secret>,
+        resource: Option<Arc<crate::access::resource::Resource>>,
+    ) -> Ui {
         Ui {
             inner: Arc::new(Inner {
                 gateway,
@@ -74,6 +82,7 @@ impl Ui {
                 login_links: Mutex::new(HashMap::new()),
                 codes: Mutex::new(Vec::new()),
                 failures: std::sync::atomic::AtomicU32::new(0),
+                resource,
             }),
         }
     }
@@ -134,13 +143,25 @@ impl Ui {
             .route("/ui/config", get(pages::config))
             .route("/ui/rescan", post(pages::rescan))
             .route("/ui/login", get(pages::sign_in_page).post(pages::sign_in))
+            .route("/ui/signin", get(signin::start))
+            .route("/ui/callback", get(signin::callback))
+            .route("/ui/signout", post(signin::sign_out))
             .route("/ui/style.css", get(style))
             .route("/ui/favicon.svg", get(icon))
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                admins_only,
+            ))
             .with_state(self)
     }
 
     fn gateway(&self) -> &Gateway {
         &self.inner.gateway
+    }
+
+    /// Whether people sign in through the team's authorization server.
+    fn team(&self) -> Option<&crate::access::resource::Resource> {
+        self.inner.resource.as_deref()
     }
 
     /// Whether a form's token is this run's.
@@ -228,4 +249,80 @@ fn page(html: Result<String, askama::Error>) -> Response {
             (StatusCode::INTERNAL_SERVER_ERROR, "the page failed to render").into_response()
         }
     }
+}
+
+/// Who looks at the UI: the one user (the bearer token, or this machine's own user), or a
+/// person signed in through the team's authorization server.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Viewer(Option<Arc<crate::consent::Person>>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Viewer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Viewer(
+            parts
+                .extensions
+                .get::<Arc<crate::consent::Person>>()
+                .cloned(),
+        ))
+    }
+}
+
+impl Viewer {
+    /// The person whose calls alone this viewer sees: `None` for the one user and for
+    /// the team's admins (everyone's history).
+    fn only(&self) -> Option<String> {
+        self.0
+            .as_ref()
+            .filter(|p| !p.admin)
+            .map(|p| p.subject.clone())
+    }
+
+    /// Whether a grant or pending call of caller `key` is this viewer's to see and answer:
+    /// a person's own only (an admin sees everyone's history, but consent is each
+    /// person's).
+    fn owns(&self, key: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|p| crate::consent::Caller::key_is_persons(key, &p.subject))
+    }
+
+    /// Whether this viewer sees a history record of `person`.
+    fn sees(&self, person: Option<&str>) -> bool {
+        self.only().is_none_or(|me| person == Some(me.as_str()))
+    }
+}
+
+/// With the team's sign-in, what changes the gateway for everyone — credentials, apps,
+/// configuration, rescans — and the "try it" form (which runs as the user, without
+/// consent) are for people holding the admin scope; others get 403.
+async fn admins_only(
+    axum::extract::State(ui): axum::extract::State<Ui>,
+    viewer: Viewer,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(team) = ui.team() else {
+        return next.run(req).await;
+    };
+    let path = req.uri().path();
+    let guarded = path.starts_with("/ui/credentials")
+        || path.starts_with("/ui/config")
+        || matches!(path, "/ui/manage" | "/ui/rescan")
+        || (path.starts_with("/ui/apps/") && path.ends_with("/try"));
+    if guarded && viewer.0.as_ref().is_some_and(|p| !p.admin) {
+        return (
+            StatusCode::FORBIDDEN,
+            format!(
+                "This page is for the team's admins (scope `{}`).\n",
+                team.config().admin_scope
+            ),
+        )
+            .into_response();
+    }
+    next.run(req).await
 }

@@ -10,7 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::{Ui, forbidden_csrf, page};
+use super::{Ui, Viewer, forbidden_csrf, page};
 use crate::auth::store::Credential;
 use crate::consent::{Choice, Pending};
 use crate::history::{self, Filter, Record};
@@ -137,11 +137,12 @@ pub(super) struct PendingRow {
     highlight: bool,
 }
 
-fn pending_rows(ui: &Ui, highlight: Option<u64>) -> Vec<PendingRow> {
+fn pending_rows(ui: &Ui, viewer: &Viewer, highlight: Option<u64>) -> Vec<PendingRow> {
     ui.gateway()
         .consent
         .pending()
         .into_iter()
+        .filter(|p| viewer.owns(&p.caller))
         .map(|p: Pending| PendingRow {
             highlight: Some(p.id) == highlight,
             lasting: p.lasting,
@@ -197,13 +198,19 @@ struct DashboardPage {
     errors: Vec<CallRow>,
 }
 
-pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>) -> Response {
+pub(super) async fn dashboard(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(q): Query<FlashQuery>,
+) -> Response {
     let snapshot = ui.gateway().snapshot().await;
     let day = history::now_ms().saturating_sub(86_400_000);
+    let person = viewer.only();
     let in_day = |status: Option<&str>| Filter {
         status: status.map(str::to_owned),
         since_ms: Some(day),
         limit: 10_000,
+        person: person.clone(),
         ..Filter::default()
     };
     let calls_day = calls(&ui, in_day(None)).await.map_or(0, |c| c.len());
@@ -214,6 +221,7 @@ pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>)
         &ui,
         Filter {
             limit: 10,
+            person: person.clone(),
             ..Filter::default()
         },
     )
@@ -224,12 +232,13 @@ pub(super) async fn dashboard(State(ui): State<Ui>, Query(q): Query<FlashQuery>)
         Filter {
             status: Some("error".into()),
             limit: 5,
+            person,
             ..Filter::default()
         },
     )
     .await
     .unwrap_or_default();
-    let pending = pending_rows(&ui, None);
+    let pending = pending_rows(&ui, &viewer, None);
     page(
         DashboardPage {
             // No form to lose here: a new pending call shows within 10 s, and while one
@@ -583,7 +592,11 @@ pub(super) struct HistoryQuery {
 /// How many calls the history page lists.
 const HISTORY_PAGE: usize = 200;
 
-pub(super) async fn history(State(ui): State<Ui>, Query(q): Query<HistoryQuery>) -> Response {
+pub(super) async fn history(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(q): Query<HistoryQuery>,
+) -> Response {
     let some = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let mut error = None;
     let since_ms = match some(&q.since).map(|s| history::since(&s)) {
@@ -602,6 +615,7 @@ pub(super) async fn history(State(ui): State<Ui>, Query(q): Query<HistoryQuery>)
         status: status.clone(),
         since_ms,
         limit: HISTORY_PAGE,
+        person: viewer.only(),
     };
     let calls = match calls(&ui, filter).await {
         Ok(c) => c,
@@ -637,7 +651,7 @@ struct CallPage {
     call: CallRow,
 }
 
-pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response {
+pub(super) async fn call(State(ui): State<Ui>, viewer: Viewer, Path(id): Path<u64>) -> Response {
     let file = crate::consent::state::State::file_in(&ui.gateway().home);
     let found = tokio::task::spawn_blocking(move || {
         if file.exists() {
@@ -650,7 +664,9 @@ pub(super) async fn call(State(ui): State<Ui>, Path(id): Path<u64>) -> Response 
     .map_err(|e| e.to_string())
     .and_then(|r| r.map_err(|e| e.to_string()));
     let record = match found {
-        Ok(Some(r)) => r,
+        // Another person's call is as unknown as a pruned one.
+        Ok(Some(r)) if viewer.sees(r.person.as_deref()) => r,
+        Ok(Some(_)) => return not_found(&ui, &format!("No call {id} is kept.")),
         Ok(None) => return not_found(&ui, &format!("No call {id} is kept.")),
         Err(e) => return not_found(&ui, &format!("Cannot read the history: {e}")),
     };
@@ -692,14 +708,18 @@ pub(super) struct ConsentQuery {
     flash: Option<u64>,
 }
 
-pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>) -> Response {
+pub(super) async fn consent(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Query(q): Query<ConsentQuery>,
+) -> Response {
     let grants = {
         let ui = ui.clone();
         tokio::task::spawn_blocking(move || ui.gateway().consent.grants())
             .await
             .unwrap_or_default()
     };
-    let pending = pending_rows(&ui, q.pending);
+    let pending = pending_rows(&ui, &viewer, q.pending);
     page(
         ConsentPage {
             // Only while something waits: a reload would lose what is typed into the
@@ -710,6 +730,7 @@ pub(super) async fn consent(State(ui): State<Ui>, Query(q): Query<ConsentQuery>)
             pending,
             grants: grants
                 .into_iter()
+                .filter(|g| viewer.owns(&g.caller))
                 .map(|g| GrantRow {
                     time: if g.granted_at == 0 {
                         "this run".into()
@@ -735,7 +756,11 @@ pub(super) struct AnswerForm {
     back: Option<String>,
 }
 
-pub(super) async fn answer(State(ui): State<Ui>, Form(form): Form<AnswerForm>) -> Response {
+pub(super) async fn answer(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Form(form): Form<AnswerForm>,
+) -> Response {
     if !ui.csrf_ok(form.csrf.as_deref()) {
         return forbidden_csrf();
     }
@@ -743,6 +768,20 @@ pub(super) async fn answer(State(ui): State<Ui>, Form(form): Form<AnswerForm>) -
     let Some(choice) = Choice::parse(&form.choice) else {
         return ui.flash(&back, format!("`{}` is not a choice", form.choice), false);
     };
+    // A person answers only for their own calls: another's is as unknown as none.
+    let theirs = ui
+        .gateway()
+        .consent
+        .pending()
+        .iter()
+        .any(|p| p.id == form.id && viewer.owns(&p.caller));
+    if !theirs {
+        return ui.flash(
+            &back,
+            crate::consent::NotPending(form.id).to_string(),
+            false,
+        );
+    }
     match ui.gateway().consent.answer(form.id, choice) {
         Ok(what) => ui.flash(&back, format!("Answered: {what}."), true),
         Err(e) => ui.flash(&back, e.to_string(), false),
@@ -758,7 +797,11 @@ pub(super) struct GrantForm {
     tool: String,
 }
 
-pub(super) async fn grant(State(ui): State<Ui>, Form(form): Form<GrantForm>) -> Response {
+pub(super) async fn grant(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Form(form): Form<GrantForm>,
+) -> Response {
     if !ui.csrf_ok(form.csrf.as_deref()) {
         return forbidden_csrf();
     }
@@ -771,6 +814,13 @@ pub(super) async fn grant(State(ui): State<Ui>, Form(form): Form<GrantForm>) -> 
         return ui.flash(
             "/ui/consent",
             "A grant needs a caller (`name@transport`) and an app.",
+            false,
+        );
+    }
+    if !viewer.owns(caller) {
+        return ui.flash(
+            "/ui/consent",
+            "You may grant only your own callers (`<client>@http~<you>`).",
             false,
         );
     }
@@ -795,9 +845,16 @@ pub(super) struct RevokeForm {
     tool: String,
 }
 
-pub(super) async fn revoke(State(ui): State<Ui>, Form(form): Form<RevokeForm>) -> Response {
+pub(super) async fn revoke(
+    State(ui): State<Ui>,
+    viewer: Viewer,
+    Form(form): Form<RevokeForm>,
+) -> Response {
     if !ui.csrf_ok(form.csrf.as_deref()) {
         return forbidden_csrf();
+    }
+    if !viewer.owns(&form.caller) {
+        return ui.flash("/ui/consent", "You may revoke only your own grants.", false);
     }
     match ui
         .gateway()

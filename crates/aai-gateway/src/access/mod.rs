@@ -3,6 +3,8 @@
 //! (derived from the token, never the token itself), the connection's address, the
 //! largest body, and a comparison that does not leak where secrets differ.
 
+pub mod resource;
+
 use std::net::SocketAddr;
 
 use crate::auth::Secret;
@@ -55,6 +57,10 @@ pub fn allowed_origins(addr: SocketAddr) -> Vec<String> {
 /// The name of the UI's sign-in cookie (with a token).
 pub const TOKEN_COOKIE: &str = "aai_token";
 
+/// The cookie of a person signed in to the UI through the team's authorization server
+/// (`web.auth`): their access token, checked on every request like a bearer token.
+pub const PERSON_COOKIE: &str = "aai_person";
+
 /// The largest request body.
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
 /// The UI's sign-in cookie for `token`: derived from it, so that a leaked cookie opens
@@ -73,4 +79,17 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The value of cookie `name`, if the request carries it.
+pub fn cookie<'a>(req: &'a http::Request<impl Sized>, name: &str) -> Option<&'a str> {
+    req.headers()
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (k, v) = pair.trim().split_once('=')?;
+            (k == name).then_some(v)
+        })
 }
