@@ -54,6 +54,7 @@ pub mod peer;
 pub mod pipeline;
 pub mod ratelimit;
 pub mod registry;
+pub mod telemetry;
 pub mod text;
 pub mod ui;
 pub mod visibility;
