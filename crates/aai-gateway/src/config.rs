@@ -220,6 +220,8 @@ pub struct Config {
     pub generate: GenerateSettings,
     /// Rate limits (`rateLimits`); empty: none.
     pub rate_limits: RateLimits,
+    /// OpenTelemetry trace export (`telemetry.otlp`); `None`: off.
+    pub telemetry: Option<crate::telemetry::Settings>,
 }
 
 /// `web.auth`: the team's authorization server whose access tokens `--web` takes.
@@ -367,6 +369,12 @@ impl Config {
         for (id, l) in &self.rate_limits.per_app {
             rows.push((format!("rateLimits.perApp.{id}"), limit(l)));
         }
+        if let Some(t) = &self.telemetry {
+            rows.push(("telemetry.otlp.endpoint".into(), crate::net::redact(&t.url)));
+            let names: Vec<&str> = t.headers.iter().map(|(n, _)| n.as_str()).collect();
+            rows.push(("telemetry.otlp.headers".into(), names.join(", ")));
+            rows.push(("telemetry.otlp.serviceName".into(), t.service_name.clone()));
+        }
         for (id, app) in &self.apps {
             if let Some(client_id) = &app.client_id {
                 rows.push((format!("apps.{id}.clientId"), client_id.clone()));
@@ -422,6 +430,7 @@ impl Config {
                 timeout: Duration::from_secs(300),
             },
             rate_limits: RateLimits::default(),
+            telemetry: None,
         }
     }
 
@@ -680,6 +689,18 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
     if let Some(value) = obj.get("rateLimits") {
         c.rate_limits = rate_limits(sink, value, obj.at("rateLimits"));
     }
+    if let Some(telemetry) = obj.get("telemetry") {
+        let at = obj.at("telemetry");
+        if let Some(mut read) = Obj::new(sink, telemetry, at.clone()) {
+            read.allow_unknown();
+            if strict_keys(sink, telemetry, &at, &["otlp"])
+                && let Some(otlp) = read.get("otlp")
+            {
+                let at = aai_descriptor::diagnostic::join_pointer(&at, "otlp");
+                c.telemetry = otlp_settings(sink, otlp, at, &|k| std::env::var(k).ok());
+            }
+        }
+    }
     if let Some(apps) = obj.opt_obj("apps") {
         let at = apps.pointer().to_owned();
         for (id, value) in apps.entries() {
@@ -895,6 +916,143 @@ fn strict_object<'a>(
 
 fn join(at: &str, key: &str) -> String {
     aai_descriptor::diagnostic::join_pointer(at, key)
+}
+
+/// `telemetry.otlp`: `endpoint` (required: an http(s) URL without user or fragment;
+/// plain http carries no `headers` unless it goes to this machine), `headers` (values
+/// literal or one `${NAME}` of the gateway's environment), `serviceName`,
+/// `timeoutSeconds`, `maxQueue`, `maxBatch`, `batchDelayMs`, `shutdownSeconds`. Every
+/// key outside these is an error: a typo must not leave traces silently off.
+fn otlp_settings(
+    sink: &Sink,
+    value: &Value,
+    at: String,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<crate::telemetry::Settings> {
+    use crate::telemetry::{HeaderValue, Settings};
+    const KEYS: &[&str] = &[
+        "endpoint",
+        "headers",
+        "serviceName",
+        "timeoutSeconds",
+        "maxQueue",
+        "maxBatch",
+        "batchDelayMs",
+        "shutdownSeconds",
+    ];
+    let known = strict_keys(sink, value, &at, KEYS);
+    let mut otlp = Obj::new(sink, value, at)?;
+    otlp.allow_unknown();
+    if !known {
+        return None;
+    }
+    let endpoint = otlp.req_text("endpoint")?;
+    let url = match reqwest::Url::parse(endpoint) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
+        _ => {
+            sink.error(
+                otlp.at("endpoint"),
+                "`endpoint` must be an http or https URL (the collector's OTLP/HTTP base, such as http://127.0.0.1:4318)",
+            );
+            return None;
+        }
+    };
+    if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
+        sink.error(
+            otlp.at("endpoint"),
+            "`endpoint` must not carry a user name, password or fragment; give credentials in `headers`",
+        );
+        return None;
+    }
+    let mut settings = Settings::new(Settings::traces_url(url.clone()));
+    if let Some(headers) = otlp.opt_obj("headers") {
+        let at = headers.pointer().to_owned();
+        for (name, value) in headers.entries() {
+            let pointer = aai_descriptor::diagnostic::join_pointer(&at, name);
+            if !crate::telemetry::header_allowed(name) {
+                sink.error(
+                    &pointer,
+                    format!("`{name}` is not a header the exporter may send"),
+                );
+                continue;
+            }
+            let Value::String(text) = value else {
+                sink.error(
+                    &pointer,
+                    format!("expected a string, found {}", type_name(value)),
+                );
+                continue;
+            };
+            let text = match text.strip_prefix("${").and_then(|t| t.strip_suffix('}')) {
+                Some(var) => match env(var) {
+                    Some(v) => v,
+                    None => {
+                        sink.error(
+                            &pointer,
+                            format!("the environment variable `{var}` is not set"),
+                        );
+                        continue;
+                    }
+                },
+                None => text.clone(),
+            };
+            // The value is a secret: the error never shows it.
+            if reqwest::header::HeaderValue::from_str(&text).is_err() {
+                sink.error(&pointer, "the value is not a valid HTTP header value");
+                continue;
+            }
+            settings.headers.push((name.clone(), HeaderValue(text)));
+        }
+        let loopback = crate::net::check_fetchable(&url).is_ok();
+        if !settings.headers.is_empty() && !loopback {
+            sink.error(
+                otlp.at("endpoint"),
+                "`headers` are sent only over https (or plain http to this machine): they usually carry a credential",
+            );
+        }
+    }
+    if let Some(name) = otlp.opt_text("serviceName") {
+        settings.service_name = name.to_owned();
+    }
+    if let Some(n) = integer(&mut otlp, "timeoutSeconds", 1, 60) {
+        settings.timeout = Duration::from_secs(n);
+    }
+    if let Some(n) = integer(&mut otlp, "maxQueue", 16, 1_000_000) {
+        settings.max_queue = n as usize;
+    }
+    if let Some(n) = integer(&mut otlp, "maxBatch", 1, 10_000) {
+        settings.max_batch = n as usize;
+    }
+    if let Some(n) = integer(&mut otlp, "batchDelayMs", 10, 60_000) {
+        settings.batch_delay = Duration::from_millis(n);
+    }
+    if let Some(n) = integer(&mut otlp, "shutdownSeconds", 0, 30) {
+        settings.shutdown = Duration::from_secs(n);
+    }
+    Some(settings)
+}
+
+/// Whether `value` (an object at `at`) has only `keys`; each other key is an error (a
+/// type error is left to the object's reader).
+fn strict_keys(sink: &Sink, value: &Value, at: &str, keys: &[&str]) -> bool {
+    let Value::Object(map) = value else {
+        return true;
+    };
+    let mut known = true;
+    for key in map.keys().filter(|k| !keys.contains(&k.as_str())) {
+        known = false;
+        sink.error(
+            aai_descriptor::diagnostic::join_pointer(at, key),
+            format!(
+                "unknown key `{key}`; expected {}",
+                keys.iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    known
 }
 
 const CONSENT_MODES: &[(&str, ConsentMode)] = &[
@@ -1229,5 +1387,78 @@ mod tests {
         assert_eq!(c.max_listed_apps, 50);
         let err = Config::load(&file, true).unwrap_err();
         assert!(err[0].message.starts_with("cannot read config:"), "{err:?}");
+    }
+
+    #[test]
+    fn telemetry_is_read_strictly() {
+        let (c, d) = parse(r#"{}"#).unwrap();
+        assert!(c.telemetry.is_none() && d.is_empty());
+        let (c, d) = parse(
+            r#"{"telemetry":{"otlp":{"endpoint":"https://otel.example.com/otlp/","headers":{"Authorization":"Bearer abc"},"serviceName":"team-gw","maxQueue":64,"batchDelayMs":20,"shutdownSeconds":1}}}"#,
+        )
+        .unwrap();
+        assert!(d.is_empty(), "{d:?}");
+        let t = c.telemetry.unwrap();
+        assert_eq!(t.url.as_str(), "https://otel.example.com/otlp/v1/traces");
+        assert_eq!(t.service_name, "team-gw");
+        assert_eq!((t.max_queue, t.max_batch), (64, 512));
+        assert_eq!(t.batch_delay, Duration::from_millis(20));
+        assert_eq!(t.shutdown, Duration::from_secs(1));
+        assert_eq!(t.headers[0].0, "Authorization");
+        assert!(
+            !format!("{t:?}").contains("abc"),
+            "a header value is never shown"
+        );
+        let errors = |text: &str| -> Vec<String> {
+            parse(text)
+                .unwrap_err()
+                .iter()
+                .map(|d| d.to_string().replace("/home/u/.aai/config.json: ", ""))
+                .collect()
+        };
+        assert_eq!(
+            errors(r#"{"telemetry":{"otlp":{"endpoint":"http://c:4318","endpiont":1}}}"#),
+            [
+                "/telemetry/otlp/endpiont: error: unknown key `endpiont`; expected `endpoint`, `headers`, `serviceName`, `timeoutSeconds`, `maxQueue`, `maxBatch`, `batchDelayMs`, `shutdownSeconds`"
+            ]
+        );
+        assert_eq!(
+            errors(r#"{"telemetry":{"otlp":{}}}"#),
+            ["/telemetry/otlp: error: missing required field `endpoint`"]
+        );
+        assert!(errors(r#"{"telemetry":{"otpl":{}}}"#)[0].contains("unknown key `otpl`"));
+        assert!(errors(r#"{"telemetry":true}"#)[0].contains("expected an object"));
+        assert!(
+            errors(r#"{"telemetry":{"otlp":{"endpoint":"grpc://c:4317"}}}"#)[0]
+                .contains("http or https")
+        );
+        assert!(
+            errors(r#"{"telemetry":{"otlp":{"endpoint":"http://u:p@c:4318"}}}"#)[0]
+                .contains("user name")
+        );
+        // A credential never goes over plain http off this machine, and never shows.
+        let e = errors(
+            r#"{"telemetry":{"otlp":{"endpoint":"http://collector:4318","headers":{"Authorization":"Bearer s3cr3t"}}}}"#,
+        );
+        assert!(e[0].contains("only over https"), "{e:?}");
+        let e = errors(
+            r#"{"telemetry":{"otlp":{"endpoint":"https://c","headers":{"Authorization":"Bearer s3cr3t\n","Content-Type":"x"}}}}"#,
+        );
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e.iter().all(|l| !l.contains("s3cr3t")), "{e:?}");
+        // `${NAME}` is read from the environment.
+        let sink = Sink::new("t".to_owned());
+        let v: Value = serde_json::from_str(
+            r#"{"endpoint":"http://127.0.0.1:4318","headers":{"x-api-key":"${KEY}"}}"#,
+        )
+        .unwrap();
+        let t = otlp_settings(&sink, &v, String::new(), &|k| {
+            (k == "KEY").then(|| "k3y".to_owned())
+        })
+        .unwrap();
+        assert_eq!(t.headers[0].1.0, "k3y");
+        let t = otlp_settings(&sink, &v, String::new(), &|_| None);
+        assert!(t.is_some());
+        assert!(sink.into_vec()[0].message.contains("`KEY` is not set"));
     }
 }

@@ -55,6 +55,7 @@ pub mod pipeline;
 pub mod ratelimit;
 pub mod registry;
 pub mod store;
+pub mod telemetry;
 pub mod text;
 pub mod ui;
 pub mod visibility;

@@ -97,6 +97,8 @@ pub struct Options {
     pub hosts: Vec<String>,
     /// The team's authorization server whose access tokens are taken (config `web.auth`).
     pub resource: Option<Arc<crate::access::resource::Resource>>,
+    /// This replica's name (`--replica`), the prefix of its MCP session ids.
+    pub replica: Option<String>,
 }
 
 /// Why the listener did not start.
@@ -186,10 +188,15 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
     let origin = origin_of(addr);
     let mut router = axum::Router::new();
     if options.mcp {
-        let token_id = options.token.as_ref().map(token_id);
+        let setup = crate::mcp::http::Setup {
+            token: options.token.as_ref().map(token_id),
+            remote_hosts: options.token.is_some() || options.resource.is_some(),
+            origins: options.resource.iter().map(|r| r.public_origin()).collect(),
+            replica: options.replica.clone(),
+        };
         router = router.nest_service(
             "/mcp",
-            crate::mcp::http::service(gateway.clone(), addr, token_id),
+            crate::mcp::http::service(gateway.clone(), addr, setup),
         );
         tracing::info!("serving MCP on {origin}/mcp");
     }

@@ -2,7 +2,7 @@
 //! agent, each purpose's redirect policy and timeouts, the response size caps, and the
 //! text of transport errors.
 //!
-//! Three purposes, three clients (each built once, on first use):
+//! Four purposes, four clients (each built once, on first use):
 //!
 //! * [`Purpose::Api`] — calls to web apps: same-origin redirects only (at most 5), a
 //!   10 s connect timeout, pooled connections; the call's own deadline bounds the rest.
@@ -10,6 +10,8 @@
 //!   at most 3 redirects.
 //! * [`Purpose::TokenEndpoint`] — OAuth and app-credential token requests: 30 s, no
 //!   redirects.
+//! * [`Purpose::Telemetry`] — OTLP trace exports (`telemetry.rs`): no redirects, a 5 s
+//!   connect timeout; each export sets its own deadline.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -35,6 +37,8 @@ pub enum Purpose {
     Descriptor,
     /// Token endpoints (OAuth, app credentials).
     TokenEndpoint,
+    /// OTLP trace exports to the configured collector.
+    Telemetry,
 }
 
 /// Why an HTTP request could not even be made.
@@ -56,10 +60,12 @@ pub fn client(purpose: Purpose) -> Result<&'static Client, Error> {
     static API: OnceLock<Result<Client, Error>> = OnceLock::new();
     static DESCRIPTOR: OnceLock<Result<Client, Error>> = OnceLock::new();
     static TOKEN: OnceLock<Result<Client, Error>> = OnceLock::new();
+    static TELEMETRY: OnceLock<Result<Client, Error>> = OnceLock::new();
     let cell = match purpose {
         Purpose::Api => &API,
         Purpose::Descriptor => &DESCRIPTOR,
         Purpose::TokenEndpoint => &TOKEN,
+        Purpose::Telemetry => &TELEMETRY,
     };
     cell.get_or_init(|| build(purpose).map_err(|e| Error::Client(e.to_string())))
         .as_ref()
@@ -116,6 +122,10 @@ fn build(purpose: Purpose) -> reqwest::Result<Client> {
             .build(),
         Purpose::TokenEndpoint => builder
             .timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build(),
+        Purpose::Telemetry => builder
+            .connect_timeout(Duration::from_secs(5))
             .redirect(reqwest::redirect::Policy::none())
             .build(),
     }

@@ -29,6 +29,7 @@ use crate::exec::{self, CallContext, Executors, Request};
 use crate::history::Sink;
 use crate::host::Os;
 use crate::registry::{Missing, Snapshot};
+use crate::telemetry::{self, Kind};
 
 /// Why the call path refused a call before any executor ran. `From<Error> for
 /// GatewayError` below gives the wire codes and `data`.
@@ -173,6 +174,8 @@ pub struct Origin {
     pub prompter: Option<crate::consent::SharedPrompter>,
     /// The calling MCP client, for a downstream MCP server's requests of it.
     pub client: Option<exec::UpstreamRef>,
+    /// The caller's W3C trace context (`traceparent`), when it sent a valid one.
+    pub trace: Option<crate::telemetry::Context>,
 }
 
 impl std::fmt::Debug for Origin {
@@ -181,14 +184,16 @@ impl std::fmt::Debug for Origin {
             .field("caller", &self.caller)
             .field("prompter", &self.prompter.is_some())
             .field("client", &self.client.is_some())
+            .field("trace", &self.trace)
             .finish()
     }
 }
 
-/// A call's cancellation and progress.
-struct Control {
+/// A call's cancellation, progress and spans.
+struct Control<'a> {
     cancel: tokio_util::sync::CancellationToken,
     progress: Option<crate::exec::ProgressSink>,
+    spans: &'a telemetry::Call,
 }
 
 /// What a call learned on its way, for its history record.
@@ -284,6 +289,8 @@ pub struct Pipeline {
     pub(crate) settings: Arc<Settings>,
     /// Each limited client's view, with the snapshot it was made from.
     views: Arc<std::sync::Mutex<Views>>,
+    /// Where call spans go (config `telemetry.otlp`); `None`: traces are off.
+    telemetry: Option<Arc<telemetry::Telemetry>>,
 }
 
 /// Each limited client's view, with the snapshot it was made from, by client name (and
@@ -298,6 +305,7 @@ impl std::fmt::Debug for Pipeline {
         f.debug_struct("Pipeline")
             .field("settings", &self.settings)
             .field("history", &self.history.is_some())
+            .field("telemetry", &self.telemetry.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -353,6 +361,21 @@ impl Pipeline {
             limits: parts.limits,
             settings: Arc::new(parts.settings),
             views: Arc::default(),
+            telemetry: None,
+        }
+    }
+
+    /// This pipeline, recording a span per call into `telemetry`.
+    pub fn with_telemetry(mut self, telemetry: Option<Arc<telemetry::Telemetry>>) -> Pipeline {
+        self.telemetry = telemetry;
+        self
+    }
+
+    /// Sends the spans still queued and stops the exporter (at most its configured
+    /// `shutdownSeconds`); nothing when traces are off.
+    pub fn shutdown_telemetry(&self) {
+        if let Some(telemetry) = &self.telemetry {
+            telemetry.shutdown();
         }
     }
 
@@ -466,7 +489,12 @@ impl Pipeline {
                 .unwrap_or(Value::Null)
         });
         let mut trace = Trace::default();
-        let control = Control { cancel, progress };
+        let mut spans = telemetry::Call::start(self.telemetry.as_ref(), origin.trace.as_ref());
+        let control = Control {
+            cancel,
+            progress,
+            spans: &spans,
+        };
         if let Some(metrics) = &self.metrics {
             metrics.started();
         }
@@ -492,6 +520,28 @@ impl Pipeline {
         match &result {
             Ok(_) => tracing::info!(app, tool, ?elapsed, "call succeeded"),
             Err(e) => tracing::info!(app, tool, ?elapsed, code = e.code.name(), "call failed"),
+        }
+        if spans.recording() {
+            let span = spans.span();
+            span.set(
+                "aai.app.id",
+                span_name(trace.app_id.as_deref().unwrap_or(app)),
+            );
+            span.set("aai.tool.name", span_name(tool));
+            span.set("aai.client.name", span_name(&origin.caller.name));
+            span.set("aai.transport", origin.caller.transport);
+            span.set(
+                "aai.duration_ms",
+                i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+            );
+            match &result {
+                Ok(_) => span.set("aai.call.status", "ok"),
+                Err(e) => {
+                    span.set("aai.call.status", "error");
+                    span.set("aai.error.code", e.code.name());
+                }
+            }
+            spans.finish(result.as_ref().map(|_| ()).map_err(|e| e.code.name()));
         }
         if let (Some(history), Some(args)) = (&self.history, masked) {
             let (status, code, head) = match &result {
@@ -645,11 +695,15 @@ impl Pipeline {
         app: &str,
         tool: &str,
         args: Option<Value>,
-        control: Control,
+        control: Control<'_>,
         origin: &Origin,
         trace: &mut Trace,
     ) -> Result<Outcome, GatewayError> {
-        let Control { cancel, progress } = control;
+        let Control {
+            cancel,
+            progress,
+            spans,
+        } = control;
         let mut snapshot = self.view(self.snapshot().await, &origin.caller);
         // Each call counts against its person first, whatever becomes of it.
         if let Some(limits) = &self.limits
@@ -700,8 +754,7 @@ impl Pipeline {
                 read_only: false,
                 remember: true,
             };
-            self.consent
-                .check(&question, origin.prompter.as_deref())
+            self.asked(&question, origin, spans)
                 .await
                 .map_err(|e| e.at(&entry.app.id, tool))?;
             asked = true;
@@ -722,7 +775,7 @@ impl Pipeline {
             .map_err(|e| e.at(app_id, &tool.name))?;
         if matches!(binding.executor, aai_descriptor::Executor::Gateway) {
             return self
-                .manage(&snapshot, entry, &tool.name, &args, origin)
+                .manage(&snapshot, entry, &tool.name, &args, origin, spans)
                 .await
                 .map_err(|e| e.at(app_id, &tool.name));
         }
@@ -744,8 +797,7 @@ impl Pipeline {
         // Asked already, unless what starts changed while the user was asked (the
         // descriptor was edited): the new command is asked about again.
         if !asked || question.start.is_some() {
-            self.consent
-                .check(&question, origin.prompter.as_deref())
+            self.asked(&question, origin, spans)
                 .await
                 .map_err(|e| e.at(app_id, &tool.name))?;
         }
@@ -777,8 +829,14 @@ impl Pipeline {
         let mcp = matches!(binding.executor, aai_descriptor::Executor::Mcp(_));
         let permission = (agent || mcp).then(|| self.permission_asker(&question, origin));
         let cwd = self.settings.cwd.get(app_id).cloned().filter(|_| agent);
+        let credentials_kind = match (web_auth, mcp_sign_in) {
+            (Some((a, _)), _) => a.kind().as_str(),
+            (None, Some(_)) => "mcp-authorization",
+            (None, None) => "none",
+        };
+        let mut credentials_span = Some(spans.child(telemetry::CREDENTIALS, Kind::Internal));
         // The secrets the binding's `${NAME}` placeholders stand for (none: nothing read).
-        let filled = self
+        let filled = match self
             .auth
             .placeholders(
                 app_id,
@@ -786,20 +844,41 @@ impl Pipeline {
                 self.settings.secrets_from_environment,
             )
             .await
-            .map_err(|e| GatewayError::from(e).at(app_id, &tool.name))?;
+        {
+            Ok(filled) => filled,
+            Err(e) => {
+                let e = GatewayError::from(e).at(app_id, &tool.name);
+                if let Some(span) = credentials_span.take() {
+                    spans.end(span, Err(e.code.name()));
+                }
+                return Err(e);
+            }
+        };
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
+            let mut span = credentials_span
+                .take()
+                .unwrap_or_else(|| spans.child(telemetry::CREDENTIALS, Kind::Internal));
+            span.set("aai.credentials.kind", credentials_kind);
+            span.set(
+                "aai.credentials.placeholders",
+                i64::try_from(filled.len()).unwrap_or(i64::MAX),
+            );
+            span.set("aai.attempt", i64::from(attempt));
             let material = match (web_auth, mcp_sign_in) {
-                (Some((a, base)), _) => match self.auth.material(app_id, a, base).await {
-                    Ok(m) => Some(m),
-                    Err(e) => break Err(GatewayError::from(e)),
-                },
-                (None, Some(url)) => match self.auth.mcp_material(app_id, url).await {
-                    Ok(m) => m,
-                    Err(e) => break Err(GatewayError::from(e)),
-                },
-                (None, None) => None,
+                (Some((a, base)), _) => self.auth.material(app_id, a, base).await.map(Some),
+                (None, Some(url)) => self.auth.mcp_material(app_id, url).await,
+                (None, None) => Ok(None),
+            }
+            .map_err(GatewayError::from);
+            spans.end(
+                span,
+                material.as_ref().map(|_| ()).map_err(|e| e.code.name()),
+            );
+            let material = match material {
+                Ok(m) => m,
+                Err(e) => break Err(e),
             };
             // What the service may echo back of the credential, to scrub from errors.
             let mut secrets = material
@@ -808,6 +887,9 @@ impl Pipeline {
                 .unwrap_or_default();
             secrets.extend(crate::auth::echoes(filled.iter().map(|(_, v)| v.expose())));
             trace.secrets.clone_from(&secrets);
+            let mut executing = spans.child(telemetry::EXECUTE, Kind::Client);
+            executing.set("aai.executor", binding.executor.kind().as_str());
+            executing.set("aai.attempt", i64::from(attempt));
             let result = self
                 .executors
                 .execute(Request {
@@ -826,6 +908,7 @@ impl Pipeline {
                         permission: permission.clone(),
                         cwd: cwd.clone(),
                         upstream: origin.client.clone().filter(|_| mcp),
+                        trace: executing.context().cloned(),
                     },
                 })
                 .await;
@@ -837,6 +920,13 @@ impl Pipeline {
                     GatewayError::from(e).scrub(&secrets),
                 )
             });
+            spans.end(
+                executing,
+                result
+                    .as_ref()
+                    .map(|_| ())
+                    .map_err(|(_, _, e)| e.code.name()),
+            );
             match (result, web_auth) {
                 (Ok(value), _) => break Ok(value),
                 // A remote MCP server wants a token with more scope: the next sign-in
@@ -908,6 +998,7 @@ impl Pipeline {
         tool: &str,
         args: &Value,
         origin: &Origin,
+        spans: &telemetry::Call,
     ) -> Result<Outcome, GatewayError> {
         let manager = self
             .manage
@@ -943,9 +1034,7 @@ impl Pipeline {
             read_only: false,
             remember: false,
         };
-        self.consent
-            .check(&question, origin.prompter.as_deref())
-            .await?;
+        self.asked(&question, origin, spans).await?;
         for (app, start) in change.starts() {
             self.consent.allow_start_now(app, start);
         }
@@ -956,6 +1045,31 @@ impl Pipeline {
             structured: false,
             mcp: false,
         })
+    }
+
+    /// The consent gate's answer to `question`, in a span of the call's.
+    async fn asked(
+        &self,
+        question: &crate::consent::Question,
+        origin: &Origin,
+        spans: &telemetry::Call,
+    ) -> Result<(), GatewayError> {
+        let mut span = spans.child(telemetry::CONSENT, Kind::Internal);
+        span.set(
+            "aai.consent.mode",
+            self.consent.mode(&question.app).as_str(),
+        );
+        span.set("aai.consent.start", question.start.is_some());
+        let answer = self
+            .consent
+            .check(question, origin.prompter.as_deref())
+            .await;
+        span.set(
+            "aai.consent.outcome",
+            if answer.is_ok() { "allowed" } else { "refused" },
+        );
+        spans.end(span, answer.as_ref().map(|_| ()).map_err(|e| e.code.name()));
+        answer
     }
 
     /// How a running call asks the user when its app asks for permission mid-call (an
@@ -1057,6 +1171,16 @@ fn result_head(value: &Value) -> String {
             String::from_utf8_lossy(&out.0).into_owned()
         }
     }
+}
+
+/// A name as a span attribute: a URL (an `app` that is a web app's address) cut to its
+/// origin, anything else to 128 characters.
+fn span_name(name: &str) -> String {
+    if is_url(name) {
+        return reqwest::Url::parse(name.trim())
+            .map_or_else(|_| "(url)".to_owned(), |u| u.origin().ascii_serialization());
+    }
+    name.chars().take(128).collect()
 }
 
 /// What a call's description says of a tool its server has not listed yet.

@@ -99,6 +99,7 @@ async fn ask(gateway: &Gateway, prompt: &str) -> Result<Value, aai_gateway::erro
         },
         prompter: None,
         client: None,
+        trace: None,
     };
     gateway
         .pipeline

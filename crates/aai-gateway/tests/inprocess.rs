@@ -525,7 +525,12 @@ async fn a_remote_client_keeps_a_bounded_number_of_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(dir.path(), "{}");
     let addr: std::net::SocketAddr = "127.0.0.1:3000".parse().unwrap();
-    let router = aai_gateway::mcp::http::service(gw, addr, Some("t0ken-id".into()));
+    let setup = aai_gateway::mcp::http::Setup {
+        token: Some("t0ken-id".into()),
+        remote_hosts: true,
+        ..Default::default()
+    };
+    let router = aai_gateway::mcp::http::service(gw, addr, setup);
     let from = |ip: &str| {
         router
             .clone()
@@ -559,4 +564,59 @@ async fn a_remote_client_keeps_a_bounded_number_of_sessions() {
     );
     let other = from("192.0.2.8").oneshot(initialize()).await.unwrap();
     assert_eq!(other.status(), 200, "another client still gets one");
+}
+
+#[tokio::test]
+async fn a_replicas_sessions_carry_its_name_and_others_are_not_found() {
+    use tower::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{}");
+    let addr: std::net::SocketAddr = "127.0.0.1:3000".parse().unwrap();
+    let setup = aai_gateway::mcp::http::Setup {
+        replica: Some("east-1".into()),
+        ..Default::default()
+    };
+    let router = aai_gateway::mcp::http::service(gw, addr, setup);
+    let post = |session: Option<&str>, body: serde_json::Value| {
+        let mut req = axum::http::Request::post("/mcp")
+            .header("host", "127.0.0.1:3000")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(id) = session {
+            req = req.header("mcp-session-id", id);
+        }
+        req.body(axum::body::Body::from(body.to_string())).unwrap()
+    };
+    let r = router
+        .clone()
+        .oneshot(post(
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "c", "version": "1"}}}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let uuid = id
+        .strip_prefix("east-1.")
+        .expect("the replica's name first");
+    let ping = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let ok = router
+        .clone()
+        .oneshot(post(Some(&id), ping.clone()))
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 202);
+    // The bare id, or another replica's, is a session this one does not hold.
+    for other in [uuid.to_owned(), format!("west-2.{uuid}")] {
+        let r = router
+            .clone()
+            .oneshot(post(Some(&other), ping.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{other}");
+    }
 }

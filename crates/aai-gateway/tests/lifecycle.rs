@@ -79,6 +79,7 @@ fn serving_ends_on_stop_and_the_teardown_leaves_nothing_running() {
             caller: Caller::cli(),
             prompter: None,
             client: None,
+            trace: None,
         };
         let called = gateway
             .pipeline

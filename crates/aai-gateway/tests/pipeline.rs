@@ -157,6 +157,7 @@ fn origin() -> Origin {
         },
         prompter: None,
         client: None,
+        trace: None,
     }
 }
 

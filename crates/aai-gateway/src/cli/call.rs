@@ -60,6 +60,7 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
             prompter: interactive
                 .then(|| std::sync::Arc::new(Terminal) as crate::consent::SharedPrompter),
             client: None,
+            trace: None,
         };
         gateway
             .pipeline

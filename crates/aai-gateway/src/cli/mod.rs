@@ -61,6 +61,12 @@ struct Cli {
     #[arg(long, requires = "web", value_name = "ADDR:PORT")]
     listen: Option<std::net::SocketAddr>,
 
+    /// With --web behind a proxy, one of several replicas: this replica's name (letters,
+    /// digits, `-`), which starts every MCP session id it gives (`<name>.<uuid>`), so
+    /// that the proxy sends a session's requests back to it (docs/deploy.md).
+    #[arg(long, requires = "web", value_name = "NAME", value_parser = replica_name)]
+    replica: Option<String>,
+
     /// List discovered apps, their bindings and tools, and every diagnostic.
     #[arg(long)]
     scan: bool,
@@ -569,7 +575,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         None if cli.web => {
             let ctx = context(cli.home, cli.config, true, false)?;
-            serve_web(ctx, cli.listen)
+            serve_web(ctx, cli.listen, cli.replica)
         }
         None if cli.scan => {
             let ctx = context(cli.home, cli.config, false, true)?;
@@ -591,7 +597,22 @@ fn print(bytes: &[u8]) -> Result<ExitCode, String> {
 }
 
 /// The Streamable HTTP MCP server and the web UI (`--web`).
-fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitCode, String> {
+/// A replica's name: 1 to 32 ASCII letters, digits or `-`.
+fn replica_name(name: &str) -> Result<String, String> {
+    if (1..=32).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        Ok(name.to_owned())
+    } else {
+        Err("a replica's name is 1 to 32 ASCII letters, digits or `-`".to_owned())
+    }
+}
+
+fn serve_web(
+    ctx: Context,
+    listen: Option<std::net::SocketAddr>,
+    replica: Option<String>,
+) -> Result<ExitCode, String> {
     let addr = listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], ctx.config.http_port)));
     let token = crate::listen::token_for(&ctx.home, addr).map_err(|e| e.to_string())?;
@@ -610,6 +631,7 @@ fn serve_web(ctx: Context, listen: Option<std::net::SocketAddr>) -> Result<ExitC
             .web_auth
             .clone()
             .map(|auth| std::sync::Arc::new(crate::access::resource::Resource::new(auth))),
+        replica,
     };
     let ui = config.enable_web_ui;
     let bound = life
@@ -656,6 +678,7 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
             ui: true,
             hosts: Vec::new(),
             resource: None,
+            replica: None,
         };
         match life.block_on(crate::listen::bind_near(gateway.config.http_port, options)) {
             Ok(bound) => {

@@ -238,12 +238,29 @@ impl Execute for HttpExecutor {
             .iter()
             .map(|(k, v)| (k.clone(), v.expose().to_owned()))
             .collect();
-        let header_map = header_map(
+        let mut header_map = header_map(
             http.default_headers
                 .iter()
                 .chain(&auth_headers)
                 .chain(&wire.headers),
         )?;
+        // The trace context goes to every web app: it names a trace, nothing else.
+        if let Some(trace) = &req.ctx.trace {
+            if let Ok(v) = reqwest::header::HeaderValue::from_str(&trace.traceparent()) {
+                header_map.insert("traceparent", v);
+            }
+            match trace
+                .tracestate()
+                .and_then(|s| reqwest::header::HeaderValue::from_str(s).ok())
+            {
+                Some(v) => {
+                    header_map.insert("tracestate", v);
+                }
+                None => {
+                    header_map.remove("tracestate");
+                }
+            }
+        }
         let body = wire.body.map(|b| b.to_string());
         let deadline = Instant::now() + req.ctx.timeout;
         let mut attempt = 0;

@@ -126,6 +126,9 @@ pub struct CallContext {
     pub cwd: Option<std::path::PathBuf>,
     /// The client the call came from, for a downstream MCP server's requests.
     pub upstream: Option<UpstreamRef>,
+    /// The W3C trace context to pass on (`traceparent`/`tracestate` headers to web apps,
+    /// `_meta` to MCP servers): the executor span's, or the caller's when traces are off.
+    pub trace: Option<crate::telemetry::Context>,
 }
 
 impl std::fmt::Debug for CallContext {

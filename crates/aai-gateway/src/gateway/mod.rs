@@ -222,6 +222,12 @@ impl Gateway {
                 .map(|a| a.scope_access.clone())
                 .unwrap_or_default(),
         };
+        // Traces (config `telemetry.otlp`): an exporter thread only when configured.
+        let telemetry = config.telemetry.clone().and_then(|settings| {
+            crate::telemetry::Telemetry::start(settings)
+                .inspect_err(|e| tracing::warn!("traces are off: {e}"))
+                .ok()
+        });
         let manage = Arc::new(crate::manage::Manager::new(
             home.clone(),
             crate::catalog::builtin::host_platform(),
@@ -242,7 +248,8 @@ impl Gateway {
                     }),
                     settings,
                 },
-            ),
+            )
+            .with_telemetry(telemetry),
             state,
             shared,
             local_ids: std::sync::Mutex::new(None),
@@ -863,6 +870,8 @@ impl Drop for Lifecycle {
         // Every call made so far is in the history before the process ends (calls
         // cancelled above recorded themselves as they ended).
         self.gateway.pipeline.flush_history(Duration::from_secs(2));
+        // The last spans go to the collector, within `telemetry.otlp.shutdownSeconds`.
+        self.gateway.pipeline.shutdown_telemetry();
         // Nothing we started outlives us, not even a grandchild that left its group.
         crate::exec::process::reap_all(Duration::from_secs(2));
     }

@@ -8,23 +8,46 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use futures_util::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionHandle, LocalSessionManager, LocalSessionManagerError,
+};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::Server;
 use crate::gateway::Gateway;
 
-/// The `/mcp` service of a listener on `addr`; `token` identifies the bearer token it
-/// requires (for the callers' identity).
-pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -> axum::Router {
+/// How the `/mcp` service of a listener is set up.
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    /// Which bearer token it requires (its public name), for the callers' identity.
+    pub token: Option<String>,
+    /// Whether the listener checks `Host` against names rmcp's list cannot hold (a token
+    /// or the team's tokens: remote clients, the public name behind a proxy).
+    pub remote_hosts: bool,
+    /// More browser origins to accept (the public origin behind a proxy).
+    pub origins: Vec<String>,
+    /// This replica's name (`--replica`): every session id starts with `<name>.`, so
+    /// that a proxy can send a session's requests to the replica that holds it.
+    pub replica: Option<String>,
+}
+
+/// The `/mcp` service of a listener on `addr`.
+pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, setup: Setup) -> axum::Router {
+    let mut origins = crate::access::allowed_origins(addr);
+    origins.extend(setup.origins);
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_origins(crate::access::allowed_origins(addr))
+        .with_allowed_origins(origins)
         .enforce_origin_validation();
-    let config = if token.is_some() {
+    let config = if setup.remote_hosts {
         config.disable_allowed_hosts()
     } else {
         config.with_allowed_hosts(crate::access::allowed_hosts(addr))
     };
+    let token = setup.token;
     let metrics = gateway.pipeline.metrics.clone();
     let factory = move || Ok(Server::new(gateway.clone(), "http").with_token(token.clone()));
     let mut sessions = LocalSessionManager::default();
@@ -44,13 +67,132 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, token: Option<String>) -
             i64::try_from(open.len()).ok()
         });
     }
-    let service = StreamableHttpService::new(factory, sessions.manager.clone(), config);
+    let routed = Arc::new(Routed {
+        inner: sessions.manager.clone(),
+        prefix: setup
+            .replica
+            .map(|name| format!("{name}."))
+            .unwrap_or_default(),
+    });
+    let service = StreamableHttpService::new(factory, routed, config);
     axum::Router::new()
         .fallback_service(service)
         .layer(axum::middleware::from_fn(move |req, next| {
             let sessions = sessions.clone();
             async move { capped(&sessions, req, next).await }
         }))
+}
+
+/// rmcp's in-memory sessions, under ids that name this replica (`<replica>.<uuid>`): a
+/// proxy routes on the prefix of `Mcp-Session-Id` (docs/deploy.md). An id without this
+/// replica's prefix is a session it does not hold.
+struct Routed {
+    inner: Arc<LocalSessionManager>,
+    prefix: String,
+}
+
+impl Routed {
+    fn inner_id(&self, id: &SessionId) -> Result<SessionId, LocalSessionManagerError> {
+        id.strip_prefix(self.prefix.as_str())
+            .map(SessionId::from)
+            .ok_or_else(|| LocalSessionManagerError::SessionNotFound(id.clone()))
+    }
+
+    /// The session's handle, out of the map (the lock is not held while it is used).
+    async fn handle(&self, id: &SessionId) -> Result<LocalSessionHandle, LocalSessionManagerError> {
+        let inner = self.inner_id(id)?;
+        self.inner
+            .sessions
+            .read()
+            .await
+            .get(&inner)
+            .cloned()
+            .ok_or_else(|| LocalSessionManagerError::SessionNotFound(id.clone()))
+    }
+}
+
+/// A session's reply channel as a stream (what rmcp's own manager returns; its streams
+/// borrow the id they were asked with, so they are made here from the same parts).
+fn replies(
+    mut rx: tokio::sync::mpsc::Receiver<ServerSseMessage>,
+) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+impl SessionManager for Routed {
+    type Error = LocalSessionManagerError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let (id, transport) = self.inner.create_session().await?;
+        Ok((format!("{}{id}", self.prefix).into(), transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.inner
+            .initialize_session(&self.inner_id(id)?, message)
+            .await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        match self.inner_id(id) {
+            Ok(inner) => self.inner.has_session(&inner).await,
+            Err(_) => Ok(false),
+        }
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.inner.close_session(&self.inner_id(id)?).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let handle = self.handle(id).await?;
+        let receiver = handle.establish_request_wise_channel().await?;
+        handle
+            .push_message(message, receiver.http_request_id)
+            .await?;
+        Ok(replies(receiver.inner))
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.inner
+            .accept_message(&self.inner_id(id)?, message)
+            .await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let receiver = self.handle(id).await?.establish_common_channel().await?;
+        Ok(replies(receiver.inner))
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // The manager keeps no event store: a stream resumes from its session's memory.
+        let receiver = self
+            .handle(id)
+            .await?
+            .resume(last_event_id.parse()?)
+            .await?;
+        Ok(replies(receiver.inner))
+    }
 }
 
 /// The sessions of a listener, and who opened each.

@@ -344,6 +344,7 @@ impl Server {
             caller,
             prompter,
             client: upstream(ctx),
+            trace: incoming_trace(ctx),
         };
         let outcome = self
             .gateway
@@ -377,6 +378,7 @@ impl Server {
             caller: self.caller(ctx),
             prompter,
             client: None,
+            trace: incoming_trace(ctx),
         }
     }
 
@@ -419,6 +421,7 @@ impl Server {
             caller: self.caller(ctx),
             prompter,
             client: upstream(ctx),
+            trace: incoming_trace(ctx),
         };
         let progress = progress_sink(ctx);
         let on_done = progress.as_ref().map(|p| {
@@ -446,6 +449,23 @@ impl Server {
         }
         Ok(batch_result(&labels, statuses).into())
     }
+}
+
+/// The caller's W3C trace context: `params._meta.traceparent` (and `tracestate`), else
+/// over Streamable HTTP the request's `traceparent` header. A malformed one is ignored.
+fn incoming_trace(ctx: &RequestContext<RoleServer>) -> Option<crate::telemetry::Context> {
+    let meta = |key: &str| ctx.meta.get(key).and_then(Value::as_str);
+    if let Some(parent) = meta("traceparent") {
+        return crate::telemetry::Context::parse(parent, meta("tracestate"));
+    }
+    let parts = ctx.extensions.get::<::http::request::Parts>()?;
+    let header = |key: &str| {
+        let mut values = parts.headers.get_all(key).iter();
+        let first = values.next()?.to_str().ok()?;
+        // Two `traceparent` headers are ambiguous: neither is taken.
+        values.next().is_none().then_some(first)
+    };
+    crate::telemetry::Context::parse(header("traceparent")?, header("tracestate"))
 }
 
 /// Whether the client takes elicitation requests, and whether it is a 2026-07-28 client

@@ -1662,6 +1662,7 @@ pub(super) async fn try_tool(
         caller: crate::consent::Caller::ui(),
         prompter: None,
         client: None,
+        trace: None,
     };
     let shown = crate::history::mask(&args);
     let outcome = ui

@@ -124,6 +124,9 @@ pub(super) struct Caller {
     pub upstream: Option<crate::exec::UpstreamRef>,
     /// Asks the user whether the server may sample the client's model.
     pub permission: Option<crate::exec::Asker>,
+    /// The trace context the call passes on (`_meta.traceparent`, and the header over
+    /// Streamable HTTP).
+    pub trace: Option<crate::telemetry::Context>,
 }
 
 /// The calls in flight on a connection, newest last (each with a number of its own).
@@ -210,6 +213,35 @@ impl Handler {
             rmcp::ErrorData::internal_error(format!("the client's answer is not valid: {e}"), None)
         })
     }
+}
+
+/// The `_meta` key (and header) of the W3C trace context's parent.
+const TRACEPARENT: &str = "traceparent";
+/// The `_meta` key (and header) of the W3C trace context's vendor state.
+const TRACESTATE: &str = "tracestate";
+
+/// `custom_headers` plus the `traceparent`/`tracestate` a `tools/call` carries in its
+/// `_meta` (Streamable HTTP servers read the header, as for any HTTP request).
+fn with_trace_headers(
+    message: &rmcp::model::ClientJsonRpcMessage,
+    mut headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+) -> HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue> {
+    use rmcp::model::GetMeta;
+    let rmcp::model::ClientJsonRpcMessage::Request(request) = message else {
+        return headers;
+    };
+    if !matches!(request.request, ClientRequest::CallToolRequest(_)) {
+        return headers;
+    }
+    let meta = request.request.get_meta();
+    for key in [TRACEPARENT, TRACESTATE] {
+        if let Some(Value::String(v)) = meta.get(key)
+            && let Ok(v) = reqwest::header::HeaderValue::from_str(v)
+        {
+            headers.insert(reqwest::header::HeaderName::from_static(key), v);
+        }
+    }
+    headers
 }
 
 /// The `_meta` key naming the app a passed-through request came from.
@@ -578,6 +610,7 @@ impl rmcp::transport::streamable_http_client::StreamableHttpClient for Watched {
         custom_headers: HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
     ) -> Result<rmcp::transport::streamable_http_client::StreamableHttpPostResponse, HttpError>
     {
+        let custom_headers = with_trace_headers(&message, custom_headers);
         let sent = self
             .client
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -595,6 +628,7 @@ impl rmcp::transport::streamable_http_client::StreamableHttpClient for Watched {
         max_sse_event_size: usize,
     ) -> Result<rmcp::transport::streamable_http_client::StreamableHttpPostResponse, HttpError>
     {
+        let custom_headers = with_trace_headers(&message, custom_headers);
         let sent = self
             .client
             .post_message_with_max_sse_event_size(
@@ -1211,6 +1245,7 @@ impl Connection {
         caller: Caller,
     ) -> Result<Value, CallError> {
         let id = self.next_caller.fetch_add(1, Ordering::SeqCst);
+        let trace = caller.trace.clone();
         self.callers
             .lock()
             .expect("callers lock")
@@ -1221,7 +1256,16 @@ impl Connection {
         };
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = Some(args);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // W3C trace context in `_meta`, as MCP's convention has it.
+        if let Some(trace) = &trace {
+            use rmcp::model::GetMeta;
+            let meta = request.get_meta_mut();
+            meta.insert(TRACEPARENT.to_owned(), Value::String(trace.traceparent()));
+            if let Some(state) = trace.tracestate() {
+                meta.insert(TRACESTATE.to_owned(), Value::String(state.to_owned()));
+            }
+        }
         let peer = self.service.peer().clone();
         let handle = peer
             .send_request_with_option(request, PeerRequestOptions::no_options())

@@ -453,6 +453,7 @@ impl McpExecutor {
                     app: req.app.to_owned(),
                     upstream: ctx.upstream.clone(),
                     permission: ctx.permission.clone(),
+                    trace: ctx.trace.clone(),
                 };
                 link.call(
                     &req.tool.name,
