@@ -274,8 +274,14 @@ async def test_postgres_dying_mid_call_loses_no_history(gw, pg):
         assert isinstance(e, MCPError) and e.error.code == -32016, e
         assert time.monotonic() - started < 10
         assert "PostgreSQL store" in e.error.message and PASSWORD not in e.error.message
-        # The UI says so rather than hang.
-        assert get(ui_of(url) + "/consent").status_code == 200
+        # The UI says so rather than hang; a grant given there now holds for this run.
+        page = get(ui_of(url) + "/consent")
+        assert page.status_code == 200
+        r = post(ui_of(url) + "/consent/grant", {"csrf": csrf_of(page.text), "caller": "ui-test@http",
+                                                 "app": "com.example.ask", "tool": "echo"})
+        assert r.status_code == 303
+        r = await call_over_http(url, app="com.example.ask")
+        assert not isinstance(r, MCPError), r
         await anyio.to_thread.run_sync(pg.start)
         deadline = time.monotonic() + 30
         count = 0
@@ -284,14 +290,18 @@ async def test_postgres_dying_mid_call_loses_no_history(gw, pg):
                 count = int(pg.sql("SELECT count(*) FROM aai_history")[0][0])
             except AssertionError:
                 count = -1
-            if count >= 8:
+            if count >= 9:
                 break
             await anyio.sleep(0.2)
-        # 1 + the slow call + 5 + the refused one: every record, once.
-        assert count == 8, count
+        # 1 + the slow call + 5 + the refused one + the granted one: every record, once.
+        assert count == 9, count
         assert pg.sql("SELECT count(*) FROM (SELECT replica, seq FROM aai_history GROUP BY 1, 2 HAVING count(*) > 1) d") == [["0"]]
+        # The grant given during the outage still holds after the reload that followed it.
+        await anyio.sleep(1.5)
+        r = await call_over_http(url, app="com.example.ask")
+        assert not isinstance(r, MCPError), r
         # And the store works again for calls that need it.
-        e = await call_over_http(url, app="com.example.ask")
+        e = await call_over_http(url, app="com.example.ask", name="another")
         assert isinstance(e, MCPError) and e.error.code == -32014, e
     no_password(gw, proc.stderr.read() if proc.stderr else "")
 

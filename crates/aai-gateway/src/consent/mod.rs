@@ -575,6 +575,9 @@ pub struct Gate {
     /// The shared store (config `store`): grants and pending calls in PostgreSQL
     /// (`shared.rs`); `state` is then unused.
     shared: Option<Arc<crate::store::Shared>>,
+    /// With the shared store: grants given here that a reload has not shown stored yet
+    /// (being written, or kept for this run when the write failed); a reload keeps them.
+    unsaved: Mutex<HashMap<Key, Option<String>>>,
     /// Told of every decision (metrics).
     watch: Watch,
 }
@@ -605,6 +608,7 @@ impl Gate {
             started: Mutex::default(),
             asking: Mutex::default(),
             shared: None,
+            unsaved: Mutex::default(),
             watch: Watch::default(),
         }
     }
@@ -636,13 +640,20 @@ impl Gate {
         Ok(())
     }
 
-    /// Replaces the cached grants (read from the shared store).
+    /// Replaces the cached grants (read from the shared store), keeping those given here
+    /// that it does not show yet.
     fn replace_grants(&self, all: Vec<Grant>) {
         self.loaded.call_once(|| {});
-        *self.grants.write().expect("grants lock") = all
+        let mut map: HashMap<Key, Option<String>> = all
             .into_iter()
             .map(|g| ((g.caller, g.app, g.tool), g.cert))
             .collect();
+        let mut unsaved = self.unsaved.lock().expect("unsaved lock");
+        unsaved.retain(|key, cert| map.get(key) != Some(cert));
+        for (key, cert) in unsaved.iter() {
+            map.insert(key.clone(), cert.clone());
+        }
+        *self.grants.write().expect("grants lock") = map;
     }
 
     /// Every "always" grant, oldest first, from wherever they are kept.
@@ -838,6 +849,10 @@ impl Gate {
             cert.map(str::to_owned),
         );
         if let Some(store) = &self.shared {
+            self.unsaved.lock().expect("unsaved lock").insert(
+                (caller.to_owned(), app.to_owned(), tool.to_owned()),
+                cert.map(str::to_owned),
+            );
             shared::store_grant(
                 store,
                 Grant {
@@ -874,6 +889,10 @@ impl Gate {
         let matches = |(c, a, t): &Key| {
             a == app && tool.is_none_or(|x| x == t) && caller.is_none_or(|x| x == c)
         };
+        self.unsaved
+            .lock()
+            .expect("unsaved lock")
+            .retain(|k, _| !matches(k));
         let here = {
             let mut grants = self.grant_map().write().expect("grants lock");
             let before = grants.len();
