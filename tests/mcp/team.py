@@ -114,9 +114,11 @@ def team_config(gw, idp, audience, **more):
 
 
 @contextlib.contextmanager
-def team_web(gw, port, env=None):
-    """`--web` on `port`, taking the team's tokens; yields the process."""
-    proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home), "--web", "--listen", f"127.0.0.1:{port}"],
+def team_web(gw, port, env=None, replica=None):
+    """`--web` on `port`, taking the team's tokens (as replica `replica`); yields the
+    process."""
+    more = ["--replica", replica] if replica else []
+    proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home), "--web", "--listen", f"127.0.0.1:{port}", *more],
                             env=gw.env(**{"AAI_WEB_AUTH_CLIENT_SECRET": "ui-secret-for-tests-only", **(env or {})}),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
