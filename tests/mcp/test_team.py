@@ -104,6 +104,13 @@ def test_metadata_and_the_challenge_name_the_authorization_server(team):
         assert {"mcp", "apps:notes", "apps:all", "aai:admin"} <= set(doc["scopes_supported"])
     # Nothing else is served without a token.
     assert httpx2.get(origin + "/ui/history", timeout=10, follow_redirects=False).status_code in (303, 307)
+    assert httpx2.get(origin + "/metrics", timeout=10).status_code == 401
+    # The metrics name every app: for the admin scope only.
+    bearer = lambda t: {"authorization": f"Bearer {t}"}  # noqa: E731
+    assert httpx2.get(origin + "/metrics", headers=bearer(idp.token("bob", "mcp apps:all")),
+                      timeout=10).status_code == 403
+    r = httpx2.get(origin + "/metrics", headers=bearer(idp.token("alice")), timeout=10)
+    assert r.status_code == 200 and "aai_calls_in_flight" in r.text
 
 
 async def test_the_sdk_oauth_client_signs_in_by_itself_and_calls(team):
