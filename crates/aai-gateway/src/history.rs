@@ -114,9 +114,45 @@ pub struct Retention {
 #[derive(Debug)]
 pub struct Sqlite {
     queue: Sender<Message>,
-    /// Records sent and not yet taken by the writer (at most [`QUEUE`]).
+    bound: Bound,
+}
+
+/// What every writer's queue shares: records sent and not yet taken by the writer (at
+/// most [`QUEUE`]), and how many were dropped.
+#[derive(Debug, Default)]
+struct Bound {
     queued: Arc<AtomicUsize>,
-    dropped: Arc<AtomicU64>,
+    dropped: AtomicU64,
+}
+
+impl Bound {
+    /// Prepares `record` and hands it to `send` when the queue has room (`send` says
+    /// whether the writer took it).
+    fn record(&self, record: Record, send: impl FnOnce(Message) -> bool) {
+        let record = prepare(record);
+        if !admit(&self.queued, &self.dropped) {
+            return;
+        }
+        // A writer that has gone (it could not open its store): the record is dropped.
+        if !send(Message::Record(Box::new(record))) {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Asks the writer, through `send`, to store what waits, for at most `wait`; says so
+    /// when records are still waiting in `store`.
+    fn flush(&self, wait: std::time::Duration, store: &str, send: impl FnOnce(Message) -> bool) {
+        let (done, stored) = std::sync::mpsc::sync_channel(1);
+        if send(Message::Flush(done))
+            && stored.recv_timeout(wait).is_err()
+            && self.queued.load(Ordering::Relaxed) > 0
+        {
+            tracing::warn!(
+                "the call history could not store its last {} records in {store} within {wait:?}",
+                self.queued.load(Ordering::Relaxed)
+            );
+        }
+    }
 }
 
 impl Sqlite {
@@ -151,8 +187,8 @@ impl Sqlite {
     ) -> Result<Sqlite, Error> {
         // A list channel: memory grows with what waits, not with the bound.
         let (queue, rx) = std::sync::mpsc::channel();
-        let queued = Arc::new(AtomicUsize::new(0));
-        let taken = queued.clone();
+        let bound = Bound::default();
+        let taken = bound.queued.clone();
         std::thread::Builder::new()
             .name("aai-history".into())
             .spawn(move || {
@@ -161,11 +197,7 @@ impl Sqlite {
                 }
             })
             .map_err(Error::Writer)?;
-        Ok(Sqlite {
-            queue,
-            queued,
-            dropped: Arc::new(AtomicU64::new(0)),
-        })
+        Ok(Sqlite { queue, bound })
     }
 }
 
@@ -201,24 +233,12 @@ fn admit(queued: &AtomicUsize, dropped: &AtomicU64) -> bool {
 
 impl Sink for Sqlite {
     fn record(&self, record: Record) {
-        let record = prepare(record);
-        if !admit(&self.queued, &self.dropped) {
-            return;
-        }
-        // A writer that could not open the file has gone: the record is dropped.
-        if self.queue.send(Message::Record(Box::new(record))).is_err() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.bound.record(record, |m| self.queue.send(m).is_ok());
     }
 
     fn flush(&self, wait: std::time::Duration) {
-        let (done, stored) = std::sync::mpsc::sync_channel(1);
-        if self.queue.send(Message::Flush(done)).is_ok()
-            && stored.recv_timeout(wait).is_err()
-            && self.queued.load(Ordering::Relaxed) > 0
-        {
-            tracing::warn!("the call history could not store its last records within {wait:?}");
-        }
+        self.bound
+            .flush(wait, "its file", |m| self.queue.send(m).is_ok());
     }
 }
 
@@ -231,8 +251,7 @@ impl Sink for Sqlite {
 #[derive(Debug)]
 pub struct Postgres {
     queue: tokio::sync::mpsc::UnboundedSender<Message>,
-    queued: Arc<AtomicUsize>,
-    dropped: Arc<AtomicU64>,
+    bound: Bound,
 }
 
 /// Most records in one write.
@@ -245,8 +264,8 @@ impl Postgres {
         retention: Retention,
     ) -> Result<Postgres, Error> {
         let (queue, rx) = tokio::sync::mpsc::unbounded_channel();
-        let queued = Arc::new(AtomicUsize::new(0));
-        let stored = queued.clone();
+        let bound = Bound::default();
+        let stored = bound.queued.clone();
         std::thread::Builder::new()
             .name("aai-history".into())
             .spawn(move || {
@@ -259,36 +278,18 @@ impl Postgres {
                 }
             })
             .map_err(Error::Writer)?;
-        Ok(Postgres {
-            queue,
-            queued,
-            dropped: Arc::new(AtomicU64::new(0)),
-        })
+        Ok(Postgres { queue, bound })
     }
 }
 
 impl Sink for Postgres {
     fn record(&self, record: Record) {
-        let record = prepare(record);
-        if !admit(&self.queued, &self.dropped) {
-            return;
-        }
-        if self.queue.send(Message::Record(Box::new(record))).is_err() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.bound.record(record, |m| self.queue.send(m).is_ok());
     }
 
     fn flush(&self, wait: std::time::Duration) {
-        let (done, stored) = std::sync::mpsc::sync_channel(1);
-        if self.queue.send(Message::Flush(done)).is_ok()
-            && stored.recv_timeout(wait).is_err()
-            && self.queued.load(Ordering::Relaxed) > 0
-        {
-            tracing::warn!(
-                "the call history could not store its last {} records in PostgreSQL within {wait:?}",
-                self.queued.load(Ordering::Relaxed)
-            );
-        }
+        self.bound
+            .flush(wait, "PostgreSQL", |m| self.queue.send(m).is_ok());
     }
 }
 
