@@ -256,16 +256,24 @@ def test_the_ui_signs_people_in_and_shows_each_their_own(team, gw):
             "name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "echo", "args": {"text": text}}}},
             token, h)
         assert r.status_code == 200
+    # Each has a grant of their own.
+    for who in ("alice", "bob"):
+        done = gw.run("consent", "grant", "com.example.notes", "--caller", f"grant-of-{who}@http~{who}")
+        assert done.returncode == 0, done.stderr
     time.sleep(0.5)
-    pages = {}
+    pages, grants = {}, {}
     for who in ("bob", "alice"):
         opener = ui_browser(idp, who)
         page = opener.open(origin + "/ui/history", timeout=20)
         assert page.url.startswith(origin + "/ui/history"), page.url
         pages[who] = page.read().decode()
+        grants[who] = opener.open(origin + "/ui/consent", timeout=20).read().decode()
     assert "from-bob" in pages["bob"] and "from-alice" not in pages["bob"]
     # alice holds the admin scope: everyone's history.
     assert "from-bob" in pages["alice"] and "from-alice" in pages["alice"]
+    # Grants are each person's own, the admin's too.
+    assert "grant-of-bob@http~bob" in grants["bob"] and "grant-of-alice" not in grants["bob"]
+    assert "grant-of-alice@http~alice" in grants["alice"] and "grant-of-bob" not in grants["alice"]
     # Pages that change the gateway for everyone are for admins.
     opener = ui_browser(idp, "bob")
     opener.open(origin + "/ui", timeout=20).read()
