@@ -55,7 +55,7 @@ http {{
         "~^b\\." replica_b;
         default gateways;
     }}
-    # The web UI: one person stays on one replica (its forms carry that replica's token).
+    # The web UI: one person stays on one replica (where the message after an action waits).
     upstream ui {{ hash $cookie_aai_person consistent; server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}
 
     server {{
@@ -170,7 +170,12 @@ async def test_sessions_stay_on_their_replica_and_consent_crosses_replicas(team_
                 break
             await anyio.sleep(0.1)
         assert pending, "replica a never listed the call waiting on replica b"
-        form = urllib.parse.urlencode({"csrf": csrf_of(page), "id": pending[0], "choice": "once"}).encode()
+        # A person's form token is theirs on every replica: the one replica b's page
+        # carries is taken by replica a.
+        other = urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{b}/ui/consent", headers=cookie),
+                                       timeout=10).read().decode()
+        assert csrf_of(other) == csrf_of(page)
+        form = urllib.parse.urlencode({"csrf": csrf_of(other), "id": pending[0], "choice": "once"}).encode()
         answered = time.monotonic()
         req = urllib.request.Request(ui + "/consent/answer", data=form,
                                      headers={**cookie, "origin": f"http://127.0.0.1:{a}"})

@@ -15,6 +15,7 @@ Run: python3 -m pytest tests/mcp -q -k team
 """
 import http.cookiejar
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -271,6 +272,20 @@ def test_the_ui_signs_people_in_and_shows_each_their_own(team, gw):
     assert "from-bob" in pages["bob"] and "from-alice" not in pages["bob"]
     # alice holds the admin scope: everyone's history.
     assert "from-bob" in pages["alice"] and "from-alice" in pages["alice"]
+    # Each person's forms carry a token of their own.
+    bob_csrf, alice_csrf = (re.search(r'name="csrf" value="([^"]+)"', grants[w]).group(1) for w in ("bob", "alice"))
+    assert bob_csrf != alice_csrf
+    alice_browser = ui_browser(idp, "alice")
+    page = alice_browser.open(origin + "/ui/consent", timeout=20).read().decode()
+    own = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    for token, status in ((bob_csrf, 403), (own, 200)):
+        form = urllib.parse.urlencode({"csrf": token, "caller": "x@http~alice", "app": "com.example.notes"}).encode()
+        req = urllib.request.Request(origin + "/ui/consent/grant", data=form, headers={"origin": origin})
+        try:
+            got = alice_browser.open(req, timeout=20).status
+        except urllib.error.HTTPError as e:
+            got = e.code
+        assert got == status, (token == bob_csrf, got)  # 200: after the redirect
     # Grants are each person's own, the admin's too.
     assert "grant-of-bob@http~bob" in grants["bob"] and "grant-of-alice" not in grants["bob"]
     assert "grant-of-alice@http~alice" in grants["alice"] and "grant-of-bob" not in grants["alice"]

@@ -653,6 +653,8 @@ impl Guard {
                 && let Ok(person) = resource.person(&signed_in).await
             {
                 req.extensions_mut().insert(person);
+                req.extensions_mut()
+                    .insert(crate::access::PersonCsrf::of(&signed_in));
                 return next.run(req).await;
             }
             if req.method() == axum::http::Method::GET {

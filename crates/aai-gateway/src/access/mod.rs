@@ -57,6 +57,23 @@ pub fn allowed_origins(addr: SocketAddr) -> Vec<String> {
 /// The name of the UI's sign-in cookie (with a token).
 pub const TOKEN_COOKIE: &str = "aai_token";
 
+/// A signed-in person's form token for the UI (a request extension): derived from their
+/// person cookie, so it is theirs alone, and the same on every replica.
+#[derive(Debug, Clone)]
+pub struct PersonCsrf(pub String);
+
+impl PersonCsrf {
+    /// The form token of the person cookie `token`.
+    pub fn of(token: &str) -> PersonCsrf {
+        use sha2::Digest;
+        let digest = sha2::Sha256::new()
+            .chain_update(b"aai-ui-csrf\0")
+            .chain_update(token.as_bytes())
+            .finalize();
+        PersonCsrf(digest.iter().take(24).map(|b| format!("{b:02x}")).collect())
+    }
+}
+
 /// The cookie of a person signed in to the UI through the team's authorization server
 /// (`web.auth`): their access token, checked on every request like a bearer token.
 pub const PERSON_COOKIE: &str = "aai_person";

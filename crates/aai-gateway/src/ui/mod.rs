@@ -164,11 +164,18 @@ impl Ui {
         self.inner.resource.as_deref()
     }
 
-    /// Whether a form's token is this run's.
+    /// The form token of this request: a signed-in person's own (derived from their
+    /// cookie, the same on every replica), else this run's.
+    fn csrf(&self) -> String {
+        PERSON_CSRF
+            .try_with(Clone::clone)
+            .unwrap_or_else(|_| self.inner.csrf.clone())
+    }
+
+    /// Whether a form's token is this request's ([`Ui::csrf`]).
     fn csrf_ok(&self, given: Option<&str>) -> bool {
-        given.is_some_and(|g| {
-            crate::access::constant_time_eq(g.as_bytes(), self.inner.csrf.as_bytes())
-        })
+        let expected = self.csrf();
+        given.is_some_and(|g| crate::access::constant_time_eq(g.as_bytes(), expected.as_bytes()))
     }
 
     /// Keeps `message` for the next page; the redirect target with its number.
@@ -325,9 +332,15 @@ impl Viewer {
     }
 }
 
+tokio::task_local! {
+    /// The signed-in person's form token while their request is handled.
+    static PERSON_CSRF: String;
+}
+
 /// With the team's sign-in, what changes the gateway for everyone — credentials, apps,
 /// configuration, rescans — and the "try it" form (which runs as the user, without
-/// consent) are for people holding the admin scope; others get 403.
+/// consent) are for people holding the admin scope; others get 403. A person's forms
+/// carry a token derived from their own cookie.
 async fn admins_only(
     axum::extract::State(ui): axum::extract::State<Ui>,
     viewer: Viewer,
@@ -352,5 +365,9 @@ async fn admins_only(
         )
             .into_response();
     }
-    next.run(req).await
+    // A person's forms carry their own token.
+    match req.extensions().get::<crate::access::PersonCsrf>().cloned() {
+        Some(csrf) => PERSON_CSRF.scope(csrf.0, next.run(req)).await,
+        None => next.run(req).await,
+    }
 }

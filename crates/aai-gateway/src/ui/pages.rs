@@ -38,7 +38,7 @@ impl Chrome {
         Chrome {
             title: title.into(),
             path: path.into(),
-            csrf: ui.inner.csrf.clone(),
+            csrf: ui.csrf(),
             flash: ui.take_flash(flash),
             refresh: None,
         }
