@@ -34,6 +34,7 @@ use crate::access::{
     constant_time_eq, cookie, origin_of, ui_session,
 };
 use crate::auth::Secret;
+use crate::auth::mcp::RESOURCE_METADATA;
 use crate::gateway::Gateway;
 
 /// Most connections served at once; the next ones wait until one closes.
@@ -588,7 +589,7 @@ impl Guard {
         }
         let path = req.uri().path().to_owned();
         if let Some(resource) = &self.resource
-            && (path == METADATA_PATH || path.starts_with(&format!("{METADATA_PATH}/")))
+            && (path == RESOURCE_METADATA || path.starts_with(&format!("{RESOURCE_METADATA}/")))
         {
             // Public by definition (RFC 9728): where to get a token.
             return (
@@ -683,9 +684,6 @@ impl Guard {
         response
     }
 }
-
-/// Where the Protected Resource Metadata is served (and below it, per resource path).
-pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// The answer to a request whose team token was not taken: 401 (403 for a missing
 /// scope, 503 when the authorization server cannot be asked) with the challenge that

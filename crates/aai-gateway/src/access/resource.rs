@@ -156,8 +156,9 @@ impl Resource {
             .map(|u| u.path().trim_end_matches('/').to_owned())
             .unwrap_or_default();
         format!(
-            "{}/.well-known/oauth-protected-resource{path}",
-            self.public_origin()
+            "{}{}{path}",
+            self.public_origin(),
+            crate::auth::mcp::RESOURCE_METADATA
         )
     }
 

@@ -36,6 +36,10 @@ use super::Secret;
 use super::oauth::{self, Tokens};
 use crate::error::{Code, GatewayError};
 
+/// The well-known path of Protected Resource Metadata (RFC 9728 §3.1), where the gateway
+/// looks for a remote server's and serves its own (`--web` with `web.auth`).
+pub const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
+
 /// The largest metadata document read (token and registration answers: 1 MiB).
 pub const MAX_METADATA: usize = 256 * 1024;
 /// How many times one sign-in asks the user to authorize (the first time and step-ups).
@@ -573,9 +577,9 @@ pub async fn discover(url: &str, challenge: Option<&Challenge>) -> Result<Plan, 
         candidates.push(u);
     };
     if !path.is_empty() {
-        well_known(format!("/.well-known/oauth-protected-resource{path}"));
+        well_known(format!("{RESOURCE_METADATA}{path}"));
     }
-    well_known("/.well-known/oauth-protected-resource".to_owned());
+    well_known(RESOURCE_METADATA.to_owned());
     for at in &candidates {
         let Some(doc) = fetch_json("the resource metadata", at).await? else {
             continue;
