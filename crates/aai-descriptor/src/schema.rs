@@ -24,10 +24,12 @@ pub struct Schema {
     inner: Arc<Inner>,
 }
 
+/// What a schema builds on first use is boxed: most tools of a large catalog are never
+/// called, and an empty slot costs a pointer instead of a parsed value or a validator.
 struct Inner {
     text: Box<str>,
-    json: OnceLock<Value>,
-    validator: OnceLock<Result<jsonschema::Validator, String>>,
+    json: OnceLock<Box<Value>>,
+    validator: OnceLock<Box<Result<jsonschema::Validator, String>>>,
     has_patterns: bool,
 }
 
@@ -102,7 +104,8 @@ impl Schema {
     pub fn validator(&self) -> Result<&jsonschema::Validator, String> {
         self.inner
             .validator
-            .get_or_init(|| options().build(self.json()).map_err(|e| e.to_string()))
+            .get_or_init(|| Box::new(options().build(self.json()).map_err(|e| e.to_string())))
+            .as_ref()
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -327,6 +330,17 @@ impl Serialize for Schema {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_unused_schema_costs_its_text_and_a_few_words() {
+        // A catalog holds one per tool, most never called: what is built on first use is
+        // behind a pointer (docs/performance.md, "Link order and smaller keys").
+        assert!(
+            std::mem::size_of::<Inner>() <= 56,
+            "{}",
+            std::mem::size_of::<Inner>()
+        );
+    }
 
     #[test]
     fn load_catches_what_compilation_would() {

@@ -118,6 +118,37 @@ fn search_ranks_names_aliases_descriptions_and_tools() {
     check(&s, "   ", &[], &[]);
     check(&s, "zzzz", &[], &[]);
     assert_eq!(search::search(&s, "e", 1).len(), 1, "the limit holds");
+    // The whole query is one of the words, with a tool's `_` read as a space.
+    check(
+        &s,
+        "list unread",
+        &["com.example.mail", "aai"],
+        &["list_unread"],
+    );
+}
+
+#[test]
+fn apps_are_found_by_id_slug_name_or_alias() {
+    let (s, _home) = snapshot();
+    let found = |key: &str| s.find(key).map(|e| e.app.id.as_str());
+    for key in [
+        "com.example.mail",
+        " com.example.mail ",
+        "app:com.example.mail",
+        "com_example_mail",
+        "app_com_example_mail",
+        "Mail",
+        "邮件",
+        "EMAIL",
+    ] {
+        assert_eq!(found(key), Some("com.example.mail"), "{key:?}");
+    }
+    assert_eq!(found("媒体"), Some("com.example.player"));
+    assert_eq!(found("COM.EXAMPLE.NOTES"), Some("com.example.notes"));
+    // Ids and slugs are exact; a name or alias must be one app's only.
+    for key in ["com.example", "com_example", "nope.app", "", "mai"] {
+        assert_eq!(found(key), None, "{key:?}");
+    }
 }
 
 #[test]

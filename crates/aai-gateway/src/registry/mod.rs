@@ -63,10 +63,8 @@ pub enum Missing {
 pub struct Snapshot {
     /// Served apps, sorted by id.
     pub entries: Vec<Entry>,
-    by_key: HashMap<String, usize>,
-    /// Lower-cased ids and names (any language), and aliases: lookups without a walk.
-    by_name: HashMap<String, Vec<usize>>,
-    by_alias: HashMap<String, Vec<usize>>,
+    /// Indexes of `entries` sorted by slug (ids need none: `entries` are sorted by id).
+    by_slug: Vec<u32>,
     /// Apps found but not served, by id.
     missing: HashMap<String, Missing>,
     /// What the scan reported.
@@ -173,35 +171,14 @@ impl Snapshot {
         diagnostics: Vec<Diagnostic>,
         locale: Option<String>,
     ) -> Snapshot {
-        let mut by_key = HashMap::with_capacity(entries.len() * 2);
-        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut by_alias: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, e) in entries.iter().enumerate() {
-            let mut names: Vec<String> =
-                e.app.name.all().iter().map(|n| n.to_lowercase()).collect();
-            names.push(e.app.id.to_lowercase());
-            names.sort();
-            names.dedup();
-            for n in names {
-                by_name.entry(n).or_default().push(i);
-            }
-            for a in &e.app.aliases {
-                let list = by_alias.entry(a.to_lowercase()).or_default();
-                if !list.contains(&i) {
-                    list.push(i);
-                }
-            }
-        }
-        for (i, e) in entries.iter().enumerate() {
-            by_key.insert(e.app.id.clone(), i);
-            by_key.entry(e.slug.clone()).or_insert(i);
-        }
+        let mut by_slug: Vec<u32> = (0..entries.len())
+            .map(|i| u32::try_from(i).expect("fewer than 4 billion apps"))
+            .collect();
+        by_slug.sort_by(|&a, &b| entries[a as usize].slug.cmp(&entries[b as usize].slug));
         let fingerprint = fingerprint(&entries);
         Snapshot {
             entries,
-            by_key,
-            by_name,
-            by_alias,
+            by_slug,
             missing,
             diagnostics,
             locale,
@@ -214,15 +191,36 @@ impl Snapshot {
     /// language, any case) when exactly one app has it.
     pub fn find(&self, key: &str) -> Option<&Entry> {
         let (key, bare) = keys(key);
-        if let Some(&i) = self.by_key.get(key).or_else(|| self.by_key.get(bare)) {
+        if let Some(entry) = self.exact(key).or_else(|| self.exact(bare)) {
+            return Some(entry);
+        }
+        // Names and aliases are a fallback (an id or slug is what agents send): a walk of
+        // the lower-cased keys, which costs less than keeping an index of every name.
+        let folded = key.to_lowercase();
+        let unique = |has: &dyn Fn(&search::Keys) -> bool| {
+            let mut found = self.entries.iter().filter(|e| has(&e.keys));
+            match (found.next(), found.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        };
+        unique(&|k| k.id() == folded || k.names().any(|n| n == folded))
+            .or_else(|| unique(&|k| k.aliases().any(|a| a == folded)))
+    }
+
+    /// The entry whose id is `key`, else the one whose slug is.
+    fn exact(&self, key: &str) -> Option<&Entry> {
+        if let Ok(i) = self
+            .entries
+            .binary_search_by(|e| e.app.id.as_str().cmp(key))
+        {
             return Some(&self.entries[i]);
         }
-        let folded = key.to_lowercase();
-        let unique = |index: &HashMap<String, Vec<usize>>| match index.get(&folded)?.as_slice() {
-            [one] => Some(&self.entries[*one]),
-            _ => None,
-        };
-        unique(&self.by_name).or_else(|| unique(&self.by_alias))
+        let at = self
+            .by_slug
+            .partition_point(|&i| self.entries[i as usize].slug.as_str() < key);
+        let i = *self.by_slug.get(at)? as usize;
+        (self.entries[i].slug == key).then(|| &self.entries[i])
     }
 
     /// Why `key` (an app id) is not served, when it was found but is broken, cannot run

@@ -9,39 +9,96 @@
 use crate::registry::{Entry, Snapshot};
 
 /// An entry's text, lower-cased once when the snapshot is built, so a query allocates
-/// nothing per app.
+/// nothing per app. Every field sits end to end in one string (two allocations per app,
+/// not one per field: at 1,000 apps this is ≈0.3 MB less resident): the id, the names,
+/// aliases and keywords, the description, then each tool's name and description.
 #[derive(Debug, Default)]
 pub struct Keys {
-    id: String,
-    names: Vec<String>,
-    aliases: Vec<String>,
-    keywords: Vec<String>,
-    description: String,
-    /// Per tool of the binding in use: name, name with `_` as spaces, description.
-    tools: Vec<(String, String, String)>,
+    text: Box<str>,
+    /// Where each field ends in `text`.
+    ends: Box<[u32]>,
+    /// How many names, aliases and keywords there are.
+    names: u32,
+    aliases: u32,
+    keywords: u32,
 }
 
 impl Keys {
     /// The keys of `entry`.
     pub fn of(entry: &Entry) -> Keys {
         let app = &entry.app;
-        Keys {
-            id: app.id.to_lowercase(),
-            names: app.name.all().iter().map(|n| n.to_lowercase()).collect(),
-            aliases: app.aliases.iter().map(|a| a.to_lowercase()).collect(),
-            keywords: app.keywords.iter().map(|k| k.to_lowercase()).collect(),
-            description: app.description.to_lowercase(),
-            tools: entry
-                .binding()
-                .tools
-                .iter()
-                .map(|t| {
-                    let name = t.name.to_lowercase();
-                    let spaced = name.replace('_', " ");
-                    (name, spaced, t.description.to_lowercase())
-                })
-                .collect(),
+        let names = app.name.all();
+        let tools = &entry.binding().tools;
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(
+            2 + names.len() + app.aliases.len() + app.keywords.len() + 2 * tools.len(),
+        );
+        let mut push = |field: &str| {
+            text.push_str(&field.to_lowercase());
+            // A descriptor is far smaller than 4 GiB (the catalog's size limit).
+            ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+        };
+        push(&app.id);
+        names.iter().for_each(|n| push(n));
+        app.aliases.iter().for_each(|a| push(a));
+        app.keywords.iter().for_each(|k| push(k));
+        push(&app.description);
+        for tool in tools {
+            push(&tool.name);
+            push(&tool.description);
         }
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Keys {
+            text: text.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+            names: count(names.len()),
+            aliases: count(app.aliases.len()),
+            keywords: count(app.keywords.len()),
+        }
+    }
+
+    fn field(&self, i: usize) -> &str {
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p] as usize);
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    fn fields(&self, from: usize, n: u32) -> impl Iterator<Item = &str> {
+        (from..from + n as usize).map(|i| self.field(i))
+    }
+
+    /// The id, lower-cased.
+    pub fn id(&self) -> &str {
+        self.field(0)
+    }
+
+    /// The names in every language, lower-cased.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.fields(1, self.names)
+    }
+
+    /// The aliases, lower-cased.
+    pub fn aliases(&self) -> impl Iterator<Item = &str> {
+        self.fields(1 + self.names as usize, self.aliases)
+    }
+
+    fn keywords(&self) -> impl Iterator<Item = &str> {
+        self.fields(1 + (self.names + self.aliases) as usize, self.keywords)
+    }
+
+    fn tools_from(&self) -> usize {
+        1 + (self.names + self.aliases + self.keywords) as usize
+    }
+
+    fn description(&self) -> &str {
+        self.field(self.tools_from())
+    }
+
+    /// Per tool of the binding in use: its name and its description.
+    fn tools(&self) -> impl Iterator<Item = (&str, &str)> {
+        let from = self.tools_from() + 1;
+        (from..self.ends.len())
+            .step_by(2)
+            .map(|i| (self.field(i), self.field(i + 1)))
     }
 }
 
@@ -86,33 +143,34 @@ pub fn search<'a>(snapshot: &'a Snapshot, query: &str, limit: usize) -> Vec<Hit<
 fn score<'a>(entry: &'a Entry, query: &str, words: &[&str]) -> Option<Hit<'a>> {
     let keys = &entry.keys;
     let mut total = 0;
-    for name in &keys.names {
+    for name in keys.names() {
         total += short_field(name, words, query, 10, 5);
     }
-    for alias in &keys.aliases {
+    for alias in keys.aliases() {
         total += short_field(alias, words, query, 8, 4);
     }
     // Keywords say what the app is for, not what it is called: below names and aliases.
-    for keyword in &keys.keywords {
+    for keyword in keys.keywords() {
         total += short_field(keyword, words, query, 6, 3);
     }
+    let (id, description) = (keys.id(), keys.description());
     for word in words {
-        if keys.id == *word {
+        if id == *word {
             total += 10;
-        } else if keys.id.contains(word) {
+        } else if id.contains(word) {
             total += 3;
         }
-        if keys.description.contains(word) {
+        if description.contains(word) {
             total += 2;
         }
     }
     let mut tools = Vec::new();
-    for (tool, (name, spaced, desc)) in entry.binding().tools.iter().zip(&keys.tools) {
+    for (tool, (name, desc)) in entry.binding().tools.iter().zip(keys.tools()) {
         let mut tool_score = 0;
         for word in words {
-            if name == word {
+            if name == *word {
                 tool_score += 4;
-            } else if name.contains(word) || spaced.contains(word) {
+            } else if name.contains(word) || contains_spaced(name, word) {
                 tool_score += 2;
             }
             if desc.contains(word) {
@@ -131,6 +189,21 @@ fn score<'a>(entry: &'a Entry, query: &str, words: &[&str]) -> Option<Hit<'a>> {
     })
 }
 
+/// Whether `name` has `word` when its `_` read as spaces: `send_mail` has "send mail" (the
+/// whole query is one of the words). Bytes are compared: `_` and ` ` are ASCII, and a match
+/// of valid UTF-8 inside valid UTF-8 starts and ends on characters.
+fn contains_spaced(name: &str, word: &str) -> bool {
+    let (name, word) = (name.as_bytes(), word.as_bytes());
+    !word.is_empty()
+        && word.contains(&b' ')
+        && name.windows(word.len()).any(|window| {
+            window
+                .iter()
+                .zip(word)
+                .all(|(&n, &w)| n == w || (n == b'_' && w == b' '))
+        })
+}
+
 /// Names, aliases and keywords: the best of exact (a word is the field) and partial (the field
 /// contains a word, or the query contains the field — at least two characters, so 邮件
 /// in 发邮件 counts but a one-letter alias does not).
@@ -143,5 +216,30 @@ fn short_field(field: &str, words: &[&str], query: &str, exact: u32, partial: u3
         partial
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contains_spaced;
+
+    #[test]
+    fn a_tool_name_read_with_spaces() {
+        for (name, word, expect) in [
+            ("send_mail", "send mail", true),
+            ("send_mail", "d m", true),
+            ("bulk_send_mail", "send mail", true),
+            // Words without a space are matched on the name as it is, elsewhere.
+            ("send_mail", "send_mail", false),
+            ("send_mail", "send", false),
+            ("send_mail", "mail send", false),
+            ("send_mail", "send  mail", false),
+            ("sendmail", "send mail", false),
+            ("邮件_发送", "件 发", true),
+            ("", "a b", false),
+            ("a_b", "", false),
+        ] {
+            assert_eq!(contains_spaced(name, word), expect, "{name:?} {word:?}");
+        }
     }
 }
