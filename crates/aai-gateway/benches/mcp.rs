@@ -137,17 +137,19 @@ impl Client {
     }
 
     fn rss_kib(&self) -> (u64, u64) {
+        (self.status_kib("VmRSS:"), self.status_kib("VmHWM:"))
+    }
+
+    /// A field of `/proc/<pid>/status`, in KiB.
+    fn status_kib(&self, name: &str) -> u64 {
         let status =
             fs::read_to_string(format!("/proc/{}/status", self.child.id().unwrap())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
     }
 }
 
@@ -242,6 +244,9 @@ async fn memory(tmp: &Path, adapter: &Path) {
     gw.rpc("tools/list", json!({})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (after_init, _) = gw.rss_kib();
+    // File pages are the binary's own and the shared libraries'; anonymous, the heap,
+    // malloc's arenas and the stacks.
+    let (file, anon) = (gw.status_kib("RssFile:"), gw.status_kib("RssAnon:"));
     for _ in 0..50 {
         gw.rpc("tools/list", json!({})).await;
     }
@@ -274,8 +279,10 @@ async fn memory(tmp: &Path, adapter: &Path) {
     }
     let (rss, peak) = gw.rss_kib();
     println!(
-        "memory 1000 apps: RSS after init {:.1} MiB; after tools/list ×50 and 600 calls (8 in flight): RSS {:.1} MiB, peak {:.1} MiB",
+        "memory 1000 apps: RSS after init {:.1} MiB (files {:.1}, anonymous {:.1}); after tools/list ×50 and 600 calls (8 in flight): RSS {:.1} MiB, peak {:.1} MiB",
         after_init as f64 / 1024.0,
+        file as f64 / 1024.0,
+        anon as f64 / 1024.0,
         rss as f64 / 1024.0,
         peak as f64 / 1024.0
     );
@@ -981,6 +988,16 @@ fn main() {
         return adapter();
     }
     let full = std::env::args().any(|a| a == "--bench");
+    if full && std::env::var_os("AAI_BENCH_GATEWAY").is_none() {
+        // `cargo bench` builds the binary with the dev-dependencies' features, so its
+        // symbols differ from the release build's and the link order does not apply.
+        eprintln!(
+            "mcp bench: measuring the bench profile's build, not the release build; for \
+             release figures: cargo build --release -p aai-gateway, copy \
+             target/release/aai-gateway elsewhere (cargo bench overwrites it), and pass \
+             AAI_BENCH_GATEWAY=<the copy> (docs/performance.md, \"Link order\")"
+        );
+    }
     let adapter = std::env::current_exe().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();

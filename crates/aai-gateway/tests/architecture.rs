@@ -118,6 +118,30 @@ fn the_checker_sees_what_it_checks() {
     }
 }
 
+#[test]
+fn the_build_script_tells_cargo_only_the_commit_reruns_and_link_arguments() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("build.rs"))
+        .expect("build.rs");
+    let allowed = [
+        "cargo::rerun-if-changed=",
+        "cargo::rerun-if-env-changed=",
+        "cargo::rustc-env=AAI_GATEWAY_COMMIT=",
+        "cargo::rustc-link-arg-bin=aai-gateway=-Wl,",
+    ];
+    let directives: Vec<&str> = text
+        .match_indices("cargo:")
+        .map(|(at, _)| &text[at..])
+        .collect();
+    assert!(directives.len() >= 5, "the checker finds the directives");
+    for directive in directives {
+        assert!(
+            allowed.iter().any(|a| directive.starts_with(a)),
+            "build.rs tells cargo {}",
+            directive.lines().next().unwrap_or_default()
+        );
+    }
+}
+
 /// Each source file outside the edge that builds and shows wire errors (`error.rs`,
 /// `mcp/`, `cli/`, `ui/`): its path relative to `src/` and its code before its tests
 /// (`#[cfg(test)]`, `#[cfg(all(test, …))]`).
