@@ -27,41 +27,58 @@ fn main() {
 /// Names the list has and the binary does not (code changed since the list was written)
 /// are skipped; `AAI_LINK_ORDER=0` links without the list.
 ///
-/// Only with LLD, the linker Rust uses on x86_64 Linux since 1.90 unless a build names its
-/// own: the system's `ld` does not take an ordering file.
+/// Only when the compiler links with LLD, which takes an ordering file (the system's `ld`
+/// refuses it): rustup's toolchains do on x86_64 Linux since 1.90, unless a build names
+/// its own linker; a distribution's compiler may not. The compiler is asked.
 fn link_order(dir: &Path) {
-    println!("cargo::rerun-if-changed=link-order.txt");
     println!("cargo::rerun-if-env-changed=AAI_LINK_ORDER");
+    let list = dir.join("link-order.txt");
+    // The published crate has no list (docs/performance.md): nothing to watch.
+    let Some(path) = list.to_str().filter(|_| list.exists()) else {
+        return;
+    };
+    println!("cargo::rerun-if-changed={path}");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let wanted = var("PROFILE") == "release"
         && var("TARGET") == "x86_64-unknown-linux-gnu"
         && var("AAI_LINK_ORDER") != "0"
         && var("RUSTC_LINKER").is_empty()
-        && !var("CARGO_ENCODED_RUSTFLAGS").contains("link")
-        && rustc_minor().is_some_and(|minor| minor >= 90);
-    let list = dir.join("link-order.txt");
-    if wanted && list.exists() {
+        && !var("CARGO_ENCODED_RUSTFLAGS").contains("link");
+    if wanted && links_with_lld() {
+        // Each argument whole (`-Wl,` would split a path at its commas).
         for arg in [
-            format!("--symbol-ordering-file={}", list.display()),
+            "-Xlinker".to_owned(),
+            format!("--symbol-ordering-file={path}"),
+            "-Xlinker".to_owned(),
             "--no-warn-symbol-ordering".to_owned(),
         ] {
-            println!("cargo::rustc-link-arg-bin=aai-gateway=-Wl,{arg}");
+            println!("cargo::rustc-link-arg-bin=aai-gateway={arg}");
         }
     }
 }
 
-/// The minor version of the compiler cargo builds with (`rustc 1.95.0 (…)` → 95).
+/// Whether the compiler links this target with LLD: the linker command it prints for an
+/// empty program says `-fuse-ld=lld` (one small link, in the build script's own folder).
 #[allow(clippy::disallowed_methods)] // at build time, like `git` below
-fn rustc_minor() -> Option<u32> {
-    let rustc = std::env::var("RUSTC").ok()?;
-    let out = Command::new(rustc).arg("-V").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
-        .nth(1)?
-        .split('.')
-        .nth(1)?
-        .parse()
-        .ok()
+fn links_with_lld() -> bool {
+    let (Ok(rustc), Ok(out)) = (std::env::var("RUSTC"), std::env::var("OUT_DIR")) else {
+        return false;
+    };
+    let out = Path::new(&out);
+    let probe = out.join("lld-probe.rs");
+    if std::fs::write(&probe, "fn main() {}\n").is_err() {
+        return false;
+    }
+    Command::new(rustc)
+        .args(["--print", "link-args", "--crate-type", "bin", "--target"])
+        .arg("x86_64-unknown-linux-gnu")
+        .arg("-o")
+        .arg(out.join("lld-probe"))
+        .arg(&probe)
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("-fuse-ld=lld")
+        })
 }
 
 // The rule that only exec/process.rs creates processes is about the gateway at run time;

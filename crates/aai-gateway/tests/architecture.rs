@@ -126,7 +126,7 @@ fn the_build_script_tells_cargo_only_the_commit_reruns_and_link_arguments() {
         "cargo::rerun-if-changed=",
         "cargo::rerun-if-env-changed=",
         "cargo::rustc-env=AAI_GATEWAY_COMMIT=",
-        "cargo::rustc-link-arg-bin=aai-gateway=-Wl,",
+        "cargo::rustc-link-arg-bin=aai-gateway=",
     ];
     let directives: Vec<&str> = text
         .match_indices("cargo:")

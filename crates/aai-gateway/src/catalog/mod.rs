@@ -6,8 +6,8 @@
 //! platform: a snake_case/camelCase file describes one platform), and files for that id
 //! in later directories are reported as shadowed. One bad file never blocks the others.
 //!
-//! Files are read and parsed in parallel; the merge is sequential and deterministic
-//! (directories in precedence order, files sorted by path).
+//! Files are read and parsed on one thread, or on every core for large catalogs; the merge
+//! is sequential and deterministic (directories in precedence order, files sorted by path).
 
 pub mod builtin;
 #[cfg(target_os = "linux")]
@@ -216,9 +216,9 @@ pub struct Broken {
 /// counted).
 const BROKEN_PROBLEMS: usize = 10;
 
-/// From how many descriptor files a scan parses on every core (docs/performance.md, "Link
-/// order and smaller keys": at 1,000 apps one thread keeps 0.5 MiB less resident and the
-/// scan takes 29 ms instead of 18).
+/// From how many candidate files (the paths a scan probes for `aai.json`) it parses on
+/// every core (docs/performance.md, "Link order and smaller keys": at 1,000 apps one
+/// thread keeps 0.5 MiB less resident and the scan takes 29 ms instead of 18).
 const PARALLEL_SCAN_FROM: usize = 2_000;
 
 impl Broken {

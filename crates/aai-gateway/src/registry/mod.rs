@@ -171,6 +171,10 @@ impl Snapshot {
         diagnostics: Vec<Diagnostic>,
         locale: Option<String>,
     ) -> Snapshot {
+        debug_assert!(
+            entries.windows(2).all(|w| w[0].app.id < w[1].app.id),
+            "entries are sorted by id, each once: `find` searches them"
+        );
         let mut by_slug: Vec<u32> = (0..entries.len())
             .map(|i| u32::try_from(i).expect("fewer than 4 billion apps"))
             .collect();

@@ -57,9 +57,11 @@ impl Keys {
         }
     }
 
+    /// Field `i`, or "" past the last (a default `Keys` has none).
     fn field(&self, i: usize) -> &str {
-        let start = i.checked_sub(1).map_or(0, |p| self.ends[p] as usize);
-        &self.text[start..self.ends[i] as usize]
+        let end = |i: usize| self.ends.get(i).map_or(0, |&e| e as usize);
+        let start = i.checked_sub(1).map_or(0, end);
+        self.text.get(start..end(i)).unwrap_or_default()
     }
 
     fn fields(&self, from: usize, n: u32) -> impl Iterator<Item = &str> {
@@ -200,7 +202,7 @@ fn contains_spaced(name: &str, word: &str) -> bool {
             window
                 .iter()
                 .zip(word)
-                .all(|(&n, &w)| n == w || (n == b'_' && w == b' '))
+                .all(|(&n, &w)| if n == b'_' { w == b' ' } else { n == w })
         })
 }
 
@@ -235,11 +237,23 @@ mod tests {
             ("send_mail", "mail send", false),
             ("send_mail", "send  mail", false),
             ("sendmail", "send mail", false),
+            // A `_` of the name is a space, never a `_` of the query.
+            ("a_b_c", "a_b c", false),
+            ("get_user_info", "get_user info", false),
             ("邮件_发送", "件 发", true),
             ("", "a b", false),
             ("a_b", "", false),
         ] {
             assert_eq!(contains_spaced(name, word), expect, "{name:?} {word:?}");
         }
+    }
+
+    #[test]
+    fn default_keys_have_no_fields() {
+        let keys = super::Keys::default();
+        assert_eq!(keys.id(), "");
+        assert_eq!(keys.names().count() + keys.aliases().count(), 0);
+        assert_eq!(keys.description(), "");
+        assert_eq!(keys.tools().count(), 0);
     }
 }
