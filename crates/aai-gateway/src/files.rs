@@ -66,10 +66,7 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File
     for _ in 0..16 {
         let mut nonce = [0u8; 8];
         getrandom::fill(&mut nonce).map_err(std::io::Error::other)?;
-        let name = format!(
-            ".tmp-{}",
-            nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        );
+        let name = format!(".tmp-{}", crate::text::hex(&nonce));
         let path = dir.join(name);
         match options.open(&path) {
             Ok(file) => return Ok((path, file)),

@@ -76,7 +76,7 @@ pub fn install_token(home: &std::path::Path) -> Result<Secret, Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
         .map_err(|e| Error::Token(format!("no randomness for a token: {e}")))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::text::hex(&bytes);
     crate::files::private_dir(home)
         .and_then(|()| crate::files::write_private(&file, format!("{token}\n").as_bytes()))
         .map_err(|e| Error::Token(format!("cannot keep the token in {}: {e}", file.display())))?;
@@ -711,11 +711,7 @@ fn refuse(
 /// identity; the token itself never leaves memory).
 pub fn token_id(token: &Secret) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(token.expose().as_bytes())
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::text::hex(&sha2::Sha256::digest(token.expose().as_bytes())[..4])
 }
 
 fn same(given: &str, token: &Secret) -> bool {

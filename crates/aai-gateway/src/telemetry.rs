@@ -124,6 +124,11 @@ impl std::fmt::Debug for Context {
     }
 }
 
+/// The W3C header (and MCP `_meta` key) naming a call's trace and parent span.
+pub const TRACEPARENT: &str = "traceparent";
+/// The W3C header (and MCP `_meta` key) with the trace's vendor state.
+pub const TRACESTATE: &str = "tracestate";
+
 /// Longest `tracestate` passed on (the W3C limit).
 const MAX_TRACESTATE: usize = 512;
 
@@ -175,11 +180,11 @@ impl Context {
     pub fn traceparent(&self) -> String {
         let mut out = String::with_capacity(55);
         out.push_str("00-");
-        push_hex(&mut out, &self.trace_id);
+        crate::text::push_hex(&mut out, &self.trace_id);
         out.push('-');
-        push_hex(&mut out, &self.span_id);
+        crate::text::push_hex(&mut out, &self.span_id);
         out.push('-');
-        push_hex(&mut out, &[self.flags]);
+        crate::text::push_hex(&mut out, &[self.flags]);
         out
     }
 
@@ -221,14 +226,6 @@ fn hex_byte(pair: &[u8]) -> Option<u8> {
         _ => None,
     };
     Some(digit(pair[0])? << 4 | digit(pair[1])?)
-}
-
-fn push_hex(out: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -792,7 +789,7 @@ fn resource(service_name: &str) -> Vec<u8> {
     let mut out = Vec::new();
     let instance: [u8; 8] = random_bytes();
     let mut id = String::new();
-    push_hex(&mut id, &instance);
+    crate::text::push_hex(&mut id, &instance);
     for (k, v) in [
         ("service.name", service_name),
         ("service.version", env!("CARGO_PKG_VERSION")),

@@ -1,5 +1,21 @@
 //! Small text helpers shared by the CLI and the MCP surface.
 
+/// `bytes` as lower-case hex (ids, tokens and digests).
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(2 * bytes.len());
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// Appends `bytes` to `out` as lower-case hex.
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+}
+
 /// `1 app`, `2 apps`: a count with its noun in the right number (`plural` for anything
 /// but one).
 pub fn count(n: usize, singular: &str, plural: &str) -> String {
@@ -156,7 +172,13 @@ pub fn heading_lines(body: &str) -> impl Iterator<Item = (usize, usize, &str)> {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{hex, redact_url};
+
+    #[test]
+    fn bytes_as_lower_case_hex() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
+    }
 
     #[test]
     fn connection_urls_lose_their_password() {

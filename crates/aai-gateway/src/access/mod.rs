@@ -70,7 +70,7 @@ impl PersonCsrf {
             .chain_update(b"aai-ui-csrf\0")
             .chain_update(token.as_bytes())
             .finalize();
-        PersonCsrf(digest.iter().take(24).map(|b| format!("{b:02x}")).collect())
+        PersonCsrf(crate::text::hex(&digest[..24]))
     }
 }
 
@@ -87,7 +87,7 @@ pub fn ui_session(token: &Secret) -> String {
     let mut hash = sha2::Sha256::new();
     hash.update(b"aai-gateway web UI session\0");
     hash.update(token.expose().as_bytes());
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(&hash.finalize())
 }
 
 /// Equality that takes the same time wherever the inputs differ (the length still shows).

@@ -246,18 +246,19 @@ impl Execute for HttpExecutor {
         )?;
         // The trace context goes to every web app: it names a trace, nothing else.
         if let Some(trace) = &req.ctx.trace {
+            use crate::telemetry::{TRACEPARENT, TRACESTATE};
             if let Ok(v) = reqwest::header::HeaderValue::from_str(&trace.traceparent()) {
-                header_map.insert("traceparent", v);
+                header_map.insert(TRACEPARENT, v);
             }
             match trace
                 .tracestate()
                 .and_then(|s| reqwest::header::HeaderValue::from_str(s).ok())
             {
                 Some(v) => {
-                    header_map.insert("tracestate", v);
+                    header_map.insert(TRACESTATE, v);
                 }
                 None => {
-                    header_map.remove("tracestate");
+                    header_map.remove(TRACESTATE);
                 }
             }
         }

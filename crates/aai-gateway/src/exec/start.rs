@@ -123,7 +123,7 @@ fn feed(digest: &mut Sha256, words: &[&str]) {
 
 /// The first 16 bytes as hex: enough to tell commands apart.
 fn hex(bytes: &[u8]) -> String {
-    bytes[..16].iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(&bytes[..16])
 }
 
 /// Whether `command args` fetches a package before running it: the package runners of

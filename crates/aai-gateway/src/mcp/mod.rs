@@ -455,8 +455,9 @@ impl Server {
 /// over Streamable HTTP the request's `traceparent` header. A malformed one is ignored.
 fn incoming_trace(ctx: &RequestContext<RoleServer>) -> Option<crate::telemetry::Context> {
     let meta = |key: &str| ctx.meta.get(key).and_then(Value::as_str);
-    if let Some(parent) = meta("traceparent") {
-        return crate::telemetry::Context::parse(parent, meta("tracestate"));
+    use crate::telemetry::{Context, TRACEPARENT, TRACESTATE};
+    if let Some(parent) = meta(TRACEPARENT) {
+        return Context::parse(parent, meta(TRACESTATE));
     }
     let parts = ctx.extensions.get::<::http::request::Parts>()?;
     let header = |key: &str| {
@@ -465,7 +466,7 @@ fn incoming_trace(ctx: &RequestContext<RoleServer>) -> Option<crate::telemetry::
         // Two `traceparent` headers are ambiguous: neither is taken.
         values.next().is_none().then_some(first)
     };
-    crate::telemetry::Context::parse(header("traceparent")?, header("tracestate"))
+    Context::parse(header(TRACEPARENT)?, header(TRACESTATE))
 }
 
 /// Whether the client takes elicitation requests, and whether it is a 2026-07-28 client

@@ -91,12 +91,7 @@ impl Key {
         let mut hash = sha2::Sha256::new();
         hash.update(b"aai-gateway store key id\0");
         hash.update(bytes);
-        let id = hash
-            .finalize()
-            .iter()
-            .take(6)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let id = crate::text::hex(&hash.finalize()[..6]);
         Ok(Key { bytes, id })
     }
 

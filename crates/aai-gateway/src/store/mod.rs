@@ -239,7 +239,7 @@ impl Shared {
             })?;
         let mut id = [0u8; 6];
         getrandom::fill(&mut id).expect("the OS has randomness");
-        let replica = id.iter().map(|b| format!("{b:02x}")).collect();
+        let replica = crate::text::hex(&id);
         Ok(Arc::new(Shared {
             at,
             password,

@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exec::process::{ChildGuard, Spawned, StderrTail};
 use crate::exec::{Progress, ProgressSink};
+use crate::telemetry::{TRACEPARENT, TRACESTATE};
 
 /// How to reach a server.
 pub(super) enum Transport {
@@ -214,11 +215,6 @@ impl Handler {
         })
     }
 }
-
-/// The `_meta` key (and header) of the W3C trace context's parent.
-const TRACEPARENT: &str = "traceparent";
-/// The `_meta` key (and header) of the W3C trace context's vendor state.
-const TRACESTATE: &str = "tracestate";
 
 /// `custom_headers` plus the `traceparent`/`tracestate` a `tools/call` carries in its
 /// `_meta` (Streamable HTTP servers read the header, as for any HTTP request).
