@@ -7,6 +7,37 @@
 //! already private and nothing is changed.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Opens the SQLite database `path` (created owner-only when new), waiting up to `busy`
+/// for another connection, and runs `init` on it (its schema: idempotent statements).
+///
+/// `state.db` is opened by two connections of one process at once (the consent state and
+/// the history writer), and on a new file both create their tables: SQLite then refuses
+/// one of them at once, without waiting ("database is locked": waiting could deadlock).
+/// `init` is run again until it goes through or `busy` has passed.
+pub fn open_sqlite(
+    path: &Path,
+    busy: Duration,
+    init: impl Fn(&rusqlite::Connection) -> rusqlite::Result<()>,
+) -> rusqlite::Result<rusqlite::Connection> {
+    // Owner-only before SQLite creates it.
+    let _ = create_private(path);
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(busy)?;
+    let deadline = Instant::now() + busy;
+    loop {
+        match init(&conn) {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            done => return done.map(|()| conn),
+        }
+    }
+}
 
 /// Creates `dir` when missing, and the folders above it that are missing too, each
 /// owner-only. A folder that exists is left as it is ([`tighten_home`] narrows the
@@ -163,6 +194,35 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn two_connections_create_a_new_database_at_once() {
+        // What the consent state and the history writer do on a new home's first start:
+        // SQLite refuses one of them at once now and then ("database is locked").
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..40 {
+            let file = dir.path().join(format!("state-{round}.db"));
+            let opens: Vec<_> = ["a", "b"]
+                .map(|table| {
+                    let file = file.clone();
+                    std::thread::spawn(move || {
+                        open_sqlite(&file, Duration::from_secs(2), |conn| {
+                            conn.execute_batch(&format!(
+                                "PRAGMA journal_mode = WAL;
+                                 CREATE TABLE IF NOT EXISTS {table} (x INTEGER);"
+                            ))
+                        })
+                        .map(|_| ())
+                    })
+                })
+                .into_iter()
+                .collect();
+            for open in opens {
+                open.join().unwrap().unwrap();
+            }
+            assert_eq!(mode(&file), 0o600);
+        }
     }
 
     #[test]

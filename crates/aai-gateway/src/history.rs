@@ -504,44 +504,40 @@ fn pg_record(r: &tokio_postgres::Row) -> (u64, Record) {
 }
 
 fn connect(file: &Path) -> rusqlite::Result<Connection> {
-    // Created owner-only before SQLite opens it (`state.db` may not exist yet).
-    let _ = crate::files::create_private(file);
-    let conn = Connection::open(file)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL;
-         CREATE TABLE IF NOT EXISTS history (
-             id INTEGER PRIMARY KEY,
-             at_ms INTEGER NOT NULL,
-             caller TEXT NOT NULL,
-             app TEXT NOT NULL,
-             tool TEXT NOT NULL,
-             args TEXT NOT NULL,
-             status TEXT NOT NULL,
-             code TEXT,
-             duration_ms INTEGER NOT NULL,
-             excerpt TEXT NOT NULL
-         );
-         CREATE INDEX IF NOT EXISTS history_at ON history (at_ms);",
-    )?;
-    // Added after the first release of the table: the name the caller used.
-    let has_asked = conn
-        .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'asked'")?
-        .exists([])?;
-    if !has_asked {
-        conn.execute_batch("ALTER TABLE history ADD COLUMN asked TEXT")?;
-    }
-    // Added with the team gateway: the person behind a call.
-    let has_person = conn
-        .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'person'")?
-        .exists([])?;
-    if !has_person {
+    crate::files::open_sqlite(file, std::time::Duration::from_secs(5), |conn| {
         conn.execute_batch(
-            "ALTER TABLE history ADD COLUMN person TEXT;
-             CREATE INDEX IF NOT EXISTS history_person ON history (person, at_ms);",
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE IF NOT EXISTS history (
+                 id INTEGER PRIMARY KEY,
+                 at_ms INTEGER NOT NULL,
+                 caller TEXT NOT NULL,
+                 app TEXT NOT NULL,
+                 tool TEXT NOT NULL,
+                 args TEXT NOT NULL,
+                 status TEXT NOT NULL,
+                 code TEXT,
+                 duration_ms INTEGER NOT NULL,
+                 excerpt TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS history_at ON history (at_ms);",
         )?;
-    }
-    Ok(conn)
+        // Added after the first release of the table: the name the caller used.
+        let has_asked = conn
+            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'asked'")?
+            .exists([])?;
+        if !has_asked {
+            conn.execute_batch("ALTER TABLE history ADD COLUMN asked TEXT")?;
+        }
+        // Added with the team gateway: the person behind a call.
+        let has_person = conn
+            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'person'")?
+            .exists([])?;
+        if !has_person {
+            conn.execute_batch("ALTER TABLE history ADD COLUMN person TEXT")?;
+        }
+        conn.execute_batch("CREATE INDEX IF NOT EXISTS history_person ON history (person, at_ms)")?;
+        Ok(())
+    })
 }
 
 fn write_loop(

@@ -105,8 +105,6 @@ impl State {
             file: file.to_owned(),
             source,
         };
-        // Created owner-only before SQLite opens it (the history writer may be first).
-        let _ = crate::files::create_private(file);
         let warn = || {
             tracing::warn!(
                 "the state file {} can be read but not written: its grants hold, new ones are kept for this run only, and call history is off",
@@ -153,29 +151,28 @@ impl State {
             file: file.to_owned(),
             source,
         };
-        let conn = Connection::open(file).map_err(fail)?;
-        conn.busy_timeout(std::time::Duration::from_secs(2))
-            .map_err(fail)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             CREATE TABLE IF NOT EXISTS grants (
-                 caller TEXT NOT NULL,
-                 app TEXT NOT NULL,
-                 tool TEXT NOT NULL,
-                 granted_at INTEGER NOT NULL,
-                 PRIMARY KEY (caller, app, tool)
-             );
-             CREATE TABLE IF NOT EXISTS local_apps (
-                 app TEXT PRIMARY KEY,
-                 seen_at INTEGER NOT NULL
-             );",
-        )
+        let conn = crate::files::open_sqlite(file, std::time::Duration::from_secs(2), |conn| {
+            conn.execute_batch(
+                "PRAGMA journal_mode = WAL;
+                 CREATE TABLE IF NOT EXISTS grants (
+                     caller TEXT NOT NULL,
+                     app TEXT NOT NULL,
+                     tool TEXT NOT NULL,
+                     granted_at INTEGER NOT NULL,
+                     PRIMARY KEY (caller, app, tool)
+                 );
+                 CREATE TABLE IF NOT EXISTS local_apps (
+                     app TEXT PRIMARY KEY,
+                     seen_at INTEGER NOT NULL
+                 );",
+            )?;
+            // Files from before certificate pinning lack the column.
+            if !has_cert_column(conn)? {
+                conn.execute_batch("ALTER TABLE grants ADD COLUMN cert TEXT")?;
+            }
+            Ok(())
+        })
         .map_err(fail)?;
-        // Files from before certificate pinning lack the column.
-        if !has_cert_column(&conn).map_err(fail)? {
-            conn.execute_batch("ALTER TABLE grants ADD COLUMN cert TEXT")
-                .map_err(fail)?;
-        }
         Ok(State {
             file: file.to_owned(),
             conn: Mutex::new(conn),
