@@ -19,66 +19,137 @@ fn main() {
     link_order(dir);
 }
 
-/// Release builds for x86_64 Linux link the functions a gateway runs (at start, per
-/// request) side by side at the front of `.text`, in the order `link-order.txt` lists them
-/// (written by `packaging/link-order`). The kernel maps a binary's code 64 KiB around each
-/// page it first runs, so functions scattered over 15 MB of text make most of it resident;
-/// packed, the code a gateway runs fits in a few MiB (docs/performance.md, "Link order").
-/// Names the list has and the binary does not (code changed since the list was written)
-/// are skipped; `AAI_LINK_ORDER=0` links without the list.
+/// Release builds link the functions a gateway runs (at start, per request) side by side
+/// at the front of `.text`, in the order `link-order/<target>.txt` lists them (written by
+/// `packaging/link-order`): start-up's first, then the rest of a session. The kernel maps a
+/// binary's code 64 KiB around each page it first runs, so functions scattered over 15 MB
+/// of text make most of it resident; packed, the code a gateway runs fits in a few MiB
+/// (docs/performance.md, "Link order"). Targets without a list (the names carry the
+/// target's hash) link as usual. Names the list has and the binary does not (code changed
+/// since the list was written) are skipped; `AAI_LINK_ORDER=0` links without the list.
 ///
-/// Only when the compiler links with LLD, which takes an ordering file (the system's `ld`
-/// refuses it): rustup's toolchains do on x86_64 Linux since 1.90, unless a build names
-/// its own linker; a distribution's compiler may not. The compiler is asked.
+/// Only LLD takes an ordering file (the system's `ld` refuses it). rustup's toolchains
+/// link with it on x86_64 Linux (gnu) since 1.90; for another target (x86_64 musl, whose
+/// release binaries link with the system's `cc` and `ld`), the `cc` is told to use the
+/// LLD that rustup ships with the toolchain, when a test link shows that works. A build
+/// that names its own linker or link arguments is left alone.
+///
+/// A static musl binary relocates itself at start, reading every entry of its relocation
+/// table (0.7 MiB, then resident); packed (`-z pack-relative-relocs`) the table is a few
+/// KiB. musl's start code reads the packed form since 1.2.4; a test program linked that
+/// way must run and print its relocated table, else the table stays as it is.
 fn link_order(dir: &Path) {
     println!("cargo::rerun-if-env-changed=AAI_LINK_ORDER");
-    let list = dir.join("link-order.txt");
-    // The published crate has no list (docs/performance.md): nothing to watch.
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let list = dir
+        .join("link-order")
+        .join(format!("{}.txt", var("TARGET")));
+    // The published crate has no lists (docs/performance.md): nothing to watch.
     let Some(path) = list.to_str().filter(|_| list.exists()) else {
         return;
     };
     println!("cargo::rerun-if-changed={path}");
-    let var = |name: &str| std::env::var(name).unwrap_or_default();
     let wanted = var("PROFILE") == "release"
-        && var("TARGET") == "x86_64-unknown-linux-gnu"
         && var("AAI_LINK_ORDER") != "0"
         && var("RUSTC_LINKER").is_empty()
         && !var("CARGO_ENCODED_RUSTFLAGS").contains("link");
-    if wanted && links_with_lld() {
-        // Each argument whole (`-Wl,` would split a path at its commas).
-        for arg in [
-            "-Xlinker".to_owned(),
-            format!("--symbol-ordering-file={path}"),
-            "-Xlinker".to_owned(),
-            "--no-warn-symbol-ordering".to_owned(),
-        ] {
-            println!("cargo::rustc-link-arg-bin=aai-gateway={arg}");
-        }
+    let Some(probe) = wanted.then(Probe::new).flatten() else {
+        return;
+    };
+    let Some(mut args) = probe.lld_args() else {
+        return;
+    };
+    // Each argument whole (`-Wl,` would split a path at its commas).
+    let packed: Vec<String> = ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+        .map(String::from)
+        .into();
+    // musl targets link statically unless the flags say otherwise (cargo does not list
+    // `crt-static` among the target's features).
+    let static_musl = var("CARGO_CFG_TARGET_ENV") == "musl"
+        && !var("CARGO_ENCODED_RUSTFLAGS").contains("crt-static");
+    if static_musl && probe.runs([args.as_slice(), &packed].concat()) {
+        args.extend(packed);
+    }
+    args.extend([
+        "-Xlinker".to_owned(),
+        format!("--symbol-ordering-file={path}"),
+        "-Xlinker".to_owned(),
+        "--no-warn-symbol-ordering".to_owned(),
+    ]);
+    for arg in args {
+        println!("cargo::rustc-link-arg-bin=aai-gateway={arg}");
     }
 }
 
-/// Whether the compiler links this target with LLD: the linker command it prints for an
-/// empty program says `-fuse-ld=lld` (one small link, in the build script's own folder).
-#[allow(clippy::disallowed_methods)] // at build time, like `git` below
-fn links_with_lld() -> bool {
-    let (Ok(rustc), Ok(out)) = (std::env::var("RUSTC"), std::env::var("OUT_DIR")) else {
-        return false;
-    };
-    let out = Path::new(&out);
-    let probe = out.join("lld-probe.rs");
-    if std::fs::write(&probe, "fn main() {}\n").is_err() {
-        return false;
-    }
-    Command::new(rustc)
-        .args(["--print", "link-args", "--crate-type", "bin", "--target"])
-        .arg("x86_64-unknown-linux-gnu")
-        .arg("-o")
-        .arg(out.join("lld-probe"))
-        .arg(&probe)
-        .output()
-        .is_ok_and(|o| {
-            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("-fuse-ld=lld")
+/// Test links of one small program for the target, in the build script's own folder.
+struct Probe {
+    rustc: String,
+    target: String,
+    host: String,
+    out: std::path::PathBuf,
+}
+
+/// The probe's program: a table of pointers the loader must relocate, printed.
+const PROBE: &str = "static T: [&str; 3] = [\"a\", \"bb\", \"ccc\"];\n\
+                     fn main() { println!(\"{}\", T.concat()); }\n";
+
+// Like `git` below: at build time, in cargo's build-script process.
+#[allow(clippy::disallowed_methods)]
+impl Probe {
+    fn new() -> Option<Probe> {
+        let var = |name: &str| std::env::var(name).ok();
+        let out = std::path::PathBuf::from(var("OUT_DIR")?);
+        std::fs::write(out.join("lld-probe.rs"), PROBE).ok()?;
+        Some(Probe {
+            rustc: var("RUSTC")?,
+            target: var("TARGET")?,
+            host: var("HOST")?,
+            out,
         })
+    }
+
+    /// Links the program with `extra` link arguments: the linker command on success.
+    fn link(&self, extra: &[String]) -> Option<String> {
+        let mut command = Command::new(&self.rustc);
+        command
+            .args(["--print", "link-args", "--crate-type", "bin", "--target"])
+            .arg(&self.target)
+            .arg("-o")
+            .arg(self.out.join("lld-probe"))
+            .arg(self.out.join("lld-probe.rs"));
+        for arg in extra {
+            command.arg("-C").arg(format!("link-arg={arg}"));
+        }
+        let done = command.output().ok().filter(|o| o.status.success())?;
+        Some(String::from_utf8_lossy(&done.stdout).into_owned())
+    }
+
+    /// Whether the program linked with `extra` runs here and prints its table.
+    fn runs(&self, extra: Vec<String>) -> bool {
+        self.link(&extra).is_some()
+            && Command::new(self.out.join("lld-probe"))
+                .output()
+                .is_ok_and(|o| o.status.success() && o.stdout == b"abbccc\n")
+    }
+
+    /// The arguments that make the target's link use LLD: none when the compiler
+    /// already does (its linker command says `-fuse-ld=lld`), the toolchain's own LLD
+    /// when a test link with it succeeds, else `None`.
+    fn lld_args(&self) -> Option<Vec<String>> {
+        if self.link(&[])?.contains("-fuse-ld=lld") {
+            return Some(Vec::new());
+        }
+        let sysroot = Command::new(&self.rustc)
+            .args(["--print", "sysroot"])
+            .output();
+        let sysroot = String::from_utf8(sysroot.ok()?.stdout).ok()?;
+        let gcc_ld = Path::new(sysroot.trim())
+            .join("lib/rustlib")
+            .join(&self.host)
+            .join("bin/gcc-ld");
+        let args = vec![format!("-B{}", gcc_ld.to_str()?), "-fuse-ld=lld".to_owned()];
+        (gcc_ld.join("ld.lld").exists() && self.link(&args).is_some()).then_some(args)
+    }
 }
 
 // The rule that only exec/process.rs creates processes is about the gateway at run time;
