@@ -41,9 +41,17 @@ fn main() {
 fn link_order(dir: &Path) {
     println!("cargo::rerun-if-env-changed=AAI_LINK_ORDER");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let list = dir
-        .join("link-order")
-        .join(format!("{}.txt", var("TARGET")));
+    // The linker decides which arguments apply, and cargo does not rerun a build script
+    // when it changes; an environment variable is the one way it can be told.
+    let target = var("TARGET");
+    let linker = target.to_uppercase().replace('-', "_");
+    println!("cargo::rerun-if-env-changed=CARGO_TARGET_{linker}_LINKER");
+    let lists = dir.join("link-order");
+    // A list written for a new target is picked up by the next build.
+    if let Some(lists) = lists.to_str().filter(|_| lists.is_dir()) {
+        println!("cargo::rerun-if-changed={lists}");
+    }
+    let list = lists.join(format!("{target}.txt"));
     // The published crate has no lists (docs/performance.md): nothing to watch.
     let Some(path) = list.to_str().filter(|_| list.exists()) else {
         return;
@@ -63,8 +71,8 @@ fn link_order(dir: &Path) {
     let packed: Vec<String> = ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
         .map(String::from)
         .into();
-    // musl targets link statically unless the flags say otherwise (cargo does not list
-    // `crt-static` among the target's features).
+    // musl targets link statically unless the flags say otherwise (cargo 1.95 leaves
+    // `crt-static` out of the features it tells build scripts, CARGO_CFG_TARGET_FEATURE).
     let static_musl = var("CARGO_CFG_TARGET_ENV") == "musl"
         && !var("CARGO_ENCODED_RUSTFLAGS").contains("crt-static");
     if static_musl && probe.runs([args.as_slice(), &packed].concat()) {
