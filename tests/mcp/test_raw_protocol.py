@@ -4,7 +4,9 @@ stdout, and a client that vanishes (stdin closed, no cancel) in the middle of a 
 Run: python3 -m pytest tests/mcp -q
 """
 import json
+import os
 import queue
+import socket
 import subprocess
 import threading
 import time
@@ -68,6 +70,71 @@ def test_initialize_negotiates_the_clients_version(gw, version):
         assert [t["name"] for t in listed["result"]["tools"]][:2] == ["app_aai", "app_com_example_echo"]
     finally:
         raw.proc.kill()
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "aai_exec", "arguments": {
+    "app": "com.example.echo", "tool": "echo", "args": {"text": "over the event loop"}}}}
+
+
+def read_line(fd, timeout=15):
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not data.endswith(b"\n"):
+        assert time.monotonic() < deadline, f"no whole line from the gateway: {data!r}"
+        chunk = os.read(fd, 65536)
+        assert chunk, f"the gateway closed its stdout after {data!r}"
+        data += chunk
+    return json.loads(data)
+
+
+@pytest.mark.parametrize("kind", ["pipe", "socket"])
+def test_stdio_pipes_and_sockets_are_non_blocking_during_the_session_and_blocking_after(gw, kind):
+    """A pipe or a socket on stdin/stdout is driven by the runtime's event loop (no
+    blocking thread per message: docs/performance.md), so it is non-blocking while the
+    session runs; the mode belongs to the open pipe, which the process that started the
+    gateway shares, so it is put back when the session ends."""
+    gw.add_app("com.example.echo")
+    if kind == "pipe":
+        child_in, ours_in = os.pipe()
+        ours_out, child_out = os.pipe()
+    else:
+        a, b = socket.socketpair()
+        c, d = socket.socketpair()
+        ours_in, child_in, ours_out, child_out = a.detach(), b.detach(), c.detach(), d.detach()
+    proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], env=gw.env(),
+                            stdin=child_in, stdout=child_out, stderr=subprocess.DEVNULL)
+    try:
+        os.write(ours_in, (json.dumps(INIT) + "\n").encode())
+        assert read_line(ours_out)["result"]["protocolVersion"] == "2025-11-25"
+        assert not os.get_blocking(child_in) and not os.get_blocking(child_out)
+        os.write(ours_in, (json.dumps(CALL) + "\n").encode())
+        echo = read_line(ours_out)
+        assert echo["id"] == 2 and "over the event loop" in json.dumps(echo["result"])
+        os.close(ours_in)  # the client leaves
+        assert proc.wait(timeout=15) == 0
+        assert os.get_blocking(child_in) and os.get_blocking(child_out)
+    finally:
+        proc.kill()
+        for fd in (child_in, child_out, ours_out):
+            os.close(fd)
+
+
+def test_stdio_from_a_file_to_a_file_answers_every_line(gw, tmp_path):
+    """A regular file is not a pipe: it keeps tokio's blocking stdio, and the session
+    still answers every request before it ends at the end of the file."""
+    gw.add_app("com.example.echo")
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(INIT) + "\n" + json.dumps(CALL) + "\n")
+    answers = tmp_path / "answers.jsonl"
+    with open(requests, "rb") as stdin, open(answers, "wb") as stdout:
+        proc = subprocess.run([str(gw.binary), "--home", str(gw.home)], env=gw.env(),
+                              stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, timeout=30)
+    assert proc.returncode == 0
+    replies = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert [r["id"] for r in replies] == [1, 2]
+    assert "over the event loop" in json.dumps(replies[1]["result"])
 
 
 def started_adapter(gw):

@@ -335,6 +335,11 @@ impl<'a> Arr<'a> {
         self.items.is_empty()
     }
 
+    /// How many elements it has.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
     /// The elements with their indexes and pointers.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &'a Value, String)> + '_ {
         self.items

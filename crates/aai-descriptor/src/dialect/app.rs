@@ -154,7 +154,8 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
         Vec::new()
     } else {
         let tools_array = root.req_array("tools")?;
-        let mut tools = Vec::new();
+        // Exact: a large catalog keeps every app's tools for as long as it runs.
+        let mut tools = Vec::with_capacity(tools_array.len());
         for (_, mut obj) in tools_array.objects() {
             match kind {
                 Some(kind) => tools.extend(tool(&mut obj, kind)),

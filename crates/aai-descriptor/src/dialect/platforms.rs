@@ -131,7 +131,8 @@ fn binding(section: &mut Obj<'_>, platform: Platform) -> Option<Binding> {
         other => unreachable!("{other} is in the expected list"),
     };
     let tools_array = section.req_array("tools")?;
-    let mut tools = Vec::new();
+    // Exact: a large catalog keeps every app's tools for as long as it runs.
+    let mut tools = Vec::with_capacity(tools_array.len());
     for (_, mut obj) in tools_array.objects() {
         if let Some(t) = tool(&mut obj, automation, executor.as_ref(), unit) {
             tools.push(t);

@@ -620,13 +620,11 @@ impl Gateway {
         self.executors.shutdown();
     }
 
-    /// Starts the background work of a server: the watcher (first, so no change on disk
-    /// can fall between it and the scan), the first scan, the registry catalog refresh
-    /// (when enabled), and the signal handler. Dropping the [`Running`] stops it.
+    /// Starts the background work of a server: the watcher and the first scan (off the
+    /// handshake: `watch::start`), the registry catalog refresh (when enabled), and the
+    /// signal handler. Dropping the [`Running`] stops it.
     pub fn start(self: &Arc<Self>) -> Running {
         let watcher = watch::start(self.clone());
-        let me = self.clone();
-        tokio::task::spawn_blocking(move || me.rescan());
         self.auth.store().warn_if_plain();
         // What an older version left readable by others is narrowed, off the handshake.
         let home = self.home.clone();

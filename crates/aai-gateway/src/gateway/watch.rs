@@ -10,7 +10,7 @@
 //! bus is watched too: a media player or notification daemon appearing or leaving
 //! changes the built-in apps at once.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher as _};
@@ -25,7 +25,8 @@ const SETTLE: Duration = Duration::from_millis(150);
 /// Stops watching when dropped.
 #[derive(Debug)]
 pub struct Watcher {
-    _fs: Option<notify::RecommendedWatcher>,
+    /// Filled in by the first scan's thread once the folders are watched.
+    _fs: Arc<Mutex<Option<notify::RecommendedWatcher>>>,
     task: tokio::task::JoinHandle<()>,
     #[cfg(target_os = "linux")]
     bus_task: tokio::task::JoinHandle<()>,
@@ -39,7 +40,11 @@ impl Drop for Watcher {
     }
 }
 
-/// Starts watching for `gateway`.
+/// Starts watching for `gateway`, and runs its first scan.
+///
+/// Both happen on a blocking thread, off the handshake: watching a folder recursively
+/// walks it (1,000 apps are 1,000 watches), and a client's `initialize` need not wait for
+/// that. The watches come first, so no change on disk can fall between them and the scan.
 pub fn start(gateway: Arc<Gateway>) -> Watcher {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     #[cfg(target_os = "linux")]
@@ -52,7 +57,14 @@ pub fn start(gateway: Arc<Gateway>) -> Watcher {
             },
         ))
     };
-    let fs = file_watcher(&gateway, tx);
+    let fs = Arc::new(Mutex::new(None));
+    {
+        let (gateway, fs) = (gateway.clone(), fs.clone());
+        tokio::task::spawn_blocking(move || {
+            *fs.lock().expect("watcher lock") = file_watcher(&gateway, tx);
+            gateway.rescan();
+        });
+    }
     let interval = gateway.config.scan_interval;
     let task = tokio::spawn(async move {
         let mut ticker = interval.map(|every| {

@@ -117,6 +117,8 @@ impl Snapshot {
                 Some(entry)
             })
             .collect();
+        // The snapshot lives until the next scan: no room to grow.
+        entries.shrink_to_fit();
         entries.sort_by(|a, b| a.app.id.cmp(&b.app.id));
         slug::assign(&mut entries);
         Snapshot::indexed(entries, missing, catalog.diagnostics, locale)

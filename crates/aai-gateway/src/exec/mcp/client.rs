@@ -859,6 +859,8 @@ struct Capped<R> {
     held: Vec<u8>,
     /// Whole lines ready to be read.
     ready: std::collections::VecDeque<u8>,
+    /// The length of each line in `ready` (of the first: what is left of it).
+    lines: std::collections::VecDeque<usize>,
     /// The JSON nesting of the current line.
     depth: Depth,
     eof: bool,
@@ -871,6 +873,7 @@ impl<R> Capped<R> {
             inner,
             held: Vec::new(),
             ready: std::collections::VecDeque::new(),
+            lines: std::collections::VecDeque::new(),
             depth: Depth::default(),
             eof: false,
             over,
@@ -885,12 +888,12 @@ impl<R> Capped<R> {
             }
             self.held.push(b);
             if b == b'\n' {
-                let line = std::mem::take(&mut self.held);
+                let mut line = std::mem::take(&mut self.held);
                 if self.depth.deepest > DEEPEST {
-                    self.ready.extend(drop_deep_entries(&line));
-                } else {
-                    self.ready.extend(line);
+                    line = drop_deep_entries(&line);
                 }
+                self.lines.push_back(line.len());
+                self.ready.extend(line);
                 self.depth = Depth::default();
             } else if self.held.len() > DEFAULT_MAX_LINE_LENGTH {
                 // The whole lines before this one are kept; the stream ends after them.
@@ -910,10 +913,21 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         loop {
-            if !self.ready.is_empty() {
-                let n = buf.remaining().min(self.ready.len());
+            if let Some(&line) = self.lines.front() {
+                // At most one line per read, each a unit of the task's budget: rmcp starts
+                // a task for every notification it reads, and a server that floods them
+                // must not get ahead of those tasks (300,000 progress notifications once
+                // held 400 MB). Out of budget, the reader waits its turn behind them.
+                let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+                let n = buf.remaining().min(line);
                 let chunk: Vec<u8> = self.ready.drain(..n).collect();
                 buf.put_slice(&chunk);
+                if n == line {
+                    self.lines.pop_front();
+                } else if let Some(left) = self.lines.front_mut() {
+                    *left -= n;
+                }
+                coop.made_progress();
                 return Poll::Ready(Ok(()));
             }
             if self.eof || self.over.load(Ordering::Relaxed) {
@@ -926,7 +940,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
                 // The end: a last line without its newline goes as it is.
                 self.eof = true;
                 let rest = std::mem::take(&mut self.held);
-                self.ready.extend(rest);
+                if !rest.is_empty() {
+                    self.lines.push_back(rest.len());
+                    self.ready.extend(rest);
+                }
             } else {
                 let bytes = read.filled().to_vec();
                 self.take(&bytes);
@@ -1455,6 +1472,44 @@ mod tests {
         assert!(out.starts_with(b"{\"ok\":1}\n"));
         assert!(out.len() <= 9 + DEFAULT_MAX_LINE_LENGTH, "{}", out.len());
         assert!(!out.ends_with(b"{\"after\":1}\n"));
+    }
+
+    #[tokio::test]
+    async fn each_read_gives_at_most_one_line_and_spends_the_tasks_budget() {
+        use tokio::io::AsyncReadExt;
+        let data = b"{\"a\":10}\n{\"b\":2}\nlast, without a newline".to_vec();
+        let mut capped = Capped::new(&data[..], Arc::new(AtomicBool::new(false)));
+        let mut reads = Vec::new();
+        let mut buf = [0u8; 4];
+        loop {
+            let n = capped.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            reads.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        // A line longer than the buffer comes in parts; no read spans two lines.
+        assert_eq!(
+            reads,
+            [
+                "{\"a\"", ":10}", "\n", "{\"b\"", ":2}\n", "last", ", wi", "thou", "t a ", "newl",
+                "ine"
+            ]
+        );
+        // 300 lines in one chunk: the reader runs out of budget (128 a turn) and yields
+        // to the tasks the lines started, instead of reading them all in one turn.
+        let many = "{}\n".repeat(300);
+        let mut capped = Capped::new(many.as_bytes(), Arc::new(AtomicBool::new(false)));
+        let mut line = [0u8; 3];
+        let mut in_one_turn = 0;
+        while tokio::task::coop::has_budget_remaining() {
+            assert_eq!(capped.read(&mut line).await.unwrap(), 3);
+            in_one_turn += 1;
+        }
+        assert!(
+            in_one_turn < 300,
+            "{in_one_turn} lines read without yielding"
+        );
     }
 
     #[tokio::test]
