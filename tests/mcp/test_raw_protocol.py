@@ -89,7 +89,7 @@ def read_line(fd, timeout=15):
     return json.loads(data)
 
 
-@pytest.mark.parametrize("kind", ["pipe", "socket"])
+@pytest.mark.parametrize("kind", ["pipe", "socket", "one socket"])
 def test_stdio_pipes_and_sockets_are_non_blocking_during_the_session_and_blocking_after(gw, kind):
     """A pipe or a socket on stdin/stdout is driven by the runtime's event loop (no
     blocking thread per message: docs/performance.md), so it is non-blocking while the
@@ -99,10 +99,14 @@ def test_stdio_pipes_and_sockets_are_non_blocking_during_the_session_and_blockin
     if kind == "pipe":
         child_in, ours_in = os.pipe()
         ours_out, child_out = os.pipe()
-    else:
+    elif kind == "socket":
         a, b = socket.socketpair()
         c, d = socket.socketpair()
         ours_in, child_in, ours_out, child_out = a.detach(), b.detach(), c.detach(), d.detach()
+    else:  # one socket both ways (socat, inetd): its mode must still end as it began
+        a, b = socket.socketpair()
+        ours_in = ours_out = a.detach()
+        child_in = child_out = b.detach()
     proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], env=gw.env(),
                             stdin=child_in, stdout=child_out, stderr=subprocess.DEVNULL)
     try:
@@ -112,9 +116,38 @@ def test_stdio_pipes_and_sockets_are_non_blocking_during_the_session_and_blockin
         os.write(ours_in, (json.dumps(CALL) + "\n").encode())
         echo = read_line(ours_out)
         assert echo["id"] == 2 and "over the event loop" in json.dumps(echo["result"])
-        os.close(ours_in)  # the client leaves
+        if kind == "one socket":
+            socket.socket(fileno=os.dup(ours_in)).shutdown(socket.SHUT_WR)  # the client leaves
+        else:
+            os.close(ours_in)  # the client leaves
         assert proc.wait(timeout=15) == 0
         assert os.get_blocking(child_in) and os.get_blocking(child_out)
+    finally:
+        proc.kill()
+        for fd in {child_in, child_out, ours_out}:
+            os.close(fd)
+
+
+def test_stdout_stays_blocking_when_stderr_shares_its_pipe(gw):
+    """With `2>&1`, a non-blocking stdout would make the gateway's own stderr writes fail
+    with EAGAIN whenever the client is slow, and log lines would be lost."""
+    gw.add_app("com.example.echo")
+    child_in, ours_in = os.pipe()
+    ours_out, child_out = os.pipe()
+    proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], env=gw.env(),
+                            stdin=child_in, stdout=child_out, stderr=child_out)
+    try:
+        os.write(ours_in, (json.dumps(INIT) + "\n").encode())
+        data, deadline = b"", time.monotonic() + 15
+        while b'"protocolVersion"' not in data or not data.endswith(b"\n"):
+            assert time.monotonic() < deadline, data
+            data += os.read(ours_out, 65536)  # log lines may come first: stderr is here too
+        assert any(line.startswith(b'{"jsonrpc"') for line in data.splitlines())
+        assert os.get_blocking(child_out), "stdout was made non-blocking with stderr on it"
+        assert not os.get_blocking(child_in)
+        os.close(ours_in)
+        assert proc.wait(timeout=15) == 0
+        assert os.get_blocking(child_in)
     finally:
         proc.kill()
         for fd in (child_in, child_out, ours_out):

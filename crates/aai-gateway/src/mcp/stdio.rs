@@ -417,7 +417,9 @@ mod pipes {
 
         impl Drop for Restore {
             fn drop(&mut self) {
-                for (fd, flags) in &self.0 {
+                // Last saved first: stdin and stdout may be one pipe, whose second saved
+                // mode is the first one's change.
+                for (fd, flags) in self.0.iter().rev() {
                     let _ = fcntl(fd, FcntlArg::F_SETFL(*flags));
                 }
             }
@@ -433,17 +435,34 @@ mod pipes {
                     Stream::Socket(socket) => Some(Box::new(socket)),
                 }
             });
-            let output = on_event_loop(stdout.as_fd(), &mut restore, |stream| -> Option<Output> {
-                match stream {
-                    Stream::Pipe(file) => Some(Box::new(pipe::Sender::from_file(file).ok()?)),
-                    Stream::Socket(socket) => Some(Box::new(socket)),
-                }
-            });
+            // stderr on the same pipe (`2>&1`) would get EAGAIN and lose lines: blocking.
+            let shared = same_file(stdout.as_fd(), std::io::stderr().as_fd());
+            let output = if shared {
+                None
+            } else {
+                on_event_loop(stdout.as_fd(), &mut restore, |stream| -> Option<Output> {
+                    match stream {
+                        Stream::Pipe(file) => Some(Box::new(pipe::Sender::from_file(file).ok()?)),
+                        Stream::Socket(socket) => Some(Box::new(socket)),
+                    }
+                })
+            };
             (
                 input.unwrap_or_else(|| Box::new(tokio::io::stdin())),
                 output.unwrap_or_else(|| Box::new(tokio::io::stdout())),
                 restore,
             )
+        }
+
+        /// Whether `a` and `b` are the same file (the same pipe, socket, …).
+        fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+            use std::os::unix::fs::MetadataExt;
+            let meta =
+                |fd: BorrowedFd<'_>| File::from(fd.try_clone_to_owned().ok()?).metadata().ok();
+            match (meta(a), meta(b)) {
+                (Some(a), Some(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            }
         }
 
         enum Stream {
