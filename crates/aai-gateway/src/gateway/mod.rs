@@ -52,6 +52,10 @@ pub struct Gateway {
     generation: AtomicU64,
     reported: std::sync::Mutex<Vec<String>>,
     rescans: AtomicU64,
+    /// Held for a whole scan: one scan at a time, so an older scan that finishes later
+    /// cannot replace a newer one's apps (a file written during the first scan is seen by
+    /// the rescan its event starts, which then goes second).
+    scanning: std::sync::Mutex<()>,
     shutdown: CancellationToken,
     /// The call path (every front door's).
     pub pipeline: crate::pipeline::Pipeline,
@@ -268,6 +272,7 @@ impl Gateway {
             generation: AtomicU64::new(0),
             reported: std::sync::Mutex::new(Vec::new()),
             rescans: AtomicU64::new(0),
+            scanning: std::sync::Mutex::new(()),
             shutdown: CancellationToken::new(),
             executors,
         })
@@ -282,6 +287,7 @@ impl Gateway {
     /// subscriber hears of it; returns whether it changed. The first call also releases
     /// everything waiting for the catalog.
     pub fn rescan(&self) -> bool {
+        let _one_at_a_time = self.scanning.lock().unwrap_or_else(|e| e.into_inner());
         self.rescans.fetch_add(1, Ordering::Relaxed);
         let catalog = catalog::load(&self.search_dirs, &self.reserved_ids());
         // A scan that could not read everything (too many open files, an I/O error) says
