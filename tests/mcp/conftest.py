@@ -53,6 +53,15 @@ def anyio_backend():
     return "asyncio"
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (zombies count as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # gone (ENOENT), or being reaped right now (ESRCH)
+        return False
+
+
 def _processes_of(tmp_path, in_folder_only=False):
     """Live processes started for a test: their command line names its temporary folder
     (the gateway's --home, a bus config) or they run inside it (adapters run in their

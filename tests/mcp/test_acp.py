@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, deciding, need_peer, running
+from conftest import ROOT, alive, deciding, need_peer, running
 
 anyio = pytest.importorskip("anyio")
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
@@ -335,8 +335,7 @@ async def test_an_agent_that_closes_its_output_is_stopped_at_once(gw, tmp_path):
         assert e.value.error.data["type"] in ("APP_NOT_RUNNING", "AUTOMATION_FAILED"), e.value.error
         pid = int(pidfile.read_text())
         # Stopped without waiting for another call.
-        await wait_until(lambda: not Path(f"/proc/{pid}").exists() or
-                         Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z"), 10)
+        await wait_until(lambda: not alive(pid), 10)
 
 
 async def test_an_agent_that_never_starts_is_bounded_by_the_calls_timeout_and_started_once(gw, tmp_path):

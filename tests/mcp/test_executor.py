@@ -11,20 +11,13 @@ import time
 
 import pytest
 
+from conftest import alive
+
 anyio = pytest.importorskip("anyio")
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
 pytestmark = pytest.mark.anyio
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (zombies count as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:  # gone (ENOENT), or being reaped right now (ESRCH)
-        return False
 
 
 async def wait_dead(pid: int, seconds: float = 5.0) -> bool:
@@ -175,6 +168,52 @@ async def test_new_descriptor_on_disk_is_announced_and_callable(gw):
         assert r.structured_content["echo"]["text"] == "hi"
         resources = [str(r.uri) for r in (await s.list_resources()).resources]
         assert "app:com.example.late" in resources
+
+
+async def test_descriptors_written_during_the_first_scan_of_a_large_catalog_all_appear(gw):
+    # 10,000 apps: the first scan takes long enough for the later writes to land in it,
+    # and they start a rescan of their own. The scan whose apps stand must be the last
+    # to start (an older scan finishing last once replaced a newer one's apps).
+    doc = {"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+           "app": {"id": "", "name": {"en": "App"}, "defaultLang": "en", "description": "One of many"},
+           "execution": {"type": "stdio", "command": "true"},
+           "tools": [{"name": "t", "description": "A tool", "parameters": {"type": "object"}}]}
+    for i in range(10_000):
+        doc["app"]["id"] = f"com.example.many{i:05d}"
+        (gw.home / doc["app"]["id"]).mkdir()
+        (gw.home / doc["app"]["id"] / "aai.json").write_text(json.dumps(doc))
+    gw.config(scanInterval=0)  # no periodic rescan to hide a lost one
+    log = gw.home / "logs" / "aai-gateway.log"
+
+    def scans():
+        return log.read_text().count("catalog loaded") if log.exists() else 0
+
+    late = [f"com.example.late{i}" for i in range(8)]
+
+    async def missing():
+        gone = []
+        for app in late:
+            try:
+                await s.call_tool("aai_guide", {"app": app})
+            except MCPError as e:
+                assert e.error.data["type"] == "APP_NOT_FOUND", e.error
+                gone.append(app)
+        return gone
+
+    async with gw.session() as s:
+        for app in late:
+            gw.add_app(app)
+        with anyio.fail_after(90):
+            while await missing():
+                await anyio.sleep(0.5)
+            # Every scan has ended (none for 3 s): the apps are still all there.
+            seen, quiet = scans(), 0
+            while quiet < 6:
+                await anyio.sleep(0.5)
+                quiet, seen = (quiet + 1, seen) if scans() == seen else (0, scans())
+        assert seen >= 2, "the writes landed after the first scan: nothing was tested"
+        assert await missing() == []
+        assert "many09999" in (await s.call_tool("aai_guide", {"app": "com.example.many09999"})).content[0].text
 
 
 async def test_broken_descriptor_does_not_hide_the_others(gw):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, inspector, need_peer
+from conftest import ROOT, alive, inspector, need_peer
 
 DIST = Path(os.environ.get("AAI_DIST_DIR", ROOT / "target" / "dist"))
 VERSION = next(line.split('"')[1] for line in (ROOT / "Cargo.toml").read_text().splitlines()
@@ -136,7 +136,7 @@ def test_sigterm_to_the_launcher_stops_the_gateway(installed, gw):
     # The gateway ends on SIGTERM by itself (exit 0): the launcher reports that status.
     assert status == 0, status
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{gateway}").exists() and "Z" not in Path(f"/proc/{gateway}/stat").read_text().split()[2]:
+    while alive(gateway):
         assert time.monotonic() < deadline, "the gateway outlived its launcher"
         time.sleep(0.05)
 

@@ -181,7 +181,7 @@ def started_adapter(gw):
 
 
 def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
-    from test_executor import alive
+    from conftest import alive
 
     raw, pid = started_adapter(gw)
     raw.send("tools/call", {"name": "aai_exec", "arguments": {
@@ -199,7 +199,7 @@ def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
 
 
 def test_sigterm_stops_adapters_in_their_own_process_groups(gw):
-    from test_executor import alive
+    from conftest import alive
 
     raw, pid = started_adapter(gw)
     raw.proc.terminate()
@@ -208,6 +208,14 @@ def test_sigterm_stops_adapters_in_their_own_process_groups(gw):
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
+
+
+def test_sigterm_before_initialize_ends_the_gateway(gw):
+    raw = Raw(gw)
+    time.sleep(0.5)  # the signal handler is in place (before it, SIGTERM's default ends it too)
+    raw.proc.terminate()
+    assert raw.proc.wait(timeout=10) == 0, "a stop asked for before `initialize` ends the wait"
+    assert raw.raw_lines == []
 
 
 # Hostile lines, each with the id its answer must carry (None: JSON-RPC's null id) and

@@ -313,6 +313,112 @@ async fn search_mode_lists_short_meta_tools_and_the_guide_holds_the_details() {
     s.stop();
 }
 
+/// The stdio transport's framing layer over two in-process pipes: the client's end of
+/// its input and of its output.
+fn stdio_session(
+    gw: &Arc<Gateway>,
+    output_buffer: usize,
+) -> (
+    tokio::io::DuplexStream,
+    tokio::io::BufReader<tokio::io::DuplexStream>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let (to_server, server_in) = tokio::io::duplex(1 << 16);
+    let (server_out, from_server) = tokio::io::duplex(output_buffer);
+    let served = tokio::spawn(aai_gateway::mcp::stdio::serve_on(
+        gw.clone(),
+        server_in,
+        server_out,
+    ));
+    (to_server, tokio::io::BufReader::new(from_server), served)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_before_the_clients_initialize_ends_the_stdio_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{}");
+    let (_to_server, _from_server, served) = stdio_session(&gw, 1 << 16);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    gw.stop();
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("a stop ends the wait for `initialize`")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_gets_the_last_answer_whole_after_a_stop() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{}");
+    let _running = gw.start();
+    // 64 bytes of pipe: the answer to `tools/list` is written a little at a time, as the
+    // client reads it.
+    let (mut to_server, mut from_server, served) = stdio_session(&gw, 64);
+    to_server.write_all(INITIALIZE.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    from_server.read_line(&mut line).await.unwrap();
+    assert!(line.contains(r#""id":1"#), "{line}");
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    to_server
+        .write_all(format!("{list}\n").as_bytes())
+        .await
+        .unwrap();
+    // The answer is being written when the gateway is asked to stop, and the client
+    // reads nothing for longer than the grace the answers get.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gw.stop();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The process ends when the transport returns: it must not while a line is partway.
+    assert!(
+        !served.is_finished(),
+        "the session ended with its last answer partway written"
+    );
+    let mut rest = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut from_server, &mut rest)
+        .await
+        .unwrap();
+    assert!(
+        rest.ends_with('\n'),
+        "the last line was cut: …{}",
+        &rest[rest.len().saturating_sub(80)..]
+    );
+    let answer: Value = serde_json::from_str(rest.trim_end()).unwrap();
+    assert_eq!(answer["id"], 2);
+    assert!(answer["result"]["tools"].as_array().unwrap().len() > 1);
+    served.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_does_not_hold_a_stopped_session() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{}");
+    let _running = gw.start();
+    let (mut to_server, mut from_server, served) = stdio_session(&gw, 64);
+    to_server.write_all(INITIALIZE.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    from_server.read_line(&mut line).await.unwrap();
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    to_server
+        .write_all(format!("{list}\n").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gw.stop();
+    // Bounded by the grace for the answers and the one for the line being written.
+    tokio::time::timeout(Duration::from_secs(30), served)
+        .await
+        .expect("the session ends though its client reads nothing")
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watcher_sees_changes_and_stays_idle_otherwise() {
     let dir = tempfile::tempdir().unwrap();

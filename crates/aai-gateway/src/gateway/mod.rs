@@ -934,3 +934,60 @@ fn warn_of_breaking_releases(old: &Snapshot, new: &Snapshot) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Layout, SourceKind};
+
+    #[test]
+    fn a_scan_waits_for_the_one_under_way_so_the_last_to_start_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_owned();
+        let (config, _) = Config::parse("{}", &home.join("config.json")).unwrap();
+        let dirs = vec![SearchDir {
+            kind: SourceKind::User,
+            dir: home.clone(),
+            layout: Layout::AppDirs,
+        }];
+        let gw = Gateway::with_parts(
+            config,
+            home.clone(),
+            None,
+            Host::new(crate::host::Os::Linux),
+            dirs,
+            crate::auth::store::Store::memory(),
+        );
+        // A scan is under way (this test holds its place): the scan a file event starts
+        // waits for it, and so reads what was written meanwhile last.
+        let under_way = gw.scanning.lock().unwrap();
+        let second = {
+            let gw = gw.clone();
+            std::thread::spawn(move || gw.rescan())
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(gw.rescans(), 0, "a scan began beside another");
+        let app = home.join("com.example.late");
+        std::fs::create_dir(&app).unwrap();
+        std::fs::write(
+            app.join("aai.json"),
+            r#"{"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+                "app":{"id":"com.example.late","name":{"en":"Late"},"defaultLang":"en",
+                       "description":"Written during a scan"},
+                "execution":{"type":"stdio","command":"true"},
+                "tools":[{"name":"t","description":"A tool","parameters":{"type":"object"}}]}"#,
+        )
+        .unwrap();
+        drop(under_way);
+        assert!(second.join().unwrap(), "the scan saw a change");
+        assert_eq!(gw.rescans(), 1);
+        let snapshot = gw.registry_snapshot();
+        assert!(
+            snapshot
+                .entries
+                .iter()
+                .any(|e| e.app.id == "com.example.late"),
+            "the app written during the scan under way is served"
+        );
+    }
+}

@@ -18,10 +18,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
 
 use super::Server;
 use crate::gateway::Gateway;
@@ -29,6 +31,12 @@ use crate::lines::read_line_capped;
 
 /// Longest accepted line (rmcp's own limit).
 const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// How long the answers already made may take to reach the client once the session ends.
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
+
+/// How long, after [`ANSWER_GRACE`], the line being written may take to go out whole.
+const LINE_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves MCP on stdin/stdout until the client leaves or the gateway stops (the
 /// gateway's background work is the lifecycle's: `gateway::Lifecycle::serve`).
@@ -47,34 +55,74 @@ pub async fn serve_on(
     let (from_rmcp, to_rmcp) = tokio::io::split(our_side);
     let output = Arc::new(tokio::sync::Mutex::new(output));
     let in_flight: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
-    let inbound = tokio::spawn(inbound(input, to_rmcp, output.clone(), in_flight.clone()));
-    let outbound = tokio::spawn(outbound(from_rmcp, output, in_flight));
-    let service = Server::new(gateway.clone(), "stdio")
-        .serve(rmcp_side)
-        .await?;
-    let cancel = service.cancellation_token();
-    tokio::select! {
-        reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),
-        () = gateway.stopping() => cancel.cancel(),
+    let (quit, drain) = (CancellationToken::new(), CancellationToken::new());
+    let mut inbound = tokio::spawn(inbound(
+        input,
+        to_rmcp,
+        output.clone(),
+        in_flight.clone(),
+        quit.clone(),
+    ));
+    let mut outbound = tokio::spawn(outbound(from_rmcp, output, in_flight, drain.clone()));
+    // A stop asked for before the client's `initialize` ends the wait for it.
+    let service = tokio::select! {
+        service = Server::new(gateway.clone(), "stdio").serve(rmcp_side) => Some(service?),
+        () = gateway.stopping() => None,
+    };
+    if let Some(service) = service {
+        let cancel = service.cancellation_token();
+        tokio::select! {
+            reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),
+            () = gateway.stopping() => cancel.cancel(),
+        }
+    } else {
+        tracing::info!("asked to stop before the client initialized the session");
+    }
+    quit.cancel();
+    // Let the last answers reach the client: those written within the grace, and then
+    // the line being written, whole, unless the client reads nothing at all.
+    let written = async {
+        let _ = (&mut inbound).await;
+        let _ = (&mut outbound).await;
+    };
+    let mut written = std::pin::pin!(written);
+    if tokio::time::timeout(ANSWER_GRACE, &mut written)
+        .await
+        .is_err()
+    {
+        drain.cancel();
+        if tokio::time::timeout(LINE_GRACE, &mut written)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the client read nothing for {LINE_GRACE:?}: its last answer is cut");
+        }
     }
     inbound.abort();
-    // Let the last answers reach the client.
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), outbound).await;
+    outbound.abort();
     Ok(())
 }
 
-/// Client → rmcp: checks each line, answers the broken ones itself.
+/// Client → rmcp: checks each line, answers the broken ones itself. Once `quit` is
+/// cancelled no new line is read; an answer being written is finished.
 async fn inbound(
     input: impl tokio::io::AsyncRead + Unpin,
     mut to_rmcp: impl AsyncWrite + Unpin,
     output: Arc<tokio::sync::Mutex<impl AsyncWrite + Unpin>>,
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    quit: CancellationToken,
 ) {
     let mut reader = BufReader::new(input);
     let mut line = Vec::with_capacity(4096);
+    let mut quit = std::pin::pin!(quit.cancelled());
     loop {
         line.clear();
-        let consumed = match read_line_capped(&mut reader, &mut line, MAX_LINE + 1).await {
+        let read = tokio::select! {
+            biased;
+            () = &mut quit => break,
+            read = read_line_capped(&mut reader, &mut line, MAX_LINE + 1) => read,
+        };
+        let consumed = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
@@ -110,18 +158,22 @@ async fn inbound(
     let _ = to_rmcp.shutdown().await;
 }
 
-/// rmcp → client: forwards each line whole and notes which ids were answered.
+/// rmcp → client: forwards each line whole and notes which ids were answered. Once
+/// `drain` is cancelled no new line is started; the one being written is finished.
 async fn outbound(
     from_rmcp: impl tokio::io::AsyncRead + Unpin,
     output: Arc<tokio::sync::Mutex<impl AsyncWrite + Unpin>>,
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    drain: CancellationToken,
 ) {
     let mut reader = BufReader::new(from_rmcp);
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
+        // rmcp closes its end when the session ends, so this read never outlives it.
         match read_line_capped(&mut reader, &mut line, usize::MAX).await {
             Ok(0) | Err(_) => break,
+            Ok(_) if drain.is_cancelled() => break,
             Ok(_) => {}
         }
         if let Some(id) = response_id(&line) {
