@@ -218,6 +218,14 @@ def test_sigterm_before_initialize_ends_the_gateway(gw):
     assert raw.raw_lines == []
 
 
+def test_a_client_that_leaves_before_initialize_ends_the_gateway_normally(gw):
+    r = subprocess.run([str(gw.binary), "--home", str(gw.home)], env=gw.env(), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=30)
+    assert (r.returncode, r.stdout) == (0, ""), r.stderr
+    assert " ERROR " not in r.stderr and " WARN " not in r.stderr, r.stderr
+    assert "the client left before it initialized the session" in r.stderr
+
+
 # Hostile lines, each with the id its answer must carry (None: JSON-RPC's null id) and
 # the error code it must get.
 HOSTILE = [

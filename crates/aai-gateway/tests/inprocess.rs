@@ -420,6 +420,34 @@ async fn a_client_that_reads_nothing_does_not_hold_a_stopped_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_closes_its_input_and_stops_reading_does_not_hold_the_session() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), "{}");
+    let _running = gw.start();
+    let (mut to_server, mut from_server, served) = stdio_session(&gw, 64);
+    to_server.write_all(INITIALIZE.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    from_server.read_line(&mut line).await.unwrap();
+    // More answers than the pipes between rmcp and the client hold: rmcp's sends wait,
+    // and at the end of input it cannot close its side.
+    for id in 2..60 {
+        let list = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+        to_server
+            .write_all(format!("{list}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(to_server);
+    tokio::time::timeout(Duration::from_secs(30), served)
+        .await
+        .expect("the session ends though its client stopped reading")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watcher_sees_changes_and_stays_idle_otherwise() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("aai");

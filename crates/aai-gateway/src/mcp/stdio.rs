@@ -38,6 +38,10 @@ const ANSWER_GRACE: Duration = Duration::from_millis(500);
 /// How long, after [`ANSWER_GRACE`], the line being written may take to go out whole.
 const LINE_GRACE: Duration = Duration::from_secs(5);
 
+/// How long after the client's input ends the session may take to end (rmcp gives the
+/// calls in flight 5 s).
+const CLOSE_GRACE: Duration = Duration::from_secs(6);
+
 /// Serves MCP on stdin/stdout until the client leaves or the gateway stops (the
 /// gateway's background work is the lifecycle's: `gateway::Lifecycle::serve`).
 pub async fn serve(gateway: Arc<Gateway>) -> anyhow::Result<()> {
@@ -64,25 +68,49 @@ pub async fn serve_on(
         quit.clone(),
     ));
     let mut outbound = tokio::spawn(outbound(from_rmcp, output, in_flight, drain.clone()));
-    // A stop asked for before the client's `initialize` ends the wait for it.
+    // A stop asked for before the client's `initialize` ends the wait for it, and a
+    // client that leaves before it ends the session as one that leaves after it.
     let service = tokio::select! {
-        service = Server::new(gateway.clone(), "stdio").serve(rmcp_side) => Some(service?),
-        () = gateway.stopping() => None,
+        service = Server::new(gateway.clone(), "stdio").serve(rmcp_side) => match service {
+            Ok(service) => Some(service),
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!("the client left before it initialized the session");
+                None
+            }
+            Err(e) => return Err(e.into()),
+        },
+        () = gateway.stopping() => {
+            tracing::info!("asked to stop before the client initialized the session");
+            None
+        }
     };
+    let mut input_ended = false;
     if let Some(service) = service {
         let cancel = service.cancellation_token();
+        // Once the client's input ends, rmcp answers what is in flight (for at most 5 s)
+        // and ends the session; it cannot when its answers wait on a client that no
+        // longer reads, so that wait is bounded too.
+        let closed = async {
+            let _ = (&mut inbound).await;
+            input_ended = true;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        };
         tokio::select! {
             reason = service.waiting() => tracing::info!("client session ended: {reason:?}"),
             () = gateway.stopping() => cancel.cancel(),
+            () = closed => {
+                tracing::info!("the session did not end {CLOSE_GRACE:?} after the client's input did");
+                cancel.cancel();
+            }
         }
-    } else {
-        tracing::info!("asked to stop before the client initialized the session");
     }
     quit.cancel();
     // Let the last answers reach the client: those written within the grace, and then
-    // the line being written, whole, unless the client reads nothing at all.
+    // the line being written, whole, if the client reads it in time.
     let written = async {
-        let _ = (&mut inbound).await;
+        if !input_ended {
+            let _ = (&mut inbound).await;
+        }
         let _ = (&mut outbound).await;
     };
     let mut written = std::pin::pin!(written);
@@ -95,7 +123,11 @@ pub async fn serve_on(
             .await
             .is_err()
         {
-            tracing::warn!("the client read nothing for {LINE_GRACE:?}: its last answer is cut");
+            // Not a warning: warnings go to stderr too, which may be the pipe the
+            // client has stopped reading (`2>&1`), and writing there would block.
+            tracing::info!(
+                "the client did not read the last answer within {LINE_GRACE:?}: it is cut"
+            );
         }
     }
     inbound.abort();
@@ -170,7 +202,8 @@ async fn outbound(
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
-        // rmcp closes its end when the session ends, so this read never outlives it.
+        // rmcp closes its end when the session ends (when it cannot, the session's end
+        // aborts this task).
         match read_line_capped(&mut reader, &mut line, usize::MAX).await {
             Ok(0) | Err(_) => break,
             Ok(_) if drain.is_cancelled() => break,
