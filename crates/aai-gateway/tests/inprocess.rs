@@ -337,6 +337,41 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 {"jsonrpc":"2.0","method":"notifications/initialized"}
 "#;
 
+/// [`stdio_session`] with 64 bytes of pipe to the client (answers go out a little at a
+/// time, as the client reads them), past `initialize`.
+async fn initialized_stdio_session(
+    gw: &Arc<Gateway>,
+) -> (
+    tokio::io::DuplexStream,
+    tokio::io::BufReader<tokio::io::DuplexStream>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (mut to_server, mut from_server, served) = stdio_session(gw, 64);
+    to_server.write_all(INITIALIZE.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    from_server.read_line(&mut line).await.unwrap();
+    assert!(line.contains(r#""id":1"#), "{line}");
+    (to_server, from_server, served)
+}
+
+/// Asks for `tools/list` (an answer of a few KiB) with `id`.
+async fn list_tools(to_server: &mut tokio::io::DuplexStream, id: u32) {
+    let list = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\"}}\n");
+    tokio::io::AsyncWriteExt::write_all(to_server, list.as_bytes())
+        .await
+        .unwrap();
+}
+
+/// The stdio session ends, within a bound far above the transport's own.
+async fn ends(served: tokio::task::JoinHandle<anyhow::Result<()>>, why: &str) {
+    tokio::time::timeout(Duration::from_secs(30), served)
+        .await
+        .expect(why)
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_before_the_clients_initialize_ends_the_stdio_session() {
     let dir = tempfile::tempdir().unwrap();
@@ -344,31 +379,16 @@ async fn a_stop_before_the_clients_initialize_ends_the_stdio_session() {
     let (_to_server, _from_server, served) = stdio_session(&gw, 1 << 16);
     tokio::time::sleep(Duration::from_millis(50)).await;
     gw.stop();
-    tokio::time::timeout(Duration::from_secs(10), served)
-        .await
-        .expect("a stop ends the wait for `initialize`")
-        .unwrap()
-        .unwrap();
+    ends(served, "a stop ends the wait for `initialize`").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_gets_the_last_answer_whole_after_a_stop() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(dir.path(), "{}");
     let _running = gw.start();
-    // 64 bytes of pipe: the answer to `tools/list` is written a little at a time, as the
-    // client reads it.
-    let (mut to_server, mut from_server, served) = stdio_session(&gw, 64);
-    to_server.write_all(INITIALIZE.as_bytes()).await.unwrap();
-    let mut line = String::new();
-    from_server.read_line(&mut line).await.unwrap();
-    assert!(line.contains(r#""id":1"#), "{line}");
-    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-    to_server
-        .write_all(format!("{list}\n").as_bytes())
-        .await
-        .unwrap();
+    let (mut to_server, mut from_server, served) = initialized_stdio_session(&gw).await;
+    list_tools(&mut to_server, 2).await;
     // The answer is being written when the gateway is asked to stop, and the client
     // reads nothing for longer than the grace the answers get.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -396,55 +416,31 @@ async fn a_slow_reader_gets_the_last_answer_whole_after_a_stop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_reads_nothing_does_not_hold_a_stopped_session() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(dir.path(), "{}");
     let _running = gw.start();
-    let (mut to_server, mut from_server, served) = stdio_session(&gw, 64);
-    to_server.write_all(INITIALIZE.as_bytes()).await.unwrap();
-    let mut line = String::new();
-    from_server.read_line(&mut line).await.unwrap();
-    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-    to_server
-        .write_all(format!("{list}\n").as_bytes())
-        .await
-        .unwrap();
+    let (mut to_server, _from_server, served) = initialized_stdio_session(&gw).await;
+    list_tools(&mut to_server, 2).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     gw.stop();
     // Bounded by the grace for the answers and the one for the line being written.
-    tokio::time::timeout(Duration::from_secs(30), served)
-        .await
-        .expect("the session ends though its client reads nothing")
-        .unwrap()
-        .unwrap();
+    ends(served, "the session ends though its client reads nothing").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_closes_its_input_and_stops_reading_does_not_hold_the_session() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(dir.path(), "{}");
     let _running = gw.start();
-    let (mut to_server, mut from_server, served) = stdio_session(&gw, 64);
-    to_server.write_all(INITIALIZE.as_bytes()).await.unwrap();
-    let mut line = String::new();
-    from_server.read_line(&mut line).await.unwrap();
+    let (mut to_server, _from_server, served) = initialized_stdio_session(&gw).await;
     // More answers than the pipes between rmcp and the client hold: rmcp's sends wait,
     // and at the end of input it cannot close its side.
     for id in 2..60 {
-        let list = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
-        to_server
-            .write_all(format!("{list}\n").as_bytes())
-            .await
-            .unwrap();
+        list_tools(&mut to_server, id).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(to_server);
-    tokio::time::timeout(Duration::from_secs(30), served)
-        .await
-        .expect("the session ends though its client stopped reading")
-        .unwrap()
-        .unwrap();
+    ends(served, "the session ends though its client stopped reading").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
