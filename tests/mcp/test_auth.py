@@ -6,6 +6,7 @@ and no secret anywhere in what the gateway wrote.
 
 Run: python3 -m pytest tests/mcp -q -k auth
 """
+import contextlib
 import json
 import os
 import shutil
@@ -48,7 +49,11 @@ def start_keyring(bus, tmp, unlock=True):
         time.sleep(0.1)
     pid = bus.call("call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                    "GetConnectionUnixProcessID", "s", "org.freedesktop.secrets")["data"][0]
-    bus.procs.append(type("P", (), {"kill": lambda self: os.kill(pid, 9)})())
+    def kill(_):
+        with contextlib.suppress(ProcessLookupError):  # it may have ended already
+            os.kill(pid, 9)
+
+    bus.procs.append(type("P", (), {"kill": kill})())
     return pid
 
 

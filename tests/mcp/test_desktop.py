@@ -4,6 +4,7 @@ are checked with the programs' own tools (dunstctl, playerctl).
 
 Run: python3 -m pytest tests/mcp -q -k desktop
 """
+import inspect
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import pytest
 
 from conftest import need_peer
 
+anyio = pytest.importorskip("anyio")
 pytestmark = pytest.mark.anyio
 
 
@@ -69,6 +71,20 @@ def desktop(gw, bus, tmp_path):
         p.wait()
 
 
+async def until(check, seconds=10):
+    """Polls `check` (a function or a coroutine function) until it is true: the desktop
+    services apply what they are asked in their own time."""
+    deadline = time.monotonic() + seconds
+    while True:
+        done = check()
+        if inspect.isawaitable(done):
+            done = await done
+        if done:
+            return
+        assert time.monotonic() < deadline, f"not within {seconds} s"
+        await anyio.sleep(0.1)
+
+
 async def call(s, app, tool, **args):
     r = await s.call_tool("aai_exec", {"app": app, "tool": tool, "args": args})
     return json.loads(r.content[0].text) if r.content[0].text[:1] in "[{0123456789-\"tn" else r.content[0].text
@@ -86,11 +102,9 @@ async def test_desktop_notifications_through_dunst(gw, desktop):
         nid = await call(s, "org.freedesktop.Notifications", "notify", summary="Build finished",
                          body="All 42 tests passed", hints={"urgency": {"$type": "y", "value": 2}})
         assert isinstance(nid, int) and nid > 0
-        time.sleep(0.3)
-        assert desktop.run("dunstctl", "count", "displayed") == "1"
+        await until(lambda: desktop.run("dunstctl", "count", "displayed") == "1")
         await call(s, "org.freedesktop.Notifications", "close", id=nid)
-        time.sleep(0.3)
-        assert desktop.run("dunstctl", "count", "displayed") == "0"
+        await until(lambda: desktop.run("dunstctl", "count", "displayed") == "0")
         history = json.loads(desktop.run("dunstctl", "history"))
         summaries = [n["summary"]["data"] for n in history["data"][0]]
         assert "Build finished" in summaries
@@ -117,25 +131,25 @@ async def test_mpris_player_through_mpv(gw, desktop, tmp_path):
         assert guide.startswith("# Media player (mpv)")
         assert await call(s, app, "status") == "Paused"
         await call(s, app, "play")
-        time.sleep(0.3)
-        assert desktop.run("playerctl", "-p", "mpv", "status") == "Playing"
+        await until(lambda: desktop.run("playerctl", "-p", "mpv", "status") == "Playing")
         assert await call(s, app, "status") == "Playing"
         await call(s, app, "pause")
-        time.sleep(0.2)
-        assert desktop.run("playerctl", "-p", "mpv", "status") == "Paused"
+        await until(lambda: desktop.run("playerctl", "-p", "mpv", "status") == "Paused")
         before = await call(s, app, "position")
         await call(s, app, "seek", offset=5_000_000)
-        time.sleep(0.2)
-        after = await call(s, app, "position")
-        assert after - before >= 4_500_000, (before, after)
+
+        async def moved():
+            return await call(s, app, "position") - before >= 4_500_000
+        await until(moved)
         track_info = await call(s, app, "current_track")
         assert track_info["mpris:length"] >= 29_000_000
         await call(s, app, "set_position", track_id=track_info["mpris:trackid"], position=1_000_000)
-        time.sleep(0.2)
-        assert abs(await call(s, app, "position") - 1_000_000) < 500_000
+
+        async def at_one_second():
+            return abs(await call(s, app, "position") - 1_000_000) < 500_000
+        await until(at_one_second)
         await call(s, app, "toggle")
-        time.sleep(0.2)
-        assert desktop.run("playerctl", "-p", "mpv", "status") == "Playing"
+        await until(lambda: desktop.run("playerctl", "-p", "mpv", "status") == "Playing")
 
 
 def test_scan_lists_built_ins_when_present(gw, desktop):

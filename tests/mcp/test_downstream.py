@@ -140,9 +140,12 @@ async def test_cancellation_reaches_the_server_and_the_next_call_works(gw, tmp_p
 
 
 async def test_a_call_over_its_timeout_is_cancelled_downstream(gw, tmp_path):
-    mcp_app(gw, "dev.mcp.growing", {"command": sys.executable, "args": [str(GROWING)], "timeout": 1500})
+    # The timeout also bounds starting the server and the handshake (0.6 s on an idle
+    # machine): it starts with a quick call first.
+    mcp_app(gw, "dev.mcp.growing", {"command": sys.executable, "args": [str(GROWING)], "timeout": 5000})
     marker = tmp_path / "cancelled"
     async with gw.session() as s:
+        await exec_(s, "dev.mcp.growing", "pid")
         with pytest.raises(MCPError) as e:
             await exec_(s, "dev.mcp.growing", "slow", seconds=60, marker=str(marker))
         assert e.value.error.data["type"] == "TIMEOUT"
@@ -178,15 +181,18 @@ async def test_a_changed_tool_list_is_fetched_again_and_announced(gw):
 async def test_a_storm_of_list_changes_is_coalesced_and_keeps_the_tools(gw):
     growing(gw)
     async with gw.session() as s:
+        started = time.monotonic()
         await exec_(s, "dev.mcp.growing", "storm", n=2000)
         for _ in range(20):
             r = await exec_(s, "dev.mcp.growing", "pid")
             assert not r.is_error, "the last list stays in use while it is fetched again"
             await anyio.sleep(0.05)
         await anyio.sleep(1)
+    # At most one listing per 250 ms while the storm lasts (on an idle machine, 3 in 1.1 s).
+    most = 2 + int((time.monotonic() - started) / 0.25)
     log = (gw.home / "logs" / "aai-gateway.log").read_text()
     relisted = log.count("listing them again")
-    assert 1 <= relisted <= 10, f"{relisted} relistings for 2,000 notifications"
+    assert 1 <= relisted <= most, f"{relisted} relistings for 2,000 notifications (at most {most})"
 
 
 async def test_a_server_that_is_down_fails_only_its_own_app(gw, tmp_path):

@@ -62,6 +62,7 @@ async def test_hanging_adapter_times_out_and_leaves_no_process_behind(gw, tmp_pa
     gw.add_app("com.example.echo", timeout_ms=1500)
     pidfile = tmp_path / "pids"
     async with gw.session() as s:
+        await exec_(s, "echo", text="started")  # the timeout is the call's, not the start's
         started = time.monotonic()
         with pytest.raises(MCPError) as e:
             await exec_(s, "hang", pidfile=str(pidfile))
@@ -128,7 +129,7 @@ async def test_cancelling_a_call_stops_an_otherwise_idle_adapter(gw):
     gw.add_app("com.example.echo")
     async with gw.session() as s:
         pid = (await exec_(s, "echo", text="x")).structured_content["pid"]
-        with anyio.move_on_after(0.5):
+        with anyio.move_on_after(1.0):
             await exec_(s, "sleep", seconds=60)
         assert await wait_dead(pid), "the cancelled call's adapter was stopped"
         r = await exec_(s, "echo", text="next")
@@ -211,7 +212,7 @@ async def test_descriptors_written_during_the_first_scan_of_a_large_catalog_all_
             while quiet < 6:
                 await anyio.sleep(0.5)
                 quiet, seen = (quiet + 1, seen) if scans() == seen else (0, scans())
-        assert seen >= 2, "the writes landed after the first scan: nothing was tested"
+        assert seen >= 2, "the writes started no rescan"
         assert await missing() == []
         assert "many09999" in (await s.call_tool("aai_guide", {"app": "com.example.many09999"})).content[0].text
 
@@ -264,7 +265,7 @@ async def test_reloads_retire_adapters_whose_binding_changed_or_vanished(gw):
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(slow_call)
-            await anyio.sleep(0.3)  # the slow call is in flight on the old adapter
+            await anyio.sleep(0.6)  # the slow call is in flight on the old adapter
             gw.add_app("com.example.echo", env={"AAI_TEST_MARK": "two"})
             with anyio.fail_after(15):
                 while (await echo(s))["mark"] != "two":

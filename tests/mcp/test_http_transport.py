@@ -232,11 +232,15 @@ def test_a_reused_id_in_flight_is_refused_and_sessions_are_capped(gw):
         session = {"mcp-session-id": r.headers["mcp-session-id"]}
         post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
         call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-            "name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 1}}}}
+            "name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 3}}}}
+        # The adapter runs before the race, so the first request is in flight at once.
+        warm = {**call, "id": 4, "params": {**call["params"], "arguments": {
+            "app": "com.example.echo", "tool": "echo", "args": {"text": "warm"}}}}
+        assert "warm" in post(url, warm, session).text
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             first = pool.submit(post, url, call, session)
             import time
-            time.sleep(0.3)
+            time.sleep(1.0)
             second = post(url, call, session)
             assert second.status_code == 200 and second.json()["error"]["code"] == -32600, second.text
             assert "slept" in first.result(timeout=30).text, "the first request keeps its reply"

@@ -6,6 +6,7 @@ Run: python3 -m pytest tests/mcp -q
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import threading
@@ -210,9 +211,20 @@ def test_sigterm_stops_adapters_in_their_own_process_groups(gw):
     assert not alive(pid)
 
 
+def catches_sigterm(pid):
+    """Whether the process has a handler for SIGTERM (before it has one, SIGTERM's default
+    action ends it, which a test of the handler must not mistake for it)."""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
 def test_sigterm_before_initialize_ends_the_gateway(gw):
     raw = Raw(gw)
-    time.sleep(0.5)  # the signal handler is in place (before it, SIGTERM's default ends it too)
+    deadline = time.monotonic() + 30
+    while not catches_sigterm(raw.proc.pid):
+        assert time.monotonic() < deadline, "the gateway never handled SIGTERM"
+        time.sleep(0.02)
     raw.proc.terminate()
     assert raw.proc.wait(timeout=10) == 0, "a stop asked for before `initialize` ends the wait"
     assert raw.raw_lines == []

@@ -223,11 +223,13 @@ async def test_two_people_have_their_own_consent_history_and_sessions(team, gw):
         r = await s.call_tool("aai_exec", {"app": "aai", "tool": "import", "args": {
             "source": {"mcpServers": {"tool": {"command": "true"}}}}})
         assert "mcp.tool" in json.dumps(r.structured_content or r.content[0].text)
-    # History knows who called.
-    time.sleep(0.5)
+    # History knows who called (a background writer records the calls: wait for them).
+    deadline = time.monotonic() + 15
+    while len(alices := json.loads(gw.run("history", "--json", "--person", "alice").stdout)["calls"]) < 3:
+        assert time.monotonic() < deadline, alices
+        time.sleep(0.1)
     rows = json.loads(gw.run("history", "--json", "--person", "bob").stdout)["calls"]
     assert rows and all(r["person"] == "bob" and r["caller"] == "claude-code@http~bob" for r in rows)
-    alices = json.loads(gw.run("history", "--json", "--person", "alice").stdout)["calls"]
     assert {r["status"] for r in alices} == {"ok"} and len(alices) == 3
     # A session is its opener's: bob's session id with alice's token finds nothing.
     r = post(audience, init(), bob)
