@@ -181,8 +181,7 @@ async def test_descriptors_written_during_the_first_scan_of_a_large_catalog_all_
            "tools": [{"name": "t", "description": "A tool", "parameters": {"type": "object"}}]}
     for i in range(10_000):
         doc["app"]["id"] = f"com.example.many{i:05d}"
-        (gw.home / doc["app"]["id"]).mkdir()
-        (gw.home / doc["app"]["id"] / "aai.json").write_text(json.dumps(doc))
+        gw.put(doc["app"]["id"], doc)
     gw.config(scanInterval=0)  # no periodic rescan to hide a lost one
     log = gw.home / "logs" / "aai-gateway.log"
 

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from conftest import alive
+
 
 class Raw:
     def __init__(self, gw):
@@ -182,8 +184,6 @@ def started_adapter(gw):
 
 
 def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
-    from conftest import alive
-
     raw, pid = started_adapter(gw)
     raw.send("tools/call", {"name": "aai_exec", "arguments": {
         "app": "com.example.echo", "tool": "sleep", "args": {"seconds": 60}}})
@@ -200,8 +200,6 @@ def test_client_vanishing_mid_call_stops_the_adapter_and_the_gateway(gw):
 
 
 def test_sigterm_stops_adapters_in_their_own_process_groups(gw):
-    from conftest import alive
-
     raw, pid = started_adapter(gw)
     raw.proc.terminate()
     assert raw.proc.wait(timeout=10) == 0

@@ -486,9 +486,9 @@ mod pipes {
     mod unix {
         use std::fs::File;
         use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-        use std::os::unix::fs::FileTypeExt;
 
         use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        use nix::sys::stat::{SFlag, fstat};
         use tokio::net::UnixStream;
         use tokio::net::unix::pipe;
 
@@ -541,11 +541,8 @@ mod pipes {
 
         /// Whether `a` and `b` are the same file (the same pipe, socket, …).
         fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
-            use std::os::unix::fs::MetadataExt;
-            let meta =
-                |fd: BorrowedFd<'_>| File::from(fd.try_clone_to_owned().ok()?).metadata().ok();
-            match (meta(a), meta(b)) {
-                (Some(a), Some(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            match (fstat(a), fstat(b)) {
+                (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
                 _ => false,
             }
         }
@@ -563,22 +560,23 @@ mod pipes {
             restore: &mut Restore,
             wrap: impl FnOnce(Stream) -> Option<T>,
         ) -> Option<T> {
+            let kind = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
+            if kind != SFlag::S_IFIFO && kind != SFlag::S_IFSOCK {
+                return None;
+            }
             let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL).ok()?);
             let kept = fd.try_clone_to_owned().ok()?;
-            let file = File::from(fd.try_clone_to_owned().ok()?);
-            let kind = file.metadata().ok()?.file_type();
-            let wrapped = if kind.is_fifo() {
+            let owned = fd.try_clone_to_owned().ok()?;
+            let wrapped = if kind == SFlag::S_IFIFO {
                 // `from_file` makes it non-blocking.
-                wrap(Stream::Pipe(file))
-            } else if kind.is_socket() {
-                let socket = std::os::unix::net::UnixStream::from(OwnedFd::from(file));
+                wrap(Stream::Pipe(File::from(owned)))
+            } else {
+                let socket = std::os::unix::net::UnixStream::from(owned);
                 socket
                     .set_nonblocking(true)
                     .ok()
                     .and_then(|()| UnixStream::from_std(socket).ok())
                     .and_then(|socket| wrap(Stream::Socket(socket)))
-            } else {
-                return None;
             };
             if wrapped.is_some() {
                 restore.0.push((kept, flags));
