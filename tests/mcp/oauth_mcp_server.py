@@ -12,6 +12,9 @@ issues and every grant it is asked for is appended to LOG as JSON lines. MODE:
   echo200       the token endpoint refuses with HTTP 200 and echoes what it was sent
   nowa          as good, but its 401s carry no WWW-Authenticate (discovery by well-known)
   scope403      as good, but every request with a token gets 403 insufficient_scope "admin"
+  iss           as good; its metadata says answers carry `iss` (RFC 9207), and they do
+  wrong-iss     as iss, but answers name another issuer (https://evil.example)
+  no-iss        as iss, but answers carry no `iss`
 """
 import base64
 import json
@@ -65,14 +68,17 @@ class Handler(BaseHTTPRequestHandler):
                 "issuer": self.base(), "authorization_endpoint": f"{self.base()}/authorize",
                 "token_endpoint": token, "registration_endpoint": f"{self.base()}/register",
                 "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"],
-                "scopes_supported": ["mcp"]})
+                "scopes_supported": ["mcp"],
+                **({"authorization_response_iss_parameter_supported": True} if MODE.endswith("iss") else {})})
         if url.path == "/authorize":
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             code = secrets.token_urlsafe(16)
             STATE["codes"][code] = q["code_challenge"]
             log(authorize=q)
-            return self.send(302, headers=[("location", q["redirect_uri"] + "?" + urlencode(
-                {"code": code, "state": q["state"]}))])
+            answer = {"code": code, "state": q["state"]}
+            if MODE in ("iss", "wrong-iss"):
+                answer["iss"] = self.base() if MODE == "iss" else "https://evil.example"
+            return self.send(302, headers=[("location", q["redirect_uri"] + "?" + urlencode(answer))])
         if url.path == "/mcp":
             return self.send(405)
         return self.send(404)

@@ -47,8 +47,9 @@ async def test_without_a_channel_the_call_names_the_grant_command(gw):
         assert err.data["caller"] == "agent-x@stdio"
         command = err.data["command"]
         # The gateway runs on a home of the test's, not ~/.aai: the command names it.
+        # The adapter has not been allowed to start: the command allows its command too.
         assert command == (f"aai-gateway --home {gw.home} consent grant com.example.echo --tool echo"
-                           " --caller agent-x@stdio")
+                           " --caller agent-x@stdio --start")
         # A client that shows only the message still tells the user what to run.
         hint = (f"Ask the user to approve it at {err.data['ui']} (while this gateway runs) or to run:"
                 f" {command}")
@@ -74,8 +75,9 @@ async def test_without_a_channel_the_call_names_the_grant_command(gw):
         r = await s.call_tool("aai_exec", ECHO)
         assert r.structured_content["echo"]["text"] == "hi"
     listed = json.loads(gw.run("consent", "list", "--json").stdout)
-    assert [(g["caller"], g["app"], g["tool"]) for g in listed["grants"]] == [("agent-x@stdio", "com.example.echo", "echo")]
-    assert gw.run("consent", "revoke", "com.example.echo").stdout.strip() == "revoked 1 grant"
+    assert [(g["caller"], g["app"], g["tool"]) for g in listed["grants"]] == [
+        ("*", "com.example.echo", "@start"), ("agent-x@stdio", "com.example.echo", "echo")]
+    assert gw.run("consent", "revoke", "com.example.echo").stdout.strip() == "revoked 2 grants"
     async with gw.session(client_name="agent-x") as s:
         with pytest.raises(MCPError) as e:
             await s.call_tool("aai_exec", ECHO)
@@ -116,6 +118,14 @@ async def test_read_only_tools_run_without_asking_only_when_configured(gw):
     for read_only, look_asks in [("ask", True), ("allow", False)]:
         gw.config(consent={"mode": "prompt", "readOnly": read_only})
         gw.add_app("com.example.echo", tools=[ro, rw])
+        if read_only == "allow":
+            # It never covers starting the adapter: unapproved, even a read-only tool asks.
+            async with gw.session(client_name="agent-ro-start") as s:
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("aai_exec", ECHO)
+                assert e.value.error.code == -32014
+                assert "will first start" in e.value.error.message, e.value.error.message
+            assert gw.run("consent", "grant", "com.example.echo", "--start").returncode == 0
         async with gw.session(client_name=f"agent-ro-{read_only}") as s:
             if look_asks:
                 with pytest.raises(MCPError) as e:
@@ -254,7 +264,8 @@ async def test_on_2026_07_28_consent_is_an_input_required_round_trip(gw):
                 r = await call()
                 assert r.structured_content["echo"]["text"] == "hi"
     grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
-    assert [(g["caller"], g["tool"]) for g in grants] == [("round-trip@http", "echo")]
+    # The adapter's command, named in the question answered "always", is remembered too.
+    assert [(g["caller"], g["tool"]) for g in grants] == [("*", "@start"), ("round-trip@http", "echo")]
 
 
 async def test_over_http_with_a_token_the_token_is_part_of_the_caller(gw):
@@ -313,7 +324,7 @@ async def test_elicitation_over_http_with_two_clients(gw):
                 assert e.value.error.code == -32004, "the first client's grants are its own"
         assert len(second.asked) == 1 and second.asked[0].startswith("second wants to run `echo`")
     grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
-    assert sorted((g["caller"], g["tool"]) for g in grants) == [("first@http", "*"), ("first@http", "echo")]
+    assert sorted((g["caller"], g["tool"]) for g in grants) == [("*", "@start"), ("first@http", "*"), ("first@http", "echo")]
 
 
 async def test_the_grant_command_is_safe_to_paste_into_a_shell(gw):
@@ -340,5 +351,5 @@ async def test_the_grant_command_is_safe_to_paste_into_a_shell(gw):
     assert p.returncode == 0, p.stderr
     assert not any((gw.tmp / f"PWNED{n}").exists() for n in range(1, 5)), "pasting ran a command"
     grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
-    assert [(g["caller"], g["tool"]) for g in grants] == [(f"{caller}@stdio", hostile)]
+    assert [(g["caller"], g["tool"]) for g in grants] == [("*", "@start"), (f"{caller}@stdio", hostile)]
     assert e.value.error.data["powershellCommand"].startswith(f"aai-gateway '--home' '{gw.home}' 'consent' 'grant'")

@@ -105,8 +105,11 @@ async def test_macos_and_windows_dialogs_get_the_question_as_data(gw, tmp_path, 
     gw.add_app("com.example.echo")
     hostile = "-e \"$(touch /tmp/pwned)\" <b>`x`</b> ' \\"
     # The arguments as the gateway will run them (defaults filled in), masked like history.
+    # The adapter's command comes last: the question names what its yes starts.
+    from conftest import ADAPTER
     question = (f"{hostile} wants to run `echo` of Echo (com.example.echo): The echo tool"
-                ' — with {"text":"hi","n":3}')
+                ' — with {"text":"hi","n":3}'
+                f" — this will first start `{sys.executable} {ADAPTER}`")
     env = {"PATH": f"{bindir}:{os.environ['PATH']}", "AAI_CONSENT_DIALOG": dialog}
     async with gw.session(client_name=hostile, **env) as s:
         # Dismissed (no output): refused, nothing remembered.
@@ -143,4 +146,4 @@ async def test_macos_and_windows_dialogs_get_the_question_as_data(gw, tmp_path, 
         assert "ShowDialog()" in script
     assert not os.path.exists("/tmp/pwned")
     grants = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
-    assert [(g["app"], g["tool"]) for g in grants] == [("com.example.echo", "echo")]
+    assert [(g["app"], g["tool"]) for g in grants] == [("com.example.echo", "@start"), ("com.example.echo", "echo")]

@@ -93,7 +93,7 @@ async def test_an_agent_imports_uses_hides_and_removes_a_server_while_another_cl
             preview = structured(await call(a, "import", source=snippet(marker)))
             assert preview["preview"] is True and preview["written"] == []
             app = preview["apps"][0]
-            assert app["app"] == "mcp.marker" and str(MARKER_SERVER) in app["firstUse"], app
+            assert app["app"] == "mcp.marker" and any(str(MARKER_SERVER) in r for r in app["reaches"]), app
             assert app["credentials"] == ["MARKER_TOKEN"], app
             assert "tok-secret-123" not in json.dumps(preview)
             assert not (gw.home / "mcp.marker").exists() and not marker.exists() and asked == []
@@ -111,7 +111,10 @@ async def test_an_agent_imports_uses_hides_and_removes_a_server_while_another_cl
             # Used: the start was approved with the import; the call asks as any call does.
             hello = await a.call_tool("aai_exec", {"app": "mcp.marker", "tool": "hello", "args": {"name": "x"}})
             assert hello.content[0].text == "hello x"
+            # One question: the start was allowed with the import, and is named (not
+            # asked about again) so that an "always" would cover the command too.
             assert len(asked) == 2 and "this will first" not in asked[1], asked
+            assert f"it runs `{sys.executable} {MARKER_SERVER}" in asked[1], asked
             # The stored credential reached the server.
             env = await a.call_tool("aai_exec", {"app": "mcp.marker", "tool": "env", "args": {"name": "MARKER_TOKEN"}})
             assert env.content[0].text == "tok-secret-123"
@@ -215,12 +218,13 @@ async def test_imports_of_an_openapi_document_a_skill_and_a_descriptor(gw, tmp_p
         async with gw.session(elicitation=answering(["once"] * 3, asked), client_name="agent-i") as s:
             p = structured(await call(s, "import", source=str(figma)))["apps"][0]
             assert p["kind"] == "openapi" and "getFile" in p["tools"], p
-            assert p["url"] == "https://api.figma.com", p
+            assert p["reaches"] == ["send requests to https://api.figma.com"], p
             p = structured(await call(s, "import", source=str(skill)))["apps"][0]
             assert p["app"] == "skill.pdf-tools" and p["tools"] == ["read"], p
             url = f"http://127.0.0.1:{server.server_address[1]}/aai.json"
             p = structured(await call(s, "import", source=url))["apps"][0]
-            assert p["app"] == "com.example.served" and p["url"] == "https://api.example.com", p
+            assert p["app"] == "com.example.served", p
+            assert p["reaches"] == ["send requests to https://api.example.com"], p
             assert asked == [] and not (gw.home / "skills").exists()
             await call(s, "import", source=str(skill), confirm=True)
             await call(s, "import", source=url, confirm=True)

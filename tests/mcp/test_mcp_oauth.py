@@ -278,7 +278,7 @@ def test_an_idle_connection_to_the_callback_does_not_hold_up_the_sign_in(gw, rem
     opener.write_text(
         "import socket, subprocess, sys, urllib.parse\n"
         "url = sys.argv[1]\n"
-        "port = int(urllib.parse.urlparse(urllib.parse.parse_qs(urllib.parse.urlparse(url).query)['redirect_uri'][0]).port)\n"
+        "port = urllib.parse.urlparse(url).port  # the callback's /start address\n"
         "idle = socket.create_connection(('127.0.0.1', port))\n"
         f"subprocess.run([sys.executable, {str(BROWSER)!r}, url])\n"
         "idle.close()\n")

@@ -254,6 +254,11 @@ HOSTILE = [
     ('{"jsonrpc":"2.0","id":110,"method":"resources/read","params":{"uri":5}}', 110, -32602),
     ('{"jsonrpc":"2.0","id":111,"method":"no/such/method"}', 111, -32601),
     ('{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, -32600),
+    # MCP's `_meta` must be an object (rmcp answered these with no id at all).
+    ('{"jsonrpc":"2.0","id":115,"method":"ping","params":{"_meta":5}}', 115, -32602),
+    ('{"jsonrpc":"2.0","id":"s-116","method":"tools/list","params":{"_meta":[]}}', "s-116", -32602),
+    # JSON has no leading zeros: not id 1, a parse error with the null id.
+    ('{"jsonrpc":"2.0","id":01,"method":"ping"}', None, -32700),
 ]
 
 
@@ -297,6 +302,12 @@ def test_hostile_lines_are_answered_with_their_id_and_the_server_keeps_serving(g
         assert first["error"]["code"] == -32600 and "in progress" in first["error"]["message"]
         second = raw.reply(200)
         assert second["result"]["content"][0]["text"] == "slept"
+        # A notification with a broken `_meta` is not answered; a top-level `_meta` is
+        # JSON-RPC's business, not MCP's: the request is answered as usual.
+        raw.proc.stdin.write('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":5,"requestId":3}}\n')
+        raw.proc.stdin.write('{"jsonrpc":"2.0","id":117,"method":"ping","_meta":5}\n')
+        raw.proc.stdin.flush()
+        assert json.loads(raw.lines.get(timeout=10)) == {"jsonrpc": "2.0", "id": 117, "result": {}}
         # Still serving, and stdout was JSON-RPC only.
         assert raw.reply(raw.send("ping"))["result"] == {}
         for out in raw.raw_lines:

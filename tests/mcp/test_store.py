@@ -110,7 +110,7 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
     dump = subprocess.run([str(bin_dir() / "pg_dump"), "-h", str(pg.dir),
                            "-p", str(pg.port), "-U", "aai", "aai"], capture_output=True, timeout=60)
     assert dump.returncode == 0 and SECRET.encode() not in dump.stdout
-    assert pg.sql("SELECT version FROM aai_schema_migrations") == [["1"]]
+    assert pg.sql("SELECT version FROM aai_schema_migrations ORDER BY 1") == [["1"], ["2"]]
     with web(gw) as (url, proc):
         ui = ui_of(url)
         # A call that needs consent waits; the UI (reading PostgreSQL) approves it.
@@ -131,7 +131,8 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
         with anyio.fail_after(10):
             await call_over_http(url)  # remembered: no question
         grants = pg.sql("SELECT caller, app, tool FROM aai_grants")
-        assert grants == [["ui-test@http", "com.example.echo", "echo"]]
+        # The answer named the adapter's command: it may start in every run too.
+        assert sorted(grants) == [["*", "com.example.echo", "@start"], ["ui-test@http", "com.example.echo", "echo"]]
         # The credential opens for the call (allowed in the UI first).
         await anyio.to_thread.run_sync(lambda: gw.run("consent", "grant", "com.example.keyed",
                                                       "--caller", "ui-test@http", check=True))
@@ -225,8 +226,9 @@ async def test_an_approval_on_one_replica_releases_a_call_waiting_on_another(gw,
             tg.start_soon(call_b)
             await anyio.to_thread.run_sync(pending_on, ui_a)
             sent = time.monotonic()
+            # An adapter's start is granted with its tools (the question named it).
             p = await anyio.to_thread.run_sync(lambda: gw.run("consent", "grant", "com.example.echo",
-                                                              "--caller", "cli@http"))
+                                                              "--start", "--caller", "cli@http"))
             assert p.returncode == 0, p.stderr
         cli_latency = done["at"] - sent
         assert json.loads(done["r"].content[0].text)["echo"]["text"] == "hi"
@@ -253,6 +255,8 @@ async def test_postgres_dying_mid_call_loses_no_history(gw, pg):
     on_store(gw, pg, consent={"mode": "allow"}, apps={"com.example.ask": {"consent": "prompt"}})
     gw.add_app("com.example.echo")
     gw.add_app("com.example.ask")
+    # The adapter may start (the user allowed its command); its tools still ask.
+    assert gw.run("consent", "grant", "com.example.ask", "--start").returncode == 0
     with web(gw) as (url, proc):
         await call_over_http(url)
         async with anyio.create_task_group() as tg:
@@ -396,7 +400,7 @@ async def test_hostile_starts_are_refused_with_a_clear_error(gw, pg, httpbin):
     # A database a newer gateway migrated.
     pg.sql("INSERT INTO aai_schema_migrations (version, description) VALUES (99, 'from the future')")
     err = start_fails(gw)
-    assert "schema version 99, newer than this gateway knows (1)" in err, err
+    assert "schema version 99, newer than this gateway knows (2)" in err, err
 
 
 async def test_replicas_starting_together_migrate_once(gw, pg):
@@ -412,8 +416,9 @@ async def test_replicas_starting_together_migrate_once(gw, pg):
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
         assert json.loads(out) == {"grants": []}
-    assert pg.sql("SELECT version, description FROM aai_schema_migrations", db="race") == [
-        ["1", "grants, pending consent, history, credentials"]]
+    assert pg.sql("SELECT version, description FROM aai_schema_migrations ORDER BY 1", db="race") == [
+        ["1", "grants, pending consent, history, credentials"],
+        ["2", "tool definitions of grants, fingerprints in history"]]
     tables = pg.sql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'aai_%' ORDER BY 1", db="race")
     assert [t[0] for t in tables] == ["aai_credentials", "aai_grants", "aai_history", "aai_pending",
                                       "aai_schema_migrations"]

@@ -188,7 +188,7 @@ async def test_two_people_have_their_own_consent_history_and_sessions(team, gw):
             await s.call_tool("aai_exec", call)
         assert e.value.error.code == -32014, e.value.error  # CONSENT_REQUIRED
     # alice grants herself; bob's grant is not hers and hers is not bob's.
-    done = gw.run("consent", "grant", "com.example.notes", "--caller", "claude-code@http~alice")
+    done = gw.run("consent", "grant", "com.example.notes", "--start", "--caller", "claude-code@http~alice")
     assert done.returncode == 0, done.stderr
     async with session_for(audience, alice, "claude-code") as s:
         r = await s.call_tool("aai_exec", call)
@@ -261,7 +261,7 @@ def test_the_ui_signs_people_in_and_shows_each_their_own(team, gw):
         assert r.status_code == 200
     # Each has a grant of their own.
     for who in ("alice", "bob"):
-        done = gw.run("consent", "grant", "com.example.notes", "--caller", f"grant-of-{who}@http~{who}")
+        done = gw.run("consent", "grant", "com.example.notes", "--start", "--caller", f"grant-of-{who}@http~{who}")
         assert done.returncode == 0, done.stderr
     time.sleep(0.5)
     pages, grants = {}, {}

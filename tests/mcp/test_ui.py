@@ -110,7 +110,7 @@ async def test_every_page_renders_in_chromium(gw, httpbin):
     gw.config(credentials={"store": "file"}, consent={"mode": "prompt"})
     assert gw.run("call", "com.example.echo", "echo", '{"text": "first"}').returncode == 0
     assert gw.run("call", "com.example.echo", "fail", "{}").returncode != 0
-    assert gw.run("consent", "grant", "com.example.notes", "--caller", "claude-code@stdio").returncode == 0
+    assert gw.run("consent", "grant", "com.example.notes", "--start", "--caller", "claude-code@stdio").returncode == 0
     with web(gw) as (url, _):
         ui = ui_of(url)
         pages = [["dashboard", "/ui"], ["apps", "/ui/apps"], ["apps-search", "/ui/apps?q=notes"],
@@ -162,7 +162,8 @@ async def test_a_pending_call_approved_in_the_ui_completes(gw):
             await call_over_http(url)
         # Revoked in the UI: the next call asks again (and is denied in the UI).
         revoked = drive("revoke", base + "/ui", "ui-test@http")
-        assert "Revoked 1 grant" in revoked["flash"] and revoked["grants"] == 0
+        # The caller's grant goes; the adapter's start, allowed with it, stays.
+        assert "Revoked 1 grant" in revoked["flash"] and revoked["grants"] == 1
         async with anyio.create_task_group() as tg:
             denied = {}
 

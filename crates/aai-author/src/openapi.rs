@@ -37,6 +37,11 @@ const PARAMS_DEPTH: usize = 8;
 const RETURNS_DEPTH: usize = 3;
 /// Most schema nodes one parameters or returns schema expands to.
 const MAX_SCHEMA_NODES: usize = 5_000;
+/// Schema nodes the whole import may expand: twice the document's objects, and at
+/// least this many. References that fan out would otherwise make the descriptor many
+/// times the document (5,000 nodes for each of thousands of operations); past it, every
+/// `$ref` is a stub that names its schema.
+const MIN_TOTAL_NODES: usize = 200_000;
 /// A `returns` schema larger than this (bytes of JSON) is inlined less deeply.
 const MAX_RETURNS: usize = 16 * 1024;
 /// Longest description kept (tool or schema); longer ones are cut at a word.
@@ -126,6 +131,8 @@ pub fn import(doc: &Value, opts: Options<'_>) -> Result<Import, String> {
         doc,
         notes: Notes::default(),
         budget: 0,
+        total: MIN_TOTAL_NODES.max(nodes(doc).saturating_mul(2)),
+        converted: 0,
         names: HashSet::new(),
         suffixes: HashMap::new(),
         usage: Vec::new(),
@@ -277,6 +284,10 @@ struct Importer<'a> {
     notes: Notes,
     /// Schema nodes the current schema may still expand (`$ref`s become stubs after).
     budget: usize,
+    /// Schema nodes the rest of the import may still expand ([`MIN_TOTAL_NODES`]).
+    total: usize,
+    /// Schema nodes converted so far.
+    converted: usize,
     /// Tool names taken so far.
     names: HashSet<String>,
     /// The next suffix to try for each base name (so many clashes stay linear).
@@ -600,8 +611,17 @@ impl<'a> Importer<'a> {
     /// An OpenAPI schema as a draft-07 JSON Schema, `$ref`s inlined up to `depth`.
     fn schema(&mut self, s: &'a Value, dir: Dir, depth: usize) -> Value {
         let mut stack = Vec::new();
-        self.budget = MAX_SCHEMA_NODES;
-        self.convert(s, dir, depth, &mut stack)
+        self.budget = MAX_SCHEMA_NODES.min(self.total);
+        let before = self.converted;
+        let out = self.convert(s, dir, depth, &mut stack);
+        let had = self.total;
+        self.total = self.total.saturating_sub(self.converted - before);
+        if had > 0 && self.total == 0 {
+            self.notes.push(
+                "the operations' schemas expand to more nodes than the import takes (twice the document's, at least 200,000); references past that are stubs that name their schema".to_owned(),
+            );
+        }
+        out
     }
 
     fn convert(&mut self, s: &'a Value, dir: Dir, depth: usize, stack: &mut Vec<&'a str>) -> Value {
@@ -609,6 +629,7 @@ impl<'a> Importer<'a> {
             // 3.1 allows `true` and `false` as schemas.
             return if s.is_boolean() { s.clone() } else { json!({}) };
         };
+        self.converted += 1;
         self.budget = self.budget.saturating_sub(1);
         if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
             let short = reference.rsplit('/').next().unwrap_or(reference);
@@ -1108,6 +1129,23 @@ fn http_method(key: &str) -> Option<&'static str> {
 }
 
 /// The entries of an optional object.
+/// How many objects `doc` holds (a schema node is one).
+fn nodes(doc: &Value) -> usize {
+    let mut count = 0;
+    let mut stack = vec![doc];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                count += 1;
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    count
+}
+
 fn object(value: Option<&Value>) -> impl Iterator<Item = (&String, &Value)> {
     value.and_then(Value::as_object).into_iter().flatten()
 }
@@ -1702,6 +1740,63 @@ paths:
         let size = i.descriptor.to_string().len();
         assert!(size < 2_000_000, "{size} bytes");
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn the_whole_import_expands_a_bounded_number_of_nodes() {
+        // Few schemas that all refer to each other, used by many operations: each
+        // operation alone stays within its own budget, but together they would make a
+        // descriptor many times the document.
+        let n = 9;
+        let mut schemas = Map::new();
+        for i in 0..n {
+            let props: Map<String, Value> = (0..n)
+                .map(|j| {
+                    (
+                        format!("p{j}"),
+                        json!({"$ref": format!("#/components/schemas/S{j}")}),
+                    )
+                })
+                .collect();
+            schemas.insert(
+                format!("S{i}"),
+                json!({"type": "object", "properties": props}),
+            );
+        }
+        let body = json!({"content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}});
+        let paths: Map<String, Value> = (0..150)
+            .map(|p| {
+                (
+                    format!("/a{p}"),
+                    json!({"post": {"requestBody": body, "responses": {}}}),
+                )
+            })
+            .collect();
+        let doc = json!({"openapi": "3.0.0", "info": {"title": "Fan", "version": "1.0.0"},
+            "servers": [{"url": "https://api.example.com"}],
+            "components": {"schemas": schemas}, "paths": paths});
+        assert!(nodes(&doc) * 2 < MIN_TOTAL_NODES);
+        let i = import(&doc, Options::default()).unwrap();
+        let tools = i.descriptor["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 150, "every operation is still a tool");
+        let expanded = nodes(&i.descriptor);
+        assert!(
+            expanded < MIN_TOTAL_NODES + 2 * MAX_SCHEMA_NODES,
+            "{expanded} objects"
+        );
+        assert!(
+            i.notes
+                .iter()
+                .any(|n| n.contains("stubs that name their schema")),
+            "{:?}",
+            i.notes
+        );
+        let last = &tools[149]["parameters"];
+        assert!(
+            last.to_string()
+                .contains("a S0 (see the API's documentation)"),
+            "{last}"
+        );
     }
 
     #[test]

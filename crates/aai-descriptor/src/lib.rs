@@ -20,6 +20,7 @@
 //! * [`name`] — localized names and locale fallback.
 //! * [`schema`] — compiled draft-07 schemas of tool parameters and results.
 //! * [`diagnostic`] — what is wrong, where (file + JSON pointer), how bad.
+//! * [`lint`] — description text that addresses the model ("tool poisoning"): warnings.
 //! * [`read`] — a JSON reader that reports as it goes (also reads the gateway config).
 //! * `dialect` — detection and one parser per dialect (the access form's needs an
 //!   [`Origin`]: its files may name no id or platform).
@@ -29,6 +30,7 @@
 pub mod diagnostic;
 mod dialect;
 pub mod hash;
+pub mod lint;
 pub mod model;
 pub mod name;
 pub mod read;
@@ -84,6 +86,10 @@ pub fn parse_with(text: &str, source: &str, origin: &Origin<'_>) -> Parsed {
     let app = match serde_json::from_str::<serde_json::Value>(text) {
         Ok(root) => {
             let app = parse_value(&root, &sink, origin);
+            // Warnings only: the text is served as written.
+            for found in lint::value(&root, "") {
+                sink.warning(found.pointer.clone(), found.message());
+            }
             id_from_origin = app.as_ref().is_some_and(|a| a.dialect == Dialect::Access)
                 && root.pointer("/app/id").is_none();
             app

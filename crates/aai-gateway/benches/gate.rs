@@ -50,6 +50,8 @@ fn main() {
         args: None,
         read_only: false,
         remember: true,
+        definition: None,
+        changed: None,
     };
     // "Always allow this tool", once; every later check finds the grant in memory.
     rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))
@@ -82,6 +84,7 @@ fn main() {
             code: None,
             duration_ms: 0,
             excerpt,
+            fingerprint: None,
         });
         us.push(t.elapsed().as_secs_f64() * 1e6);
         if !full {
@@ -167,6 +170,7 @@ fn main() {
                 code: None,
                 duration_ms: 1,
                 excerpt: "{\"ok\":true}".into(),
+                fingerprint: None,
             });
             sent += 1;
         }

@@ -79,6 +79,11 @@ pub struct Record {
     pub duration_ms: u64,
     /// The start of the result or of the error detail, scrubbed.
     pub excerpt: String,
+    /// The fingerprint of the tool's definition the call ran (what consent ties an
+    /// "always" answer to: docs/consent.md, "A changed tool asks again"); none when the
+    /// tool was not found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
 }
 
 /// Where records go.
@@ -203,9 +208,13 @@ impl Sqlite {
 
 /// Masks and cuts what a record holds before it is queued (every store alike).
 fn prepare(mut record: Record) -> Record {
-    // What the caller typed may be a URL with a password in it.
+    // What the caller typed may be a URL with a password in it, or carry a token (a tool
+    // name is whatever the caller sent when it names no tool).
     record.app = mask_text(&record.app);
     record.asked = record.asked.as_deref().map(mask_text);
+    record.tool = mask_text(&record.tool);
+    // Free text: a result or an error may quote a token or a key.
+    record.excerpt = mask_tokens(&record.excerpt);
     // Names come from clients and descriptors: they are cut like values.
     for name in [&mut record.caller, &mut record.app, &mut record.tool]
         .into_iter()
@@ -390,8 +399,8 @@ async fn pg_insert(
             let tx = client.transaction().await?;
             let stmt = tx
                 .prepare(
-                    "INSERT INTO aai_history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, replica, seq, person)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                    "INSERT INTO aai_history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, replica, seq, person, fingerprint)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                      ON CONFLICT (replica, seq) DO NOTHING",
                 )
                 .await?;
@@ -400,7 +409,7 @@ async fn pg_insert(
                 .iter()
                 .map(|(seq, r)| (clamp(r.at_ms), r.args.to_string(), clamp(r.duration_ms), *seq, r))
                 .collect();
-            let params: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 13]> = rows
+            let params: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 14]> = rows
                 .iter()
                 .map(|(at, args, duration, seq, r)| {
                     [
@@ -417,6 +426,7 @@ async fn pg_insert(
                         &replica,
                         seq,
                         &r.person,
+                        &r.fingerprint,
                     ]
                 })
                 .collect();
@@ -453,7 +463,7 @@ pub async fn rows_shared(
     let client = shared.client().await?;
     let rows = shared
         .timed(client.query(
-            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person FROM aai_history
+            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint FROM aai_history
              WHERE ($1::TEXT IS NULL OR app = $1) AND ($2::TEXT IS NULL OR tool = $2) AND ($3::TEXT IS NULL OR caller = $3)
                AND ($4::TEXT IS NULL OR status = $4) AND ($5::BIGINT IS NULL OR at_ms >= $5)
                AND ($7::TEXT IS NULL OR person = $7)
@@ -477,7 +487,7 @@ pub async fn get_shared(shared: &crate::store::Shared, id: u64) -> Result<Option
     let client = shared.client().await?;
     let row = shared
         .timed(client.query_opt(
-            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person FROM aai_history WHERE id = $1",
+            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint FROM aai_history WHERE id = $1",
             &[&clamp(id)],
         ))
         .await?;
@@ -499,6 +509,7 @@ fn pg_record(r: &tokio_postgres::Row) -> (u64, Record) {
             excerpt: r.get(9),
             asked: r.get(10),
             person: r.get(11),
+            fingerprint: r.get(12),
         },
     )
 }
@@ -536,6 +547,13 @@ fn connect(file: &Path) -> rusqlite::Result<Connection> {
             conn.execute_batch("ALTER TABLE history ADD COLUMN person TEXT")?;
         }
         conn.execute_batch("CREATE INDEX IF NOT EXISTS history_person ON history (person, at_ms)")?;
+        // Added with tool fingerprints: the definition of the tool each call ran.
+        let has_fingerprint = conn
+            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'fingerprint'")?
+            .exists([])?;
+        if !has_fingerprint {
+            conn.execute_batch("ALTER TABLE history ADD COLUMN fingerprint TEXT")?;
+        }
         Ok(())
     })
 }
@@ -580,8 +598,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?;
         for r in batch {
             stmt.execute(params![
@@ -595,7 +613,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
                 clamp(r.duration_ms),
                 r.excerpt,
                 r.asked,
-                r.person
+                r.person,
+                r.fingerprint
             ])?;
         }
     }
@@ -690,7 +709,7 @@ fn select(
         source,
     })?;
     let mut stmt = conn.prepare(&format!(
-        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person FROM history {rest}"
+        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint FROM history {rest}"
     ))?;
     let rows = stmt.query_map(params, |r| {
         Ok((
@@ -707,6 +726,7 @@ fn select(
                 excerpt: r.get(9)?,
                 asked: r.get(10)?,
                 person: r.get(11)?,
+                fingerprint: r.get(12)?,
             },
         ))
     })?;
@@ -791,45 +811,146 @@ fn secret_looking(key: &str) -> bool {
     ]
     .iter()
     .any(|w| k.contains(w))
+        || names_ssn(key)
+}
+
+/// Whether a field name names a social security number: `ssn` as a word of it (`ssn`,
+/// `user_ssn`, `ssnLast4`, `customerSSN`), not any three letters (`classname`), or
+/// `social security` in any spelling.
+fn names_ssn(key: &str) -> bool {
+    let squashed: String = key
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if squashed.contains("socialsecurity") {
+        return true;
+    }
+    // Words: split at anything but letters and digits, at a lower-case letter followed by
+    // an upper-case one, and between letters and digits.
+    let mut word = String::new();
+    let mut prev: Option<char> = None;
+    for c in key.chars().chain(std::iter::once(' ')) {
+        let boundary = !c.is_ascii_alphanumeric()
+            || prev.is_some_and(|p| {
+                (p.is_ascii_lowercase() && c.is_ascii_uppercase())
+                    || (p.is_ascii_alphabetic() != c.is_ascii_alphabetic())
+            });
+        if boundary {
+            if word.eq_ignore_ascii_case("ssn") {
+                return true;
+            }
+            word.clear();
+        }
+        if c.is_ascii_alphanumeric() {
+            word.push(c);
+            prev = Some(c);
+        } else {
+            prev = None;
+        }
+    }
+    false
 }
 
 /// A string value with what it carries of secrets masked: a URL's password and the values
-/// of secret-looking query parameters (`postgres://u:***@h/db`, `…?api_key=***`), and a
-/// `Bearer …` or `Basic …` credential.
+/// of secret-looking query parameters (`postgres://u:***@h/db`, `…?api_key=***`), a
+/// `Bearer …` or `Basic …` credential, and token-shaped words and private keys wherever
+/// they sit ([`mask_tokens`]).
 fn mask_text(s: &str) -> String {
-    let cut = crate::text::excerpt(s, MAX_VALUE);
-    let mut out = cut.clone();
-    if let Some(scheme_end) = cut.find("://") {
-        let rest = &cut[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@')
-            && let Some(colon) = rest[..at].find(':')
-        {
-            let start = scheme_end + 3 + colon + 1;
-            out.replace_range(start..scheme_end + 3 + at, "***");
+    mask_tokens(&crate::text::mask_secrets_with(
+        &crate::text::excerpt(s, MAX_VALUE),
+        secret_looking,
+    ))
+}
+
+/// `text` with the secrets it carries masked wherever they sit in it: every word shaped
+/// like a token (by its prefix — `ghp_…`, `sk-…`, `xoxb-…`, AWS and Google keys — or a
+/// JWT: [`aai_descriptor::looks_secret_value`]), the credential after each `Bearer `, and
+/// the body of a PEM private key. Words are runs of letters, digits, `_` and `-` (with
+/// `.` for JWTs); one that only contains a prefix (`task-scheduler`) is kept. In JSON
+/// text a word right after an escape (`\nghp_…`) counts from after it.
+pub(crate) fn mask_tokens(text: &str) -> String {
+    let text = mask_private_keys(text);
+    let bytes = text.as_bytes();
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let end_of = |from: usize, dots: bool| {
+        let mut end = text[from..]
+            .find(|c: char| !(word_char(c) || (dots && c == '.')))
+            .map_or(text.len(), |n| from + n);
+        while dots && end > from && bytes[end - 1] == b'.' {
+            end -= 1;
         }
-    }
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let masked: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((name, _)) if secret_looking(name) => format!("{name}=***"),
-                _ => pair.to_owned(),
+        end
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while let Some(c) = text[i..].chars().next() {
+        if !word_char(c) {
+            out.push(c);
+            i += c.len_utf8();
+            continue;
+        }
+        let (plain, dotted) = (end_of(i, false), end_of(i, true));
+        let escaped = i > 0 && bytes[i - 1] == b'\\' && matches!(c, 'n' | 't' | 'r');
+        let starts = [Some(i), escaped.then_some(i + 1)];
+        let secret = starts.into_iter().flatten().find_map(|start| {
+            [dotted, plain].into_iter().find_map(|end| {
+                (end >= start + 16 && aai_descriptor::looks_secret_value(&text[start..end]))
+                    .then_some((start, end))
             })
-            .collect();
-        out = format!("{head}{}", masked.join("&"));
-    }
-    for scheme in ["Bearer ", "bearer ", "Basic ", "basic "] {
-        if let Some(at) = out.find(scheme) {
-            let start = at + scheme.len();
-            let end = out[start..]
-                .find(char::is_whitespace)
-                .map_or(out.len(), |e| start + e);
-            out.replace_range(start..end, "***");
+        });
+        if let Some((start, end)) = secret {
+            out.push_str(&text[i..start]);
+            out.push_str("***");
+            i = end;
+            continue;
         }
+        out.push_str(&text[i..plain]);
+        // `Bearer <credential>`: the credential, up to a space, quote or escape.
+        if text[i..plain].eq_ignore_ascii_case("bearer") && text[plain..].starts_with(' ') {
+            let from = plain + 1;
+            let end = text[from..]
+                .find(|c: char| {
+                    c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | '<' | '>' | ',')
+                })
+                .map_or(text.len(), |n| from + n);
+            if end > from {
+                out.push(' ');
+                out.push_str("***");
+                i = end;
+                continue;
+            }
+        }
+        i = plain;
     }
     out
+}
+
+/// `text` with the body of each PEM private key (`-----BEGIN … PRIVATE KEY-----` up to its
+/// `-----END`, or the end of the text when it was cut) replaced by `***`.
+fn mask_private_keys(text: &str) -> std::borrow::Cow<'_, str> {
+    const BEGIN: &str = "-----BEGIN ";
+    if !text.contains(BEGIN) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(BEGIN) {
+        let label_at = at + BEGIN.len();
+        let Some(close) = rest[label_at..].find("-----") else {
+            break;
+        };
+        let header_end = label_at + close + "-----".len();
+        let private = rest[label_at..label_at + close].contains("PRIVATE KEY");
+        out.push_str(&rest[..header_end]);
+        rest = &rest[header_end..];
+        if private {
+            out.push_str("***");
+            rest = &rest[rest.find("-----END").unwrap_or(rest.len())..];
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// A value as history keeps it (arguments, and results before their excerpt is taken):
@@ -899,9 +1020,10 @@ pub fn mask(args: &Value) -> Value {
     walk(args, 0)
 }
 
-/// A result excerpt: at most 500 characters.
+/// A result excerpt: at most 500 characters, the secrets it quotes masked first
+/// ([`mask_tokens`]), so that no secret survives as a prefix.
 pub fn excerpt(text: &str) -> String {
-    crate::text::excerpt(text, MAX_RESULT)
+    crate::text::excerpt(&mask_tokens(text), MAX_RESULT)
 }
 
 #[cfg(test)]
@@ -962,6 +1084,92 @@ mod tests {
     }
 
     #[test]
+    fn a_social_security_number_is_masked_by_its_field_name() {
+        let masked = mask(&json!({
+            "ssn": "078-05-1120", "user_ssn": "S2", "customerSSN": "S3", "ssnLast4": "S4",
+            "social_security_number": "S5", "SocialSecurityNo": "S6",
+            // Three letters inside another word are not a name.
+            "className": "kept", "lessness": "kept",
+        }));
+        let text = masked.to_string();
+        assert!(!text.contains("078-05-1120"), "{text}");
+        for n in 2..=6 {
+            assert!(!text.contains(&format!("S{n}")), "S{n} leaked: {text}");
+        }
+        assert_eq!(masked["className"], "kept");
+        assert_eq!(masked["lessness"], "kept");
+    }
+
+    /// Token-shaped values of the kinds `looks_secret_value` knows.
+    fn tokens() -> [String; 4] {
+        [
+            format!("ghp_{}", "a1B2".repeat(9)),
+            format!("sk-proj-{}", "Zx9".repeat(8)),
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXNpZ25hdHVyZQ".to_owned(),
+            "AKIAIOSFODNN7EXAMPLE".to_owned(),
+        ]
+    }
+
+    #[test]
+    fn secrets_inside_free_text_are_masked() {
+        let [gh, sk, jwt, aws] = tokens();
+        // A result's text (an MCP tool's content), as history keeps it.
+        let text = format!(
+            "Your token is {gh}. key={sk}; jwt:{jwt} ({aws}) Bearer first-credential-1 then Bearer second-credential-2"
+        );
+        let masked = mask(&json!({"content": [{"type": "text", "text": text}]})).to_string();
+        for secret in [&gh, &sk, &jwt, &aws] {
+            assert!(
+                !masked.contains(secret.as_str()),
+                "{secret} leaked: {masked}"
+            );
+        }
+        assert!(!masked.contains("credential-"), "{masked}");
+        assert!(masked.contains("Your token is ***. key=***"), "{masked}");
+        // A private key, in an error detail or a result serialized as JSON (its line
+        // breaks escaped), cut or whole.
+        let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----";
+        for head in [
+            format!("failed to parse: {pem}"),
+            json!({"text": format!("here:\n{pem}\n{gh}")}).to_string(),
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn".to_owned(),
+        ] {
+            let kept = excerpt(&head);
+            assert!(
+                !kept.contains("b3BlbnNzaC1rZXkt") && !kept.contains("MIIEpAIBAAKC"),
+                "{kept}"
+            );
+            assert!(!kept.contains(&gh), "{kept}");
+            assert!(kept.contains("PRIVATE KEY-----***"), "{kept}");
+        }
+        // A word that only contains a prefix stays, and so does text without secrets.
+        let plain = "task-scheduler-configuration ask-me-anything-please Bearer";
+        assert_eq!(mask_tokens(plain), plain);
+        assert_eq!(excerpt("plain text"), "plain text");
+    }
+
+    #[test]
+    fn a_token_in_a_tool_name_or_a_stored_excerpt_is_masked() {
+        let [gh, sk, ..] = tokens();
+        let kept = prepare(Record {
+            at_ms: 0,
+            caller: "c@stdio".into(),
+            person: None,
+            app: "com.a".into(),
+            asked: None,
+            tool: format!("search.{gh}"),
+            args: Value::Null,
+            status: "error".into(),
+            code: Some("TOOL_NOT_FOUND".into()),
+            duration_ms: 0,
+            excerpt: format!("no tool `{sk}` here"),
+            fingerprint: None,
+        });
+        assert_eq!(kept.tool, "search.***");
+        assert_eq!(kept.excerpt, "no tool `***` here");
+    }
+
+    #[test]
     fn records_are_written_off_thread_filtered_and_pruned() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("state.db");
@@ -988,6 +1196,7 @@ mod tests {
                 code: (i == 4).then(|| "TIMEOUT".into()),
                 duration_ms: i,
                 excerpt: String::new(),
+                fingerprint: None,
             });
         }
         let all = |f: &Filter| query(&file, f).unwrap();

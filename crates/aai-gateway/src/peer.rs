@@ -69,6 +69,22 @@ pub async fn owner(local: SocketAddr, remote: SocketAddr, os: crate::host::Os) -
     }
 }
 
+/// [`owner`] on this host, as the sign-in's loopback callback asks it
+/// ([`crate::auth::oauth::OwnerOf`]).
+pub fn of_callback(
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::auth::oauth::Owner> + Send>> {
+    use crate::auth::oauth::Owner;
+    Box::pin(async move {
+        match owner(local, remote, crate::host::Host::current().os()).await {
+            Peer::Owner => Owner::Me,
+            Peer::Other(uid) => Owner::Other(uid),
+            Peer::Unknown => Owner::Unknown,
+        }
+    })
+}
+
 /// Whether `os` can tell who owns a loopback peer.
 pub fn provable_on(os: crate::host::Os) -> bool {
     matches!(

@@ -18,8 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aai_descriptor::Tool;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::auth::Authenticator;
 use crate::consent::Gate;
@@ -30,6 +29,10 @@ use crate::history::Sink;
 use crate::host::Os;
 use crate::registry::{Missing, Snapshot};
 use crate::telemetry::{self, Kind};
+
+mod args;
+pub use args::prepare_args;
+use args::validate;
 
 /// Why the call path refused a call before any executor ran. `From<Error> for
 /// GatewayError` below gives the wire codes and `data`.
@@ -100,7 +103,7 @@ pub enum Error {
         field: String,
     },
     /// Validation ran out of its time (a regex on hostile input).
-    #[error("validation took too long (over {} s); the arguments were refused", VALIDATION_DEADLINE.as_secs())]
+    #[error("validation took too long (over {} s); the arguments were refused", args::VALIDATION_DEADLINE.as_secs())]
     ValidationSlow,
     /// Validation's blocking task failed.
     #[error("validating the arguments failed: {0}")]
@@ -162,9 +165,6 @@ impl From<Error> for GatewayError {
 /// How long a prompt to an ACP agent may run when its descriptor sets no timeout.
 const AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// At most this many schema violations are listed in one INVALID_PARAMS error.
-const MAX_REPORTED_VIOLATIONS: usize = 5;
-
 /// Who asks for a call, and how to ask the user about it.
 #[derive(Clone)]
 pub struct Origin {
@@ -205,6 +205,8 @@ struct Trace {
     tool: Option<String>,
     /// The rate limit that refused it.
     limited: Option<crate::ratelimit::Scope>,
+    /// The fingerprint of the tool's definition (`consent::fingerprint`).
+    fingerprint: Option<String>,
     /// The secrets the request carried (scrubbed from the excerpt).
     secrets: Vec<String>,
 }
@@ -463,6 +465,18 @@ impl Pipeline {
         (!self.consent.start_allowed(&entry.app.id, &start)).then_some(start)
     }
 
+    /// What starting `entry`'s app runs, for a question about one of its tools to name,
+    /// unless it may start in every run: an "always" answer then covers the command it
+    /// named, and a start allowed for this run only is named again.
+    pub fn start_to_name(&self, entry: &crate::registry::Entry) -> Option<crate::consent::Start> {
+        let mut start = crate::exec::start::start_of(&entry.binding().executor, base_dir(entry))?;
+        if self.consent.start_remembered(&entry.app.id, &start) {
+            return None;
+        }
+        start.allowed = self.consent.start_allowed(&entry.app.id, &start);
+        Some(start)
+    }
+
     /// Whether `entry` is a downstream MCP server that may not start yet, so that its
     /// tools (if listed in an earlier run) are shown but nothing is started for them.
     pub fn unapproved_server(&self, entry: &crate::registry::Entry) -> bool {
@@ -568,6 +582,7 @@ impl Pipeline {
                 code,
                 duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
                 excerpt,
+                fingerprint: trace.fingerprint,
             });
         }
         result
@@ -585,7 +600,15 @@ impl Pipeline {
     ) -> Option<crate::consent::Question> {
         let snapshot = self.view(self.snapshot().await, caller);
         let entry = snapshot.find(app)?;
-        let start = self.start_to_approve(entry);
+        // A listed tool's question names the command unless it may start in every run.
+        let start = if entry.binding().tool(tool).is_some() {
+            self.start_to_name(entry)
+        } else {
+            self.start_to_approve(entry)
+        };
+        let definition = entry.binding().tool(tool);
+        let definition =
+            definition.map(|t| Arc::new(crate::consent::fingerprint::Definition::of(t)));
         let (name, description, read_only) = match entry.binding().tool(tool) {
             Some(t) => (t.name.clone(), t.description.clone(), t.read_only),
             // A server that has not run yet has not listed its tools: the question names
@@ -595,7 +618,7 @@ impl Pipeline {
             }
             None => return None,
         };
-        let question = crate::consent::Question {
+        let mut question = crate::consent::Question {
             caller: caller.clone(),
             app: entry.app.id.clone(),
             app_name: snapshot.name(entry).to_owned(),
@@ -609,8 +632,13 @@ impl Pipeline {
                 .await
                 .ok()?,
             start,
+            definition,
+            changed: None,
         };
-        self.consent.would_ask(&question).then_some(question)
+        self.consent.would_ask(&question).then(|| {
+            self.consent.explain(&mut question);
+            question
+        })
     }
 
     /// The snapshot to show `app`'s guide from, and a note to put above it. A downstream
@@ -649,6 +677,8 @@ impl Pipeline {
                 args: None,
                 read_only: false,
                 remember: true,
+                definition: None,
+                changed: None,
             };
             if let Err(e) = self
                 .consent
@@ -753,6 +783,8 @@ impl Pipeline {
                 args: None,
                 read_only: false,
                 remember: true,
+                definition: None,
+                changed: None,
             };
             self.asked(&question, origin, spans)
                 .await
@@ -770,6 +802,9 @@ impl Pipeline {
             return Err(no_such_tool(app_id, binding, tool).at(app_id, tool));
         };
         trace.tool = Some(tool.name.clone());
+        // What an "always" answer is tied to, and history records.
+        let definition = Arc::new(crate::consent::fingerprint::Definition::of(tool));
+        trace.fingerprint = Some(definition.fingerprint.clone());
         let args = validate(tool, args)
             .await
             .map_err(|e| e.at(app_id, &tool.name))?;
@@ -792,11 +827,13 @@ impl Pipeline {
                 .site_to_check(app_id, binding, &origin.caller)
                 .await
                 .map_err(|e| e.at(app_id, &tool.name))?,
-            start: self.start_to_approve(entry),
+            start: self.start_to_name(entry),
+            definition: Some(definition),
+            changed: None,
         };
         // Asked already, unless what starts changed while the user was asked (the
         // descriptor was edited): the new command is asked about again.
-        if !asked || question.start.is_some() {
+        if !asked || self.start_to_approve(entry).is_some() {
             self.asked(&question, origin, spans)
                 .await
                 .map_err(|e| e.at(app_id, &tool.name))?;
@@ -1033,6 +1070,8 @@ impl Pipeline {
             args: None,
             read_only: false,
             remember: false,
+            definition: None,
+            changed: None,
         };
         self.asked(&question, origin, spans).await?;
         for (app, start) in change.starts() {
@@ -1257,165 +1296,10 @@ fn looks_like_domain(app: &str) -> bool {
             .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
 }
 
-/// How long validating one call's arguments may take.
-const VALIDATION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// [`prepare_args`], off the async workers when the schema runs regexes (whose cost
-/// depends on the arguments), with a deadline.
-async fn validate(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayError> {
-    if !tool.parameters.has_patterns() {
-        return prepare_args(tool, args);
-    }
-    let owned = tool.clone();
-    let work = tokio::task::spawn_blocking(move || prepare_args(&owned, args));
-    match tokio::time::timeout(VALIDATION_DEADLINE, work).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(e)) => Err(Error::ValidationFailed(e.to_string()).into()),
-        Err(_) => Err(Error::ValidationSlow.into()),
-    }
-}
-
-/// Applies schema defaults and validates; errors name the field, never the value.
-pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayError> {
-    let mut args = match args {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v,
-        Some(other) => {
-            return Err(Error::NotObject(aai_descriptor::read::type_name(&other)).into());
-        }
-    };
-    let schema = tool.parameters.json();
-    apply_defaults(schema, schema, &mut args, 0);
-    let validator = tool
-        .parameters
-        .validator()
-        .map_err(|e| Error::Schema(e.to_string()))?;
-    let mut declared = None;
-    let violations: Vec<(String, String)> = validator
-        .iter_errors(&args)
-        .take(MAX_REPORTED_VIOLATIONS)
-        .map(|e| {
-            use jsonschema::error::ValidationErrorKind as Kind;
-            // Object keys are data too: only names the schema declares are shown.
-            let declared = declared.get_or_insert_with(|| declared_names(schema));
-            let mut field = masked_path(e.instance_path().as_str(), &args, declared);
-            let message = match e.kind() {
-                Kind::Required { property } => {
-                    if let Some(p) = property.as_str() {
-                        field = aai_descriptor::diagnostic::join_pointer(&field, p);
-                    }
-                    return (field, "is a required property".to_owned());
-                }
-                Kind::AdditionalProperties { .. } | Kind::UnevaluatedProperties { .. } => {
-                    "has properties that are not allowed".to_owned()
-                }
-                Kind::PropertyNames { .. } => "has a property name that is not allowed".to_owned(),
-                _ => e.masked_with("the value").to_string(),
-            };
-            (field, format!(": {message}"))
-        })
-        .collect();
-    if let Some((field, _)) = violations.first() {
-        let detail = violations
-            .iter()
-            .map(|(f, m)| {
-                if f.is_empty() {
-                    m.trim_start_matches(": ").to_owned()
-                } else if let Some(m) = m.strip_prefix(": ") {
-                    format!("`{f}`: {m}")
-                } else {
-                    format!("`{f}` {m}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(Error::Invalid {
-            detail,
-            field: field.clone(),
-        }
-        .into());
-    }
-    Ok(args)
-}
-
-/// Every property name the schema declares (`properties` keys and `required` entries,
-/// anywhere in it): the object keys an error may show.
-fn declared_names(schema: &Value) -> std::collections::HashSet<&str> {
-    let mut names = std::collections::HashSet::new();
-    let mut todo = vec![schema];
-    while let Some(v) = todo.pop() {
-        match v {
-            Value::Object(map) => {
-                if let Some(Value::Object(props)) = map.get("properties") {
-                    names.extend(props.keys().map(String::as_str));
-                }
-                if let Some(Value::Array(req)) = map.get("required") {
-                    names.extend(req.iter().filter_map(Value::as_str));
-                }
-                todo.extend(
-                    map.iter()
-                        .filter(|(k, _)| {
-                            !matches!(k.as_str(), "enum" | "const" | "default" | "examples")
-                        })
-                        .map(|(_, v)| v),
-                );
-            }
-            Value::Array(items) => todo.extend(items),
-            _ => {}
-        }
-    }
-    names
-}
-
-/// `pointer` into `args` with every object key the schema does not declare replaced by
-/// `*` (array indexes stay), so a map's keys never reach an error.
-fn masked_path(pointer: &str, args: &Value, declared: &std::collections::HashSet<&str>) -> String {
-    let mut out = String::new();
-    let mut at = Some(args);
-    for raw in pointer.split('/').skip(1) {
-        let key = raw.replace("~1", "/").replace("~0", "~");
-        let shown = match at {
-            Some(Value::Array(_)) if key.parse::<usize>().is_ok() => raw.to_owned(),
-            Some(Value::Object(_)) if declared.contains(key.as_str()) => raw.to_owned(),
-            _ => "*".to_owned(),
-        };
-        at = at.and_then(|v| match v {
-            Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
-            Value::Object(map) => map.get(&key),
-            _ => None,
-        });
-        out.push('/');
-        out.push_str(&shown);
-    }
-    out
-}
-
-/// Fills absent properties that have a `default`, in nested objects too.
-fn apply_defaults(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
-    if depth > 8 {
-        return;
-    }
-    let schema = aai_descriptor::schema::follow_ref(root, schema);
-    let (Some(props), Value::Object(map)) =
-        (schema.get("properties").and_then(Value::as_object), value)
-    else {
-        return;
-    };
-    for (name, prop) in props {
-        match map.get_mut(name) {
-            Some(child) => apply_defaults(root, prop, child, depth + 1),
-            None => {
-                if let Some(default) = prop.get("default") {
-                    map.insert(name.clone(), default.clone());
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aai_descriptor::Tool;
     use serde_json::json;
 
     fn tool(schema: Value) -> Tool {

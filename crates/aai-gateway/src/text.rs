@@ -48,6 +48,49 @@ pub fn scrub(text: &str, forms: &[String]) -> String {
     out
 }
 
+/// `text` with what it carries of secrets masked: a URL's password and the values of
+/// secret-looking query parameters (`postgres://u:***@h/db`, `…?api_key=***`), and a
+/// `Bearer …` or `Basic …` credential.
+pub fn mask_secrets(text: &str) -> String {
+    mask_secrets_with(text, aai_descriptor::looks_secret)
+}
+
+/// [`mask_secrets`], with `secret` deciding which query parameter names are secret.
+pub fn mask_secrets_with(text: &str, secret: impl Fn(&str) -> bool) -> String {
+    let mut out = text.to_owned();
+    if let Some(scheme_end) = text.find("://") {
+        let rest = &text[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let start = scheme_end + 3 + colon + 1;
+            out.replace_range(start..scheme_end + 3 + at, "***");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if secret(name) => format!("{name}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", masked.join("&"));
+    }
+    for scheme in ["Bearer ", "bearer ", "Basic ", "basic "] {
+        if let Some(at) = out.find(scheme) {
+            let start = at + scheme.len();
+            let end = out[start..]
+                .find(char::is_whitespace)
+                .map_or(out.len(), |e| start + e);
+            out.replace_range(start..end, "***");
+        }
+    }
+    out
+}
+
 /// A connection URL without its password (`postgres://u:***@host/db`): the user part's
 /// password and a `password` query parameter are replaced by `***`. Text that is not a URL
 /// loses everything between `://` and its last `@`.

@@ -59,8 +59,12 @@ fn only_under(needle: &str, allowed: &[&str]) {
 
 #[test]
 fn only_mcp_knows_rmcp() {
-    // The server side in `mcp/`, the client of downstream servers in `exec/mcp/client.rs`.
-    only_under("rmcp::", &["mcp/", "exec/mcp/client.rs"]);
+    // The server side in `mcp/`, the client of downstream servers in `exec/mcp/client.rs`
+    // and what those servers ask of the client in `exec/mcp/asks.rs`.
+    only_under(
+        "rmcp::",
+        &["mcp/", "exec/mcp/client.rs", "exec/mcp/asks.rs"],
+    );
     only_under("axum::", &["listen.rs", "ui/", "mcp/http.rs"]);
     // Only the front doors that serve MCP start it.
     only_under("crate::mcp", &["mcp/", "cli/mod.rs", "listen.rs"]);

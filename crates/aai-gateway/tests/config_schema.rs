@@ -38,6 +38,15 @@ fn every_documented_key_is_in_the_schema() {
             };
             assert!(!at.is_null(), "`{key}` is documented but not in the schema");
         }
+        // Every key the schema takes is read by the gateway: none is documented as not in
+        // effect (a stale "no" once hid that the team's sign-in works).
+        let effect = line
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap()
+            .trim();
+        assert_eq!(effect, "yes", "`{key}` is documented as not in effect");
         keys += 1;
     }
     assert!(keys >= 20, "only {keys} documented keys found");

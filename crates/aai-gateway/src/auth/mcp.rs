@@ -650,6 +650,8 @@ pub struct AuthServer {
     /// Whether it says it takes PKCE with S256 (a sign-in refuses a server that does
     /// not; checking its tokens does not need it).
     pub pkce: bool,
+    /// What the `iss` of its authorization responses must say (RFC 9207).
+    pub answers_as: oauth::Issuer,
 }
 
 /// Reads the authorization server's metadata (RFC 8414, then OpenID Connect discovery, at
@@ -732,6 +734,11 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
             },
             introspection_endpoint: endpoint("introspection_endpoint")?,
             pkce,
+            answers_as: if found.is_empty() {
+                oauth::Issuer::undescribed(&plan.issuer)
+            } else {
+                oauth::Issuer::described(found, sends_iss(&doc))
+            },
         });
     }
     if plan.described {
@@ -756,7 +763,50 @@ pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
         introspection_endpoint: None,
         // The 2025-03-26 revision required PKCE of every server.
         pkce: true,
+        answers_as: oauth::Issuer::undescribed(&at("/authorize")),
     })
+}
+
+/// Whether authorization server metadata says its authorization responses carry `iss`
+/// (RFC 9207).
+fn sends_iss(doc: &Value) -> bool {
+    doc.get("authorization_response_iss_parameter_supported")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// What the `iss` of answers from the authorization endpoint `endpoint` (a web app's
+/// descriptor names no issuer) must say: the metadata on the endpoint's origin (RFC 8414,
+/// then OpenID Connect discovery), when it describes that endpoint; else only that an
+/// `iss` be on the endpoint's origin. A server that cannot be asked has no metadata.
+pub(crate) async fn issuer_of(endpoint: &str) -> oauth::Issuer {
+    let Ok(parsed) = fetchable("the authorization endpoint", endpoint) else {
+        return oauth::Issuer::undescribed(endpoint);
+    };
+    for path in [
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+    ] {
+        let mut at = parsed.clone();
+        at.set_path(path);
+        at.set_query(None);
+        at.set_fragment(None);
+        let doc = match fetch_json("the authorization server metadata", &at).await {
+            Ok(Some(doc)) => doc,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("no authorization server metadata: {e}");
+                continue;
+            }
+        };
+        let text = |k: &str| doc.get(k).and_then(Value::as_str);
+        if let (Some(issuer), Some(described)) = (text("issuer"), text("authorization_endpoint"))
+            && described == endpoint
+        {
+            return oauth::Issuer::described(issuer, sends_iss(&doc));
+        }
+    }
+    oauth::Issuer::undescribed(endpoint)
 }
 
 /// The client the gateway signs in as.
@@ -882,6 +932,7 @@ pub async fn authorize(
     scopes: Option<&[String]>,
     listener: &tokio::net::TcpListener,
     open: &(dyn Fn(&str) + Sync),
+    owner_of: oauth::OwnerOf,
 ) -> Result<Tokens, Error> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let redirect_uri = redirect_uri(port);
@@ -907,9 +958,18 @@ pub async fn authorize(
         }
     }
     open(url.as_str());
-    let code = tokio::time::timeout(oauth::LOGIN_TIMEOUT, oauth::wait_for_code(listener, &state))
-        .await
-        .map_err(|_| oauth::Error::NobodySignedIn)??;
+    let expected = oauth::Expected {
+        state: &state,
+        issuer: &server.answers_as,
+        authorization_url: url.as_str(),
+        owner_of,
+    };
+    let code = tokio::time::timeout(
+        oauth::LOGIN_TIMEOUT,
+        oauth::wait_for_code(listener, &expected),
+    )
+    .await
+    .map_err(|_| oauth::Error::NobodySignedIn)??;
     let form = vec![
         ("grant_type", "authorization_code".to_owned()),
         ("code", code),
@@ -1101,6 +1161,8 @@ pub struct SignIn<'a> {
     pub before: Option<&'a Grant>,
     /// Config `oauthClientMetadataUrl`.
     pub client_document: Option<&'a str>,
+    /// Who owns a connection to the loopback callback (`crate::peer` answers).
+    pub owner_of: oauth::OwnerOf,
 }
 
 /// Signs in: the authorization server's metadata, the client, the browser (`open` shows
@@ -1149,6 +1211,7 @@ pub async fn sign_in(
             scopes.as_deref(),
             &listener,
             open,
+            s.owner_of,
         )
         .await?;
         match check(&s.plan.server, &tokens.access_token).await? {

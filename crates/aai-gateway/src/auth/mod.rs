@@ -170,6 +170,9 @@ pub struct Material {
     pub headers: Vec<(String, Secret)>,
     /// Query parameters to add.
     pub query: Vec<(String, Secret)>,
+    /// Secrets the request does not carry but a service may echo (an OAuth sign-in's
+    /// refresh token): scrubbed like the others.
+    pub unsent: Vec<Secret>,
 }
 
 impl Material {
@@ -180,7 +183,8 @@ impl Material {
             self.headers
                 .iter()
                 .chain(&self.query)
-                .map(|(_, s)| s.expose()),
+                .map(|(_, s)| s.expose())
+                .chain(self.unsent.iter().map(Secret::expose)),
         )
     }
 }
@@ -350,12 +354,12 @@ impl Authenticator {
         let Some(tokens) = grant.tokens.as_ref().filter(|_| grant.serves(url)) else {
             return Ok(None);
         };
-        let token = if tokens.expiring() && tokens.refresh_token.is_some() {
-            self.refresh_mcp(app, &grant).await?.access_token
+        let tokens = if tokens.expiring() && tokens.refresh_token.is_some() {
+            self.refresh_mcp(app, &grant).await?
         } else {
-            tokens.access_token.clone()
+            tokens.clone()
         };
-        Ok(Some(bearer(&token)))
+        Ok(Some(oauth_bearer(&tokens)))
     }
 
     /// After a remote MCP server refused the token (401): refreshes it. Returns whether
@@ -485,11 +489,11 @@ impl Authenticator {
                 Ok(match k.location {
                     KeyLocation::Header => Material {
                         headers: vec![(k.name.clone(), value)],
-                        query: Vec::new(),
+                        ..Material::default()
                     },
                     KeyLocation::Query => Material {
-                        headers: Vec::new(),
                         query: vec![(k.name.clone(), value)],
+                        ..Material::default()
                     },
                 })
             }
@@ -524,7 +528,7 @@ impl Authenticator {
                 }
                 Ok(Material {
                     headers: vec![("Cookie".to_owned(), cookies)],
-                    query: Vec::new(),
+                    ..Material::default()
                 })
             }
             Auth::AppCredential(a) => {
@@ -554,7 +558,7 @@ impl Authenticator {
                 } else {
                     tokens
                 };
-                Ok(bearer(&tokens.access_token))
+                Ok(oauth_bearer(&tokens))
             }
         }
     }
@@ -713,7 +717,16 @@ fn bearer(token: &Secret) -> Material {
             "Authorization".to_owned(),
             Secret::new(format!("Bearer {}", token.expose())),
         )],
-        query: Vec::new(),
+        ..Material::default()
+    }
+}
+
+/// The bearer material of OAuth tokens: the access token sent, the refresh token only
+/// scrubbed from what comes back.
+fn oauth_bearer(tokens: &oauth::Tokens) -> Material {
+    Material {
+        unsent: tokens.refresh_token.iter().cloned().collect(),
+        ..bearer(&tokens.access_token)
     }
 }
 

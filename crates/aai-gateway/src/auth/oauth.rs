@@ -1,14 +1,25 @@
 //! OAuth 2 for web apps: authorization code + PKCE (S256) + `state`, with the native-app
 //! loopback redirect of RFC 8252 (`http://127.0.0.1:<ephemeral port>/callback`).
 //!
-//! `aai-gateway auth login <app>` opens the authorization URL with `$BROWSER` when set (a
-//! command; `%s` stands for the URL, else it is appended), else `xdg-open` / `open` /
-//! `start`, waits (5 minutes at most) for the redirect, checks `state`, exchanges the code
-//! with the verifier, and stores the tokens in the credential store. Calls use the access
-//! token and refresh it a minute before it expires (halfway for short-lived tokens) and
-//! once after a 401; a rotated refresh
-//! token replaces the old one. The client id comes from config `apps.<id>.clientId`, else
-//! the descriptor's `oauth2.clientId` (public clients; no client secret).
+//! `aai-gateway auth login <app>` prints the authorization URL on the terminal and opens
+//! the callback listener's `/start` address with `$BROWSER` when set (a command; `%s`
+//! stands for the address, else it is appended), else `xdg-open` / `open` / `start`: the
+//! listener redirects its owner's browser to the authorization URL, so the `state` never
+//! sits in a command line other users can read. It waits (5 minutes at most) for the
+//! redirect, checks `state` and, per RFC 9207, `iss`, exchanges the code with the
+//! verifier, and stores the tokens in the credential store. Calls use the access token and
+//! refresh it a minute before it expires (halfway for short-lived tokens) and once after a
+//! 401; a rotated refresh token replaces the old one. The client id comes from config
+//! `apps.<id>.clientId`, else the descriptor's `oauth2.clientId` (public clients; no client
+//! secret).
+//!
+//! The loopback callback serves only the gateway's own user, as the HTTP listener does:
+//! the front door hands in how to ask the OS who owns a connection ([`OwnerOf`], which
+//! `crate::peer` answers), and another user's connection is closed unread. Where the OS
+//! cannot prove a connection's owner, `/callback` still takes it (the `state` proves the
+//! answer), and `/start`, which reveals the `state`, does not. A request without this
+//! sign-in's `state` (forged, stale, or a stray visit) gets an error page and the wait
+//! goes on.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -26,6 +37,87 @@ pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long the loopback callback waits for a connection's request.
 const CALLBACK_READ: Duration = Duration::from_secs(3);
+
+/// The path of the callback listener that sends its owner's browser on to the
+/// authorization URL.
+const START_PATH: &str = "/start";
+
+/// Who owns a connection to the loopback callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// A process of the gateway's own user.
+    Me,
+    /// A process of another user (its uid).
+    Other(u32),
+    /// The OS could not say.
+    Unknown,
+}
+
+/// How the callback asks who owns the connection from `remote` (second) to its `local`
+/// address (first): `crate::peer` answers; `auth` cannot ask it itself, as it sits below
+/// the modules that run programs.
+pub type OwnerOf = fn(
+    std::net::SocketAddr,
+    std::net::SocketAddr,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Owner> + Send>>;
+
+/// The authorization server a callback's `iss` must name (RFC 9207).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issuer {
+    /// Its issuer identifier (from its metadata), or, when no metadata is known, the
+    /// origin of its authorization endpoint.
+    id: String,
+    /// Whether `id` is the issuer identifier itself (compared whole) rather than an origin.
+    exact: bool,
+    /// Whether its metadata says it sends `iss`
+    /// (`authorization_response_iss_parameter_supported`): an answer without it is refused.
+    required: bool,
+}
+
+impl Issuer {
+    /// The issuer its metadata names, and whether the metadata says it sends `iss`.
+    pub fn described(issuer: &str, sends_iss: bool) -> Issuer {
+        Issuer {
+            id: issuer.to_owned(),
+            exact: true,
+            required: sends_iss,
+        }
+    }
+
+    /// An authorization server without known metadata: an `iss`, when sent, must be on the
+    /// origin of its authorization endpoint.
+    pub fn undescribed(authorization_endpoint: &str) -> Issuer {
+        Issuer {
+            id: super::mcp::origin(authorization_endpoint),
+            exact: false,
+            required: false,
+        }
+    }
+
+    /// Whether an answer with this `iss` (or none) comes from this server.
+    pub fn accepts(&self, iss: Option<&str>) -> bool {
+        match iss {
+            None => !self.required,
+            Some(iss) if self.exact => iss == self.id,
+            Some(iss) => {
+                reqwest::Url::parse(iss).is_ok_and(|u| u.origin().ascii_serialization() == self.id)
+            }
+        }
+    }
+}
+
+/// What the callback must see of one authorization request.
+#[derive(Debug)]
+pub(crate) struct Expected<'a> {
+    /// The `state` sent.
+    pub(crate) state: &'a str,
+    /// The authorization server asked.
+    pub(crate) issuer: &'a Issuer,
+    /// The authorization URL (where `/start` sends the owner's browser).
+    pub(crate) authorization_url: &'a str,
+    /// Who owns a connection.
+    pub(crate) owner_of: OwnerOf,
+}
 
 /// Tokens as stored.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -106,11 +198,13 @@ pub(crate) async fn post_token_endpoint(
     Ok((status, value))
 }
 
-/// Runs the browser sign-in and returns the tokens. `open` shows the URL to the user.
+/// Runs the browser sign-in and returns the tokens. `open` shows the URL to the user;
+/// `owner_of` says who owns each connection to the loopback callback.
 pub async fn login(
     oauth: &OAuth2,
     client_id: &str,
     open: impl FnOnce(&str),
+    owner_of: OwnerOf,
 ) -> Result<Tokens, Error> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -120,6 +214,7 @@ pub async fn login(
     let state = random_token(32);
     let verifier = random_token(64);
     let mut url = reqwest::Url::parse(&oauth.authorization_endpoint).map_err(Error::Endpoint)?;
+    let issuer = super::mcp::issuer_of(&oauth.authorization_endpoint).await;
     url.query_pairs_mut()
         .append_pair("response_type", "code")
         .append_pair("client_id", client_id)
@@ -129,7 +224,13 @@ pub async fn login(
         .append_pair("code_challenge", &challenge(&verifier))
         .append_pair("code_challenge_method", "S256");
     open(url.as_str());
-    let code = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_code(&listener, &state))
+    let expected = Expected {
+        state: &state,
+        issuer: &issuer,
+        authorization_url: url.as_str(),
+        owner_of,
+    };
+    let code = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_code(&listener, &expected))
         .await
         .map_err(|_| Error::NobodySignedIn)??;
     let form = [
@@ -177,9 +278,16 @@ pub enum Error {
     /// Accepting the redirect failed.
     #[error("the sign-in redirect failed: {0}")]
     Redirect(std::io::Error),
-    /// The redirect's `state` is not ours.
-    #[error("the sign-in redirect carried the wrong `state`")]
-    WrongState,
+    /// The redirect did not come from the authorization server asked (RFC 9207 `iss`).
+    #[error(
+        "the sign-in answer came from another authorization server than the one asked (its `iss` is {found}, expected {expected}); refused"
+    )]
+    WrongIssuer {
+        /// What the answer said (`none` when it said nothing), cut short.
+        found: String,
+        /// The issuer asked.
+        expected: String,
+    },
     /// The provider sent an error to the redirect.
     #[error("the provider refused: {0}")]
     ProviderRefused(String),
@@ -199,7 +307,7 @@ impl From<Error> for GatewayError {
     fn from(e: Error) -> GatewayError {
         let code = match e {
             Error::Refused { .. }
-            | Error::WrongState
+            | Error::WrongIssuer { .. }
             | Error::ProviderRefused(_)
             | Error::NoCode => Code::AuthDenied,
             Error::NoRefreshToken => Code::AuthExpired,
@@ -301,70 +409,406 @@ pub(crate) fn read_tokens(
     }
 }
 
-/// Accepts connections until one brings `/callback` with our `state`; answers each.
+/// The address a browser may open for the authorization URL `url`: the `/start` of its
+/// loopback callback, which redirects its owner there, so that the `state` stays out of
+/// command lines other users can read. Only where the OS proves who connects: elsewhere
+/// the callback never serves `/start`.
+pub fn start_address(url: &str) -> Option<String> {
+    let url = reqwest::Url::parse(url).ok()?;
+    let (_, redirect) = url.query_pairs().find(|(k, _)| k == "redirect_uri")?;
+    let mut start = reqwest::Url::parse(&redirect).ok()?;
+    let loopback = start.scheme() == "http"
+        && start.host_str() == Some("127.0.0.1")
+        && start.path() == "/callback";
+    if !loopback {
+        return None;
+    }
+    start.set_path(START_PATH);
+    start.set_query(None);
+    Some(start.to_string())
+}
+
+/// What a request to `/callback` is.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Not this sign-in's answer (no or another `state`): shown an error page, the wait
+    /// goes on.
+    Ignored,
+    /// This sign-in's answer: its code, or why it failed.
+    Answer(Result<String, AnswerError>),
+}
+
+/// Why this sign-in's answer carries no usable code.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AnswerError {
+    /// `iss` names another server, or is missing where it must be.
+    Issuer(Option<String>),
+    /// The provider refused (`error`, `error_description`).
+    Refused(String),
+    /// No `code`.
+    NoCode,
+}
+
+/// Judges the query of a request to `/callback` (RFC 6749 4.1.2, RFC 9207).
+pub(crate) fn judge(query: &str, expected: &Expected<'_>) -> Verdict {
+    let params: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let state = get("state");
+    // Compared in constant time (the length still shows; it is fixed).
+    let ours = state.as_deref().is_some_and(|s| {
+        s.len() == expected.state.len()
+            && s.bytes()
+                .zip(expected.state.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    });
+    if !ours {
+        return Verdict::Ignored;
+    }
+    let iss = get("iss");
+    if !expected.issuer.accepts(iss.as_deref()) {
+        return Verdict::Answer(Err(AnswerError::Issuer(iss)));
+    }
+    Verdict::Answer(if let Some(error) = get("error") {
+        let detail = get("error_description")
+            .map(|d| format!("{error}: {d}"))
+            .unwrap_or(error);
+        Err(AnswerError::Refused(printable(&detail, 300)))
+    } else if let Some(code) = get("code") {
+        Ok(code)
+    } else {
+        Err(AnswerError::NoCode)
+    })
+}
+
+/// Accepts connections until one brings `/callback` with this sign-in's `state`; answers
+/// each. Another user's connections are closed unread; `/start` sends the owner's browser
+/// to the authorization URL.
 pub(crate) async fn wait_for_code(
     listener: &tokio::net::TcpListener,
-    state: &str,
+    expected: &Expected<'_>,
 ) -> Result<String, Error> {
     loop {
-        let (mut socket, _) = listener.accept().await.map_err(Error::Redirect)?;
-        let mut buf = vec![0u8; 16 * 1024];
-        // A connection that sends nothing (a browser's preconnect) is dropped after a few
-        // seconds, so the redirect behind it is read.
-        let n = match tokio::time::timeout(CALLBACK_READ, socket.read(&mut buf)).await {
-            Ok(Ok(n)) => n,
-            _ => continue,
-        };
-        let request = String::from_utf8_lossy(&buf[..n]);
-        let target = request.split_whitespace().nth(1).unwrap_or("");
-        let Some(query) = target.strip_prefix("/callback?") else {
-            let _ = socket
-                .write_all(
-                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                )
-                .await;
+        let (mut socket, remote) = listener.accept().await.map_err(Error::Redirect)?;
+        let Ok(local) = socket.local_addr() else {
             continue;
         };
-        let params: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
-            .into_owned()
-            .collect();
-        let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        let (page, result) = if get("state").as_deref() != Some(state) {
-            (
-                "The sign-in answer did not match this request; try again.",
-                Err(Error::WrongState),
-            )
-        } else if let Some(error) = get("error") {
-            let detail = get("error_description")
-                .map(|d| format!("{error}: {d}"))
-                .unwrap_or(error);
-            let detail = printable(&detail, 300);
-            (
-                "The sign-in was not completed. You can close this tab.",
-                Err(Error::ProviderRefused(detail)),
-            )
-        } else if let Some(code) = get("code") {
-            (
-                "Signed in. You can close this tab and go back to your agent.",
-                Ok(code),
-            )
-        } else {
-            ("The sign-in answer carried no code.", Err(Error::NoCode))
+        let proven = match (expected.owner_of)(local, remote).await {
+            Owner::Me => true,
+            Owner::Other(uid) => {
+                tracing::warn!(%remote, uid, "refused a connection of another user to the sign-in callback");
+                continue;
+            }
+            // The `state` proves an answer; nothing that reveals it is served.
+            Owner::Unknown => false,
         };
-        let html =
-            format!("<!doctype html><meta charset=utf-8><title>aai-gateway</title><p>{page}</p>");
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            html.len()
-        );
-        let _ = socket.write_all(head.as_bytes()).await;
-        let _ = socket.write_all(html.as_bytes()).await;
-        return result;
+        // A connection that sends nothing (a browser's preconnect) is dropped after a few
+        // seconds, so the redirect behind it is read.
+        let Some(target) = request_target(&mut socket).await else {
+            continue;
+        };
+        let (status, page) = if target == START_PATH {
+            if proven {
+                let _ = socket
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 303 See Other\r\nlocation: {}\r\ncache-control: no-store\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                            expected.authorization_url
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+                continue;
+            }
+            (
+                "403 Forbidden",
+                "This sign-in cannot be started here; open the address the terminal shows.",
+            )
+        } else if let Some(query) = target.strip_prefix("/callback?") {
+            match judge(query, expected) {
+                Verdict::Ignored => (
+                    "400 Bad Request",
+                    "This answer is not for the sign-in in progress; it was ignored.",
+                ),
+                Verdict::Answer(answer) => {
+                    let (page, result) = match answer {
+                        Ok(code) => (
+                            "Signed in. You can close this tab and go back to your agent.",
+                            Ok(code),
+                        ),
+                        Err(AnswerError::Issuer(found)) => (
+                            "The sign-in answer came from another authorization server; it was refused.",
+                            Err(Error::WrongIssuer {
+                                found: found.map_or_else(
+                                    || "none".to_owned(),
+                                    |f| format!("`{}`", printable(&f, 100)),
+                                ),
+                                expected: format!("`{}`", printable(&expected.issuer.id, 100)),
+                            }),
+                        ),
+                        Err(AnswerError::Refused(detail)) => (
+                            "The sign-in was not completed. You can close this tab.",
+                            Err(Error::ProviderRefused(detail)),
+                        ),
+                        Err(AnswerError::NoCode) => {
+                            ("The sign-in answer carried no code.", Err(Error::NoCode))
+                        }
+                    };
+                    answer_page(&mut socket, "200 OK", page).await;
+                    return result;
+                }
+            }
+        } else {
+            ("404 Not Found", "Nothing is here.")
+        };
+        answer_page(&mut socket, status, page).await;
     }
+}
+
+/// The target of the request on `socket` (`/callback?…`), read within [`CALLBACK_READ`].
+async fn request_target(socket: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut filled = 0;
+    let read_line = async {
+        // The request line may come in pieces; the rest of the request is not needed.
+        while filled < buf.len() {
+            let n = socket.read(&mut buf[filled..]).await.ok()?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+            if buf[..filled].windows(2).any(|w| w == b"\r\n") {
+                break;
+            }
+        }
+        Some(())
+    };
+    tokio::time::timeout(CALLBACK_READ, read_line)
+        .await
+        .ok()??;
+    let request = String::from_utf8_lossy(&buf[..filled]);
+    let mut words = request.split_whitespace();
+    (words.next() == Some("GET")).then_some(())?;
+    words.next().map(str::to_owned)
+}
+
+/// Answers with a small page saying `text`, and closes.
+async fn answer_page(socket: &mut tokio::net::TcpStream, status: &str, text: &str) {
+    let html =
+        format!("<!doctype html><meta charset=utf-8><title>aai-gateway</title><p>{text}</p>");
+    let head = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncache-control: no-store\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        html.len()
+    );
+    let _ = socket.write_all(head.as_bytes()).await;
+    let _ = socket.write_all(html.as_bytes()).await;
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    const STATE: &str = "s7ate-of-this-sign-in";
+    const AUTHORIZE: &str = "https://as.example/authorize?state=s7ate-of-this-sign-in";
+
+    fn me(
+        _: std::net::SocketAddr,
+        _: std::net::SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Owner> + Send>> {
+        Box::pin(async { Owner::Me })
+    }
+
+    fn expected(issuer: &Issuer, owner_of: OwnerOf) -> Expected<'_> {
+        Expected {
+            state: STATE,
+            issuer,
+            authorization_url: AUTHORIZE,
+            owner_of,
+        }
+    }
+
+    #[test]
+    fn only_this_sign_ins_answer_from_its_issuer_is_taken() {
+        let described = Issuer::described("https://as.example", true);
+        let e = expected(&described, me);
+        let answer = |q: &str| judge(q, &e);
+        // Not ours: ignored, whatever else it says.
+        assert_eq!(answer("code=c&state=forged"), Verdict::Ignored);
+        assert_eq!(answer("code=c"), Verdict::Ignored);
+        assert_eq!(
+            answer("code=c&state=s7ate-of-this-sign-iN"),
+            Verdict::Ignored
+        );
+        assert_eq!(answer(""), Verdict::Ignored);
+        // Ours, from the server asked.
+        assert_eq!(
+            answer("code=c&state=s7ate-of-this-sign-in&iss=https%3A%2F%2Fas.example"),
+            Verdict::Answer(Ok("c".to_owned()))
+        );
+        // Ours, but from another server, or without the `iss` its metadata promises.
+        assert_eq!(
+            answer("code=c&state=s7ate-of-this-sign-in&iss=https%3A%2F%2Fevil.example"),
+            Verdict::Answer(Err(AnswerError::Issuer(Some(
+                "https://evil.example".to_owned()
+            ))))
+        );
+        assert_eq!(
+            answer("code=c&state=s7ate-of-this-sign-in&iss=https%3A%2F%2Fas.example%2F"),
+            Verdict::Answer(Err(AnswerError::Issuer(Some(
+                "https://as.example/".to_owned()
+            ))))
+        );
+        assert_eq!(
+            answer("code=c&state=s7ate-of-this-sign-in"),
+            Verdict::Answer(Err(AnswerError::Issuer(None)))
+        );
+        // An error from the right server ends the sign-in; so does a missing code.
+        assert_eq!(
+            answer("error=access_denied&state=s7ate-of-this-sign-in&iss=https%3A%2F%2Fas.example"),
+            Verdict::Answer(Err(AnswerError::Refused("access_denied".to_owned())))
+        );
+        assert_eq!(
+            answer("state=s7ate-of-this-sign-in&iss=https%3A%2F%2Fas.example"),
+            Verdict::Answer(Err(AnswerError::NoCode))
+        );
+    }
+
+    #[test]
+    fn iss_is_checked_as_far_as_the_server_is_known() {
+        // Metadata without the RFC 9207 flag: `iss` may be left out, but not be wrong.
+        let quiet = Issuer::described("https://as.example/tenant", false);
+        assert!(quiet.accepts(None));
+        assert!(quiet.accepts(Some("https://as.example/tenant")));
+        assert!(!quiet.accepts(Some("https://as.example/other")));
+        // No metadata: an `iss` must be on the authorization endpoint's origin.
+        let unknown = Issuer::undescribed("https://as.example:8443/oauth/authorize");
+        assert!(unknown.accepts(None));
+        assert!(unknown.accepts(Some("https://as.example:8443/oauth")));
+        assert!(!unknown.accepts(Some("https://as.example/oauth")));
+        assert!(!unknown.accepts(Some("https://evil.example")));
+        assert!(!unknown.accepts(Some("not a url")));
+    }
+
+    #[test]
+    fn the_browser_is_given_the_start_address_not_the_state() {
+        let url = "https://as.example/authorize?client_id=a&redirect_uri=http%3A%2F%2F127.0.0.1%3A5123%2Fcallback&state=secret-state";
+        assert_eq!(
+            start_address(url).as_deref(),
+            Some("http://127.0.0.1:5123/start")
+        );
+        // Only a loopback callback of ours.
+        assert_eq!(
+            start_address(
+                "https://as.example/authorize?redirect_uri=https%3A%2F%2Fevil.example%2Fcallback"
+            ),
+            None
+        );
+        assert_eq!(start_address("https://as.example/authorize"), None);
+    }
+
+    /// Sends `request` to the callback and returns its answer.
+    async fn ask(port: u16, request: &str) -> String {
+        let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = socket.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    fn get(target: &str) -> String {
+        format!("GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+    }
+
+    #[tokio::test]
+    async fn stray_answers_do_not_end_the_sign_in() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let issuer = Issuer::undescribed(AUTHORIZE);
+        let client = tokio::spawn(async move {
+            let forged = ask(port, &get("/callback?code=stolen&state=forged")).await;
+            assert!(forged.starts_with("HTTP/1.1 400"), "{forged}");
+            assert!(forged.contains("ignored"), "{forged}");
+            let elsewhere = ask(port, &get("/favicon.ico")).await;
+            assert!(elsewhere.starts_with("HTTP/1.1 404"), "{elsewhere}");
+            let start = ask(port, &get("/start")).await;
+            assert!(start.starts_with("HTTP/1.1 303"), "{start}");
+            assert!(
+                start.contains(&format!("location: {AUTHORIZE}\r\n")),
+                "{start}"
+            );
+            let done = ask(port, &get(&format!("/callback?code=real&state={STATE}"))).await;
+            assert!(done.contains("Signed in"), "{done}");
+        });
+        let code = tokio::time::timeout(
+            Duration::from_secs(10),
+            wait_for_code(&listener, &expected(&issuer, me)),
+        )
+        .await
+        .expect("the real answer ends the wait")
+        .unwrap();
+        assert_eq!(code, "real");
+        client.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn another_users_connection_is_closed_unread() {
+        fn other(
+            _: std::net::SocketAddr,
+            _: std::net::SocketAddr,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Owner> + Send>> {
+            Box::pin(async { Owner::Other(65534) })
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let issuer = Issuer::undescribed(AUTHORIZE);
+        let client = tokio::spawn(async move {
+            // Even the right answer, and the start page, are not served to another user.
+            let start = ask(port, &get("/start")).await;
+            let answer = ask(port, &get(&format!("/callback?code=c&state={STATE}"))).await;
+            (start, answer)
+        });
+        let waited = tokio::time::timeout(
+            Duration::from_millis(1500),
+            wait_for_code(&listener, &expected(&issuer, other)),
+        )
+        .await;
+        assert!(waited.is_err(), "another user's answer was taken");
+        let (start, answer) = client.await.unwrap();
+        assert_eq!((start.as_str(), answer.as_str()), ("", ""));
+    }
+
+    #[tokio::test]
+    async fn an_unproven_connection_may_answer_but_not_start() {
+        fn unknown(
+            _: std::net::SocketAddr,
+            _: std::net::SocketAddr,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Owner> + Send>> {
+            Box::pin(async { Owner::Unknown })
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let issuer = Issuer::undescribed(AUTHORIZE);
+        let client = tokio::spawn(async move {
+            let start = ask(port, &get("/start")).await;
+            assert!(start.starts_with("HTTP/1.1 403"), "{start}");
+            assert!(!start.contains(STATE), "{start}");
+            ask(port, &get(&format!("/callback?code=c&state={STATE}"))).await
+        });
+        let code = tokio::time::timeout(
+            Duration::from_secs(10),
+            wait_for_code(&listener, &expected(&issuer, unknown)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(code, "c");
+        client.await.unwrap();
+    }
+
     #[test]
     fn s256_matches_rfc_7636() {
         // RFC 7636, appendix B.

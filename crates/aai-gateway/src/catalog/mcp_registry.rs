@@ -27,25 +27,6 @@ const MAX_DESCRIPTION: usize = 300;
 const MAX_NAME: usize = 200;
 /// A package with more arguments than this is not installed (nobody reads such a line).
 const MAX_ARGUMENTS: usize = 32;
-/// Environment variables that change what a command runs or where it downloads from: an
-/// entry that sets one is listed without an installation.
-const RUN_CHANGING: [&str; 14] = [
-    "LD_PRELOAD",
-    "LD_LIBRARY_PATH",
-    "DYLD_",
-    "NODE_OPTIONS",
-    "NODE_PATH",
-    "NPM_CONFIG_",
-    "PYTHONPATH",
-    "PYTHONSTARTUP",
-    "PYTHONHOME",
-    "PIP_",
-    "UV_",
-    "PATH",
-    "BASH_ENV",
-    "DOCKER_HOST",
-];
-
 /// One server the registry returned, with how it would be installed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {
@@ -212,12 +193,7 @@ fn install(server: &Value) -> Result<(Value, String), String> {
             continue;
         }
         let env = inputs(p.get("environmentVariables"));
-        if let Some(name) = env.keys().find(|n| {
-            let upper = n.to_ascii_uppercase();
-            RUN_CHANGING
-                .iter()
-                .any(|r| upper == *r || (r.ends_with('_') && upper.starts_with(r)))
-        }) {
+        if let Some(name) = env.keys().find(|n| crate::exec::start::run_changing(n)) {
             return Err(format!(
                 "sets `{}`, which changes what runs: not installed from here",
                 crate::text::excerpt(name, 60)

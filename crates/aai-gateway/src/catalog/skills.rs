@@ -13,7 +13,9 @@ use serde_json::json;
 
 /// How many files of a skill its tool's description lists.
 const LISTED_FILES: usize = 50;
-/// How many files of a skill are walked at most (to count them; all are kept to sort).
+/// How many directory entries (files, folders, links, hidden ones) one skill's walk
+/// visits at most (its files are counted and kept to sort), and a skills folder's
+/// listing too: past it, the walk stops with a warning naming the folder.
 const WALKED_MAX: usize = 10_000;
 /// The largest `SKILL.md` read.
 const MAX_SKILL: u64 = 1024 * 1024;
@@ -36,11 +38,18 @@ pub fn apps(roots: &[PathBuf]) -> Vec<(App, PathBuf)> {
         let Ok(entries) = std::fs::read_dir(root) else {
             continue;
         };
-        let mut folders: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.join("SKILL.md").is_file())
-            .collect();
+        let mut folders: Vec<PathBuf> = Vec::new();
+        for (visited, entry) in entries.enumerate() {
+            if visited >= WALKED_MAX {
+                tracing::warn!(folder = %root.display(), "the skills folder has more than {WALKED_MAX} entries; the rest are not looked at");
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            let path = entry.path();
+            if path.join("SKILL.md").is_file() {
+                folders.push(path);
+            }
+        }
         folders.sort();
         for folder in folders {
             let Some(text) = descriptor_text(&folder) else {
@@ -90,8 +99,11 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
         .take(LISTED_FILES)
         .collect();
     let mut files = Vec::new();
-    let mut seen = 0;
-    list_files(folder, folder, &mut files, &mut seen);
+    let mut walk = Walk::new(WALKED_MAX);
+    if let Err(stopped) = list_files(folder, folder, &mut files, &mut walk) {
+        tracing::warn!(folder = %folder.display(), "the skill's folder has more than {WALKED_MAX} files and folders; its walk stopped at {}, and its file list is partial", stopped.display());
+    }
+    let seen = files.len();
     files.sort();
     let more = seen.saturating_sub(LISTED_FILES);
     files.truncate(LISTED_FILES);
@@ -103,7 +115,7 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
         let files: Vec<String> = files.iter().map(|f| format!("`{f}`")).collect();
         about.push_str(&format!("\nFiles: {}", files.join(", ")));
         if more > 0 {
-            let plus = if seen >= WALKED_MAX { "+" } else { "" };
+            let plus = if walk.left == 0 { "+" } else { "" };
             about.push_str(&format!(" and {more}{plus} more"));
         }
         about.push('.');
@@ -204,16 +216,36 @@ fn first_paragraph(body: &str) -> String {
         )
 }
 
-/// The files under `dir` (relative to `root`), hidden ones left out, links not followed;
-/// `seen` counts them all, at most [`WALKED_MAX`] entries are walked.
-fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>, seen: &mut usize) {
+/// What a walk may still visit.
+struct Walk {
+    /// Directory entries left (files and folders alike).
+    left: usize,
+}
+
+impl Walk {
+    fn new(max: usize) -> Walk {
+        Walk { left: max }
+    }
+}
+
+/// The files under `dir` (relative to `root`), hidden ones left out, links not followed.
+/// Every entry read counts against `walk` (hidden ones, folders and links too); when none
+/// is left, the walk stops and the folder it stopped in is the error.
+fn list_files(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<String>,
+    walk: &mut Walk,
+) -> Result<(), PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return Ok(());
     };
-    for entry in entries.filter_map(Result::ok) {
-        if *seen >= WALKED_MAX {
-            return;
+    for entry in entries {
+        if walk.left == 0 {
+            return Err(dir.to_owned());
         }
+        walk.left -= 1;
+        let Ok(entry) = entry else { continue };
         let name = entry.file_name();
         if name.to_string_lossy().starts_with('.') {
             continue;
@@ -223,19 +255,85 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>, seen: &mut usize) 
         };
         let path = entry.path();
         if kind.is_dir() {
-            list_files(root, &path, out, seen);
+            list_files(root, &path, out, walk)?;
         } else if kind.is_file()
             && let Ok(relative) = path.strip_prefix(root)
             && relative != Path::new("SKILL.md")
         {
-            *seen += 1;
             out.push(relative.to_string_lossy().replace('\\', "/"));
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_counts_folders_and_stops_at_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("many");
+        // Empty folders only: a walk that counted files alone would visit them all.
+        for i in 0..300 {
+            std::fs::create_dir_all(skill.join(format!("d{i}"))).unwrap();
+        }
+        std::fs::write(skill.join("SKILL.md"), "---\nname: many\n---\nbody\n").unwrap();
+        let mut files = Vec::new();
+        let mut walk = Walk::new(100);
+        let stopped = list_files(&skill, &skill, &mut files, &mut walk);
+        assert_eq!(stopped, Err(skill.clone()));
+        assert_eq!(walk.left, 0);
+        assert!(files.is_empty());
+    }
+
+    #[test]
+    fn a_skill_with_more_entries_than_the_limit_is_listed_partially_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("huge");
+        for i in 0..=WALKED_MAX {
+            std::fs::create_dir_all(skill.join(format!("d{i}"))).unwrap();
+        }
+        std::fs::write(skill.join("SKILL.md"), "---\nname: huge\n---\nbody\n").unwrap();
+        let logs = Logs::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .finish();
+        let text = tracing::subscriber::with_default(subscriber, || descriptor_text(&skill));
+        assert!(text.is_some(), "the skill is still served");
+        let logs = logs.text();
+        assert!(logs.contains("walk stopped"), "{logs}");
+        assert!(logs.contains(&skill.display().to_string()), "{logs}");
+    }
+
+    /// Log lines, kept for a test to read.
+    #[derive(Clone, Default)]
+    struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Logs {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+        type Writer = Logs;
+        fn make_writer(&'a self) -> Logs {
+            self.clone()
+        }
+    }
+
     #[test]
     fn front_matter_fields_are_read_like_yaml_scalars() {
         let f = super::fields("name: pdf-tools\ndescription: >\n  Fill PDF\n  forms\nother: 'x'\n");

@@ -270,8 +270,12 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                     "no OAuth client id for `{app}`: register the gateway with the provider and set \"apps\": {{\"{app}\": {{\"clientId\": \"…\"}}}} in config.json"
                 ));
             };
-            let signed_in =
-                runtime.block_on(crate::auth::oauth::login(&oauth, &client_id, open_browser));
+            let signed_in = runtime.block_on(crate::auth::oauth::login(
+                &oauth,
+                &client_id,
+                open_browser,
+                crate::peer::of_callback,
+            ));
             let tokens = match signed_in {
                 Ok(t) => t,
                 Err(e) => return fail(&GatewayError::from(e).explain()),
@@ -382,6 +386,7 @@ async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
         plan: &plan,
         before: before.as_ref(),
         client_document: how.client_document,
+        owner_of: crate::peer::of_callback,
     };
     let step_up = || eprintln!("aai-gateway: the server wants more scope; signing in again");
     let grant = match mcp::sign_in(sign_in, &open_browser, &step_up).await {
@@ -395,9 +400,16 @@ async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Opens `url` with `$BROWSER`, else the desktop's opener; always prints it too.
+/// Opens `url` with `$BROWSER`, else the desktop's opener; always prints it too (on the
+/// user's terminal). The browser is given the callback's `/start` address, which sends
+/// it on to `url`, where the OS proves who connects: a command line is readable by every
+/// user of the machine, and `url` holds the sign-in's `state`.
 fn open_browser(url: &str) {
     eprintln!("aai-gateway: sign in at {url}");
+    let address = crate::peer::provable_on(crate::host::Host::current().os())
+        .then(|| crate::auth::oauth::start_address(url))
+        .flatten();
+    let address = address.as_deref().unwrap_or(url);
     let opener = std::env::var("BROWSER")
         .ok()
         .filter(|b| !b.trim().is_empty())
@@ -413,7 +425,7 @@ fn open_browser(url: &str) {
     // `$BROWSER` may list several commands separated by `:`; the first that starts wins.
     let started = opener
         .split(':')
-        .any(|command| crate::exec::process::launch(command, url).is_ok());
+        .any(|command| crate::exec::process::launch(command, address).is_ok());
     if !started {
         eprintln!("aai-gateway: could not open a browser; open the address above yourself");
     }

@@ -140,6 +140,7 @@ pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
                     tool: crate::consent::START.to_owned(),
                     cert: Some(pin.1),
                     granted_at: now,
+                    definition: None,
                 };
                 if let Err(e) = state.grant(&grant) {
                     return fail(&e);
@@ -155,6 +156,8 @@ pub(super) fn run(ctx: Context, action: Action) -> ExitCode {
                 tool: tool.unwrap_or_else(|| "*".to_owned()),
                 cert: None,
                 granted_at: now,
+                // Tied to the tool as it is at its next call (`consent::fingerprint`).
+                definition: None,
             };
             if let Err(e) = state.grant(&grant) {
                 return fail(&e);
@@ -194,7 +197,7 @@ fn start_pin(ctx: Context, app: &str) -> Result<(String, String), String> {
     )
     .ok_or_else(|| {
         format!(
-            "`{}` starts nothing ahead of a call (it is not an MCP server or an agent); grant its tools with --tool and --caller",
+            "`{}` starts nothing ahead of a call (it is not an adapter, an MCP server or an agent); grant its tools with --tool and --caller",
             entry.app.id
         )
     })?;

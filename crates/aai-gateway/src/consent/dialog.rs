@@ -372,6 +372,8 @@ mod tests {
             args: None,
             read_only: false,
             remember: true,
+            definition: None,
+            changed: None,
         }
     }
 

@@ -20,6 +20,7 @@
 //!   Search and lists never ask and never start anything.
 
 pub mod dialog;
+pub mod fingerprint;
 pub mod shared;
 pub mod site;
 pub mod state;
@@ -32,6 +33,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConsentMode;
+use crate::consent::fingerprint::{Cover, Definition, Pins};
 use crate::consent::state::{Deferred, Grant};
 use crate::error::{Code, GatewayError};
 
@@ -274,6 +276,13 @@ pub struct Question {
     /// An "always" answer is remembered; `false` for changes that are asked about each
     /// time (the gateway's own app): such an answer allows this call only.
     pub remember: bool,
+    /// The tool's definition and fingerprint as it is now, which an "always allow this
+    /// tool" answer is tied to (`fingerprint`); `None` when the question is not about a
+    /// known tool (a start, a server that has not listed its tools).
+    pub definition: Option<Arc<Definition>>,
+    /// What changed in the tool since the caller's grant for it was given (the gate fills
+    /// it in when it asks, [`Gate::explain`]).
+    pub changed: Option<String>,
 }
 
 impl Question {
@@ -335,6 +344,10 @@ impl Question {
                 self.caller.name, self.tool, self.app_name, self.app, self.description
             )
         };
+        if let Some(changed) = &self.changed {
+            text.push_str(" — it changed since it was allowed: ");
+            text.push_str(changed);
+        }
         if let Some(args) = &self.args {
             text.push_str(" — with ");
             text.push_str(args);
@@ -344,8 +357,8 @@ impl Question {
             text.push_str(&site.describe());
         }
         if let Some(start) = &self.start {
-            text.push_str(" — this will first ");
-            text.push_str(&start.describe());
+            text.push_str(" — ");
+            text.push_str(&start.in_question());
         }
         if !self.remember {
             text.push_str(" (asked each time: an answer allows this change only)");
@@ -408,6 +421,12 @@ pub struct Pending {
     pub description: String,
     /// The call's arguments, masked and cut ([`Question::shown_args`]).
     pub args: Option<String>,
+    /// What changed in the tool since it was allowed ([`Question::changed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<String>,
+    /// The tool's definition an "always" answer is tied to.
+    #[serde(skip)]
+    definition: Option<Arc<Definition>>,
     /// For a web app: its server and certificate.
     pub site: Option<String>,
     /// The certificate fingerprint an "always" answer is tied to.
@@ -554,8 +573,9 @@ pub struct Gate {
     loaded: std::sync::Once,
     /// The gateway's own channel (a native dialog), used when the front door has none.
     native: Option<SharedPrompter>,
-    /// `(caller key, app, tool or "*")` → the certificate the grant is tied to.
-    grants: RwLock<HashMap<Key, Option<String>>>,
+    /// `(caller key, app, tool or "*")` → the certificate and tool definition the grant
+    /// is tied to.
+    grants: RwLock<HashMap<Key, Pins>>,
     /// Calls without a channel, newest last.
     pending: Mutex<Vec<Slot>>,
     next_id: AtomicU64,
@@ -577,7 +597,7 @@ pub struct Gate {
     shared: Option<Arc<crate::store::Shared>>,
     /// With the shared store: grants given here that a reload has not shown stored yet
     /// (being written, or kept for this run when the write failed); a reload keeps them.
-    unsaved: Mutex<HashMap<Key, Option<String>>>,
+    unsaved: Mutex<HashMap<Key, Pins>>,
     /// Told of every decision (metrics).
     watch: Watch,
 }
@@ -644,14 +664,15 @@ impl Gate {
     /// that it does not show yet.
     fn replace_grants(&self, all: Vec<Grant>) {
         self.loaded.call_once(|| {});
-        let mut map: HashMap<Key, Option<String>> = all
+        let mut map: HashMap<Key, Pins> = all
             .into_iter()
-            .map(|g| ((g.caller, g.app, g.tool), g.cert))
+            .map(|g| (Pins::of(&g), g))
+            .map(|(pins, g)| ((g.caller, g.app, g.tool), pins))
             .collect();
         let mut unsaved = self.unsaved.lock().expect("unsaved lock");
-        unsaved.retain(|key, cert| map.get(key) != Some(cert));
-        for (key, cert) in unsaved.iter() {
-            map.insert(key.clone(), cert.clone());
+        unsaved.retain(|key, pins| map.get(key) != Some(pins));
+        for (key, pins) in unsaved.iter() {
+            map.insert(key.clone(), pins.clone());
         }
         *self.grants.write().expect("grants lock") = map;
     }
@@ -713,7 +734,7 @@ impl Gate {
     }
 
     /// The grants in memory, read from `state.db` on first use.
-    fn grant_map(&self) -> &RwLock<HashMap<Key, Option<String>>> {
+    fn grant_map(&self) -> &RwLock<HashMap<Key, Pins>> {
         self.loaded.call_once(|| self.read_grants());
         &self.grants
     }
@@ -761,7 +782,8 @@ impl Gate {
             Ok(all) => {
                 *self.grants.write().expect("grants lock") = all
                     .into_iter()
-                    .map(|g| ((g.caller, g.app, g.tool), g.cert))
+                    .map(|g| (Pins::of(&g), g))
+                    .map(|(pins, g)| ((g.caller, g.app, g.tool), pins))
                     .collect();
             }
             Err(e) => tracing::warn!("{e}"),
@@ -780,12 +802,13 @@ impl Gate {
             .read()
             .expect("grants lock")
             .iter()
-            .map(|((caller, app, tool), cert)| Grant {
+            .map(|((caller, app, tool), pins)| Grant {
                 caller: caller.clone(),
                 app: app.clone(),
                 tool: tool.clone(),
                 granted_at: 0,
-                cert: cert.clone(),
+                cert: pins.cert.clone(),
+                definition: pins.definition.as_deref().cloned(),
             })
             .collect();
         all.sort_by(|a, b| (&a.caller, &a.app, &a.tool).cmp(&(&b.caller, &b.app, &b.tool)));
@@ -795,21 +818,28 @@ impl Gate {
     /// Whether starting `start` for `app` is allowed now: mode `allow`, an "always" grant
     /// tied to this very command, or an "allow once" earlier in this run.
     pub fn start_allowed(&self, app: &str, start: &Start) -> bool {
+        self.start_remembered(app, start)
+            || (self.mode(app) == ConsentMode::Prompt
+                && self
+                    .started
+                    .lock()
+                    .expect("started lock")
+                    .contains(&(app.to_owned(), start.pin.clone())))
+    }
+
+    /// Whether `app` may start `start` in every run (mode `allow`, or an "always" answer
+    /// tied to that command), not only in this one.
+    pub fn start_remembered(&self, app: &str, start: &Start) -> bool {
         match self.mode(app) {
-            ConsentMode::Allow => return true,
-            ConsentMode::Deny => return false,
-            ConsentMode::Prompt => {}
+            ConsentMode::Allow => true,
+            ConsentMode::Deny => false,
+            ConsentMode::Prompt => self
+                .grant_map()
+                .read()
+                .expect("grants lock")
+                .get(&(ANY_CALLER.to_owned(), app.to_owned(), START.to_owned()))
+                .is_some_and(|pins| pins.cert.as_deref() == Some(start.pin.as_str())),
         }
-        self.grant_map()
-            .read()
-            .expect("grants lock")
-            .get(&(ANY_CALLER.to_owned(), app.to_owned(), START.to_owned()))
-            .is_some_and(|pin| pin.as_deref() == Some(start.pin.as_str()))
-            || self
-                .started
-                .lock()
-                .expect("started lock")
-                .contains(&(app.to_owned(), start.pin.clone()))
     }
 
     /// Allows starting `app` with the command `pin` names, for this run or always.
@@ -830,29 +860,54 @@ impl Gate {
         }
     }
 
-    /// Whether a grant covers the call; one tied to a certificate only while the site
-    /// shows that certificate (`cert`).
-    fn granted(&self, caller: &str, app: &str, tool: &str, cert: Option<&str>) -> bool {
-        let grants = self.grant_map().read().expect("grants lock");
-        [tool, "*"].iter().any(|t| {
-            grants
-                .get(&(caller.to_owned(), app.to_owned(), (*t).to_owned()))
-                .is_some_and(|pinned| pinned.is_none() || pinned.as_deref() == cert)
-        })
+    /// Whether a grant covers the call (one tied to a certificate only while the site
+    /// shows that certificate, one tied to a tool's definition only while the tool has
+    /// it); a grant that keeps no definition of the tool yet adopts it now.
+    fn granted(&self, key: &Key, question: &Question) -> bool {
+        match self.cover(&key.0, question) {
+            Cover::Yes => true,
+            Cover::No => false,
+            Cover::Adopt => {
+                if let Some(definition) = &question.definition {
+                    let tool = (key.0.clone(), key.1.clone(), question.tool.clone());
+                    self.adopt(&tool, definition);
+                }
+                true
+            }
+        }
     }
 
     /// Always allows `caller` to run `tool` (`*`: every tool) of `app`; with `cert`, only
     /// while the site shows that certificate.
     pub fn remember(&self, caller: &str, app: &str, tool: &str, cert: Option<&str>) {
+        self.keep(caller, app, tool, cert, None);
+    }
+
+    /// [`Gate::remember`], tied to the tool's `definition` when known (a changed tool
+    /// asks again).
+    fn keep(
+        &self,
+        caller: &str,
+        app: &str,
+        tool: &str,
+        cert: Option<&str>,
+        definition: Option<&Arc<Definition>>,
+    ) {
+        // Every tool of the app: tied to none of their definitions (`fingerprint`).
+        let definition = definition.filter(|_| tool != "*");
+        let pins = Pins {
+            cert: cert.map(str::to_owned),
+            definition: definition.cloned(),
+        };
         self.grant_map().write().expect("grants lock").insert(
             (caller.to_owned(), app.to_owned(), tool.to_owned()),
-            cert.map(str::to_owned),
+            pins.clone(),
         );
         if let Some(store) = &self.shared {
-            self.unsaved.lock().expect("unsaved lock").insert(
-                (caller.to_owned(), app.to_owned(), tool.to_owned()),
-                cert.map(str::to_owned),
-            );
+            self.unsaved
+                .lock()
+                .expect("unsaved lock")
+                .insert((caller.to_owned(), app.to_owned(), tool.to_owned()), pins);
             shared::store_grant(
                 store,
                 Grant {
@@ -861,6 +916,7 @@ impl Gate {
                     tool: tool.to_owned(),
                     granted_at: now_ms() / 1000,
                     cert: cert.map(str::to_owned),
+                    definition: definition.map(|d| (**d).clone()),
                 },
             );
             return;
@@ -872,6 +928,7 @@ impl Gate {
                 tool: tool.to_owned(),
                 granted_at: now_ms() / 1000,
                 cert: cert.map(str::to_owned),
+                definition: definition.map(|d| (**d).clone()),
             };
             if let Err(e) = state.grant(&grant) {
                 tracing::warn!("the grant is kept for this run only: {e}");
@@ -968,7 +1025,13 @@ impl Gate {
             }
             Choice::Tool if start_only => "the app may start from now on",
             Choice::Tool => {
-                self.remember(&key.0, &key.1, &key.2, slot.info.cert.as_deref());
+                self.keep(
+                    &key.0,
+                    &key.1,
+                    &key.2,
+                    slot.info.cert.as_deref(),
+                    slot.info.definition.as_ref(),
+                );
                 "the tool is allowed for this client from now on"
             }
             Choice::App => {
@@ -1019,6 +1082,8 @@ impl Gate {
             tool: question.tool.clone(),
             description: question.description.clone(),
             args: question.args.clone(),
+            changed: question.changed.clone(),
+            definition: question.definition.clone(),
             site: question
                 .site
                 .as_ref()
@@ -1052,7 +1117,7 @@ impl Gate {
             && !self.read_only_ok(question)
             && !(self.start_ok(question)
                 && (start_only(question)
-                    || self.granted(&caller, &question.app, &question.tool, question.cert())
+                    || self.cover(&caller, question) != Cover::No
                     || self.once_waiting(&caller, question)))
     }
 
@@ -1079,9 +1144,7 @@ impl Gate {
     /// for it.
     fn allowed_now(&self, question: &Question, key: &Key) -> bool {
         self.start_ok(question)
-            && (start_only(question)
-                || self.granted(&key.0, &question.app, &question.tool, question.cert())
-                || self.take_once(key))
+            && (start_only(question) || self.granted(key, question) || self.take_once(key))
     }
 
     /// Decides whether `question` may run: Ok to run, else the refusal. Starting what the
@@ -1143,7 +1206,10 @@ impl Gate {
                 (Ok(()), Decision::Granted)
             } else {
                 self.tell(&question.app, Decision::Asked);
-                self.ask(question, &key, prompter).await
+                // The question says what changed in the tool since it was allowed.
+                let mut explained = question.clone();
+                self.explain(&mut explained);
+                self.ask(&explained, &key, prompter).await
             }
         };
         let mut asking = self.asking.lock().expect("asking lock");
@@ -1308,9 +1374,14 @@ impl Gate {
                 question.app
             ),
             _ => format!(
-                "the user has not allowed `{caller}` to run `{}` of `{}`{}, and this client cannot ask them; ask the user to {where_} (or allow every tool of the app), then try again",
+                "the user has not allowed `{caller}` to run `{}` of `{}`{}{}, and this client cannot ask them; ask the user to {where_} (or allow every tool of the app), then try again",
                 question.tool,
                 question.app,
+                question
+                    .changed
+                    .as_ref()
+                    .map(|c| format!(" as it is now (it changed since it was allowed: {c})"))
+                    .unwrap_or_default(),
                 question
                     .start
                     .as_ref()
@@ -1348,7 +1419,7 @@ impl Gate {
             Some(Choice::Tool | Choice::App) if !question.remember => Ok(()),
             Some(Choice::Tool) => {
                 if !start_only(question) {
-                    self.remember(&key.0, &key.1, &key.2, cert);
+                    self.keep(&key.0, &key.1, &key.2, cert, question.definition.as_ref());
                 }
                 Ok(())
             }
@@ -1418,506 +1489,4 @@ impl Prompter for Fixed {
 pub type SharedPrompter = Arc<dyn Prompter>;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::consent::state::State;
-
-    #[test]
-    fn no_client_name_or_subject_makes_one_persons_key_anothers() {
-        let person = |name: &str, subject: &str| Caller {
-            name: name.into(),
-            transport: "http",
-            token: None,
-            person: Some(Arc::new(Person {
-                subject: subject.into(),
-                scopes: Vec::new(),
-                admin: false,
-            })),
-        };
-        assert_eq!(person("claude", "alice").key(), "claude@http~alice");
-        // A subject or name carrying the separators is encoded.
-        let sneaky = person("c", "m@http~alice").key();
-        assert_eq!(sneaky, "c@http~m%40http%7Ealice");
-        assert!(!Caller::key_is_persons(&sneaky, "alice"));
-        assert!(Caller::key_is_persons(&sneaky, "m@http~alice"));
-        let sneaky = person("c@http~x", "bob").key();
-        assert!(!Caller::key_is_persons(&sneaky, "x@http~bob"));
-        assert!(Caller::key_is_persons(&sneaky, "bob"));
-        assert_ne!(
-            person("c@http~x", "bob").key(),
-            person("c", "x@http~bob").key()
-        );
-        assert!(!Caller::key_is_persons("claude@stdio", "alice"));
-        assert!(!Caller::key_is_persons("@http~alice", "alice"));
-    }
-
-    fn question(caller: &str) -> Question {
-        Question {
-            caller: Caller {
-                name: caller.into(),
-                transport: "stdio",
-                token: None,
-                person: None,
-            },
-            app: "com.a".into(),
-            app_name: "A".into(),
-            tool: "send".into(),
-            description: "Send".into(),
-            site: None,
-            start: None,
-            args: None,
-            read_only: false,
-            remember: true,
-        }
-    }
-
-    #[tokio::test]
-    async fn choices_are_remembered_per_caller_and_denials_never() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = || State::open(&State::file_in(dir.path())).unwrap();
-        let shared = || Some(Arc::new(state()));
-        let gate = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            shared(),
-        );
-        let q = question("alpha");
-        let e = gate.check(&q, None).await.unwrap_err();
-        assert_eq!(e.code, Code::ConsentRequired);
-        assert!(
-            e.data()["command"]
-                .as_str()
-                .unwrap()
-                .ends_with("--caller alpha@stdio")
-        );
-        assert!(
-            gate.check(&q, Some(&Fixed(Some(Choice::Deny))))
-                .await
-                .is_err()
-        );
-        assert!(gate.check(&q, Some(&Fixed(None))).await.is_err());
-        gate.check(&q, Some(&Fixed(Some(Choice::Once))))
-            .await
-            .unwrap();
-        assert!(
-            gate.check(&q, None).await.is_err(),
-            "once is not remembered"
-        );
-        gate.check(&q, Some(&Fixed(Some(Choice::Tool))))
-            .await
-            .unwrap();
-        gate.check(&q, None).await.unwrap();
-        // Another caller has its own decisions.
-        assert!(gate.check(&question("beta"), None).await.is_err());
-        // Remembered across runs, and a grant made elsewhere is seen.
-        let again = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            shared(),
-        );
-        again.check(&q, None).await.unwrap();
-        state()
-            .grant(&Grant {
-                caller: "beta@stdio".into(),
-                app: "com.a".into(),
-                tool: "*".into(),
-                granted_at: 1,
-                cert: None,
-            })
-            .unwrap();
-        again.check(&question("beta"), None).await.unwrap();
-        // Modes.
-        let allow = Gate::new(ConsentMode::Allow, Default::default(), Duration::ZERO, None);
-        allow.check(&question("x"), None).await.unwrap();
-        let per_app = [("com.a".to_owned(), ConsentMode::Deny)]
-            .into_iter()
-            .collect();
-        let deny = Gate::new(ConsentMode::Allow, per_app, Duration::ZERO, None);
-        assert_eq!(
-            deny.check(&question("x"), None).await.unwrap_err().code,
-            Code::PermissionDenied
-        );
-    }
-
-    #[tokio::test]
-    async fn a_change_approved_in_the_ui_releases_that_change_only_and_is_never_kept() {
-        let gate = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
-        gate.set_ui("http://127.0.0.1:3000/ui".into());
-        let change = |what: &str| Question {
-            remember: false,
-            description: what.into(),
-            tool: "import".into(),
-            ..question("agent")
-        };
-        let benign = change("import `mcp.benign`: writes /h/mcp.benign");
-        let e = gate.check(&benign, None).await.unwrap_err();
-        assert!(e.data().get("command").is_none(), "no grant command: {e:?}");
-        assert!(e.detail.contains("writes /h/mcp.benign"), "{}", e.detail);
-        let pending = gate.pending();
-        assert!(!pending[0].lasting);
-        // "Always" counts once.
-        assert_eq!(
-            gate.answer(pending[0].id, Choice::Tool).unwrap(),
-            "its next retry may run once"
-        );
-        assert!(gate.grants().is_empty());
-        // Another change is not released by that approval; the approved one is, once.
-        let evil = change("import `mcp.evil`: writes /h/mcp.evil");
-        assert!(gate.check(&evil, None).await.is_err());
-        gate.check(&benign, None).await.unwrap();
-        assert!(gate.check(&benign, None).await.is_err(), "once means once");
-        assert!(!benign.text().is_empty() && benign.text().contains("asked each time"));
-        assert_eq!(
-            benign.choices().map(|c| c.1).collect::<Vec<_>>(),
-            ["once", "deny"]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_waiting_call_follows_the_answer_and_a_refused_one_can_be_approved() {
-        let gate = std::sync::Arc::new(Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::from_secs(30),
-            None,
-        ));
-        gate.set_ui("http://127.0.0.1:3000/ui".into());
-        let q = question("alpha");
-        let waiting = {
-            let gate = gate.clone();
-            let q = q.clone();
-            tokio::spawn(async move { gate.check(&q, None).await })
-        };
-        let id = loop {
-            if let Some(p) = gate.pending().first() {
-                assert!(p.waiting);
-                break p.id;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        assert_eq!(
-            gate.answer(id, Choice::Tool).unwrap(),
-            "the waiting call goes on"
-        );
-        waiting.await.unwrap().unwrap();
-        assert!(gate.pending().is_empty());
-        gate.check(&q, None).await.unwrap();
-        assert!(gate.answer(id, Choice::Once).is_err(), "answered once only");
-
-        // Without waiting: refused at once, kept for its retry, with the UI link.
-        let quick = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
-        quick.set_ui("http://127.0.0.1:3000/ui".into());
-        let q = question("beta");
-        let e = quick.check(&q, None).await.unwrap_err();
-        let pending = quick.pending();
-        assert_eq!(pending.len(), 1);
-        assert!(!pending[0].waiting);
-        assert_eq!(
-            e.data()["ui"],
-            format!("http://127.0.0.1:3000/ui/consent?pending={}", pending[0].id)
-        );
-        // A retry replaces the entry rather than piling up.
-        quick.check(&q, None).await.unwrap_err();
-        let id = quick.pending()[0].id;
-        assert_eq!(quick.pending().len(), 1);
-        quick.answer(id, Choice::Once).unwrap();
-        quick.check(&q, None).await.unwrap();
-        assert!(quick.check(&q, None).await.is_err(), "once means one retry");
-        let id = quick.pending()[0].id;
-        quick.answer(id, Choice::Deny).unwrap();
-        assert!(quick.pending().is_empty());
-        assert!(
-            quick.check(&q, None).await.is_err(),
-            "dismissed is not allowed"
-        );
-        // Revoke takes a grant back.
-        quick.remember("beta@stdio", "com.a", "*", None);
-        quick.check(&q, None).await.unwrap();
-        assert_eq!(
-            quick
-                .revoke("com.a", Some("*"), Some("beta@stdio"))
-                .await
-                .unwrap(),
-            1
-        );
-        assert!(quick.check(&q, None).await.is_err());
-    }
-
-    #[tokio::test]
-    async fn a_grant_for_a_web_app_holds_while_its_certificate_does() {
-        use crate::consent::site::{Certificate, Site};
-        let gate = Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        );
-        let site = |fp: &str| {
-            Some(Site {
-                origin: "https://api.example.com".into(),
-                certificate: Some(Certificate {
-                    subject: "CN=api.example.com".into(),
-                    issuer: "CN=Example CA".into(),
-                    sha256: fp.into(),
-                }),
-            })
-        };
-        let mut q = question("alpha");
-        q.site = site("AA:AA");
-        assert!(q.text().ends_with(
-            " — on https://api.example.com, certificate of CN=api.example.com issued by CN=Example CA, SHA-256 AA:AA"
-        ));
-        gate.check(&q, Some(&Fixed(Some(Choice::Tool))))
-            .await
-            .unwrap();
-        gate.check(&q, None).await.unwrap();
-        // Another certificate: the grant does not hold; the question shows the new one.
-        q.site = site("BB:BB");
-        let e = gate.check(&q, None).await.unwrap_err();
-        assert_eq!(e.code, Code::ConsentRequired);
-        assert!(
-            gate.pending()[0]
-                .site
-                .as_deref()
-                .unwrap()
-                .ends_with("BB:BB")
-        );
-        // Allowed again: now tied to the new certificate only.
-        gate.check(&q, Some(&Fixed(Some(Choice::App))))
-            .await
-            .unwrap();
-        gate.check(&q, None).await.unwrap();
-        q.site = site("AA:AA");
-        assert!(
-            gate.check(&q, None).await.is_ok(),
-            "the tool grant still names AA:AA"
-        );
-        q.tool = "other".into();
-        assert!(
-            gate.check(&q, None).await.is_err(),
-            "the app grant names BB:BB"
-        );
-        // A grant from the CLI or the UI form names no certificate and always holds.
-        gate.remember("alpha@stdio", "com.a", "other", None);
-        gate.check(&q, None).await.unwrap();
-    }
-
-    /// A gate that asks, with no state file and no waiting.
-    fn prompting() -> Gate {
-        Gate::new(
-            ConsentMode::Prompt,
-            Default::default(),
-            Duration::ZERO,
-            None,
-        )
-    }
-
-    fn start(pin: &str) -> Start {
-        Start {
-            shown: "npx -y some-server".into(),
-            downloads: true,
-            pin: pin.into(),
-        }
-    }
-
-    #[tokio::test]
-    async fn starting_is_asked_with_the_call_and_tied_to_its_command() {
-        let gate = prompting();
-        let mut q = question("alpha");
-        q.start = Some(start("p1"));
-        assert!(gate.would_ask(&q));
-        assert!(q.text().ends_with(
-            "— this will first start `npx -y some-server` (downloads a package and runs it)"
-        ));
-        // A grant of the tool does not cover the start.
-        gate.remember("alpha@stdio", "com.a", "send", None);
-        let e = gate.check(&q, None).await.unwrap_err();
-        assert_eq!(e.code, Code::ConsentRequired);
-        assert!(e.data()["command"].as_str().unwrap().ends_with(" --start"));
-        assert!(
-            e.detail
-                .contains("which will first start `npx -y some-server`"),
-            "{}",
-            e.detail
-        );
-        // "Once" starts it for this run only; "always" ties it to the command.
-        gate.check(&q, Some(&Fixed(Some(Choice::Once))))
-            .await
-            .unwrap();
-        assert!(gate.start_allowed("com.a", &start("p1")));
-        assert!(!gate.start_allowed("com.a", &start("p2")));
-        let mut changed = question("beta");
-        changed.start = Some(start("p2"));
-        gate.check(&changed, Some(&Fixed(Some(Choice::Tool))))
-            .await
-            .unwrap();
-        assert!(gate.start_allowed("com.a", &start("p2")));
-        let fresh = prompting();
-        assert!(!fresh.start_allowed("com.a", &start("p1")));
-        // A denied question starts nothing.
-        let mut other = question("gamma");
-        other.app = "com.b".into();
-        other.start = Some(start("p3"));
-        assert!(
-            gate.check(&other, Some(&Fixed(Some(Choice::Deny))))
-                .await
-                .is_err()
-        );
-        assert!(!gate.start_allowed("com.b", &start("p3")));
-        // The command line starts what it calls; mode `allow` starts anything.
-        let mut cli = other.clone();
-        cli.caller = Caller::cli();
-        gate.check(&cli, None).await.unwrap();
-        assert!(gate.start_allowed("com.b", &start("p3")));
-        let allow = Gate::new(ConsentMode::Allow, Default::default(), Duration::ZERO, None);
-        assert!(allow.start_allowed("com.b", &start("p9")));
-        let per_app = [("com.b".to_owned(), ConsentMode::Deny)]
-            .into_iter()
-            .collect();
-        let deny = Gate::new(ConsentMode::Allow, per_app, Duration::ZERO, None);
-        assert!(!deny.start_allowed("com.b", &start("p9")));
-    }
-
-    #[tokio::test]
-    async fn a_start_only_question_is_answered_from_the_web_ui() {
-        let gate = prompting();
-        let mut q = question("alpha");
-        q.tool = START.into();
-        q.start = Some(start("p1"));
-        let e = gate.check(&q, None).await.unwrap_err();
-        assert_eq!(
-            e.data()["command"],
-            "aai-gateway consent grant com.a --start"
-        );
-        assert!(
-            e.detail
-                .contains("has not allowed the gateway to start `npx -y some-server`")
-        );
-        let pending = gate.pending();
-        assert_eq!(
-            pending[0].start.as_deref(),
-            Some("start `npx -y some-server` (downloads a package and runs it)")
-        );
-        assert_eq!(
-            gate.answer(pending[0].id, Choice::Tool).unwrap(),
-            "the app may start from now on"
-        );
-        assert!(gate.start_allowed("com.a", &start("p1")));
-        gate.check(&q, None).await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn the_grant_command_is_quoted_for_both_shells() {
-        let gate = prompting();
-        let mut q = question("x'; touch /tmp/pwned; echo '");
-        q.tool = "t;$(touch /tmp/p2)`id`".into();
-        let e = gate.check(&q, None).await.unwrap_err();
-        let command = e.data()["command"].as_str().unwrap().to_owned();
-        let words = shlex::split(&command).unwrap();
-        assert_eq!(
-            words,
-            [
-                "aai-gateway",
-                "consent",
-                "grant",
-                "com.a",
-                "--tool",
-                "t;$(touch /tmp/p2)`id`",
-                "--caller",
-                "x'; touch /tmp/pwned; echo '@stdio"
-            ]
-        );
-        let ps = e.data()["powershellCommand"].as_str().unwrap().to_owned();
-        assert_eq!(
-            ps,
-            "aai-gateway 'consent' 'grant' 'com.a' '--tool' 't;$(touch /tmp/p2)`id`' '--caller' 'x''; touch /tmp/pwned; echo ''@stdio'"
-        );
-        // A name starting with `-` stays the option's value.
-        q.tool = "-rf".into();
-        let e = gate.check(&q, None).await.unwrap_err();
-        let words = shlex::split(e.data()["command"].as_str().unwrap()).unwrap();
-        assert!(words.contains(&"--tool=-rf".to_owned()), "{words:?}");
-    }
-
-    #[derive(Debug)]
-    struct Counting {
-        asked: std::sync::atomic::AtomicUsize,
-        reply: Reply,
-    }
-
-    impl Prompter for Counting {
-        fn ask<'a>(&'a self, _q: &'a Question) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
-            self.asked.fetch_add(1, Ordering::SeqCst);
-            let reply = self.reply.clone();
-            Box::pin(async move {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                reply
-            })
-        }
-    }
-
-    #[tokio::test]
-    async fn concurrent_calls_ask_once_and_an_always_answer_serves_them_all() {
-        let gate = Arc::new(prompting());
-        let prompter = Arc::new(Counting {
-            asked: Default::default(),
-            reply: Reply::Chosen(Choice::Tool),
-        });
-        let calls: Vec<_> = (0..40)
-            .map(|_| {
-                let (gate, prompter) = (gate.clone(), prompter.clone());
-                tokio::spawn(async move { gate.check(&question("alpha"), Some(&*prompter)).await })
-            })
-            .collect();
-        for c in calls {
-            c.await.unwrap().unwrap();
-        }
-        assert_eq!(prompter.asked.load(Ordering::SeqCst), 1);
-        assert!(
-            gate.asking.lock().unwrap().is_empty(),
-            "no turn is left behind"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_channel_that_cannot_ask_is_no_answer() {
-        let gate = prompting();
-        gate.set_ui("http://127.0.0.1:3000/ui".into());
-        let broken = Counting {
-            asked: Default::default(),
-            reply: Reply::Unavailable("cannot open display".into()),
-        };
-        let e = gate
-            .check(&question("alpha"), Some(&broken))
-            .await
-            .unwrap_err();
-        assert_eq!(e.code, Code::ConsentRequired, "not a denial: {}", e.detail);
-        assert!(
-            e.data()["ui"]
-                .as_str()
-                .unwrap()
-                .contains("/consent?pending=")
-        );
-        let declined = Counting {
-            asked: Default::default(),
-            reply: Reply::Declined,
-        };
-        let e = gate
-            .check(&question("alpha"), Some(&declined))
-            .await
-            .unwrap_err();
-        assert_eq!(e.code, Code::PermissionDenied);
-    }
-}
+mod tests;

@@ -16,7 +16,8 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::consent::state::Grant;
+use crate::consent::fingerprint::Definition;
+use crate::consent::state::{Grant, read_definition, write_definition};
 use crate::consent::{Choice, Gate, NotPending, Pending};
 use crate::store::{Event, Shared};
 
@@ -54,7 +55,7 @@ pub(crate) async fn grants(shared: &Shared) -> Result<Vec<Grant>, crate::store::
     let client = shared.client().await?;
     let rows = shared
         .timed(client.query(
-            "SELECT caller, app, tool, granted_at, cert FROM aai_grants ORDER BY granted_at, caller, app, tool",
+            "SELECT caller, app, tool, granted_at, cert, definition FROM aai_grants ORDER BY granted_at, caller, app, tool",
             &[],
         ))
         .await?;
@@ -66,6 +67,7 @@ pub(crate) async fn grants(shared: &Shared) -> Result<Vec<Grant>, crate::store::
             tool: r.get(2),
             granted_at: r.get::<_, i64>(3).max(0) as u64,
             cert: r.get(4),
+            definition: read_definition(r.get::<_, Option<&str>>(5)),
         })
         .collect())
 }
@@ -75,18 +77,54 @@ pub(crate) async fn grant(shared: &Shared, grant: &Grant) -> Result<(), crate::s
     let client = shared.client().await?;
     shared
         .timed(client.execute(
-            "INSERT INTO aai_grants (caller, app, tool, granted_at, cert) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (caller, app, tool) DO UPDATE SET granted_at = EXCLUDED.granted_at, cert = EXCLUDED.cert",
+            "INSERT INTO aai_grants (caller, app, tool, granted_at, cert, definition) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (caller, app, tool) DO UPDATE SET granted_at = EXCLUDED.granted_at, cert = EXCLUDED.cert,
+                 definition = EXCLUDED.definition",
             &[
                 &grant.caller,
                 &grant.app,
                 &grant.tool,
                 &i64::try_from(grant.granted_at).unwrap_or(i64::MAX),
                 &grant.cert,
+                &write_definition(grant.definition.as_ref()),
             ],
         ))
         .await?;
     shared.notify("grants").await
+}
+
+/// Ties a grant that keeps no tool definition yet to `definition`, and tells the other
+/// replicas.
+async fn adopt(
+    shared: &Shared,
+    (caller, app, tool): &(String, String, String),
+    definition: &Definition,
+) -> Result<(), crate::store::Error> {
+    let client = shared.client().await?;
+    shared
+        .timed(client.execute(
+            "UPDATE aai_grants SET definition = $4 WHERE caller = $1 AND app = $2 AND tool = $3 AND definition IS NULL",
+            &[caller, app, tool, &write_definition(Some(definition))],
+        ))
+        .await?;
+    shared.notify("grants").await
+}
+
+/// [`adopt`] in the background (the gate already holds it in memory).
+pub(crate) fn adopt_later(
+    shared: &Arc<Shared>,
+    key: (String, String, String),
+    definition: Definition,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let shared = shared.clone();
+    runtime.spawn(async move {
+        if let Err(e) = adopt(&shared, &key, &definition).await {
+            tracing::warn!("the grant's tool definition is kept for this run only: {e}");
+        }
+    });
 }
 
 /// Removes grants (only `tool`'s, only `caller`'s when given); how many.

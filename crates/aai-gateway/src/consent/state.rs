@@ -30,6 +30,16 @@ pub struct Grant {
     /// certificate. `None`: not tied to one (local apps, grants from the CLI or UI form).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert: Option<String>,
+    /// For a grant of one tool: what was approved of it (`consent::fingerprint`); a
+    /// changed tool is asked about again. `None`: none known yet (a grant from before
+    /// fingerprints, from the CLI or the UI form, or for every tool) — a tool grant then
+    /// adopts the tool as it is at its next use. Listed as its fingerprint.
+    #[serde(
+        rename = "fingerprint",
+        serialize_with = "crate::consent::fingerprint::serialize_fingerprint",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub definition: Option<crate::consent::fingerprint::Definition>,
 }
 
 /// Why the state file could not be used.
@@ -167,8 +177,13 @@ impl State {
                  );",
             )?;
             // Files from before certificate pinning lack the column.
-            if !has_cert_column(conn)? {
+            if !has_column(conn, "cert")? {
                 conn.execute_batch("ALTER TABLE grants ADD COLUMN cert TEXT")?;
+            }
+            // And files from before tool fingerprints this one: their grants adopt the
+            // tool as it is at its next use (`consent::fingerprint`).
+            if !has_column(conn, "definition")? {
+                conn.execute_batch("ALTER TABLE grants ADD COLUMN definition TEXT")?;
             }
             Ok(())
         })
@@ -237,13 +252,21 @@ impl State {
     /// Every grant, oldest first.
     pub fn grants(&self) -> Result<Vec<Grant>, Error> {
         let conn = self.conn.lock().expect("state lock");
-        // A read-only file from before certificate pinning has no `cert` column.
-        let query = if has_cert_column(&conn).map_err(|e| self.fail(e))? {
-            "SELECT caller, app, tool, granted_at, cert FROM grants ORDER BY granted_at, caller, app, tool"
-        } else {
-            "SELECT caller, app, tool, granted_at, NULL FROM grants ORDER BY granted_at, caller, app, tool"
+        // A read-only file from before certificate pinning has no `cert` column, and
+        // one from before tool fingerprints no `definition`.
+        let column = |name: &'static str| -> Result<&'static str, Error> {
+            Ok(if has_column(&conn, name).map_err(|e| self.fail(e))? {
+                name
+            } else {
+                "NULL"
+            })
         };
-        let mut stmt = conn.prepare(query).map_err(|e| self.fail(e))?;
+        let query = format!(
+            "SELECT caller, app, tool, granted_at, {}, {} FROM grants ORDER BY granted_at, caller, app, tool",
+            column("cert")?,
+            column("definition")?
+        );
+        let mut stmt = conn.prepare(&query).map_err(|e| self.fail(e))?;
         let rows = stmt
             .query_map([], |r| {
                 Ok(Grant {
@@ -252,6 +275,7 @@ impl State {
                     tool: r.get(2)?,
                     granted_at: r.get::<_, i64>(3)?.max(0) as u64,
                     cert: r.get(4)?,
+                    definition: read_definition(r.get::<_, Option<String>>(5)?.as_deref()),
                 })
             })
             .map_err(|e| self.fail(e))?;
@@ -262,14 +286,36 @@ impl State {
     pub fn grant(&self, grant: &Grant) -> Result<(), Error> {
         let conn = self.conn.lock().expect("state lock");
         conn.execute(
-            "INSERT OR REPLACE INTO grants (caller, app, tool, granted_at, cert) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT OR REPLACE INTO grants (caller, app, tool, granted_at, cert, definition) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
                 grant.caller,
                 grant.app,
                 grant.tool,
                 i64::try_from(grant.granted_at).unwrap_or(i64::MAX),
-                grant.cert
+                grant.cert,
+                write_definition(grant.definition.as_ref())
             ],
+        )
+        .map(drop)
+        .map_err(|e| self.fail(e))
+    }
+
+    /// Ties the grant of `caller` for `tool` of `app`, which keeps no tool definition yet,
+    /// to `definition` (its time stays).
+    pub fn adopt(
+        &self,
+        caller: &str,
+        app: &str,
+        tool: &str,
+        definition: &crate::consent::fingerprint::Definition,
+    ) -> Result<(), Error> {
+        if self.read_only {
+            return Ok(());
+        }
+        let conn = self.conn.lock().expect("state lock");
+        conn.execute(
+            "UPDATE grants SET definition = ?4 WHERE caller = ?1 AND app = ?2 AND tool = ?3 AND definition IS NULL",
+            params![caller, app, tool, write_definition(Some(definition))],
         )
         .map(drop)
         .map_err(|e| self.fail(e))
@@ -291,9 +337,24 @@ impl State {
     }
 }
 
-fn has_cert_column(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.prepare("SELECT 1 FROM pragma_table_info('grants') WHERE name = 'cert'")
-        .and_then(|mut s| s.exists([]))
+fn has_column(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.prepare("SELECT 1 FROM pragma_table_info('grants') WHERE name = ?1")
+        .and_then(|mut s| s.exists([name]))
+}
+
+/// A stored tool definition read back; one that does not read is none (the grant then
+/// adopts the tool as it is at its next use).
+pub(crate) fn read_definition(
+    text: Option<&str>,
+) -> Option<crate::consent::fingerprint::Definition> {
+    serde_json::from_str(text?).ok()
+}
+
+/// A tool definition as it is stored (JSON).
+pub(crate) fn write_definition(
+    definition: Option<&crate::consent::fingerprint::Definition>,
+) -> Option<String> {
+    definition.map(|d| serde_json::to_string(d).expect("definitions serialize"))
 }
 
 /// Whether SQLite refused because the file (or its folder) cannot be written.
@@ -330,6 +391,7 @@ mod tests {
                 tool: "*".into(),
                 granted_at: 1,
                 cert: None,
+                definition: None,
             })
             .unwrap();
         state.note_local_ids(&["com.local"]).unwrap();
@@ -348,6 +410,43 @@ mod tests {
     }
 
     #[test]
+    fn a_file_from_before_fingerprints_keeps_its_grants_and_adopts_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = State::file_in(dir.path());
+        {
+            let conn = Connection::open(&file).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE grants (caller TEXT NOT NULL, app TEXT NOT NULL, tool TEXT NOT NULL,
+                     granted_at INTEGER NOT NULL, cert TEXT, PRIMARY KEY (caller, app, tool));
+                 INSERT INTO grants VALUES ('x@stdio', 'com.a', 'send', 7, NULL);",
+            )
+            .unwrap();
+        }
+        let state = State::open(&file).unwrap();
+        let grants = state.grants().unwrap();
+        assert_eq!(grants.len(), 1);
+        assert_eq!(grants[0].definition, None);
+        let tool = |description: &str| aai_descriptor::Tool {
+            name: "send".into(),
+            description: description.into(),
+            parameters: aai_descriptor::Schema::compile(&serde_json::json!({"type": "object"}))
+                .unwrap(),
+            returns: None,
+            timeout: None,
+            read_only: false,
+            call: aai_descriptor::ToolCall::Forward,
+        };
+        let first = crate::consent::fingerprint::Definition::of(&tool("Send"));
+        let other = crate::consent::fingerprint::Definition::of(&tool("Send it all"));
+        state.adopt("x@stdio", "com.a", "send", &first).unwrap();
+        // Adopted once: a later adoption does not move it.
+        state.adopt("x@stdio", "com.a", "send", &other).unwrap();
+        let grants = state.grants().unwrap();
+        assert_eq!(grants[0].definition.as_ref(), Some(&first));
+        assert_eq!(grants[0].granted_at, 7, "its time stays");
+    }
+
+    #[test]
     fn grants_persist_and_revoke() {
         let dir = tempfile::tempdir().unwrap();
         let file = State::file_in(dir.path());
@@ -358,6 +457,7 @@ mod tests {
             tool: tool.into(),
             granted_at: 5,
             cert: None,
+            definition: None,
         };
         state.grant(&g("x@stdio", "send")).unwrap();
         state.grant(&g("x@stdio", "*")).unwrap();

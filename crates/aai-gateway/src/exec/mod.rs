@@ -15,6 +15,7 @@ pub mod intent;
 pub mod listed;
 pub mod mcp;
 pub mod process;
+pub mod reach;
 pub mod script;
 pub mod skill;
 pub mod start;
@@ -79,6 +80,9 @@ pub struct Unanswered(pub String);
 pub trait Upstream: Send + Sync {
     /// Whether the client declared the capability.
     fn offers(&self, ask: Ask) -> bool;
+    /// The client session: a downstream server's request goes to the session of its own
+    /// call, never to another one's.
+    fn session(&self) -> u64;
     /// Sends the request with `params` (JSON) and returns the client's result (JSON).
     fn request(
         &self,

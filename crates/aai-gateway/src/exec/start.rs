@@ -1,6 +1,6 @@
 //! What starting an app means, described for the user who approves it: the program a
-//! downstream MCP server or an ACP agent runs (or the server an MCP app connects to), and a
-//! digest of everything that decides what runs. Consent asks about it before anything
+//! stdio adapter, a downstream MCP server or an ACP agent runs (or the server an MCP app
+//! connects to), and a digest of everything that decides what runs. Consent asks about it before anything
 //! starts, and ties an "always" answer to the digest, so a changed command asks again
 //! (`docs/consent.md`, "Starting servers and agents").
 //!
@@ -22,9 +22,24 @@ pub struct Start {
     /// A digest of the command, arguments, environment and folder (or the URL and
     /// headers): what an "always" answer is tied to.
     pub pin: String,
+    /// It may start in this run already (allowed once, or with an import): a question
+    /// names it, so that an "always" answer covers it, without saying it will start.
+    pub allowed: bool,
 }
 
 impl Start {
+    /// What a question about a call says of it: what it will start first, or, when it may
+    /// start in this run already, what it runs.
+    pub fn in_question(&self) -> String {
+        if !self.allowed {
+            return format!("this will first {}", self.describe());
+        }
+        match self.shown.strip_prefix("connect to ") {
+            Some(server) => format!("it connects to {server}"),
+            None => format!("it runs `{}`", self.shown),
+        }
+    }
+
     /// The sentence a question ends with.
     pub fn describe(&self) -> String {
         if self.shown.starts_with("connect to ") {
@@ -40,11 +55,13 @@ impl Start {
 }
 
 /// What must start before `executor` can serve a call, when that is a process the gateway
-/// keeps running or a server it connects to (downstream MCP servers, ACP agents). Other
-/// executors start nothing ahead of an approved call.
+/// keeps running or a server it connects to (stdio adapters, downstream MCP servers, ACP
+/// agents). Other executors start nothing ahead of an approved call.
 pub fn start_of(executor: &Executor, base_dir: &Path) -> Option<Start> {
     match executor {
-        Executor::Mcp(McpServer::Stdio(p)) | Executor::Acp(p) => Some(process(p, base_dir)),
+        Executor::Mcp(McpServer::Stdio(p)) | Executor::Acp(p) | Executor::Stdio(p) => {
+            Some(process(p, base_dir))
+        }
         Executor::Mcp(McpServer::Http { url, headers, .. }) => {
             let mut digest = Sha256::new();
             feed(&mut digest, &["http", url]);
@@ -60,6 +77,7 @@ pub fn start_of(executor: &Executor, base_dir: &Path) -> Option<Start> {
                 ),
                 downloads: false,
                 pin: hex(&digest.finalize()),
+                allowed: false,
             })
         }
         _ => None,
@@ -77,28 +95,33 @@ fn process(p: &Process, base_dir: &Path) -> Start {
         feed(&mut digest, &[name, value]);
     }
     feed(&mut digest, &[&base_dir.to_string_lossy()]);
-    let mut shown = std::iter::once(&p.command)
-        .chain(&p.args)
-        .map(|w| crate::text::sh_quote(w))
+    // Every word is shown (a long line is long: nothing that runs is left out), with what
+    // it carries of secrets masked as history masks it; the pin covers the real values.
+    let mut shown = std::iter::once(crate::text::sh_quote(&p.command))
+        .chain(
+            masked_args(&p.args)
+                .iter()
+                .map(|w| crate::text::sh_quote(w)),
+        )
         .collect::<Vec<_>>()
         .join(" ");
     if !p.env.is_empty() {
-        // A value that decides what runs (`NODE_OPTIONS`, `LD_PRELOAD`, a registry URL) is
-        // shown; one that looks secret (by its name or its shape) or is a placeholder is
-        // named only.
+        // A value that decides what runs (`NODE_OPTIONS`, `LD_PRELOAD`, a proxy, TLS
+        // checks off) is shown whatever its name; one that looks secret (by its name or
+        // its shape) or is a placeholder is named only.
         let shown_env: Vec<String> = p
             .env
             .iter()
             .map(|(name, value)| {
-                if aai_descriptor::looks_secret(name)
+                let secret = aai_descriptor::looks_secret(name)
                     || aai_descriptor::looks_secret_value(value)
-                    || value.contains("${")
-                {
+                    || value.contains("${");
+                if secret && !run_changing(name) {
                     name.clone()
                 } else {
                     format!(
                         "{name}={}",
-                        crate::text::sh_quote(&crate::text::excerpt(value, 120))
+                        crate::text::sh_quote(&crate::text::mask_secrets(value))
                     )
                 }
             })
@@ -109,6 +132,118 @@ fn process(p: &Process, base_dir: &Path) -> Start {
         shown,
         downloads: downloads(&p.command, &p.args),
         pin: hex(&digest.finalize()),
+        allowed: false,
+    }
+}
+
+/// Environment variables that change what a command runs, where it downloads from, which
+/// configuration it reads or whether it checks TLS (a name ending in `_` is a prefix):
+/// their values are always shown, and an MCP Registry entry that sets one is not installed.
+pub const RUN_CHANGING: [&str; 38] = [
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "DYLD_",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_TLS_REJECT_UNAUTHORIZED",
+    "NODE_EXTRA_CA_CERTS",
+    "NPM_CONFIG_",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PYTHONINSPECT",
+    "PYTHONUSERBASE",
+    "PIP_",
+    "UV_",
+    "PATH",
+    "BASH_ENV",
+    "ENV",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "DOCKER_",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_CONFIG_",
+    "GIT_EXEC_PATH",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PERL5OPT",
+    "RUBYOPT",
+    "JAVA_TOOL_OPTIONS",
+];
+
+/// Whether the environment variable `name` is one of [`RUN_CHANGING`] (in any case:
+/// `https_proxy` is read too).
+pub fn run_changing(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    RUN_CHANGING
+        .iter()
+        .any(|r| upper == *r || (r.ends_with('_') && upper.starts_with(r)))
+}
+
+/// A command's arguments as a question shows them: the value after a secret-looking flag
+/// (`--api-key …`, `--token …`) masked, `--token=…` and `TOKEN=…` (`docker -e`) masked in
+/// place, a header's credential (`Authorization: Bearer …`, `X-Api-Key: …`), URL passwords
+/// and secret query parameters masked, and a word shaped like a token masked whole.
+pub fn masked_args(args: &[String]) -> Vec<String> {
+    let mut after_flag = false;
+    args.iter()
+        .map(|word| {
+            let shown = if after_flag {
+                "***".to_owned()
+            } else {
+                mask_word(word)
+            };
+            after_flag =
+                word.starts_with('-') && !word.contains('=') && aai_descriptor::looks_secret(word);
+            shown
+        })
+        .collect()
+}
+
+fn mask_word(word: &str) -> String {
+    let named = |name: &str| {
+        !name.is_empty()
+            && !name.contains(char::is_whitespace)
+            && !name.contains("://")
+            && aai_descriptor::looks_secret(name)
+    };
+    if let Some((name, _)) = word.split_once('=')
+        && named(name)
+    {
+        return format!("{name}=***");
+    }
+    if let Some((name, value)) = word.split_once(':')
+        && named(name.trim())
+        && !value.trim().is_empty()
+    {
+        // `Authorization: Bearer x` keeps its scheme; `X-Api-Key: x` shows none.
+        let value = value.trim();
+        return match value.split_once(' ') {
+            Some((scheme, _))
+                if matches!(
+                    scheme.to_ascii_lowercase().as_str(),
+                    "bearer" | "basic" | "token"
+                ) =>
+            {
+                format!("{name}: {scheme} ***")
+            }
+            _ => format!("{name}: ***"),
+        };
+    }
+    let masked = crate::text::mask_secrets(word);
+    if masked == word && aai_descriptor::looks_secret_value(word) {
+        "***".to_owned()
+    } else {
+        masked
     }
 }
 
@@ -209,6 +344,95 @@ mod tests {
             s.shown,
             "npx x (with NODE_OPTIONS='--require /tmp/evil.js', DB, PAT set)"
         );
+    }
+
+    #[test]
+    fn secrets_in_arguments_are_masked_and_every_word_is_shown() {
+        let s = start_of(
+            &stdio(
+                "docker",
+                &[
+                    "run",
+                    "-e",
+                    "GITHUB_TOKEN=ghp_S1",
+                    "--api-key",
+                    "S2",
+                    "--token=S3",
+                    "-H",
+                    "Authorization: Bearer S4",
+                    "--url",
+                    "https://user:S5@h.example/x?api_key=S6&q=kept",
+                    "sk-S7abcdefghijklmnopqrstu",
+                    "X-Api-Key: S8",
+                    "img",
+                ],
+                &[],
+            ),
+            Path::new("/srv"),
+        )
+        .unwrap();
+        for n in 1..=8 {
+            assert!(!s.shown.contains(&format!("S{n}")), "S{n} in {}", s.shown);
+        }
+        assert_eq!(
+            s.shown,
+            "docker run -e 'GITHUB_TOKEN=***' --api-key '***' '--token=***' -H 'Authorization: Bearer ***' \
+             --url 'https://user:***@h.example/x?api_key=***&q=kept' '***' 'X-Api-Key: ***' img"
+        );
+        // The pin still covers the real values.
+        let other = start_of(
+            &stdio("docker", &["run", "-e", "GITHUB_TOKEN=ghp_other"], &[]),
+            Path::new("/srv"),
+        )
+        .unwrap();
+        let first = start_of(
+            &stdio("docker", &["run", "-e", "GITHUB_TOKEN=ghp_S1"], &[]),
+            Path::new("/srv"),
+        )
+        .unwrap();
+        assert_eq!(other.shown, first.shown);
+        assert_ne!(other.pin, first.pin);
+        // Past any history bound: no argument is left out.
+        let many: Vec<String> = (0..80).map(|i| format!("a{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let s = start_of(&stdio("x", &many, &[]), Path::new("/")).unwrap();
+        assert!(s.shown.ends_with(" a79"), "{}", s.shown);
+    }
+
+    #[test]
+    fn variables_that_change_what_runs_are_shown_whatever_their_name() {
+        let s = start_of(
+            &stdio(
+                "npx",
+                &["x"],
+                &[
+                    ("NODE_TLS_REJECT_UNAUTHORIZED", "0"),
+                    ("HTTPS_PROXY", "http://u:pw@127.0.0.1:8080"),
+                    ("GIT_SSH_COMMAND", "ssh -i /tmp/k"),
+                    ("HOME", "/tmp/evil"),
+                    ("XDG_CONFIG_HOME", "/tmp/cfg"),
+                    ("DOCKER_CONTEXT", "remote"),
+                    ("PYTHONINSPECT", "1"),
+                    ("API_TOKEN", "t0k"),
+                ],
+            ),
+            Path::new("/srv"),
+        )
+        .unwrap();
+        for shown in [
+            "NODE_TLS_REJECT_UNAUTHORIZED=0",
+            "HTTPS_PROXY='http://u:***@127.0.0.1:8080'",
+            "GIT_SSH_COMMAND='ssh -i /tmp/k'",
+            "HOME=/tmp/evil",
+            "XDG_CONFIG_HOME=/tmp/cfg",
+            "DOCKER_CONTEXT=remote",
+            "PYTHONINSPECT=1",
+        ] {
+            assert!(s.shown.contains(shown), "{shown} not in {}", s.shown);
+        }
+        assert!(s.shown.contains(", API_TOKEN set)") && !s.shown.contains("t0k"));
+        assert!(run_changing("https_proxy") && run_changing("NPM_CONFIG_REGISTRY"));
+        assert!(!run_changing("GITHUB_TOKEN"));
     }
 
     #[test]

@@ -11,8 +11,12 @@ use serde_json::{Value, json};
 use super::Error;
 use crate::exec::start::Start;
 
-/// The largest configuration file, skill file or descriptor read.
-const MAX_TEXT: usize = 4 * 1024 * 1024;
+/// The largest source read by URL or path (an OpenAPI document, a configuration file, a
+/// skill file, a descriptor): an agent's
+/// import reads and converts it before anyone is asked, at some 40 times its size in
+/// memory (docs/manage.md). The CLI's `import openapi` takes up to
+/// [`aai_author::openapi::MAX_DOCUMENT`].
+const MAX_SOURCE: usize = 16 * 1024 * 1024;
 /// A skill folder copied whole: at most this many files and folders, this many bytes in
 /// all, folders this deep.
 const SKILL_FILES: usize = 1000;
@@ -133,10 +137,12 @@ pub struct Draft {
     pub name: String,
     /// Its tools; `None` for a server that lists them when it first runs.
     pub tools: Option<Vec<String>>,
-    /// What its first use starts (a server's command, or the server it connects to).
-    pub start: Option<Start>,
-    /// Where its calls go (a web API's base URL).
-    pub url: Option<String>,
+    /// What its bindings start (an adapter's or a server's command, or the server it
+    /// connects to): an approved import allows these to start for the rest of the run.
+    pub starts: Vec<Start>,
+    /// What its calls can run, read or reach, for every binding ([`crate::exec::reach`]):
+    /// what the import question names.
+    pub reach: Vec<String>,
     /// The folder it is written to.
     pub folder: PathBuf,
     /// What is written there.
@@ -170,11 +176,8 @@ impl Draft {
             Some(tools) => out["tools"] = json!(tools),
             None => out["tools"] = json!("listed by the server when it first runs"),
         }
-        if let Some(start) = &self.start {
-            out["firstUse"] = json!(start.describe());
-        }
-        if let Some(url) = &self.url {
-            out["url"] = json!(url);
+        if !self.reach.is_empty() {
+            out["reaches"] = json!(self.reach);
         }
         if !self.secrets.is_empty() {
             out["credentials"] = json!(self.secret_names());
@@ -209,10 +212,12 @@ pub async fn drafts(
             mcp(home, platform, &text)?
         }
         Value::String(s) if s.starts_with("https://") || s.starts_with("http://") => {
-            let text = fetch(s, MAX_TEXT.max(aai_author::openapi::MAX_DOCUMENT)).await?;
+            let _one = one_at_a_time().await;
+            let text = fetch(s, MAX_SOURCE).await?;
             from_text(home, platform, &text, kind, Some(s)).map_err(first_line)?
         }
         Value::String(s) if !s.is_empty() => {
+            let _one = one_at_a_time().await;
             from_path(home, platform, Path::new(s), kind).map_err(first_line)?
         }
         _ => {
@@ -231,6 +236,28 @@ pub async fn drafts(
         }
     }
     Ok(drafts)
+}
+
+/// A source over [`MAX_SOURCE`], refused before it is parsed.
+fn too_large(source: &str, len: u64) -> Error {
+    Error::Args(format!(
+        "{source} is {len} bytes; an import reads at most {} MiB (a larger OpenAPI document can be imported with `aai-gateway import openapi`, which the user runs)",
+        MAX_SOURCE / (1024 * 1024)
+    ))
+}
+
+/// Sources read by URL or path: one at a time. A large OpenAPI document takes a few
+/// times its size in memory while it is parsed and converted, and a preview asks nobody,
+/// so previews at once would add up; the others wait their turn (a call's timeout still
+/// ends the wait).
+static READING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+/// The turn of one source read by URL or path ([`READING`]).
+async fn one_at_a_time() -> tokio::sync::SemaphorePermit<'static> {
+    READING
+        .acquire()
+        .await
+        .expect("the semaphore is never closed")
 }
 
 /// A converter's error about a text the caller did not pass inline (a file, a page) keeps
@@ -320,18 +347,22 @@ fn from_text(
 /// OpenAPI or Codex's TOML by their marks.
 fn detect(text: &str) -> Result<Kind, Error> {
     let text = text.trim_start_matches('\u{feff}');
-    if let Ok(v) = serde_json::from_str::<Value>(text) {
-        return Ok(
-            if v.get("openapi").is_some() || v.get("swagger").is_some() {
-                Kind::OpenApi
-            } else if ["mcpServers", "servers"].iter().any(|k| v.get(k).is_some())
-                || v.pointer("/mcp/servers").is_some()
-            {
-                Kind::Mcp
-            } else {
-                Kind::Descriptor
-            },
-        );
+    // The top-level keys only: a document is parsed whole once, by its converter.
+    type Keys = std::collections::HashMap<String, serde::de::IgnoredAny>;
+    if let Ok(keys) = serde_json::from_str::<Keys>(text) {
+        let has = |k: &str| keys.contains_key(k);
+        let mcp_servers = || {
+            has("mcp")
+                && serde_json::from_str::<Value>(text)
+                    .is_ok_and(|v| v.pointer("/mcp/servers").is_some())
+        };
+        return Ok(if has("openapi") || has("swagger") {
+            Kind::OpenApi
+        } else if has("mcpServers") || has("servers") || mcp_servers() {
+            Kind::Mcp
+        } else {
+            Kind::Descriptor
+        });
     }
     if crate::catalog::skills::folder_name(text).is_some() {
         return Ok(Kind::Skill);
@@ -377,20 +408,23 @@ fn from_path(
     if !meta.is_file() {
         return Err(Error::Args(format!("{} is not a file", path.display())));
     }
-    let limit = if kind == Some(Kind::OpenApi) {
-        aai_author::openapi::MAX_DOCUMENT
-    } else {
-        MAX_TEXT.max(aai_author::openapi::MAX_DOCUMENT)
-    };
-    if meta.len() > limit as u64 {
-        return Err(Error::Args(format!(
-            "{} is {} bytes; at most {limit} are read",
-            path.display(),
-            meta.len()
-        )));
+    if meta.len() > MAX_SOURCE as u64 {
+        return Err(too_large(&path.display().to_string(), meta.len()));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Args(format!("cannot read {} as text: {e}", path.display())))?;
+    let mut text = String::new();
+    // At most one byte more than the limit: a file that grew since is refused too.
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            std::fs::File::open(path)
+                .map_err(|e| Error::Args(format!("cannot read {}: {e}", path.display())))?,
+            MAX_SOURCE as u64 + 1,
+        ),
+        &mut text,
+    )
+    .map_err(|e| Error::Args(format!("cannot read {} as text: {e}", path.display())))?;
+    if text.len() > MAX_SOURCE {
+        return Err(too_large(&path.display().to_string(), text.len() as u64));
+    }
     let kind = match kind {
         Some(k) => k,
         None if path.file_name().is_some_and(|n| n == "SKILL.md") => Kind::Skill,
@@ -418,12 +452,12 @@ fn mcp(home: &Home<'_>, platform: &str, text: &str) -> Result<Vec<Draft>, Error>
         let replaces = home.ours(&folder, &s.id)?;
         let secrets = store_entries(&s.id, s.secret, s.secrets);
         out.push(Draft {
-            start: crate::exec::start::start_of(&app.bindings[0].executor, &folder),
+            starts: starts(&app, &folder),
+            reach: crate::exec::reach::of_app(&app, &folder),
             id: s.id,
             kind: Kind::Mcp,
             name: s.name,
             tools: None,
-            url: None,
             folder,
             payload: Payload::Descriptor(text),
             secrets,
@@ -471,9 +505,9 @@ fn openapi(home: &Home<'_>, text: &str, url: Option<&str>) -> Result<Vec<Draft>,
     let folder = home.dir.join(&import.id);
     Ok(vec![Draft {
         replaces: home.ours(&folder, &import.id)?,
-        url: base_url(&app),
+        reach: crate::exec::reach::of_app(&app, &folder),
         tools: Some(tool_names(&app)),
-        start: None,
+        starts: starts(&app, &folder),
         id: import.id,
         kind: Kind::OpenApi,
         name: app.name.primary().to_owned(),
@@ -490,10 +524,10 @@ fn descriptor(home: &Home<'_>, text: &str, source: &str) -> Result<Vec<Draft>, E
     let binding = &app.bindings[0];
     Ok(vec![Draft {
         replaces: home.ours(&folder, &app.id)?,
-        url: base_url(&app),
+        reach: crate::exec::reach::of_app(&app, &folder),
         tools: (!matches!(binding.executor, aai_descriptor::Executor::Mcp(_)))
             .then(|| tool_names(&app)),
-        start: crate::exec::start::start_of(&binding.executor, &folder),
+        starts: starts(&app, &folder),
         id: app.id.clone(),
         kind: Kind::Descriptor,
         name: app.name.primary().to_owned(),
@@ -548,8 +582,8 @@ fn skill(home: &Home<'_>, name: String, payload: Payload) -> Result<Vec<Draft>, 
         kind: Kind::Skill,
         name,
         tools: Some(vec!["read".to_owned()]),
-        start: None,
-        url: None,
+        starts: Vec::new(),
+        reach: vec![format!("read the files under `{}`", folder.display())],
         folder,
         payload,
         secrets: Vec::new(),
@@ -693,16 +727,17 @@ fn tool_names(app: &aai_descriptor::App) -> Vec<String> {
         .collect()
 }
 
-fn base_url(app: &aai_descriptor::App) -> Option<String> {
-    match &app.bindings[0].executor {
-        aai_descriptor::Executor::Http(h) => Some(h.base_url.clone()),
-        aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }) => {
-            reqwest::Url::parse(url)
-                .ok()
-                .map(|u| crate::net::redact(&u))
+/// What `app`'s bindings start, each once.
+fn starts(app: &aai_descriptor::App, folder: &Path) -> Vec<Start> {
+    let mut out: Vec<Start> = Vec::new();
+    for b in &app.bindings {
+        if let Some(start) = crate::exec::start::start_of(&b.executor, folder)
+            && !out.contains(&start)
+        {
+            out.push(start);
         }
-        _ => None,
     }
+    out
 }
 
 /// Sets the app's description in a descriptor the import made (camelCase `app.description`).
@@ -781,6 +816,82 @@ mod tests {
         assert!(detect("hello").is_err());
     }
 
+    fn request(source: &Value) -> Request<'_> {
+        Request {
+            source,
+            kind: Some("openapi"),
+            name: None,
+            summary: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_source_over_the_cap_is_refused_before_it_is_parsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = |_: &str| false;
+        // Not YAML either: parsed, it would be refused as an invalid document instead.
+        let big = dir.path().join("big.yaml");
+        std::fs::write(&big, "{".repeat(MAX_SOURCE + 1)).unwrap();
+        let source = json!(big.to_str().unwrap());
+        let err = drafts(dir.path(), "linux", &request(&source), &none)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("an import reads at most 16 MiB"), "{err}");
+        assert!(err.contains("aai-gateway import openapi"), "{err}");
+
+        // By URL: the body stops at the cap.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 4096];
+            let _ = socket.read(&mut head).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/yaml\r\n\r\n")
+                .await;
+            let chunk = vec![b'{'; 1024 * 1024];
+            for _ in 0..=MAX_SOURCE / chunk.len() {
+                if socket.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let source = json!(format!("http://127.0.0.1:{port}/openapi.yaml"));
+        let err = drafts(dir.path(), "linux", &request(&source), &none)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("larger than 16 MiB"), "{err}");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn sources_are_read_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = dir.path().join("openapi.json");
+        std::fs::write(
+            &doc,
+            r#"{"openapi":"3.0.0","info":{"title":"T","version":"1.0.0"},
+            "servers":[{"url":"https://api.example.com"}],
+            "paths":{"/a":{"get":{"operationId":"a","responses":{}}}}}"#,
+        )
+        .unwrap();
+        let source = json!(doc.to_str().unwrap());
+        let home = dir.path().join("home");
+        let none = |_: &str| false;
+        let request = request(&source);
+        let turn = one_at_a_time().await;
+        let other = drafts(&home, "linux", &request, &none);
+        tokio::pin!(other);
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(300), &mut other).await;
+        assert!(waited.is_err(), "a second source waits while one is read");
+        drop(turn);
+        let drafts = other.await.unwrap();
+        assert_eq!(drafts[0].tools.as_deref(), Some(&["a".to_owned()][..]));
+    }
+
     #[test]
     fn one_servers_entry_needs_its_name_and_a_map_is_wrapped() {
         let one = json!({"command": "npx", "args": ["-y", "x"]});
@@ -808,8 +919,9 @@ mod tests {
         let drafts = mcp(&home, "linux", text).unwrap();
         let d = &drafts[0];
         assert_eq!(d.id, "mcp.gh");
-        let start = d.start.as_ref().unwrap();
+        let start = &d.starts[0];
         assert!(start.downloads && start.shown.contains("@x/server-github"));
+        assert_eq!(d.reach, [start.describe()]);
         let preview = d.preview().to_string();
         assert!(!preview.contains("ghp_secret"), "{preview}");
         assert!(preview.contains("GITHUB_TOKEN"), "{preview}");

@@ -85,6 +85,17 @@ impl From<Error> for GatewayError {
     }
 }
 
+/// The client `client` as the target of its own change ("for me"): a client whose name is
+/// `*` would otherwise change what every client sees.
+fn me(client: &str) -> Result<&str, Error> {
+    if client == EVERYONE {
+        return Err(Error::Args(
+            "a client named `*` cannot change what it sees by itself: `*` stands for every client (use `for: \"everyone\"` on an app you see)".into(),
+        ));
+    }
+    Ok(client)
+}
+
 /// A change, planned and not done yet.
 #[derive(Debug)]
 pub struct Change {
@@ -124,7 +135,7 @@ impl Change {
         match &self.what {
             What::Import { drafts, .. } => drafts
                 .iter()
-                .filter_map(|d| Some((d.id.as_str(), d.start.as_ref()?)))
+                .flat_map(|d| d.starts.iter().map(|s| (d.id.as_str(), s)))
                 .collect(),
             _ => Vec::new(),
         }
@@ -186,7 +197,7 @@ impl Manager {
                 let hide = tool == "disable";
                 let app = text("app").unwrap_or_default();
                 let for_all = text("for") == Some("everyone");
-                let target = if for_all { EVERYONE } else { client };
+                let target = if for_all { EVERYONE } else { me(client)? };
                 // Hiding, and anything for everyone, needs an app the caller sees; showing
                 // again what the caller hid from itself cannot.
                 let app = if hide || for_all {
@@ -246,10 +257,11 @@ impl Manager {
                 names
                     .iter()
                     .filter_map(Value::as_str)
-                    .map(|n| if n == "me" { client } else { n })
-                    .map(str::to_owned)
-                    .collect::<BTreeSet<_>>()
-            });
+                    .map(|n| if n == "me" { me(client) } else { Ok(n) })
+                    .map(|n| n.map(str::to_owned))
+                    .collect::<Result<BTreeSet<_>, Error>>()
+            })
+            .transpose()?;
         if args.get("confirm").and_then(Value::as_bool) != Some(true) {
             let apps: Vec<Value> = drafts.iter().map(import::Draft::preview).collect();
             return Ok(Step::Preview(json!({
@@ -275,11 +287,9 @@ impl Manager {
                     d.secret_names().join(", ")
                 ));
             }
-            if let Some(url) = &d.url {
-                text.push_str(&format!("; its calls go to {url}"));
-            }
-            if let Some(start) = &d.start {
-                text.push_str(&format!("; its first use will {}", start.describe()));
+            // Everything a yes lets its calls run, read or reach, for every binding.
+            if !d.reach.is_empty() {
+                text.push_str(&format!("; its calls may {}", d.reach.join(", and ")));
             }
         }
         if let Some(audience) = &audience {

@@ -56,7 +56,12 @@ pub struct Server {
     transport: &'static str,
     /// Which bearer token the HTTP listener requires, if any (part of the identity).
     token: Option<String>,
+    /// This session's number, which a downstream server's requests are routed by.
+    session: u64,
 }
+
+/// The number of the next session.
+static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,6 +78,7 @@ impl Server {
             announced: Arc::new(tokio::sync::Mutex::new(0)),
             transport,
             token: None,
+            session: SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -343,7 +349,7 @@ impl Server {
         let origin = crate::pipeline::Origin {
             caller,
             prompter,
-            client: upstream(ctx),
+            client: upstream(ctx, self.session),
             trace: incoming_trace(ctx),
         };
         let outcome = self
@@ -420,7 +426,7 @@ impl Server {
         let origin = crate::pipeline::Origin {
             caller: self.caller(ctx),
             prompter,
-            client: upstream(ctx),
+            client: upstream(ctx, self.session),
             trace: incoming_trace(ctx),
         };
         let progress = progress_sink(ctx);
@@ -786,19 +792,31 @@ fn consent_form(question: &crate::consent::Question) -> Option<rmcp::model::Elic
 
 /// The calling client as a downstream MCP server's requests reach it, for a client that
 /// takes requests mid-call (before 2026-07-28, which forbids them).
-fn upstream(ctx: &RequestContext<RoleServer>) -> Option<crate::exec::UpstreamRef> {
+fn upstream(ctx: &RequestContext<RoleServer>, session: u64) -> Option<crate::exec::UpstreamRef> {
     let (_, round_trips) = asking(ctx);
-    (!round_trips).then(|| Arc::new(Client(ctx.peer.clone())) as crate::exec::UpstreamRef)
+    (!round_trips).then(|| {
+        Arc::new(Client {
+            peer: ctx.peer.clone(),
+            session,
+            call: ctx.id.clone(),
+        }) as crate::exec::UpstreamRef
+    })
 }
 
 /// The calling client (its session's peer), for requests passed through from a downstream
-/// server: parsed into rmcp's types here, JSON on both sides.
-struct Client(Peer<RoleServer>);
+/// server: parsed into rmcp's types here, JSON on both sides. Each request rides the
+/// response stream of the call it belongs to (`call`) over Streamable HTTP, so that it
+/// reaches the client whether or not the client holds a GET stream open.
+struct Client {
+    peer: Peer<RoleServer>,
+    session: u64,
+    call: rmcp::model::RequestId,
+}
 
 impl crate::exec::Upstream for Client {
     fn offers(&self, ask: crate::exec::Ask) -> bool {
         use crate::exec::Ask;
-        let Some(info) = self.0.peer_info() else {
+        let Some(info) = self.peer.peer_info() else {
             return false;
         };
         let caps = &info.capabilities;
@@ -807,6 +825,10 @@ impl crate::exec::Upstream for Client {
             Ask::Sampling => caps.sampling.is_some(),
             Ask::Roots => caps.roots.is_some(),
         }
+    }
+
+    fn session(&self) -> u64 {
+        self.session
     }
 
     #[allow(deprecated)] // sampling and roots: deprecated from 2026-07-28, used before it
@@ -818,26 +840,91 @@ impl crate::exec::Upstream for Client {
         Box<dyn std::future::Future<Output = Result<Value, crate::exec::Unanswered>> + Send>,
     > {
         use crate::exec::{Ask, Unanswered};
-        let peer = self.0.clone();
+        let peer = self.peer.clone();
+        let call = self.call.clone();
         Box::pin(async move {
+            use rmcp::model::{ClientResult, ServerRequest};
             let bad = |e: serde_json::Error| Unanswered(format!("the request is not valid: {e}"));
-            let failed = |e: rmcp::service::ServiceError| Unanswered(e.to_string());
             let answer = match ask {
                 Ask::Elicitation => {
                     // Read as rmcp's type first: a request that is not a valid form fails here.
                     let typed: rmcp::model::ElicitRequestParams =
                         serde_json::from_value(params).map_err(bad)?;
                     let params = serde_json::to_value(&typed).map_err(bad)?;
-                    serde_json::to_value(elicit(&peer, params).await.map_err(Unanswered)?)
+                    serde_json::to_value(
+                        elicit(&peer, params, Some(call))
+                            .await
+                            .map_err(Unanswered)?,
+                    )
                 }
                 Ask::Sampling => {
-                    let params = serde_json::from_value(params).map_err(bad)?;
-                    serde_json::to_value(peer.create_message(params).await.map_err(failed)?)
+                    let params: rmcp::model::CreateMessageRequestParams =
+                        serde_json::from_value(params).map_err(bad)?;
+                    params.validate().map_err(Unanswered)?;
+                    let request = ServerRequest::CreateMessageRequest(
+                        rmcp::model::CreateMessageRequest::new(params),
+                    );
+                    match send_for(&peer, request, call).await? {
+                        ClientResult::CreateMessageResult(r) => serde_json::to_value(r),
+                        _ => {
+                            return Err(Unanswered(
+                                "the client answered something else than a sampling result"
+                                    .to_owned(),
+                            ));
+                        }
+                    }
                 }
-                Ask::Roots => serde_json::to_value(peer.list_roots().await.map_err(failed)?),
+                Ask::Roots => {
+                    let request =
+                        ServerRequest::ListRootsRequest(rmcp::model::ListRootsRequest::default());
+                    match send_for(&peer, request, call).await? {
+                        ClientResult::ListRootsResult(r) => serde_json::to_value(r),
+                        _ => {
+                            return Err(Unanswered(
+                                "the client answered something else than a roots list".to_owned(),
+                            ));
+                        }
+                    }
+                }
             };
             answer.map_err(|e| Unanswered(e.to_string()))
         })
+    }
+}
+
+/// Sends `request` to the client on the response stream of the call `call` (Streamable
+/// HTTP; on stdio there is one stream).
+#[allow(deprecated)] // sampling and roots: deprecated from 2026-07-28, used before it
+async fn send_for(
+    peer: &Peer<RoleServer>,
+    mut request: rmcp::model::ServerRequest,
+    call: rmcp::model::RequestId,
+) -> Result<rmcp::model::ClientResult, crate::exec::Unanswered> {
+    use rmcp::model::GetExtensions;
+    request
+        .extensions_mut()
+        .insert(rmcp::service::OriginatingRequestId(call));
+    // Sent from a task of its own: rmcp marks a request sent inside a request handler with
+    // that handler's request, and the downstream server's request being handled here is
+    // not one of this client's (task-locals do not cross a spawn). Aborted when the wait
+    // for it is dropped.
+    let peer = peer.clone();
+    let sending = tokio::spawn(async move { peer.send_request(request).await });
+    let mut sending = AbortOnDrop(sending);
+    match (&mut sending.0).await {
+        Ok(answer) => answer.map_err(|e| crate::exec::Unanswered(e.to_string())),
+        Err(e) => Err(crate::exec::Unanswered(format!(
+            "the request to the client failed: {e}"
+        ))),
+    }
+}
+
+/// A spawned task, aborted when this is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -846,6 +933,7 @@ impl crate::exec::Upstream for Client {
 async fn elicit(
     peer: &Peer<RoleServer>,
     params: Value,
+    call: Option<rmcp::model::RequestId>,
 ) -> Result<rmcp::model::ElicitResult, String> {
     use rmcp::model::{ClientResult, CustomRequest, ServerRequest};
     let mut params = params;
@@ -860,11 +948,15 @@ async fn elicit(
     }
     let request =
         ServerRequest::CustomRequest(CustomRequest::new("elicitation/create", Some(params)));
-    match peer
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    let answer = match call {
+        // A downstream server's question rides the response stream of the call it belongs to.
+        Some(call) => send_for(peer, request, call).await.map_err(|e| e.0)?,
+        None => peer
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?,
+    };
+    match answer {
         ClientResult::ElicitResult(r) => Ok(r),
         ClientResult::CustomResult(v) => serde_json::from_value(v.0).map_err(|e| e.to_string()),
         _ => Err("the client answered something else than an elicitation result".to_owned()),
@@ -896,7 +988,7 @@ impl crate::consent::Prompter for Elicit {
                 Ok(form) => form,
                 Err(e) => return Reply::Unavailable(format!("the consent form: {e}")),
             };
-            let answer = match elicit(&self.0, form).await {
+            let answer = match elicit(&self.0, form, None).await {
                 Ok(answer) => answer,
                 // The client could not ask (or answered with an error): not an answer.
                 Err(e) => {
@@ -1108,15 +1200,15 @@ fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResu
         } else {
             hit.tools.clone()
         };
+        let description = crate::registry::search::description(&app.description);
         body.push_str(&format!(
-            "{}. {name} (`{}`) — {} Tools: {}\n",
+            "{}. {name} (`{}`) — {description} Tools: {}\n",
             i + 1,
             app.id,
-            app.description,
             tools.join(", ")
         ));
         results.push(json!({
-            "app": app.id, "name": name, "description": app.description,
+            "app": app.id, "name": name, "description": description,
             "score": hit.score, "tools": tools,
         }));
     }
@@ -1268,7 +1360,10 @@ impl ServerHandler for Server {
             .iter()
             .map(|e| {
                 Resource::new(format!("app:{}", e.app.id), snapshot.name(e))
-                    .with_description(e.app.description.clone())
+                    .with_description(crate::registry::guide::cut(
+                        &e.app.description,
+                        crate::registry::guide::DESCRIPTION_MAX,
+                    ))
                     .with_mime_type("application/aai+json")
             })
             .collect();

@@ -1,10 +1,14 @@
-//! Listed tool names and descriptions.
+//! Listed tool names and descriptions. Descriptions are cut to
+//! [`DESCRIPTION_MAX`] characters, the parameters' too: a client loads `tools/list`
+//! into every turn of its model.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 
+use crate::registry::guide::{DESCRIPTION_MAX, cut};
 use crate::registry::{Entry, Snapshot};
 
 /// Longest listed name. Clients prefix the tools of a server (Claude Code and Codex
@@ -24,7 +28,7 @@ pub(super) fn app_tool(snapshot: &Snapshot, entry: &Entry) -> Tool {
     let mut description = format!(
         "【{}】{}",
         names.join("|"),
-        app.description.trim_end_matches('.')
+        cut(&app.description, DESCRIPTION_MAX).trim_end_matches('.')
     );
     if !app.aliases.is_empty() {
         description.push_str(&format!(". Aliases: {}", app.aliases.join(", ")));
@@ -66,10 +70,37 @@ pub(super) fn flat_tools(entry: &Entry) -> Vec<Tool> {
         .map(|t| {
             let mut schema = t.parameters.json().as_object().cloned().unwrap_or_default();
             schema.entry("type").or_insert_with(|| json!("object"));
-            let description = format!("{} ({})", t.description, entry.app.id);
+            cut_descriptions(&mut schema);
+            let description = format!(
+                "{} ({})",
+                cut(&t.description, DESCRIPTION_MAX),
+                entry.app.id
+            );
             Tool::new(flat_name(entry, &t.name), description, Arc::new(schema))
         })
         .collect()
+}
+
+/// Every `description` string in (a listed copy of) a schema, cut to
+/// [`DESCRIPTION_MAX`].
+fn cut_descriptions(map: &mut Map<String, Value>) {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(map) => cut_descriptions(map),
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    for (key, v) in map.iter_mut() {
+        match v {
+            Value::String(s) if key == "description" => {
+                if let Cow::Owned(short) = cut(s, DESCRIPTION_MAX) {
+                    *s = short;
+                }
+            }
+            v => walk(v),
+        }
+    }
 }
 
 /// The app and tool a flat name points at.
@@ -128,6 +159,48 @@ mod tests {
         for t in crate::mcp::tools::listed() {
             assert!(t.name.len() <= MAX_NAME);
         }
+    }
+
+    #[test]
+    fn a_huge_description_is_cut_where_it_is_listed() {
+        let huge = format!("{}é", "Adds numbers. ".repeat(900_000 / 14));
+        let mut e = entry("com.example.huge", &["add"]);
+        e.app.description = huge.clone();
+        let tool = &mut e.app.bindings[0].tools[0];
+        tool.description = huge.clone();
+        tool.parameters =
+            aai_descriptor::Schema::load(&json!({"type": "object", "description": huge,
+            "properties": {"description": {"type": "string", "description": huge},
+                           "x": {"anyOf": [{"type": "string", "description": huge}]}}}))
+            .unwrap();
+        let listed = serde_json::to_string(&flat_tools(&e)).unwrap();
+        assert!(
+            listed.len() < 10_000,
+            "tools/list entry is {} bytes",
+            listed.len()
+        );
+        let listed: Value = serde_json::from_str(&listed).unwrap();
+        let description = listed[0]["description"].as_str().unwrap();
+        let head: String = huge.chars().take(2_000).collect();
+        assert_eq!(
+            description,
+            format!(
+                "{head}… [cut by the gateway: {} characters in all] (com.example.huge)",
+                huge.chars().count()
+            )
+        );
+        let schema = &listed[0]["inputSchema"];
+        for d in [
+            &schema["description"],
+            &schema["properties"]["description"]["description"],
+            &schema["properties"]["x"]["anyOf"][0]["description"],
+        ] {
+            assert!(d.as_str().unwrap().contains("[cut by the gateway"), "{d}");
+        }
+        let app = app_tool(&Snapshot::default(), &e);
+        assert!(app.description.as_deref().unwrap().len() < 3_000);
+        // The model keeps the whole text (validation, consent's fingerprint).
+        assert_eq!(e.app.bindings[0].tools[0].description.len(), huge.len());
     }
 
     fn flat_target_of(e: &Entry, name: &str) -> Option<String> {

@@ -12,6 +12,9 @@
 //!   when it has a usable one;
 //! * `initialize`, `tools/call` and `resources/read` whose `params` have the wrong shape
 //!   get -32602 Invalid params (rmcp answers -32601 Method not found);
+//! * a request whose `params._meta` is not an object gets -32602 Invalid params (rmcp
+//!   answers -32600 with no id at all); such a notification is dropped (rmcp answers it);
+//! * an id is recovered only when it is JSON: `"id": 01` is a parse error with the null id;
 //! * a request whose id is still in flight gets -32600 (rmcp would answer only one).
 //!
 //! Everything else passes through untouched, in both directions.
@@ -284,7 +287,9 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
         ));
     };
     match map.get("id") {
-        // A notification: never answered.
+        // A notification: never answered. One whose `_meta` rmcp cannot read is dropped
+        // here: rmcp would answer it, with no id.
+        None if meta_problem(map.get("params")).is_some() => return Err(None),
         None => return Ok(()),
         Some(Value::String(_)) => {}
         // rmcp reads integer ids only (as i64): another number would come back changed.
@@ -341,6 +346,9 @@ fn params_problem(method: &str, params: Option<&Value>) -> Option<&'static str> 
         None | Some(Value::Null) => None,
         Some(_) => return Some("`params` must be an object"),
     };
+    if let Some(problem) = meta_problem(params) {
+        return Some(problem);
+    }
     let text = |k: &str| obj.and_then(|o| o.get(k)).is_some_and(Value::is_string);
     let object_or_absent = |k: &str| {
         obj.and_then(|o| o.get(k))
@@ -367,6 +375,15 @@ fn params_problem(method: &str, params: Option<&Value>) -> Option<&'static str> 
         }
         _ => None,
     }
+}
+
+/// What is wrong with `params._meta` (rmcp reads every message's, and answers one that is
+/// not an object with -32600 and no id at all).
+fn meta_problem(params: Option<&Value>) -> Option<&'static str> {
+    params
+        .and_then(|p| p.get("_meta"))
+        .filter(|m| !(m.is_object() || m.is_null()))
+        .map(|_| "`_meta` must be an object")
 }
 
 /// The id of an outgoing response (`{"jsonrpc":"2.0","id":…,"result"|"error":…}`), as
@@ -440,12 +457,14 @@ fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
     None
 }
 
-/// A JSON string or an i64 written as `raw`.
+/// A JSON string or an i64 written as `raw`, as JSON writes them: `01` and `+1` are no
+/// JSON numbers, so they recover no id (the answer's id is `null`).
 fn id_value(raw: &str) -> Option<Value> {
-    if raw.starts_with('"') {
-        return serde_json::from_str::<String>(raw).ok().map(Value::String);
+    match serde_json::from_str::<Value>(raw).ok()? {
+        id @ Value::String(_) => Some(id),
+        Value::Number(n) => n.as_i64().map(Value::from),
+        _ => None,
     }
-    raw.parse::<i64>().ok().map(Value::from)
 }
 
 /// A JSON-RPC error answer line.
@@ -685,6 +704,85 @@ mod tests {
                 "{answer}"
             );
             serde_json::from_str::<Value>(&answer).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_meta_that_is_not_an_object_is_answered_with_the_requests_id() {
+        for (line, id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"_meta":5}}"#,
+                json!(2),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"m","method":"tools/list","params":{"_meta":[]}}"#,
+                json!("m"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"foo/bar","params":{"_meta":"x"}}"#,
+                json!(3),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"aai_search","_meta":true}}"#,
+                json!(4),
+            ),
+        ] {
+            let e = verdict(line).unwrap_err().unwrap();
+            assert_eq!(
+                (
+                    &e["id"],
+                    &e["error"]["code"],
+                    e["error"]["message"].as_str()
+                ),
+                (
+                    &id,
+                    &json!(-32602),
+                    Some("Invalid params: `_meta` must be an object")
+                ),
+                "{line}"
+            );
+        }
+        // A notification is never answered: one rmcp would answer is dropped.
+        assert_eq!(
+            verdict(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":5,"requestId":3}}"#
+            ),
+            Err(None)
+        );
+        // An object, null, or a top-level `_meta` (JSON-RPC's, not MCP's) passes.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"_meta":{"progressToken":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"ping","params":{"_meta":null}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping","_meta":5}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":{},"requestId":3}}"#,
+        ] {
+            assert_eq!(verdict(line), Ok(()), "{line}");
+        }
+    }
+
+    #[test]
+    fn an_id_that_is_no_json_number_is_not_recovered() {
+        let e = verdict(r#"{"jsonrpc":"2.0","id":01,"method":"ping"}"#)
+            .unwrap_err()
+            .unwrap();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (Value::Null, json!(-32700))
+        );
+        for (raw, id) in [
+            ("01", None),
+            ("+1", None),
+            ("-01", None),
+            ("1e2", None),
+            ("0x1", None),
+            // serde_json (and so rmcp) reads `-0` as a float, not an integer id.
+            ("-0", None),
+            ("-12", Some(json!(-12))),
+            ("9223372036854775807", Some(json!(i64::MAX))),
+            ("9223372036854775808", None),
+            (r#""01""#, Some(json!("01"))),
+        ] {
+            assert_eq!(id_value(raw), id, "{raw}");
         }
     }
 

@@ -6,7 +6,19 @@
 //! them, so a Chinese sentence such as 发邮件 finds an app named 邮件 without word
 //! segmentation. Exact matches weigh most.
 
+use std::borrow::Cow;
+
 use crate::registry::{Entry, Snapshot};
+
+/// Longest app description in a search result, in characters: one line of a list
+/// (`aai_guide` shows up to `guide::DESCRIPTION_MAX`).
+pub const DESCRIPTION_MAX: usize = 200;
+
+/// An app's description as a search result shows it: cut to [`DESCRIPTION_MAX`]
+/// characters, with a note when it was.
+pub fn description(text: &str) -> Cow<'_, str> {
+    crate::registry::guide::cut(text, DESCRIPTION_MAX)
+}
 
 /// An entry's text, lower-cased once when the snapshot is built, so a query allocates
 /// nothing per app. Every field sits end to end in one string (two allocations per app,

@@ -8,11 +8,18 @@
 use crate::store::Error;
 
 /// Every migration: version (1, 2, … with no gap), what it does, its SQL.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "grants, pending consent, history, credentials",
-    include_str!("migrations/0001_shared_store.sql"),
-)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "grants, pending consent, history, credentials",
+        include_str!("migrations/0001_shared_store.sql"),
+    ),
+    (
+        2,
+        "tool definitions of grants, fingerprints in history",
+        include_str!("migrations/0002_tool_fingerprints.sql"),
+    ),
+];
 
 /// The advisory lock key of migrations (any constant every replica shares: "aai-gw-m").
 const LOCK: i64 = 0x6161_692d_6777_2d6d;

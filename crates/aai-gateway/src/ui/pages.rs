@@ -129,6 +129,8 @@ pub(super) struct PendingRow {
     tool: String,
     description: String,
     args: Option<String>,
+    /// What changed in the tool since it was allowed.
+    changed: Option<String>,
     site: Option<String>,
     start: Option<String>,
     waiting: bool,
@@ -161,6 +163,7 @@ async fn pending_rows(ui: &Ui, viewer: &Viewer, highlight: Option<u64>) -> Vec<P
             tool: p.tool,
             description: p.description,
             args: p.args,
+            changed: p.changed,
             site: p.site,
             start: p.start,
             waiting: p.waiting,
@@ -476,6 +479,9 @@ struct AppPage {
     bindings: Vec<BindingRow>,
     tools: Vec<ToolRow>,
     diagnostics: Vec<String>,
+    /// Description text addressed to the model (`aai_descriptor::lint`), listed tools'
+    /// included: where, what, an excerpt.
+    poisoning: Vec<String>,
     guide: String,
     /// What config `clients` hides of this app, in words (the effective state).
     hidden: Vec<String>,
@@ -550,6 +556,27 @@ pub(super) async fn app(
                 .iter()
                 .filter(|d| d.source == source)
                 .map(ToString::to_string)
+                .collect(),
+            poisoning: aai_descriptor::lint::text(&app.description)
+                .into_iter()
+                .map(|f| ("the app".to_owned(), f))
+                .chain(entry.binding().tools.iter().flat_map(|t| {
+                    aai_descriptor::lint::tool(t)
+                        .into_iter()
+                        .map(|f| (format!("tool `{}`", t.name), f))
+                }))
+                .map(|(whose, f)| {
+                    format!(
+                        "{whose} ({}): {}: \u{201c}{}\u{201d}",
+                        if f.pointer.is_empty() {
+                            "/description"
+                        } else {
+                            &f.pointer
+                        },
+                        f.kind.what(),
+                        f.excerpt
+                    )
+                })
                 .collect(),
             guide: crate::registry::guide::render(&snapshot, entry),
             hidden: {
@@ -1184,9 +1211,14 @@ pub(super) async fn login(State(ui): State<Ui>, Form(form): Form<AppForm>) -> Re
     let task_ui = ui.clone();
     set_login(&ui, &app, "waiting for the provider…");
     tokio::spawn(async move {
-        let signed_in = crate::auth::oauth::login(&oauth, &client_id, move |url| {
-            let _ = url_tx.send(url.to_owned());
-        })
+        let signed_in = crate::auth::oauth::login(
+            &oauth,
+            &client_id,
+            move |url| {
+                let _ = url_tx.send(url.to_owned());
+            },
+            crate::peer::of_callback,
+        )
         .await;
         let outcome = match signed_in {
             Ok(tokens) => match task_ui
@@ -1261,6 +1293,7 @@ pub(super) async fn mcp_login(State(ui): State<Ui>, Form(form): Form<McpLoginFor
             plan: &plan,
             before: before.as_ref(),
             client_document: document.as_deref(),
+            owner_of: crate::peer::of_callback,
         };
         // The first URL is where this page's browser goes; a step-up's is shown.
         let open = |link: &str| match url_tx.lock().expect("url lock").take() {

@@ -116,104 +116,16 @@ pub(super) enum CallError {
 
 type Sinks = Arc<Mutex<HashMap<String, ProgressSink>>>;
 
-/// A call in flight on a connection: where the server's requests of the client go.
-#[derive(Clone)]
-pub(super) struct Caller {
-    /// The app id (labels what the server asks).
-    pub app: String,
-    /// The client the call came from.
-    pub upstream: Option<crate::exec::UpstreamRef>,
-    /// Asks the user whether the server may sample the client's model.
-    pub permission: Option<crate::exec::Asker>,
-    /// The trace context the call passes on (`_meta.traceparent`, and the header over
-    /// Streamable HTTP).
-    pub trace: Option<crate::telemetry::Context>,
-}
-
-/// The calls in flight on a connection, newest last (each with a number of its own).
-type Callers = Arc<Mutex<Vec<(u64, Caller)>>>;
-
-/// Takes a call off its connection's list when it ends, however it ends.
-struct InFlight {
-    callers: Callers,
-    id: u64,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.callers
-            .lock()
-            .expect("callers lock")
-            .retain(|(id, _)| *id != self.id);
-    }
-}
+pub(in crate::exec) use super::asks::Caller;
 
 /// What the gateway does with the server's notifications and requests.
 #[derive(Clone)]
 struct Handler {
     sinks: Sinks,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
-    /// The server's requests of the client go to the newest call in flight (a server asks
-    /// during a call; with several at once, the latest is the likeliest asker).
-    callers: Callers,
-}
-
-impl Handler {
-    /// The newest call in flight, and its client when it takes `ask`.
-    fn asked(
-        &self,
-        ask: crate::exec::Ask,
-    ) -> Result<(Caller, crate::exec::UpstreamRef), rmcp::ErrorData> {
-        let caller = self
-            .callers
-            .lock()
-            .expect("callers lock")
-            .last()
-            .map(|(_, c)| c.clone());
-        let Some(caller) = caller else {
-            return Err(rmcp::ErrorData::invalid_request(
-                format!(
-                    "{} outside a tool call: the gateway has no client to ask",
-                    ask.method()
-                ),
-                None,
-            ));
-        };
-        match caller.upstream.clone().filter(|u| u.offers(ask)) {
-            Some(upstream) => Ok((caller, upstream)),
-            None => Err(rmcp::ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!(
-                    "the client calling through the gateway does not support {}",
-                    ask.method()
-                ),
-                None,
-            )),
-        }
-    }
-
-    /// Passes a request to the caller's client, labelled with the app (`_meta`), and
-    /// reads its answer as `T`.
-    async fn pass<T: serde::de::DeserializeOwned>(
-        upstream: &crate::exec::UpstreamRef,
-        ask: crate::exec::Ask,
-        app: &str,
-        mut params: Value,
-    ) -> Result<T, rmcp::ErrorData> {
-        if let Value::Object(p) = &mut params {
-            let meta = p.entry("_meta").or_insert_with(|| json!({}));
-            if let Value::Object(meta) = meta {
-                meta.insert(APP_META.to_owned(), Value::String(app.to_owned()));
-            }
-        }
-        let answer = upstream
-            .request(ask, params)
-            .await
-            .map_err(|e| rmcp::ErrorData::internal_error(e.0, None))?;
-        serde_json::from_value(answer).map_err(|e| {
-            rmcp::ErrorData::internal_error(format!("the client's answer is not valid: {e}"), None)
-        })
-    }
+    /// The calls in flight: the server's requests of the client go to their own call's
+    /// client ([`super::asks`]).
+    calls: super::asks::Calls,
 }
 
 /// `custom_headers` plus the `traceparent`/`tracestate` a `tools/call` carries in its
@@ -238,24 +150,6 @@ fn with_trace_headers(
         }
     }
     headers
-}
-
-/// The `_meta` key naming the app a passed-through request came from.
-pub(super) const APP_META: &str = "io.github.aai-gateway/app";
-
-/// Fills in what the user left out of an accepted form with the schema's defaults
-/// (SEP-1034: the client applies them).
-fn apply_defaults(schema: &Value, content: &mut Map<String, Value>) {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    for (name, property) in properties {
-        if let Some(default) = property.get("default")
-            && !content.contains_key(name)
-        {
-            content.insert(name.clone(), default.clone());
-        }
-    }
 }
 
 // Sampling and roots are deprecated from 2026-07-28; servers of earlier revisions use them.
@@ -294,89 +188,34 @@ impl ClientHandler for Handler {
     async fn create_elicitation(
         &self,
         request: rmcp::model::ElicitRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        let (caller, upstream) = self.asked(crate::exec::Ask::Elicitation)?;
-        let mut params = serde_json::to_value(&request)
-            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
-        // The user sees which app asks.
-        if let Some(Value::String(message)) = params.get_mut("message") {
-            *message = format!("{}: {message}", caller.app);
-        }
-        let schema = params.get("requestedSchema").cloned();
-        let mut answer: Value = Self::pass(
-            &upstream,
-            crate::exec::Ask::Elicitation,
-            &caller.app,
-            params,
-        )
-        .await?;
-        if answer.get("action").and_then(Value::as_str) == Some("accept")
-            && let Some(schema) = &schema
-        {
-            if !answer.get("content").is_some_and(Value::is_object) {
-                answer["content"] = json!({});
-            }
-            if let Some(Value::Object(content)) = answer.get_mut("content") {
-                apply_defaults(schema, content);
-            }
-        }
-        serde_json::from_value(answer).map_err(|e| {
-            rmcp::ErrorData::internal_error(format!("the client's answer is not valid: {e}"), None)
-        })
+        self.calls.elicitation(request, &context).await
     }
 
     async fn create_message(
         &self,
         params: rmcp::model::CreateMessageRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
-        let (caller, upstream) = self.asked(crate::exec::Ask::Sampling)?;
         let params = serde_json::to_value(&params)
             .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
-        // Sampling spends the user's model: the user agrees first (consent, per call).
-        let asked = params
-            .get("messages")
-            .and_then(Value::as_array)
-            .and_then(|m| m.last())
-            .and_then(|m| m.pointer("/content/text"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let Some(permission) = &caller.permission else {
-            return Err(rmcp::ErrorData::invalid_request(
-                "nobody can approve sampling for this call",
-                None,
-            ));
-        };
-        permission(crate::exec::Permission {
-            kind: "sampling".to_owned(),
-            title: format!(
-                "`{}` asks your client's model: {}",
-                caller.app,
-                crate::text::excerpt(asked, 300)
-            ),
+        let answer = self.calls.sampling(params, &context).await?;
+        serde_json::from_value(answer).map_err(|e| {
+            rmcp::ErrorData::internal_error(format!("the client's answer is not valid: {e}"), None)
         })
-        .await
-        .map_err(|why| {
-            rmcp::ErrorData::invalid_request(
-                format!("the user did not allow sampling: {why}"),
-                None,
-            )
-        })?;
-        Self::pass(&upstream, crate::exec::Ask::Sampling, &caller.app, params).await
     }
 
     async fn list_roots(
         &self,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
-        let (caller, upstream) = self.asked(crate::exec::Ask::Roots)?;
-        Self::pass(&upstream, crate::exec::Ask::Roots, &caller.app, json!({})).await
+        self.calls.roots(&context).await
     }
 
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut info = rmcp::model::ClientConfig::default();
-        // What a calling client may answer is passed through (`Handler::asked`); a server
+        // What a calling client may answer is passed through (`asks`); a server
         // asking when the caller cannot gets an error at once.
         info.capabilities.elicitation = Some(rmcp::model::ElicitationCapability::default());
         info.capabilities.sampling = Some(rmcp::model::SamplingCapability::default());
@@ -389,15 +228,14 @@ impl ClientHandler for Handler {
     }
 }
 
-fn token_key(token: &rmcp::model::ProgressToken) -> String {
+pub(super) fn token_key(token: &rmcp::model::ProgressToken) -> String {
     serde_json::to_string(token).unwrap_or_default()
 }
 
 /// A live connection to one downstream server.
 pub(super) struct Connection {
     /// The calls in flight, for the server's requests of the client.
-    callers: Callers,
-    next_caller: std::sync::atomic::AtomicU64,
+    calls: super::asks::Calls,
     /// The last 401/403 challenge of an HTTP server (how a call learns it was refused).
     refused: Refused,
     service: RunningService<RoleClient, Handler>,
@@ -429,11 +267,11 @@ pub(super) async fn connect(
     refused: Refused,
 ) -> Result<Connection, String> {
     let sinks = Sinks::default();
-    let callers = Callers::default();
+    let calls = super::asks::Calls::default();
     let handler = Handler {
         sinks: sinks.clone(),
         on_tools_changed,
-        callers: callers.clone(),
+        calls: calls.clone(),
     };
     let oversized = Arc::new(AtomicBool::new(false));
     let (service, child, stderr, secrets) = match transport {
@@ -546,8 +384,7 @@ pub(super) async fn connect(
     };
     Ok(Connection {
         service,
-        callers,
-        next_caller: std::sync::atomic::AtomicU64::new(0),
+        calls,
         refused,
         sinks,
         _child: child,
@@ -732,6 +569,20 @@ impl rmcp::transport::Transport<RoleClient> for SseTransport {
         &mut self,
         item: rmcp::service::TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
+        use rmcp::model::{ClientNotification as N, JsonRpcMessage as M};
+        let pending = self.0.pending();
+        match &item {
+            M::Request(r) => pending.waits(waiting(true, &r.id)),
+            M::Response(r) => pending.done(&waiting(false, &r.id)),
+            M::Error(e) => e.id.iter().for_each(|id| pending.done(&waiting(false, id))),
+            M::Notification(n) => {
+                if let N::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    pending.done(&waiting(true, id));
+                }
+            }
+        }
         let poster = self.0.poster();
         async move {
             let message = serde_json::to_string(&item).map_err(|e| SseError(e.to_string()))?;
@@ -743,7 +594,23 @@ impl rmcp::transport::Transport<RoleClient> for SseTransport {
         loop {
             let text = self.0.recv().await?;
             match serde_json::from_str(&text) {
-                Ok(message) => return Some(message),
+                Ok(message) => {
+                    use rmcp::model::{JsonRpcMessage as M, ServerNotification as N};
+                    let pending = self.0.pending();
+                    match &message {
+                        M::Request(r) => pending.waits(waiting(false, &r.id)),
+                        M::Response(r) => pending.done(&waiting(true, &r.id)),
+                        M::Error(e) => e.id.iter().for_each(|id| pending.done(&waiting(true, id))),
+                        M::Notification(n) => {
+                            if let N::CancelledNotification(c) = &n.notification
+                                && let Some(id) = &c.params.request_id
+                            {
+                                pending.done(&waiting(false, id));
+                            }
+                        }
+                    }
+                    return Some(message);
+                }
                 Err(e) => tracing::info!(
                     "an SSE server sent a message that is not MCP ({e}): {}",
                     crate::text::excerpt(&text, 200)
@@ -756,6 +623,12 @@ impl rmcp::transport::Transport<RoleClient> for SseTransport {
         self.0.close();
         Ok(())
     }
+}
+
+/// The key of a request that waits on an SSE session (`sse::Pending`): whose it is, and
+/// its id.
+fn waiting(ours: bool, id: &rmcp::model::RequestId) -> String {
+    format!("{}{id:?}", if ours { "ours " } else { "theirs " })
 }
 
 /// Paths this short (`/mcp`, `/v1/mcp`) are left readable in errors; longer ones may
@@ -1257,16 +1130,8 @@ impl Connection {
         deadline: Duration,
         caller: Caller,
     ) -> Result<Value, CallError> {
-        let id = self.next_caller.fetch_add(1, Ordering::SeqCst);
         let trace = caller.trace.clone();
-        self.callers
-            .lock()
-            .expect("callers lock")
-            .push((id, caller));
-        let _in_flight = InFlight {
-            callers: self.callers.clone(),
-            id,
-        };
+        let in_flight = self.calls.enter(caller);
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = Some(args);
         let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -1285,6 +1150,7 @@ impl Connection {
             .await
             .map_err(|e| self.closed(&e.to_string()))?;
         let key = token_key(&handle.progress_token);
+        in_flight.sent(handle.id.clone(), key.clone());
         if let Some(sink) = progress {
             self.sinks
                 .lock()

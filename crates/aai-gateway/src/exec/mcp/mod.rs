@@ -14,6 +14,7 @@
 //! Results pass through untouched (text, images, embedded resources, `structuredContent`,
 //! `isError`), and so do progress and cancellation.
 
+mod asks;
 mod client;
 mod sse;
 
