@@ -154,7 +154,8 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
         calls = json.loads(gw.run("history", "--json").stdout)["calls"]
         assert [c["tool"] for c in calls] == ["bearer", "echo", "echo"]
         listed = json.loads(gw.run("consent", "list", "--json").stdout)["grants"]
-        assert {(g["app"], g["tool"]) for g in listed} == {("com.example.echo", "echo"), ("com.example.keyed", "*")}
+        assert {(g["app"], g["tool"]) for g in listed} == {("com.example.echo", "@start"), ("com.example.echo", "echo"),
+                                                           ("com.example.keyed", "*")}
         # The pages say where things live, without the password.
         for path in ("/config", "/credentials"):
             text = get(ui + path).text
@@ -168,7 +169,7 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
         [str(gw.binary), "--home", str(gw.home), "consent", "list", "--json"],
         env={k: v for k, v in gw.env().items() if k != "AAI_STORE_KEY"}, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    assert len(json.loads(p.stdout)["grants"]) == 2
+    assert len(json.loads(p.stdout)["grants"]) == 3  # the two above and the adapter's start
     out = proc.stderr.read() if proc.stderr else ""
     no_password(gw, out)
 
