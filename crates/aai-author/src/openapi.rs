@@ -1709,26 +1709,31 @@ paths:
         assert_eq!(names[2], "list_users__v2_");
     }
 
+    /// `n` schemas, each referring to all `n`.
+    fn fanning_schemas(n: usize) -> Map<String, Value> {
+        (0..n)
+            .map(|i| {
+                let props: Map<String, Value> = (0..n)
+                    .map(|j| {
+                        (
+                            format!("p{j}"),
+                            json!({"$ref": format!("#/components/schemas/S{j}")}),
+                        )
+                    })
+                    .collect();
+                (
+                    format!("S{i}"),
+                    json!({"type": "object", "properties": props}),
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn fanning_references_stay_bounded() {
         // Nine schemas, each referring to all nine: without a budget, depth 8 would
         // expand 9!/1! paths.
-        let n = 9;
-        let mut schemas = Map::new();
-        for i in 0..n {
-            let props: Map<String, Value> = (0..n)
-                .map(|j| {
-                    (
-                        format!("p{j}"),
-                        json!({"$ref": format!("#/components/schemas/S{j}")}),
-                    )
-                })
-                .collect();
-            schemas.insert(
-                format!("S{i}"),
-                json!({"type": "object", "properties": props}),
-            );
-        }
+        let schemas = fanning_schemas(9);
         let doc = json!({"openapi": "3.0.0", "info": {"title": "Fan", "version": "1.0.0"},
             "servers": [{"url": "https://api.example.com"}],
             "components": {"schemas": schemas},
@@ -1747,22 +1752,7 @@ paths:
         // Few schemas that all refer to each other, used by many operations: each
         // operation alone stays within its own budget, but together they would make a
         // descriptor many times the document.
-        let n = 9;
-        let mut schemas = Map::new();
-        for i in 0..n {
-            let props: Map<String, Value> = (0..n)
-                .map(|j| {
-                    (
-                        format!("p{j}"),
-                        json!({"$ref": format!("#/components/schemas/S{j}")}),
-                    )
-                })
-                .collect();
-            schemas.insert(
-                format!("S{i}"),
-                json!({"type": "object", "properties": props}),
-            );
-        }
+        let schemas = fanning_schemas(9);
         let body = json!({"content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}});
         let paths: Map<String, Value> = (0..150)
             .map(|p| {

@@ -587,18 +587,22 @@ mod tests {
         (url, hung_up)
     }
 
-    #[tokio::test]
-    async fn a_stream_no_request_waits_on_is_closed_when_it_carries_only_comments() {
-        let (url, hung_up) = server(Vec::new()).await;
-        let mut session = Session::open(
+    async fn opened(url: &str) -> Session {
+        Session::open(
             crate::net::client(crate::net::Purpose::Api)
                 .unwrap()
                 .clone(),
-            &url,
+            url,
             HeaderMap::new(),
         )
         .await
-        .unwrap();
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stream_no_request_waits_on_is_closed_when_it_carries_only_comments() {
+        let (url, hung_up) = server(Vec::new()).await;
+        let mut session = opened(&url).await;
         let ended = tokio::time::timeout(Duration::from_secs(20), session.recv()).await;
         assert_eq!(ended, Ok(None), "the stream ends");
         tokio::time::timeout(Duration::from_secs(20), hung_up)
@@ -610,15 +614,7 @@ mod tests {
     #[tokio::test]
     async fn a_stream_a_request_waits_on_stays_open_until_it_is_answered() {
         let (url, _hung_up) = server(vec!["data: {\"id\":1}\n\n".to_owned()]).await;
-        let mut session = Session::open(
-            crate::net::client(crate::net::Purpose::Api)
-                .unwrap()
-                .clone(),
-            &url,
-            HeaderMap::new(),
-        )
-        .await
-        .unwrap();
+        let mut session = opened(&url).await;
         let pending = session.pending();
         pending.waits("ours 1".to_owned());
         assert_eq!(session.recv().await.as_deref(), Some("{\"id\":1}"));
