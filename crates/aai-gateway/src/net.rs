@@ -212,6 +212,11 @@ pub fn redact(url: &reqwest::Url) -> String {
     }
 }
 
+/// `url` as a question shows it: [`redact`] of it, or "an invalid URL".
+pub fn shown(url: &str) -> String {
+    reqwest::Url::parse(url).map_or_else(|_| "an invalid URL".to_owned(), |u| redact(&u))
+}
+
 /// A transport error's text with its whole chain of causes, its URL cut to the origin.
 pub fn describe(e: &reqwest::Error) -> String {
     use std::error::Error as _;

@@ -37,11 +37,7 @@ pub fn of_binding(binding: &Binding, base_dir: &Path) -> Option<String> {
         Executor::Stdio(_) | Executor::Acp(_) | Executor::Mcp(_) => {
             super::start::start_of(&binding.executor, base_dir)?.describe()
         }
-        Executor::Http(http) => format!(
-            "send requests to {}",
-            reqwest::Url::parse(&http.base_url)
-                .map_or_else(|_| "an invalid URL".to_owned(), |u| crate::net::redact(&u))
-        ),
+        Executor::Http(http) => format!("send requests to {}", crate::net::shown(&http.base_url)),
         Executor::Skill(skill) => format!(
             "read the files under {}",
             quoted(&base_dir.join(&skill.path).to_string_lossy())

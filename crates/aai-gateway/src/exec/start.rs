@@ -70,11 +70,7 @@ pub fn start_of(executor: &Executor, base_dir: &Path) -> Option<Start> {
             }
             Some(Start {
                 // The path may carry a key: only the origin is shown.
-                shown: format!(
-                    "connect to {}",
-                    reqwest::Url::parse(url)
-                        .map_or_else(|_| "an invalid URL".to_owned(), |u| crate::net::redact(&u))
-                ),
+                shown: format!("connect to {}", crate::net::shown(url)),
                 downloads: false,
                 pin: hex(&digest.finalize()),
                 allowed: false,
