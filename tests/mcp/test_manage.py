@@ -152,7 +152,8 @@ async def test_a_refused_import_writes_and_runs_nothing(gw, tmp_path, answer):
     asked = []
     async with gw.session(elicitation=answering([answer], asked), client_name="agent-r") as s:
         err = await error_of(call(s, "import", source=snippet(marker), confirm=True))
-        assert err.data["type"] == "PERMISSION_DENIED", err
+        # A cancel is no answer (CONSENT_REQUIRED: how to approve it in the web UI).
+        assert err.data["type"] == ("CONSENT_REQUIRED" if answer == "cancel" else "PERMISSION_DENIED"), err
         assert len(asked) == 1
     assert not (gw.home / "mcp.marker").exists() and not marker.exists()
     assert not (gw.home / "apps.json").exists()

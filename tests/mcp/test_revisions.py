@@ -3,7 +3,10 @@ that negotiated it. One raw stdio session per revision before 2026-07-28 runs `a
 with progress (and, from 2025-06-18, a consent question by elicitation); every message the
 gateway sends is checked against that revision's JSON Schema (`schemas/`, the
 specification's own), and strictly: a key the revision does not define is a failure
-(`_meta` and free-form values such as `structuredContent` excepted).
+(`_meta` and free-form values such as `structuredContent` excepted). A raw 2026-07-28
+session (discover, `subscriptions/listen`, an input-required round with progress) is
+checked the same way against the wire models the Python SDK generates from that
+revision's schema.
 
 Run: python3 -m pytest tests/mcp -q -k revisions
 """
@@ -118,6 +121,84 @@ def test_each_sessions_messages_follow_its_revision(gw, rev):
             raise TimeoutError("no batch answer")
         assert seen["progress"] >= 1, seen
         assert (seen["elicit"] >= 1) == elicits, seen
+    finally:
+        raw.proc.kill()
+    assert not problems, "\n".join(problems)
+
+
+class Modern(Revision):
+    """2026-07-28, from the wire models the Python SDK generates from that revision's
+    schema (`mcp_types._v2026_07_28`, installed with the tests' `mcp`): the same checks."""
+
+    NAMES = ["DiscoverResult", "SubscriptionsAcknowledgedNotification", "ToolListChangedNotification",
+             "ResourceListChangedNotification", "ListToolsResult", "ListResourcesResult",
+             "InputRequiredResult", "CallToolResult", "ProgressNotification"]
+
+    def __init__(self):
+        from mcp_types import _v2026_07_28 as wire
+        self.rev = "2026-07-28"
+        defs = {}
+        for name in self.NAMES:
+            schema = getattr(wire, name).model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+            defs.update(schema.pop("$defs", {}))
+            defs[name] = schema
+        self.root = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": defs}
+        self.defs = defs
+        self.cls = jsonschema.validators.validator_for(self.root)
+
+
+def test_a_2026_sessions_messages_follow_its_revision(gw):
+    """A raw stdio session of 2026-07-28: discover, a subscription that hears of a new app,
+    the lists, and a call asked about in a round trip with progress; every message checked."""
+    import time
+    spec = Modern()
+    gw.add_app("com.example.echo")
+    gw.config(consent={"mode": "prompt"})
+    raw = Raw(gw)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "modern-raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+    problems = []
+
+    def request(method, params=None, timeout=30):
+        return raw.reply(raw.send(method, {**(params or {}), "_meta": {**meta, **(params or {}).get("_meta", {})}}),
+                         timeout=timeout)
+    try:
+        d = request("server/discover")
+        problems += spec.check("DiscoverResult", d["result"])
+        assert "2026-07-28" in d["result"]["supportedVersions"]
+        problems += spec.check("ListToolsResult", request("tools/list")["result"])
+        problems += spec.check("ListResourcesResult", request("resources/list")["result"])
+        listen = raw.send("subscriptions/listen", {"_meta": meta, "notifications": {
+            "toolsListChanged": True, "resourcesListChanged": True}})
+        seen = {}
+        deadline = time.monotonic() + 30
+        added = False
+        while len(seen) < 3 and time.monotonic() < deadline:
+            line = raw.lines.get(timeout=30)
+            assert line is not None, "the server closed stdout"
+            msg = json.loads(line)
+            method = msg.get("method", "")
+            name = {"notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
+                    "notifications/tools/list_changed": "ToolListChangedNotification",
+                    "notifications/resources/list_changed": "ResourceListChangedNotification"}.get(method)
+            assert name, msg
+            assert msg["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == listen, msg
+            problems += spec.check(name, msg)
+            seen[name] = True
+            if not added:
+                gw.add_app("com.example.notes")
+                added = True
+        assert len(seen) == 3, seen
+        echo = {"name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "echo",
+                                                   "args": {"text": "hi"}}}
+        first = request("tools/call", echo)["result"]
+        problems += spec.check("InputRequiredResult", first)
+        answer = {"consent": {"action": "accept", "content": {"decision": "once"}}}
+        done = request("tools/call", {**echo, "inputResponses": answer, "requestState": first["requestState"],
+                                      "_meta": {"progressToken": "p1"}})["result"]
+        problems += spec.check("CallToolResult", done)
+        assert done["resultType"] == "complete" and "hi" in done["content"][0]["text"], done
     finally:
         raw.proc.kill()
     assert not problems, "\n".join(problems)

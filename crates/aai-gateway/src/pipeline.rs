@@ -666,23 +666,12 @@ impl Pipeline {
                 );
                 return Ok((snapshot, Some(note)));
             }
-            let question = crate::consent::Question {
-                caller: origin.caller.clone(),
-                app: entry.app.id.clone(),
-                app_name: snapshot.name(entry).to_owned(),
-                tool: crate::consent::START.to_owned(),
-                description: "start it, so that its tools can be listed".to_owned(),
-                site: None,
-                start: Some(start),
-                args: None,
-                read_only: false,
-                remember: true,
-                definition: None,
-                changed: None,
-            };
+            let question = start_question(&snapshot, entry, &origin.caller, start);
+            // A guide is a read: it says at once how to allow the start rather than wait
+            // (`consent.waitSeconds`) for an answer nobody was asked for.
             if let Err(e) = self
                 .consent
-                .check(&question, origin.prompter.as_deref())
+                .check_at_once(&question, origin.prompter.as_deref())
                 .await
             {
                 let note = format!(
@@ -694,6 +683,24 @@ impl Pipeline {
         }
         let listed = self.remote_tools(snapshot, app).await?;
         Ok((self.view(listed, &origin.caller), None))
+    }
+
+    /// The question a guide of `app` would ask before its server's first start (for a
+    /// client asked through round trips, before it calls [`Pipeline::guide_snapshot`]
+    /// with the answer); `None` when it would not ask.
+    pub async fn guide_question(
+        &self,
+        app: &str,
+        caller: &crate::consent::Caller,
+    ) -> Option<crate::consent::Question> {
+        let snapshot = self.view(self.snapshot().await, caller);
+        let entry = snapshot.find(app)?;
+        if !self.unapproved_server(entry) || self.executors.mcp().has_list(&entry.app.id) {
+            return None;
+        }
+        let start = self.start_to_approve(entry)?;
+        let question = start_question(&snapshot, entry, caller, start);
+        self.consent.would_ask(&question).then_some(question)
     }
 
     /// For a web app whose calls ask for consent: its server and certificate, read before
@@ -1294,6 +1301,29 @@ fn looks_like_domain(app: &str) -> bool {
         && labels
             .iter()
             .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+}
+
+/// The question that allows `entry`'s server to start so that its tools can be listed.
+fn start_question(
+    snapshot: &Snapshot,
+    entry: &crate::registry::Entry,
+    caller: &crate::consent::Caller,
+    start: crate::consent::Start,
+) -> crate::consent::Question {
+    crate::consent::Question {
+        caller: caller.clone(),
+        app: entry.app.id.clone(),
+        app_name: snapshot.name(entry).to_owned(),
+        tool: crate::consent::START.to_owned(),
+        description: "start it, so that its tools can be listed".to_owned(),
+        site: None,
+        start: Some(start),
+        args: None,
+        read_only: false,
+        remember: true,
+        definition: None,
+        changed: None,
+    }
 }
 
 #[cfg(test)]

@@ -385,6 +385,11 @@ pub enum Reply {
     /// The channel could not ask (a dialog that cannot open its display, a client whose
     /// elicitation request failed): no answer at all, so the next channel is tried.
     Unavailable(String),
+    /// The question came back without a choice and without a no: an elicitation answered
+    /// `cancel`, as clients that cannot show forms answer (Claude Code's `-p`). Not a
+    /// denial: no other channel asks (the user just closed one), and the call is refused
+    /// with how to allow it (CONSENT_REQUIRED), its pending entry kept for the web UI.
+    Unshown(String),
 }
 
 /// A way to ask the user, supplied by the front door (MCP elicitation…).
@@ -1154,7 +1159,19 @@ impl Gate {
         question: &Question,
         prompter: Option<&dyn Prompter>,
     ) -> Result<(), GatewayError> {
-        let (result, decision) = self.decide(question, prompter).await;
+        let (result, decision) = self.decide(question, prompter, self.wait).await;
+        self.tell(&question.app, decision);
+        result
+    }
+
+    /// [`Gate::check`] without waiting `consent.waitSeconds` for an answer from the web UI
+    /// when nobody can be asked: for a read (a guide) that says how to allow it instead.
+    pub async fn check_at_once(
+        &self,
+        question: &Question,
+        prompter: Option<&dyn Prompter>,
+    ) -> Result<(), GatewayError> {
+        let (result, decision) = self.decide(question, prompter, Duration::ZERO).await;
         self.tell(&question.app, decision);
         result
     }
@@ -1164,6 +1181,7 @@ impl Gate {
         &self,
         question: &Question,
         prompter: Option<&dyn Prompter>,
+        wait: Duration,
     ) -> (Result<(), GatewayError>, Decision) {
         match self.mode(&question.app) {
             ConsentMode::Allow => return (Ok(()), Decision::ModeAllow),
@@ -1209,7 +1227,7 @@ impl Gate {
                 // The question says what changed in the tool since it was allowed.
                 let mut explained = question.clone();
                 self.explain(&mut explained);
-                self.ask(&explained, &key, prompter).await
+                self.ask(&explained, &key, prompter, wait).await
             }
         };
         let mut asking = self.asking.lock().expect("asking lock");
@@ -1226,6 +1244,7 @@ impl Gate {
         question: &Question,
         key: &Key,
         prompter: Option<&dyn Prompter>,
+        wait: Duration,
     ) -> (Result<(), GatewayError>, Decision) {
         for channel in [prompter, self.native.as_deref()].into_iter().flatten() {
             match channel.ask(question).await {
@@ -1240,6 +1259,10 @@ impl Gate {
                 }
                 Reply::Unavailable(why) => {
                     tracing::info!("the consent question could not be asked there ({why})");
+                }
+                Reply::Unshown(why) => {
+                    tracing::info!("the consent question came back unanswered ({why})");
+                    break;
                 }
             }
         }
@@ -1264,7 +1287,7 @@ impl Gate {
             id,
             refused: true,
         };
-        let deadline = tokio::time::Instant::now() + self.wait;
+        let deadline = tokio::time::Instant::now() + wait;
         loop {
             self.reload();
             if self.allowed_now(question, key) {
@@ -1471,17 +1494,15 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 /// A prompter that always gives the same answer (tests, embedding).
-#[derive(Debug, Clone, Copy)]
-pub struct Fixed(pub Option<Choice>);
+#[derive(Debug, Clone)]
+pub struct Fixed(pub Reply);
 
 impl Prompter for Fixed {
     fn ask<'a>(
         &'a self,
         _question: &'a Question,
     ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
-        Box::pin(std::future::ready(
-            self.0.map_or(Reply::Declined, Reply::Chosen),
-        ))
+        Box::pin(std::future::ready(self.0.clone()))
     }
 }
 

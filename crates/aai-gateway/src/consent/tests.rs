@@ -75,19 +75,19 @@ async fn choices_are_remembered_per_caller_and_denials_never() {
             .ends_with("--caller alpha@stdio")
     );
     assert!(
-        gate.check(&q, Some(&Fixed(Some(Choice::Deny))))
+        gate.check(&q, Some(&Fixed(Reply::Chosen(Choice::Deny))))
             .await
             .is_err()
     );
-    assert!(gate.check(&q, Some(&Fixed(None))).await.is_err());
-    gate.check(&q, Some(&Fixed(Some(Choice::Once))))
+    assert!(gate.check(&q, Some(&Fixed(Reply::Declined))).await.is_err());
+    gate.check(&q, Some(&Fixed(Reply::Chosen(Choice::Once))))
         .await
         .unwrap();
     assert!(
         gate.check(&q, None).await.is_err(),
         "once is not remembered"
     );
-    gate.check(&q, Some(&Fixed(Some(Choice::Tool))))
+    gate.check(&q, Some(&Fixed(Reply::Chosen(Choice::Tool))))
         .await
         .unwrap();
     gate.check(&q, None).await.unwrap();
@@ -263,7 +263,7 @@ async fn a_grant_for_a_web_app_holds_while_its_certificate_does() {
     assert!(q.text().ends_with(
         " — on https://api.example.com, certificate of CN=api.example.com issued by CN=Example CA, SHA-256 AA:AA"
     ));
-    gate.check(&q, Some(&Fixed(Some(Choice::Tool))))
+    gate.check(&q, Some(&Fixed(Reply::Chosen(Choice::Tool))))
         .await
         .unwrap();
     gate.check(&q, None).await.unwrap();
@@ -279,7 +279,7 @@ async fn a_grant_for_a_web_app_holds_while_its_certificate_does() {
             .ends_with("BB:BB")
     );
     // Allowed again: now tied to the new certificate only.
-    gate.check(&q, Some(&Fixed(Some(Choice::App))))
+    gate.check(&q, Some(&Fixed(Reply::Chosen(Choice::App))))
         .await
         .unwrap();
     gate.check(&q, None).await.unwrap();
@@ -338,14 +338,14 @@ async fn starting_is_asked_with_the_call_and_tied_to_its_command() {
         e.detail
     );
     // "Once" starts it for this run only; "always" ties it to the command.
-    gate.check(&q, Some(&Fixed(Some(Choice::Once))))
+    gate.check(&q, Some(&Fixed(Reply::Chosen(Choice::Once))))
         .await
         .unwrap();
     assert!(gate.start_allowed("com.a", &start("p1")));
     assert!(!gate.start_allowed("com.a", &start("p2")));
     let mut changed = question("beta");
     changed.start = Some(start("p2"));
-    gate.check(&changed, Some(&Fixed(Some(Choice::Tool))))
+    gate.check(&changed, Some(&Fixed(Reply::Chosen(Choice::Tool))))
         .await
         .unwrap();
     assert!(gate.start_allowed("com.a", &start("p2")));
@@ -356,7 +356,7 @@ async fn starting_is_asked_with_the_call_and_tied_to_its_command() {
     other.app = "com.b".into();
     other.start = Some(start("p3"));
     assert!(
-        gate.check(&other, Some(&Fixed(Some(Choice::Deny))))
+        gate.check(&other, Some(&Fixed(Reply::Chosen(Choice::Deny))))
             .await
             .is_err()
     );
@@ -504,4 +504,44 @@ async fn a_channel_that_cannot_ask_is_no_answer() {
         .await
         .unwrap_err();
     assert_eq!(e.code, Code::PermissionDenied);
+}
+
+#[tokio::test]
+async fn a_question_closed_unanswered_is_not_a_no_and_asks_nowhere_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&State::file_in(dir.path())).unwrap();
+    let native = Arc::new(Counting {
+        asked: Default::default(),
+        reply: Reply::Chosen(Choice::Tool),
+    });
+    let gate = Gate::new(
+        ConsentMode::Prompt,
+        Default::default(),
+        Duration::ZERO,
+        Some(Arc::new(state)),
+    )
+    .with_native(Some(native.clone()));
+    let q = question("claude-code");
+    // A client that answered `cancel`: refused with how to allow it, and the desktop
+    // dialog is not opened after the user (or the client) closed the question.
+    let unshown = Fixed(Reply::Unshown("cancel".into()));
+    let e = gate.check(&q, Some(&unshown)).await.unwrap_err();
+    assert_eq!(e.code, Code::ConsentRequired);
+    let command = e.data()["command"].as_str().unwrap().to_owned();
+    assert!(command.contains("consent grant com.a --tool send --caller claude-code@stdio"));
+    assert!(e.message().contains(&command), "{}", e.message());
+    assert_eq!(native.asked.load(Ordering::SeqCst), 0);
+    // The pending entry is kept for the web UI to approve.
+    assert_eq!(gate.pending().len(), 1);
+    // A decline stays a denial, and is not asked elsewhere either.
+    let e = gate
+        .check(&q, Some(&Fixed(Reply::Declined)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::PermissionDenied);
+    assert_eq!(native.asked.load(Ordering::SeqCst), 0);
+    // A channel that could not ask at all falls through to the dialog.
+    let unavailable = Fixed(Reply::Unavailable("no form".into()));
+    gate.check(&q, Some(&unavailable)).await.unwrap();
+    assert_eq!(native.asked.load(Ordering::SeqCst), 1);
 }

@@ -49,7 +49,12 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, setup: Setup) -> axum::R
     };
     let token = setup.token;
     let metrics = gateway.pipeline.metrics.clone();
-    let factory = move || Ok(Server::new(gateway.clone(), "http").with_token(token.clone()));
+    let shared = Arc::<super::Shared>::default();
+    let factory = move || {
+        Ok(Server::new(gateway.clone(), "http")
+            .with_token(token.clone())
+            .with_shared(shared.clone()))
+    };
     let mut sessions = LocalSessionManager::default();
     // An idle session (no request, no open stream) is closed after two minutes; each
     // keeps at most this many messages for a client that is not reading (older ones go).

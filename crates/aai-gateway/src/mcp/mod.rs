@@ -14,7 +14,9 @@
 
 pub mod http;
 mod names;
+mod rounds;
 pub mod stdio;
+mod subscriptions;
 mod tools;
 
 use std::sync::Arc;
@@ -37,6 +39,7 @@ use crate::gateway::Gateway;
 use crate::host::Os;
 use crate::pipeline::Outcome;
 use crate::registry::{Entry, Snapshot};
+use rounds::Round;
 use tools::Meta;
 
 const INSTRUCTIONS: &str = "This server lets you use applications on this computer and on the web directly. \
@@ -58,6 +61,17 @@ pub struct Server {
     token: Option<String>,
     /// This session's number, which a downstream server's requests are routed by.
     session: u64,
+    /// What the sessions of one listener share.
+    shared: Arc<Shared>,
+}
+
+/// What the sessions of one listener (stdio, or one HTTP listener, where each request of
+/// the stateless revision gets a handler of its own) share: the open
+/// `subscriptions/listen` streams and the calls parked between round trips.
+#[derive(Default)]
+struct Shared {
+    streams: subscriptions::Streams,
+    parking: rounds::Parking,
 }
 
 /// The number of the next session.
@@ -79,7 +93,14 @@ impl Server {
             transport,
             token: None,
             session: SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            shared: Arc::default(),
         }
+    }
+
+    /// The same, sharing `shared` with the listener's other sessions.
+    fn with_shared(mut self, shared: Arc<Shared>) -> Server {
+        self.shared = shared;
+        self
     }
 
     /// The same, for a listener that requires the bearer token with id `token`.
@@ -203,11 +224,10 @@ impl Server {
                 let app = string_arg(&args, "app")?;
                 // A downstream MCP server is asked for its tools on first use (once it may
                 // start).
-                let (snapshot, note) = self
-                    .gateway
-                    .pipeline
-                    .guide_snapshot(snapshot, app, &self.guide_origin(ctx))
-                    .await?;
+                let (snapshot, note) = match self.guide_snapshot(snapshot, app, ctx, round).await? {
+                    Ok(ready) => ready,
+                    Err(ask) => return Ok(ask.into()),
+                };
                 let entry = find(&snapshot, app, self.gateway.host.os())?;
                 let mut guide = match args.get("tool") {
                     None | Some(Value::Null) => crate::registry::guide::render(&snapshot, entry),
@@ -256,9 +276,14 @@ impl Server {
                         e
                     }
                 })?;
-                // The new app is announced before its guide is returned.
-                self.announce_up_to(&ctx.peer, self.gateway.generation())
-                    .await;
+                // The new app is announced before its guide is returned: on this session,
+                // or on the open subscriptions (2026-07-28).
+                let generation = self.gateway.generation();
+                if asking(ctx).1 {
+                    self.shared.streams.announced_all(generation).await;
+                } else {
+                    self.announce_up_to(&ctx.peer, generation).await;
+                }
                 let snapshot = self
                     .gateway
                     .pipeline
@@ -283,11 +308,13 @@ impl Server {
                     .or_else(|| name.strip_prefix("app:"))
                     && snapshot.find(app).is_some()
                 {
-                    let (snapshot, note) = self
-                        .gateway
-                        .pipeline
-                        .guide_snapshot(snapshot.clone(), app, &self.guide_origin(ctx))
-                        .await?;
+                    let (snapshot, note) = match self
+                        .guide_snapshot(snapshot.clone(), app, ctx, round)
+                        .await?
+                    {
+                        Ok(ready) => ready,
+                        Err(ask) => return Ok(ask.into()),
+                    };
                     let entry = find(&snapshot, app, self.gateway.host.os())?;
                     let mut guide = crate::registry::guide::render(&snapshot, entry);
                     if let Some(note) = note {
@@ -322,36 +349,24 @@ impl Server {
         ctx: &RequestContext<RoleServer>,
         round: Round<'_>,
     ) -> Result<CallToolResponse, GatewayError> {
-        let progress = progress_sink(ctx);
-        let cancel = ctx.ct.clone();
         let caller = self.caller(ctx);
         let (elicits, round_trips) = asking(ctx);
-        let prompter = match (elicits, round_trips) {
-            (false, _) => None,
-            (true, false) => {
-                Some(Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter)
-            }
-            (true, true) => match round.answer(&caller, app, tool)? {
-                Some(answer) => Some(Arc::new(crate::consent::Fixed(answer)) as _),
-                None => {
-                    if let Some(question) = self
-                        .gateway
-                        .pipeline
-                        .consent_question(app, tool, args.as_ref(), &caller)
-                        .await
-                    {
-                        return Ok(input_required(&question, app, tool)?.into());
-                    }
-                    None
-                }
-            },
-        };
+        if round_trips {
+            return self.exec_in_rounds(app, tool, args, ctx, round).await;
+        }
+        let prompter =
+            elicits.then(|| Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter);
         let origin = crate::pipeline::Origin {
             caller,
             prompter,
-            client: upstream(ctx, self.session),
+            client: Some(Arc::new(Client {
+                peer: ctx.peer.clone(),
+                session: self.session,
+                call: ctx.id.clone(),
+            })),
             trace: incoming_trace(ctx),
         };
+        let progress = progress_sink(ctx);
         let outcome = self
             .gateway
             .pipeline
@@ -359,7 +374,7 @@ impl Server {
                 app,
                 tool,
                 args,
-                cancel,
+                ctx.ct.clone(),
                 progress.as_ref().map(ProgressForwarder::sink),
                 &origin,
             )
@@ -370,22 +385,132 @@ impl Server {
         Ok(outcome_result(outcome?).into())
     }
 
-    /// Who reads a guide, and how to ask them whether a server may start for it: by
-    /// elicitation when the client offers it (a 2026-07-28 client's round trips carry
-    /// tool calls' questions only; its guides say how to allow the start instead).
-    fn guide_origin(&self, ctx: &RequestContext<RoleServer>) -> crate::pipeline::Origin {
+    /// A call of a 2026-07-28 client: the consent question, then a downstream server's
+    /// requests, each an input-required result the client answers by calling again
+    /// (`rounds`). Progress reaches the client until the first question.
+    async fn exec_in_rounds(
+        &self,
+        app: &str,
+        tool: &str,
+        args: Option<Value>,
+        ctx: &RequestContext<RoleServer>,
+        round: Round<'_>,
+    ) -> Result<CallToolResponse, GatewayError> {
+        let caller = self.caller(ctx);
+        let bound = rounds::bound_to(&caller, app, tool);
+        let nonce = round.open(&bound)?;
+        let parking = &self.shared.parking;
+        let parked = match nonce.as_deref() {
+            Some(nonce) => parking.take(nonce)?,
+            None => None,
+        };
+        let running = match parked {
+            // The answer to a downstream server's request: the parked call goes on.
+            Some(running) => running,
+            None => {
+                let elicits = asking(ctx).0;
+                let prompter = match nonce {
+                    Some(_) if elicits => {
+                        Some(Arc::new(crate::consent::Fixed(round.consent_reply()))
+                            as crate::consent::SharedPrompter)
+                    }
+                    None if elicits => {
+                        if let Some(question) = self
+                            .gateway
+                            .pipeline
+                            .consent_question(app, tool, args.as_ref(), &caller)
+                            .await
+                        {
+                            return Ok(rounds::consent_required(&question, app, tool)?.into());
+                        }
+                        None
+                    }
+                    _ => None,
+                };
+                let progress = progress_sink(ctx);
+                let sink = progress.as_ref().map(ProgressForwarder::sink);
+                let gateway = self.gateway.clone();
+                let (app, tool, trace) = (app.to_owned(), tool.to_owned(), incoming_trace(ctx));
+                let running = rounds::Running::start(
+                    ctx.client_capabilities(),
+                    self.session,
+                    move |client, cancel| async move {
+                        let origin = crate::pipeline::Origin {
+                            caller,
+                            prompter,
+                            client: Some(client),
+                            trace,
+                        };
+                        gateway
+                            .pipeline
+                            .call(&app, &tool, args, cancel, sink, &origin)
+                            .await
+                    },
+                );
+                let driven = parking.drive(running, None, &ctx.ct, &bound).await;
+                if let Some(progress) = &progress {
+                    progress.flush().await;
+                }
+                return driven.map(driven_response);
+            }
+        };
+        parking
+            .drive(running, round.responses, &ctx.ct, &bound)
+            .await
+            .map(driven_response)
+    }
+
+    /// The snapshot to show `app`'s guide from, and a note for above it
+    /// ([`crate::pipeline::Pipeline::guide_snapshot`]). A downstream server that may not
+    /// start yet is asked about by elicitation when the client offers it: for a
+    /// 2026-07-28 client, as an input-required result (`Err`), its answer in the retry.
+    async fn guide_snapshot(
+        &self,
+        snapshot: Arc<Snapshot>,
+        app: &str,
+        ctx: &RequestContext<RoleServer>,
+        round: Round<'_>,
+    ) -> Result<
+        Result<(Arc<Snapshot>, Option<String>), rmcp::model::InputRequiredResult>,
+        GatewayError,
+    > {
+        let caller = self.caller(ctx);
         let prompter = match asking(ctx) {
             (true, false) => {
                 Some(Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter)
             }
+            (true, true) => {
+                let bound = rounds::bound_to(&caller, app, crate::consent::START);
+                match round.open(&bound)? {
+                    Some(_) => Some(Arc::new(crate::consent::Fixed(round.consent_reply())) as _),
+                    None => {
+                        if let Some(question) =
+                            self.gateway.pipeline.guide_question(app, &caller).await
+                        {
+                            return Ok(Err(rounds::consent_required(
+                                &question,
+                                app,
+                                crate::consent::START,
+                            )?));
+                        }
+                        None
+                    }
+                }
+            }
             _ => None,
         };
-        crate::pipeline::Origin {
-            caller: self.caller(ctx),
+        let origin = crate::pipeline::Origin {
+            caller,
             prompter,
             client: None,
             trace: incoming_trace(ctx),
-        }
+        };
+        let ready = self
+            .gateway
+            .pipeline
+            .guide_snapshot(snapshot, app, &origin)
+            .await?;
+        Ok(Ok(ready))
     }
 
     /// Who is calling: the client's name, the transport, the HTTP token or person.
@@ -426,7 +551,13 @@ impl Server {
         let origin = crate::pipeline::Origin {
             caller: self.caller(ctx),
             prompter,
-            client: upstream(ctx, self.session),
+            client: (!asking(ctx).1).then(|| {
+                Arc::new(Client {
+                    peer: ctx.peer.clone(),
+                    session: self.session,
+                    call: ctx.id.clone(),
+                }) as crate::exec::UpstreamRef
+            }),
             trace: incoming_trace(ctx),
         };
         let progress = progress_sink(ctx);
@@ -646,163 +777,6 @@ fn batch_result(
     result
 }
 
-/// What a retried `tools/call` of the 2026-07-28 revision brings back.
-#[derive(Debug, Clone, Copy)]
-struct Round<'a> {
-    responses: Option<&'a rmcp::model::InputResponses>,
-    state: Option<&'a str>,
-}
-
-/// The key of the consent question in an input-required result.
-const CONSENT_INPUT: &str = "consent";
-
-/// How long a consent question asked through an input-required result may be answered.
-const ROUND_TTL: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// Seals `requestState` with a key random per run: the client echoes it unverified.
-fn codec() -> &'static rmcp::model::RequestStateCodec {
-    static CODEC: std::sync::OnceLock<rmcp::model::RequestStateCodec> = std::sync::OnceLock::new();
-    CODEC.get_or_init(|| {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).expect("the OS has randomness");
-        rmcp::model::RequestStateCodec::try_new(key.to_vec()).expect("a 32-byte key")
-    })
-}
-
-/// Whether the state sealing `nonce` is opened for the first time in this run. Used
-/// nonces are kept until their states expire (states of an earlier run do not open).
-fn first_use(nonce: &[u8]) -> bool {
-    use std::collections::HashMap;
-    use std::time::Instant;
-    static USED: std::sync::Mutex<Option<HashMap<Vec<u8>, Instant>>> = std::sync::Mutex::new(None);
-    let mut used = USED.lock().expect("used states lock");
-    let used = used.get_or_insert_with(HashMap::new);
-    let now = Instant::now();
-    used.retain(|_, at| now.duration_since(*at) < ROUND_TTL);
-    used.insert(nonce.to_vec(), now).is_none()
-}
-
-/// What the state is bound to: this caller, this app and tool as the client named them.
-fn bound_to(caller: &crate::consent::Caller, app: &str, tool: &str) -> Vec<u8> {
-    format!("{}\n{app}\n{tool}", caller.key()).into_bytes()
-}
-
-impl Round<'_> {
-    /// The user's answer to an earlier consent question: `None` when this is no retry,
-    /// `Some(None)` when they declined or cancelled. A state that does not verify (forged,
-    /// expired, from another run, or for another caller, app or tool) is refused.
-    fn answer(
-        &self,
-        caller: &crate::consent::Caller,
-        app: &str,
-        tool: &str,
-    ) -> Result<Option<Option<crate::consent::Choice>>, GatewayError> {
-        let Some(state) = self.state else {
-            return Ok(None);
-        };
-        let nonce = codec()
-            .open_with(state, &bound_to(caller, app, tool))
-            .map_err(|e| {
-                tracing::debug!("requestState refused: {e}");
-                GatewayError::new(
-                    Code::InvalidParams,
-                    "the requestState of this retry is not one this gateway issued for this call (or it expired); call the tool again without it",
-                )
-            })?;
-        // Each question is answered once: a replayed "allow once" must not run again.
-        if !first_use(&nonce) {
-            return Err(GatewayError::new(
-                Code::InvalidParams,
-                "this requestState was already answered; call the tool again without it",
-            ));
-        }
-        let reply = self.responses.and_then(|r| r.get(CONSENT_INPUT));
-        let choice = reply
-            .and_then(|v| serde_json::from_value::<rmcp::model::ElicitResult>(v.clone()).ok())
-            .filter(|r| r.action == rmcp::model::ElicitationAction::Accept)
-            .and_then(|r| r.content)
-            .and_then(|c| {
-                c.get("decision")?
-                    .as_str()
-                    .and_then(crate::consent::Choice::parse)
-            });
-        Ok(Some(choice))
-    }
-}
-
-/// The consent question as an input-required result, its state sealed and bound to the
-/// call.
-fn input_required(
-    question: &crate::consent::Question,
-    app: &str,
-    tool: &str,
-) -> Result<rmcp::model::InputRequiredResult, GatewayError> {
-    use rmcp::model::{
-        ElicitRequest, InputRequest, InputRequests, InputRequiredResult, SealOptions,
-    };
-    let form = consent_form(question).ok_or_else(|| {
-        GatewayError::new(
-            Code::AutomationFailed,
-            "the consent form could not be built",
-        )
-    })?;
-    let mut requests = InputRequests::new();
-    requests.insert(
-        CONSENT_INPUT.to_owned(),
-        InputRequest::Elicitation(ElicitRequest::new(form)),
-    );
-    let bound = bound_to(&question.caller, app, tool);
-    let options = SealOptions::new().associated_data(&bound).ttl(ROUND_TTL);
-    let mut nonce = [0u8; 16];
-    getrandom::fill(&mut nonce).map_err(|e| {
-        GatewayError::new(
-            Code::AutomationFailed,
-            format!("no randomness for the consent state: {e}"),
-        )
-    })?;
-    let state = codec().seal_with(&nonce, &options);
-    Ok(InputRequiredResult::new(Some(requests), Some(state)))
-}
-
-/// The consent question as an elicitation form with one choice.
-fn consent_form(question: &crate::consent::Question) -> Option<rmcp::model::ElicitRequestParams> {
-    use rmcp::model::{ElicitRequestParams, ElicitationSchema, EnumSchema};
-    let values = question
-        .choices()
-        .map(|(_, v, _)| (*v).to_owned())
-        .collect();
-    let titles = question
-        .choices()
-        .map(|(_, _, t)| (*t).to_owned())
-        .collect();
-    let choice = EnumSchema::builder(values)
-        .enum_titles(titles)
-        .ok()?
-        .build();
-    let schema = ElicitationSchema::builder()
-        .required_enum_schema("decision", choice)
-        .build()
-        .ok()?;
-    Some(ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: question.text(),
-        requested_schema: schema,
-    })
-}
-
-/// The calling client as a downstream MCP server's requests reach it, for a client that
-/// takes requests mid-call (before 2026-07-28, which forbids them).
-fn upstream(ctx: &RequestContext<RoleServer>, session: u64) -> Option<crate::exec::UpstreamRef> {
-    let (_, round_trips) = asking(ctx);
-    (!round_trips).then(|| {
-        Arc::new(Client {
-            peer: ctx.peer.clone(),
-            session,
-            call: ctx.id.clone(),
-        }) as crate::exec::UpstreamRef
-    })
-}
-
 /// The calling client (its session's peer), for requests passed through from a downstream
 /// server: parsed into rmcp's types here, JSON on both sides. Each request rides the
 /// response stream of the call it belongs to (`call`) over Streamable HTTP, so that it
@@ -981,7 +955,7 @@ impl crate::consent::Prompter for Elicit {
         use crate::consent::{Choice, Reply};
         use rmcp::model::ElicitationAction;
         Box::pin(async move {
-            let Some(form) = consent_form(question) else {
+            let Some(form) = rounds::consent_form(question) else {
                 return Reply::Unavailable("the consent form could not be built".to_owned());
             };
             let form = match serde_json::to_value(&form) {
@@ -1001,7 +975,9 @@ impl crate::consent::Prompter for Elicit {
                     .as_ref()
                     .and_then(|c| c.get("decision")?.as_str().and_then(Choice::parse))
                     .map_or(Reply::Declined, Reply::Chosen),
-                // Declined, cancelled (or an action this rmcp does not know): no answer.
+                // Closed without a choice: what clients that cannot show forms answer.
+                ElicitationAction::Cancel => Reply::Unshown("the client answered `cancel`".into()),
+                // Declined (or an action this rmcp does not know): no.
                 _ => Reply::Declined,
             }
         })
@@ -1129,14 +1105,27 @@ impl ProgressForwarder {
     }
 }
 
+/// A round of a 2026-07-28 client's call, as its answer.
+fn driven_response(driven: rounds::Driven) -> CallToolResponse {
+    match driven {
+        rounds::Driven::Input(input) => input.into(),
+        rounds::Driven::Done(outcome) => outcome_result(outcome).into(),
+    }
+}
+
 fn outcome_result(outcome: Outcome) -> CallToolResult {
     if outcome.mcp {
-        // A downstream server's (or an agent's) result, passed on as it is.
-        return serde_json::from_value(outcome.value).unwrap_or_else(|e| {
-            CallToolResult::error(vec![ContentBlock::text(format!(
-                "the downstream result could not be read: {e}"
-            ))])
-        });
+        // A downstream server's (or an agent's) result, passed on as it is: a result of
+        // this call, whatever revision the server speaks (2026-07-28 clients read
+        // `resultType`; rmcp leaves it out for earlier ones).
+        let mut result: CallToolResult =
+            serde_json::from_value(outcome.value).unwrap_or_else(|e| {
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "the downstream result could not be read: {e}"
+                ))])
+            });
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        return result;
     }
     let body = match &outcome.value {
         Value::String(s) => s.clone(),
@@ -1287,6 +1276,25 @@ impl ServerHandler for Server {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.follow_changes(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(subscriptions::accepted())
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let listed = || {
+            // The tool list of a `search` listing never changes.
+            let snapshot = self.gateway.registry_snapshot();
+            self.exposure(&snapshot) != Exposure::Search
+        };
+        self.shared
+            .streams
+            .listen(&self.gateway, context, listed)
+            .await
     }
 
     async fn list_tools(
