@@ -211,3 +211,28 @@ async def test_a_guide_that_cannot_ask_says_so_at_once_whatever_the_wait(gw):
             guide = await s.call_tool("aai_guide", {"app": "dev.mcp.asking"})
         text = text_of(guide)
         assert "has not been started" in text and "consent grant dev.mcp.asking" in text, text
+
+
+async def test_sampling_is_asked_about_in_its_own_round_not_by_the_tools_answer(gw):
+    """The tool's question is answered in the round before the call; the server's sampling
+    mid-call is a question of its own (all it sends, shown), then the sampling itself."""
+    from mcp import types
+    mcp_app(gw, "dev.mcp.asking", {"command": sys.executable, "args": [str(ASKING)]})
+    gw.config(consent={"mode": "prompt"})
+    asked, sampled = [], []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "once"})
+
+    async def sample(context, params):
+        sampled.append(params)
+        return types.CreateMessageResult(role="assistant", model="m",
+                                         content=types.TextContent(type="text", text="fine"))
+    async with modern(gw, elicitation_callback=elicit, sampling_callback=sample) as s:
+        r, rounds = await s.exec_("dev.mcp.asking", "sample", include_context="none")
+        assert text_of(r) == "sampled: fine", text_of(r)
+    assert len(asked) == 2 and len(sampled) == 1, asked
+    assert "wants to run `sample`" in asked[0], asked
+    assert "your client's model" in asked[1] and "EARLIER-SECRET" in asked[1], asked
+    assert rounds == 3, rounds  # the tool's question, sampling's question, the sampling

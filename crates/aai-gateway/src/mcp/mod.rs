@@ -408,22 +408,20 @@ impl Server {
             // The answer to a downstream server's request: the parked call goes on.
             Some(running) => running,
             None => {
-                let elicits = asking(ctx).0;
-                let prompter = match nonce {
-                    Some(_) if elicits => {
-                        Some(Arc::new(crate::consent::Fixed(round.consent_reply()))
-                            as crate::consent::SharedPrompter)
-                    }
-                    None if elicits => {
-                        if let Some(question) = self
-                            .gateway
+                // The tool's own question, answered in the round before (only that one).
+                let question = match nonce.is_some() || asking(ctx).0 {
+                    true => {
+                        self.gateway
                             .pipeline
                             .consent_question(app, tool, args.as_ref(), &caller)
                             .await
-                        {
-                            return Ok(rounds::consent_required(&question, app, tool)?.into());
-                        }
-                        None
+                    }
+                    false => None,
+                };
+                let answered = match (nonce, question) {
+                    (Some(_), Some(question)) => Some((question, round.consent_reply())),
+                    (None, Some(question)) if asking(ctx).0 => {
+                        return Ok(rounds::consent_required(&question, app, tool)?.into());
                     }
                     _ => None,
                 };
@@ -435,9 +433,12 @@ impl Server {
                     ctx.client_capabilities(),
                     self.session,
                     move |client, cancel| async move {
+                        // Any other question of the call (an agent's permission request, a
+                        // server's sampling) is asked in a round of its own.
+                        let prompter = rounds::Prompter::new(answered, client.clone());
                         let origin = crate::pipeline::Origin {
                             caller,
-                            prompter,
+                            prompter: Some(Arc::new(prompter)),
                             client: Some(client),
                             trace,
                         };

@@ -191,6 +191,84 @@ pub(super) fn consent_form(
     })
 }
 
+/// How a call of a round-trip client asks the user: the tool's own question with the
+/// answer the client gave in the round before the call (once, and only that question);
+/// any other (an ACP agent's permission request, a downstream server's sampling) in a
+/// round of its own, as an elicitation form, when the client takes forms.
+pub(super) struct Prompter {
+    answered: Mutex<Option<(crate::consent::Question, Reply)>>,
+    client: crate::exec::UpstreamRef,
+}
+
+impl std::fmt::Debug for Prompter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("rounds::Prompter")
+    }
+}
+
+impl Prompter {
+    pub(super) fn new(
+        answered: Option<(crate::consent::Question, Reply)>,
+        client: crate::exec::UpstreamRef,
+    ) -> Prompter {
+        Prompter {
+            answered: Mutex::new(answered),
+            client,
+        }
+    }
+}
+
+impl crate::consent::Prompter for Prompter {
+    fn ask<'a>(
+        &'a self,
+        question: &'a crate::consent::Question,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send + 'a>> {
+        Box::pin(async move {
+            let given = {
+                let mut answered = self.answered.lock().expect("answered lock");
+                match answered.take() {
+                    Some((asked, reply))
+                        if asked.app == question.app && asked.tool == question.tool =>
+                    {
+                        Some(reply)
+                    }
+                    other => {
+                        *answered = other;
+                        None
+                    }
+                }
+            };
+            if let Some(reply) = given {
+                return reply;
+            }
+            if !self.client.offers(Ask::Elicitation) {
+                return Reply::Unavailable("the client takes no forms".to_owned());
+            }
+            let Some(form) = consent_form(question).and_then(|f| serde_json::to_value(f).ok())
+            else {
+                return Reply::Unavailable("the consent form could not be built".to_owned());
+            };
+            let answer = match self.client.request(Ask::Elicitation, form).await {
+                Ok(answer) => answer,
+                Err(e) => return Reply::Unavailable(e.0),
+            };
+            let Ok(answer) = serde_json::from_value::<rmcp::model::ElicitResult>(answer) else {
+                return Reply::Unavailable("the client's answer is not a form's".to_owned());
+            };
+            match answer.action {
+                rmcp::model::ElicitationAction::Accept => answer
+                    .content
+                    .and_then(|c| c.get("decision")?.as_str().and_then(Choice::parse))
+                    .map_or(Reply::Declined, Reply::Chosen),
+                rmcp::model::ElicitationAction::Cancel => {
+                    Reply::Unshown("the client answered `cancel`".into())
+                }
+                _ => Reply::Declined,
+            }
+        })
+    }
+}
+
 /// What a running call of a round-trip client tells its front door.
 enum Event {
     /// Its downstream server asks the client `request`; the answer goes to `reply`.
