@@ -236,3 +236,25 @@ async def test_sampling_is_asked_about_in_its_own_round_not_by_the_tools_answer(
     assert "wants to run `sample`" in asked[0], asked
     assert "your client's model" in asked[1] and "EARLIER-SECRET" in asked[1], asked
     assert rounds == 3, rounds  # the tool's question, sampling's question, the sampling
+
+
+async def test_a_batch_asks_a_2026_client_in_rounds_of_its_own_call(gw):
+    """Each call of an `aai_batch` that needs consent is a round of the batch (one question
+    at a time); the batch ends with every call's status."""
+    from mcp import types
+    gw.add_app("com.example.echo")
+    gw.config(consent={"mode": "prompt"})
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        decision = "deny" if "`sleep`" in params.message else "once"
+        return types.ElicitResult(action="accept", content={"decision": decision})
+    calls = [{"app": "com.example.echo", "tool": "echo", "args": {"text": "one"}},
+             {"app": "com.example.echo", "tool": "sleep", "args": {"seconds": 0}}]
+    async with modern(gw, elicitation_callback=elicit) as s:
+        r, rounds = await driven(s, {"elicitation_callback": elicit}, "aai_batch", {"calls": calls})
+    statuses = [x["status"] for x in r.structured_content["results"]]
+    assert statuses == ["ok", "error"], r.structured_content
+    assert r.structured_content["results"][1]["error"]["data"]["type"] == "PERMISSION_DENIED"
+    assert rounds == 2 and len(asked) == 2, asked

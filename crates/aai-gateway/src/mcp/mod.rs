@@ -301,7 +301,7 @@ impl Server {
                 let call_args = args.get("args").cloned();
                 self.exec(app, tool, call_args, ctx, round).await
             }
-            Some(Meta::Batch) => self.batch(&args, ctx).await,
+            Some(Meta::Batch) => self.batch(&args, ctx, round).await,
             None => {
                 if let Some(app) = name
                     .strip_prefix("app_")
@@ -538,29 +538,11 @@ impl Server {
         &self,
         args: &Map<String, Value>,
         ctx: &RequestContext<RoleServer>,
+        round: Round<'_>,
     ) -> Result<CallToolResponse, GatewayError> {
         let (batch, labels) = read_batch(args)?;
-        // A batch cannot carry the input-required round trips of 2026-07-28 clients (one
-        // question per retried request): their calls that need consent are refused, as
-        // for a client that cannot be asked. Elicitation asks per call.
-        let prompter = match asking(ctx) {
-            (true, false) => {
-                Some(Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter)
-            }
-            _ => None,
-        };
-        let origin = crate::pipeline::Origin {
-            caller: self.caller(ctx),
-            prompter,
-            client: (!asking(ctx).1).then(|| {
-                Arc::new(Client {
-                    peer: ctx.peer.clone(),
-                    session: self.session,
-                    call: ctx.id.clone(),
-                }) as crate::exec::UpstreamRef
-            }),
-            trace: incoming_trace(ctx),
-        };
+        let caller = self.caller(ctx);
+        let (elicits, round_trips) = asking(ctx);
         let progress = progress_sink(ctx);
         let on_done = progress.as_ref().map(|p| {
             let sink = p.sink();
@@ -577,15 +559,78 @@ impl Server {
                 },
             ) as crate::batch::OnDone
         });
-        let statuses = self
-            .gateway
-            .pipeline
-            .batch(batch, ctx.ct.clone(), on_done, &origin)
-            .await?;
-        if let Some(progress) = &progress {
-            progress.flush().await;
+        if !round_trips {
+            let origin = crate::pipeline::Origin {
+                caller,
+                prompter: elicits
+                    .then(|| Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter),
+                client: Some(Arc::new(Client {
+                    peer: ctx.peer.clone(),
+                    session: self.session,
+                    call: ctx.id.clone(),
+                })),
+                trace: incoming_trace(ctx),
+            };
+            let statuses = self
+                .gateway
+                .pipeline
+                .batch(batch, ctx.ct.clone(), on_done, &origin)
+                .await?;
+            if let Some(progress) = &progress {
+                progress.flush().await;
+            }
+            return Ok(batch_result(&labels, statuses).into());
         }
-        Ok(batch_result(&labels, statuses).into())
+        // A 2026-07-28 client: the batch runs parked between rounds, each consent question
+        // (and each downstream server's request) one round of this `aai_batch` call.
+        let bound = rounds::bound_to(&caller, "aai", "batch");
+        let nonce = round.open(&bound)?;
+        let parking = &self.shared.parking;
+        let parked = match nonce.as_deref() {
+            Some(nonce) => parking.take(nonce)?,
+            None => None,
+        };
+        let driven = match parked {
+            Some(running) => {
+                parking
+                    .drive(running, round.responses, &ctx.ct, &bound)
+                    .await
+            }
+            None => {
+                let gateway = self.gateway.clone();
+                let trace = incoming_trace(ctx);
+                let running = rounds::Running::start(
+                    ctx.client_capabilities(),
+                    self.session,
+                    move |client, cancel| async move {
+                        let origin = crate::pipeline::Origin {
+                            caller,
+                            prompter: Some(Arc::new(rounds::Prompter::new(None, client.clone()))),
+                            client: Some(client),
+                            trace,
+                        };
+                        let statuses = gateway
+                            .pipeline
+                            .batch(batch, cancel, on_done, &origin)
+                            .await?;
+                        let result = batch_result(&labels, statuses);
+                        Ok(Outcome {
+                            value: serde_json::to_value(result).map_err(|e| {
+                                GatewayError::new(Code::AutomationFailed, e.to_string())
+                            })?,
+                            structured: false,
+                            mcp: true,
+                        })
+                    },
+                );
+                let driven = parking.drive(running, None, &ctx.ct, &bound).await;
+                if let Some(progress) = &progress {
+                    progress.flush().await;
+                }
+                driven
+            }
+        };
+        driven.map(driven_response)
     }
 }
 
