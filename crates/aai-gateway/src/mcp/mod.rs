@@ -14,19 +14,21 @@
 
 pub mod http;
 mod names;
+mod progress;
 mod rounds;
 pub mod stdio;
 mod subscriptions;
 mod tools;
+mod upstream;
 
 use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     Implementation, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ServerCapabilities, ServerConfig,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -34,13 +36,15 @@ use serde_json::{Map, Value, json};
 
 use crate::config::{ErrorStyle, Exposure};
 use crate::error::{Code, GatewayError};
-use crate::exec::{Progress, ProgressSink};
+use crate::exec::Progress;
 use crate::gateway::Gateway;
 use crate::host::Os;
 use crate::pipeline::Outcome;
 use crate::registry::{Entry, Snapshot};
+use progress::{ProgressForwarder, progress_sink};
 use rounds::Round;
 use tools::Meta;
+use upstream::{Client, Elicit};
 
 const INSTRUCTIONS: &str = "This server lets you use applications on this computer and on the web directly. \
 Find an app with `aai_search` (any language), read its guide with `aai_guide` (or the app's `app_*` tool), \
@@ -821,334 +825,6 @@ fn batch_result(
         "results": results, "ok": ok, "failed": failed, "skipped": skipped,
     }));
     result
-}
-
-/// The calling client (its session's peer), for requests passed through from a downstream
-/// server: parsed into rmcp's types here, JSON on both sides. Each request rides the
-/// response stream of the call it belongs to (`call`) over Streamable HTTP, so that it
-/// reaches the client whether or not the client holds a GET stream open.
-struct Client {
-    peer: Peer<RoleServer>,
-    session: u64,
-    call: rmcp::model::RequestId,
-}
-
-impl crate::exec::Upstream for Client {
-    fn offers(&self, ask: crate::exec::Ask) -> bool {
-        use crate::exec::Ask;
-        let Some(info) = self.peer.peer_info() else {
-            return false;
-        };
-        let caps = &info.capabilities;
-        match ask {
-            Ask::Elicitation => caps.elicitation.is_some(),
-            Ask::Sampling => caps.sampling.is_some(),
-            Ask::Roots => caps.roots.is_some(),
-        }
-    }
-
-    fn session(&self) -> u64 {
-        self.session
-    }
-
-    #[allow(deprecated)] // sampling and roots: deprecated from 2026-07-28, used before it
-    fn request(
-        &self,
-        ask: crate::exec::Ask,
-        params: Value,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Value, crate::exec::Unanswered>> + Send>,
-    > {
-        use crate::exec::{Ask, Unanswered};
-        let peer = self.peer.clone();
-        let call = self.call.clone();
-        Box::pin(async move {
-            use rmcp::model::{ClientResult, ServerRequest};
-            let bad = |e: serde_json::Error| Unanswered(format!("the request is not valid: {e}"));
-            let answer = match ask {
-                Ask::Elicitation => {
-                    // Read as rmcp's type first: a request that is not a valid form fails here.
-                    let typed: rmcp::model::ElicitRequestParams =
-                        serde_json::from_value(params).map_err(bad)?;
-                    let params = serde_json::to_value(&typed).map_err(bad)?;
-                    serde_json::to_value(
-                        elicit(&peer, params, Some(call))
-                            .await
-                            .map_err(Unanswered)?,
-                    )
-                }
-                Ask::Sampling => {
-                    let params: rmcp::model::CreateMessageRequestParams =
-                        serde_json::from_value(params).map_err(bad)?;
-                    params.validate().map_err(Unanswered)?;
-                    let request = ServerRequest::CreateMessageRequest(
-                        rmcp::model::CreateMessageRequest::new(params),
-                    );
-                    match send_for(&peer, request, call).await? {
-                        ClientResult::CreateMessageResult(r) => serde_json::to_value(r),
-                        _ => {
-                            return Err(Unanswered(
-                                "the client answered something else than a sampling result"
-                                    .to_owned(),
-                            ));
-                        }
-                    }
-                }
-                Ask::Roots => {
-                    let request =
-                        ServerRequest::ListRootsRequest(rmcp::model::ListRootsRequest::default());
-                    match send_for(&peer, request, call).await? {
-                        ClientResult::ListRootsResult(r) => serde_json::to_value(r),
-                        _ => {
-                            return Err(Unanswered(
-                                "the client answered something else than a roots list".to_owned(),
-                            ));
-                        }
-                    }
-                }
-            };
-            answer.map_err(|e| Unanswered(e.to_string()))
-        })
-    }
-}
-
-/// Sends `request` to the client on the response stream of the call `call` (Streamable
-/// HTTP; on stdio there is one stream).
-#[allow(deprecated)] // sampling and roots: deprecated from 2026-07-28, used before it
-async fn send_for(
-    peer: &Peer<RoleServer>,
-    mut request: rmcp::model::ServerRequest,
-    call: rmcp::model::RequestId,
-) -> Result<rmcp::model::ClientResult, crate::exec::Unanswered> {
-    use rmcp::model::GetExtensions;
-    request
-        .extensions_mut()
-        .insert(rmcp::service::OriginatingRequestId(call));
-    // Sent from a task of its own: rmcp marks a request sent inside a request handler with
-    // that handler's request, and the downstream server's request being handled here is
-    // not one of this client's (task-locals do not cross a spawn). Aborted when the wait
-    // for it is dropped.
-    let peer = peer.clone();
-    let sending = tokio::spawn(async move { peer.send_request(request).await });
-    let mut sending = AbortOnDrop(sending);
-    match (&mut sending.0).await {
-        Ok(answer) => answer.map_err(|e| crate::exec::Unanswered(e.to_string())),
-        Err(e) => Err(crate::exec::Unanswered(format!(
-            "the request to the client failed: {e}"
-        ))),
-    }
-}
-
-/// A spawned task, aborted when this is dropped.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Sends `elicitation/create` as the session's revision writes it: before 2025-11-25 a
-/// form has no `mode` (rmcp writes one always).
-async fn elicit(
-    peer: &Peer<RoleServer>,
-    params: Value,
-    call: Option<rmcp::model::RequestId>,
-) -> Result<rmcp::model::ElicitResult, String> {
-    use rmcp::model::{ClientResult, CustomRequest, ServerRequest};
-    let mut params = params;
-    let modeless = peer
-        .peer_info()
-        .is_some_and(|i| i.protocol_version < rmcp::model::ProtocolVersion::V_2025_11_25);
-    if modeless
-        && let Value::Object(p) = &mut params
-        && p.get("mode").and_then(Value::as_str) == Some("form")
-    {
-        p.remove("mode");
-    }
-    let request =
-        ServerRequest::CustomRequest(CustomRequest::new("elicitation/create", Some(params)));
-    let answer = match call {
-        // A downstream server's question rides the response stream of the call it belongs to.
-        Some(call) => send_for(peer, request, call).await.map_err(|e| e.0)?,
-        None => peer
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?,
-    };
-    match answer {
-        ClientResult::ElicitResult(r) => Ok(r),
-        ClientResult::CustomResult(v) => serde_json::from_value(v.0).map_err(|e| e.to_string()),
-        _ => Err("the client answered something else than an elicitation result".to_owned()),
-    }
-}
-
-/// Asks the user through MCP elicitation: a form with one choice.
-struct Elicit(Peer<RoleServer>);
-
-impl std::fmt::Debug for Elicit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Elicit")
-    }
-}
-
-impl crate::consent::Prompter for Elicit {
-    fn ask<'a>(
-        &'a self,
-        question: &'a crate::consent::Question,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::consent::Reply> + Send + 'a>>
-    {
-        use crate::consent::{Choice, Reply};
-        use rmcp::model::ElicitationAction;
-        Box::pin(async move {
-            let Some(form) = rounds::consent_form(question) else {
-                return Reply::Unavailable("the consent form could not be built".to_owned());
-            };
-            let form = match serde_json::to_value(&form) {
-                Ok(form) => form,
-                Err(e) => return Reply::Unavailable(format!("the consent form: {e}")),
-            };
-            let answer = match elicit(&self.0, form, None).await {
-                Ok(answer) => answer,
-                // The client could not ask (or answered with an error): not an answer.
-                Err(e) => {
-                    return Reply::Unavailable(format!("the client's elicitation failed: {e}"));
-                }
-            };
-            match answer.action {
-                ElicitationAction::Accept => answer
-                    .content
-                    .as_ref()
-                    .and_then(|c| c.get("decision")?.as_str().and_then(Choice::parse))
-                    .map_or(Reply::Declined, Reply::Chosen),
-                // Closed without a choice: what clients that cannot show forms answer.
-                ElicitationAction::Cancel => Reply::Unshown("the client answered `cancel`".into()),
-                // Declined (or an action this rmcp does not know): no.
-                _ => Reply::Declined,
-            }
-        })
-    }
-}
-
-/// Forwards executor progress as `notifications/progress`, in order, when the client
-/// sent a progress token. At most [`PROGRESS_QUEUE`] updates wait to be sent; past that
-/// the newest waiting one is replaced (coalesced), so a flood of 600,000 updates costs a
-/// bounded queue while a normal stream (an agent's text) arrives whole. After the call's
-/// result is ready ([`ProgressForwarder::flush`]) nothing more is sent: every
-/// notification comes before the result.
-fn progress_sink(ctx: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
-    let token = ctx.meta.get_progress_token()?;
-    let peer = ctx.peer.clone();
-    // A progress `message` came with 2025-03-26.
-    let messages = ctx
-        .protocol_version()
-        .is_none_or(|v| v >= rmcp::model::ProtocolVersion::V_2025_03_26);
-    let shared = Arc::new(Coalesced::default());
-    let worker = shared.clone();
-    tokio::spawn(async move {
-        loop {
-            let notified = worker.wake.notified();
-            let next = {
-                let mut slot = worker.slot.lock().expect("progress lock");
-                match slot.waiting.pop_front() {
-                    // Sent, this one covers every update pushed before it (and, when
-                    // it is the last one waiting, every update so far).
-                    Some(p) => Some((p, slot.pushed - slot.waiting.len() as u64)),
-                    None if slot.closed => break,
-                    None => None,
-                }
-            };
-            let Some((p, upto)) = next else {
-                notified.await;
-                continue;
-            };
-            let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
-            if let Some(total) = p.total {
-                param = param.with_total(total);
-            }
-            if let Some(message) = p.message.filter(|_| messages) {
-                param = param.with_message(message);
-            }
-            let failed = peer.notify_progress(param).await.is_err();
-            worker.slot.lock().expect("progress lock").sent = upto;
-            worker.sent.notify_waiters();
-            if failed {
-                break;
-            }
-        }
-    });
-    Some(ProgressForwarder(shared))
-}
-
-/// The one waiting update of a call's progress, and how far sending has got.
-#[derive(Default)]
-struct Coalesced {
-    slot: std::sync::Mutex<Slot>,
-    /// Wakes the sender: a new update, or the end.
-    wake: tokio::sync::Notify,
-    /// Wakes a flush: an update was sent.
-    sent: tokio::sync::Notify,
-}
-
-/// Most progress updates waiting to be sent for one call.
-const PROGRESS_QUEUE: usize = 256;
-
-#[derive(Default)]
-struct Slot {
-    waiting: std::collections::VecDeque<Progress>,
-    /// Updates pushed so far, and how many of them are sent (or replaced by a later one
-    /// that is).
-    pushed: u64,
-    sent: u64,
-    /// The result is ready: later updates are dropped.
-    closed: bool,
-}
-
-/// One call's progress notifications.
-struct ProgressForwarder(Arc<Coalesced>);
-
-impl ProgressForwarder {
-    /// The executors' end.
-    fn sink(&self) -> ProgressSink {
-        let shared = self.0.clone();
-        Arc::new(move |p| {
-            let mut slot = shared.slot.lock().expect("progress lock");
-            if slot.closed {
-                return;
-            }
-            if slot.waiting.len() >= PROGRESS_QUEUE {
-                slot.waiting.pop_back();
-            }
-            slot.waiting.push_back(p);
-            slot.pushed += 1;
-            drop(slot);
-            shared.wake.notify_one();
-        })
-    }
-
-    /// Waits until the progress so far has been sent (a client drops progress that
-    /// arrives after the result), for at most `FLUSH_WAIT`; from then on nothing more is
-    /// sent.
-    async fn flush(&self) {
-        const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-        let shared = &self.0;
-        let target = {
-            let mut slot = shared.slot.lock().expect("progress lock");
-            slot.closed = true;
-            slot.pushed
-        };
-        shared.wake.notify_one();
-        let _ = tokio::time::timeout(FLUSH_WAIT, async {
-            loop {
-                let sent = shared.sent.notified();
-                if shared.slot.lock().expect("progress lock").sent >= target {
-                    return;
-                }
-                sent.await;
-            }
-        })
-        .await;
-    }
 }
 
 /// A round of a 2026-07-28 client's call, as its answer.

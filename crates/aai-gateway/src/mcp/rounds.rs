@@ -274,7 +274,7 @@ enum Event {
     /// Its downstream server asks the client `request`; the answer goes to `reply`.
     Ask {
         ask: Ask,
-        request: InputRequest,
+        request: Box<InputRequest>,
         reply: oneshot::Sender<Result<Value, Unanswered>>,
     },
     /// It ended.
@@ -443,7 +443,7 @@ impl Parking {
                 let (state, nonce) = seal(bound, SERVER)?;
                 self.park(nonce, running)?;
                 let mut requests = InputRequests::new();
-                requests.insert(SERVER_INPUT.to_owned(), request);
+                requests.insert(SERVER_INPUT.to_owned(), *request);
                 Ok(Driven::Input(InputRequiredResult::new(
                     Some(requests),
                     Some(state),
@@ -509,7 +509,7 @@ impl crate::exec::Upstream for RoundTrip {
             events
                 .send(Event::Ask {
                     ask,
-                    request,
+                    request: Box::new(request),
                     reply,
                 })
                 .await
