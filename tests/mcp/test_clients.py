@@ -3,7 +3,9 @@ of each MCP client (comments where the format allows them), shown as a diff, wri
 when confirmed, with a backup; `clients remove` gives the file back; a malformed file is
 refused and left alone. Also the shell completions and the man page the binary prints.
 
-No peer: the files are made here, HOME points into the test's folder.
+No peer: the files are made here, HOME points into the test's folder; except the last
+test, which runs the real Claude Code (tests/mcp/clients) to show that the permission
+`clients add` offers is the one Claude Code honours.
 """
 import json
 import os
@@ -119,6 +121,37 @@ GEMINI = """{
 }
 """
 
+COPILOT = """{
+  "mcpServers": {
+    "context7": {
+      "tools": ["*"],
+      "type": "local",
+      "command": "npx",
+      "args": ["-y", "@upstash/context7-mcp"]
+    }
+  }
+}
+"""
+
+OPENCODE = """{
+  "$schema": "https://opencode.ai/config.json",
+  "model": "anthropic/claude-sonnet-4-5",
+  "mcp": {
+    "jira": {"type": "remote", "url": "https://jira.example.com/mcp", "enabled": true}
+  }
+}
+"""
+
+QWEN = """{
+  "$version": 3,
+  "general": {"checkpointing": {"enabled": false}},
+  "security": {"auth": {"selectedType": "openai"}},
+  "mcpServers": {
+    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."], "trust": false}
+  }
+}
+"""
+
 # id -> (path under HOME, text, key of the servers, the format's parser)
 CLIENTS = {
     "claude-code": (".claude.json", CLAUDE_CODE, "mcpServers"),
@@ -132,6 +165,9 @@ CLIENTS = {
               CLINE, "mcpServers"),
     "zed": (".config/zed/settings.json", ZED, "context_servers"),
     "gemini": (".gemini/settings.json", GEMINI, "mcpServers"),
+    "copilot": (".copilot/mcp-config.json", COPILOT, "mcpServers"),
+    "opencode": (".config/opencode/opencode.json", OPENCODE, "mcp"),
+    "qwen": (".qwen/settings.json", QWEN, "mcpServers"),
 }
 
 
@@ -204,7 +240,10 @@ def test_add_then_remove_gives_the_file_back(binary, home, client):
     text = path.read_text()
     value = parse(client, text)
     entry = value[key]["aai"]
-    assert entry["command"] == "npx" and entry["args"] == ["-y", "aai-gateway"], entry
+    if client == "opencode":
+        assert entry == {"type": "local", "command": ["npx", "-y", "aai-gateway"], "enabled": True}, entry
+    else:
+        assert entry["command"] == "npx" and entry["args"] == ["-y", "aai-gateway"], entry
     if original is not None:
         # Everything else is still there, and comments survive where the format has them.
         before = parse(client, original)
@@ -312,3 +351,124 @@ def test_completions_load_in_bash_and_the_man_page_renders(binary, tmp_path):
     man = subprocess.run([str(binary), "manpage"], capture_output=True, text=True, check=True).stdout
     assert man.startswith(".ie") or ".TH aai-gateway 1" in man
     assert ".TH aai-gateway 1" in man and "clients" in man
+
+
+CLAUDE_SETTINGS = """{
+  "model": "opus",
+  "permissions": {
+    "allow": [
+      "Bash(npm run test:*)"
+    ],
+    "deny": []
+  }
+}
+"""
+
+
+def test_claude_codes_own_question_is_offered_away_and_comes_back(binary, home):
+    """`clients add claude-code` offers `mcp__aai` in Claude Code's permissions.allow (its
+    settings.json), shown and explained; --no-allow-tools declines; `remove` takes it out."""
+    settings = home / ".claude/settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(CLAUDE_SETTINGS)
+
+    dry = run(binary, home, "clients", "add", "claude-code", "--via", "npx")
+    assert dry.returncode == 1
+    assert '+      "mcp__aai"' in dry.stdout.replace("\r", ""), dry.stdout
+    assert "asks per app and tool itself" in dry.stdout and "--no-allow-tools" in dry.stdout
+    assert settings.read_text() == CLAUDE_SETTINGS
+
+    declined = run(binary, home, "clients", "add", "claude-code", "--via", "npx", "--no-allow-tools", "--yes")
+    assert declined.returncode == 0, declined
+    assert "mcp__aai" not in declined.stdout and settings.read_text() == CLAUDE_SETTINGS
+    assert json.loads((home / ".claude.json").read_text())["mcpServers"]["aai"]["command"] == "npx"
+
+    # The entry is there already: only the permission is left to add, with its backup.
+    allowed = run(binary, home, "clients", "add", "claude-code", "--via", "npx", "--yes")
+    assert allowed.returncode == 0, allowed
+    assert json.loads(settings.read_text())["permissions"] == {
+        "allow": ["Bash(npm run test:*)", "mcp__aai"], "deny": []}
+    assert [b.read_text() for b in settings.parent.glob("settings.json.*.aai-bak")] == [CLAUDE_SETTINGS]
+    assert "nothing to change" in run(binary, home, "clients", "add", "claude-code", "--via", "npx",
+                                      "--yes").stdout
+
+    removed = run(binary, home, "clients", "remove", "claude-code", "--yes")
+    assert removed.returncode == 0, removed
+    assert settings.read_text() == CLAUDE_SETTINGS
+    assert "aai" not in json.loads((home / ".claude.json").read_text())["mcpServers"]
+
+
+def test_claude_code_without_settings_gets_them_made(binary, home):
+    settings = home / ".claude/settings.json"
+    assert run(binary, home, "clients", "add", "claude-code", "--yes").returncode == 0
+    assert json.loads(settings.read_text()) == {"permissions": {"allow": ["mcp__aai"]}}
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    assert run(binary, home, "clients", "remove", "claude-code", "--yes").returncode == 0
+    assert json.loads(settings.read_text()) == {}
+
+
+@pytest.mark.parametrize("client", ["gemini", "qwen"])
+def test_trust_on_the_entry_is_offered(binary, home, client):
+    rel, original, key = CLIENTS[client]
+    path = home / rel
+    out = run(binary, home, "clients", "add", client, "--no-allow-tools", "--yes")
+    assert out.returncode == 0, out
+    assert "trust" not in json.loads(path.read_text())[key]["aai"]
+    out = run(binary, home, "clients", "add", client, "--yes")
+    assert out.returncode == 0, out
+    value = json.loads(path.read_text())
+    assert value[key]["aai"]["trust"] is True
+    assert value[key]["fs" if client == "qwen" else "pythonTools"] == json.loads(original)[key][
+        "fs" if client == "qwen" else "pythonTools"], "another server's trust is not touched"
+    assert run(binary, home, "clients", "remove", client, "--yes").returncode == 0
+    assert path.read_text() == original
+
+
+def test_a_fresh_gemini_entry_is_trusted_in_one_write(binary, home):
+    path = home / CLIENTS["gemini"][0]
+    path.unlink()
+    out = run(binary, home, "clients", "add", "gemini", "--yes")
+    assert out.returncode == 0, out
+    assert json.loads(path.read_text())["mcpServers"]["aai"]["trust"] is True
+    assert out.stdout.count("wrote") == 1 and not list(path.parent.glob("*.aai-bak"))
+
+
+def test_opencode_jsonc_is_edited_when_it_is_the_file(binary, home):
+    json_path = home / CLIENTS["opencode"][0]
+    json_path.unlink()
+    jsonc_path = json_path.with_suffix(".jsonc")
+    text = "{\n  // mine\n  \"mcp\": {\n  },\n}\n"
+    jsonc_path.write_text(text)
+    out = run(binary, home, "clients", "add", "opencode", "--via", "npx", "--yes")
+    assert out.returncode == 0, out
+    assert not json_path.exists()
+    assert "// mine" in jsonc_path.read_text()
+    assert jsonc(jsonc_path.read_text())["mcp"]["aai"]["command"] == ["npx", "-y", "aai-gateway"]
+    listed = json.loads(run(binary, home, "clients", "--json").stdout)["clients"]
+    assert {c["client"]: c["state"] for c in listed}["opencode"] == "set up"
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_real_claude_code_runs_the_gateways_tools_without_its_own_question(gw, tmp_path, allow):
+    """Against the real Claude Code (tests/mcp/clients): the `mcp__aai` rule `clients add`
+    writes is what lets a headless `claude -p` (no --allowedTools) run the gateway's tools;
+    with --no-allow-tools Claude Code refuses them itself."""
+    from agent_clients import AgentClient
+    from model_standin import standin
+    gw.add_app("com.example.echo")
+    agent = AgentClient(gw, tmp_path, "claude")
+    agent.add_gateway("claude-code", *([] if allow else ["--no-allow-tools"]))
+    script = [{"tool": "mcp__aai__aai_exec",
+               "arguments": {"app": "com.example.echo", "tool": "echo", "args": {"text": "one question"}}},
+              {"text": "Done."}]
+    with standin(tmp_path / "model", script) as model:
+        env = agent.env(ANTHROPIC_API_KEY="sk-ant-standin", ANTHROPIC_BASE_URL=model.url,
+                        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1",
+                        DISABLE_AUTOUPDATER="1", DISABLE_ERROR_REPORTING="1", ENABLE_TOOL_SEARCH="false")
+        out = agent.run(["-p", "Echo something.", "--output-format", "json"], env=env, timeout=240)
+        assert out.code == 0, out
+        (result,) = model.tool_results()
+    if allow:
+        assert not result["error"] and json.loads(result["text"])["echo"]["text"] == "one question", result
+    else:
+        assert result["error"] and "requested permissions to use mcp__aai__aai_exec" in result["text"], result

@@ -176,7 +176,12 @@ async def test_a_declined_consent_question_stays_a_no(gw):
         with pytest.raises(MCPError) as e:
             await s.exec_("com.example.echo", "echo", text="hi")
         assert e.value.error.code == -32004, e.value.error
-        assert "consent grant" not in e.value.error.message
+        # Still a no (nothing remembered: the next call asks again), but it says how to
+        # allow it, for clients that decline a form they cannot show (Codex, Copilot CLI).
+        assert "consent grant com.example.echo" in e.value.error.message, e.value.error
+        first = await s.call_tool("aai_exec", {"app": "com.example.echo", "tool": "echo", "args": {"text": "hi"}},
+                                  allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), "asked again"
 
 
 async def test_a_guide_asks_a_2026_client_whether_its_server_may_start(gw):

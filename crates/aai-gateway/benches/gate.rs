@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use aai_gateway::config::ConsentMode;
 use aai_gateway::consent::state::State;
-use aai_gateway::consent::{Caller, Choice, Fixed, Gate, Question};
+use aai_gateway::consent::{Caller, Choice, Fixed, Gate, Question, Reply};
 use aai_gateway::history::{self, Record, Retention, Sink, Sqlite};
 use serde_json::json;
 
@@ -54,7 +54,7 @@ fn main() {
         changed: None,
     };
     // "Always allow this tool", once; every later check finds the grant in memory.
-    rt.block_on(gate.check(&question, Some(&Fixed(Some(Choice::Tool)))))
+    rt.block_on(gate.check(&question, Some(&Fixed(Reply::Chosen(Choice::Tool)))))
         .unwrap();
     let sink = Sqlite::open(
         &file,

@@ -43,6 +43,12 @@ enum Kind {
     Zed,
     /// `[mcp_servers.<name>]` with `command` and `args` in Codex's `config.toml`.
     Codex,
+    /// `mcpServers.<name> = {type: "local", command, args, tools: ["*"]}` in GitHub
+    /// Copilot CLI's `mcp-config.json` (what `copilot mcp add` writes).
+    Copilot,
+    /// `mcp.<name> = {type: "local", command: [program, args…], enabled: true}` in
+    /// opencode's `opencode.json`.
+    Opencode,
 }
 
 /// Every client, in the order `clients` lists them.
@@ -97,6 +103,21 @@ pub const ALL: &[Client] = &[
         name: "Gemini CLI",
         kind: Kind::McpServers,
     },
+    Client {
+        id: "copilot",
+        name: "Copilot CLI",
+        kind: Kind::Copilot,
+    },
+    Client {
+        id: "opencode",
+        name: "opencode",
+        kind: Kind::Opencode,
+    },
+    Client {
+        id: "qwen",
+        name: "Qwen Code",
+        kind: Kind::McpServers,
+    },
 ];
 
 /// The client called `id` (its id or its name, any case; `claude` is Claude Code).
@@ -106,6 +127,8 @@ pub fn find(id: &str) -> Option<Client> {
         "claude" => "claude-code",
         "code" | "vs-code" => "vscode",
         "gemini-cli" => "gemini",
+        "github-copilot" | "copilot-cli" | "github-copilot-cli" => "copilot",
+        "qwen-code" => "qwen",
         other => other,
     };
     ALL.iter()
@@ -122,6 +145,35 @@ pub struct Launch {
     pub args: Vec<String>,
 }
 
+/// The key on a server entry that lets its tools run without the client's question
+/// (Gemini CLI, Qwen Code).
+const TRUST: &str = "trust";
+
+/// Codex's key on a server's table for the approval of its tools, and the value that
+/// runs them without asking.
+const CODEX_APPROVAL: (&str, &str) = ("default_tools_approval_mode", "approve");
+
+/// Where a client keeps the setting that lets a server's tools run without asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolPermission {
+    /// `trust: true` on the server entry itself, in the same file.
+    Entry,
+    /// Another file: Claude Code's `settings.json`, whose `permissions.allow` lists
+    /// `mcp__<name>`.
+    File(PathBuf),
+}
+
+/// Claude Code's permission rule for every tool of the server `name`.
+fn claude_rule(name: &str) -> String {
+    format!("mcp__{name}")
+}
+
+fn is_string(node: &jsonc_parser::cst::CstNode, wanted: &str) -> bool {
+    node.as_string_lit()
+        .and_then(|s| s.decoded_value().ok())
+        .is_some_and(|s| s == wanted)
+}
+
 /// A client's configuration could not be read: the file is left alone.
 #[derive(Debug, thiserror::Error)]
 pub enum Malformed {
@@ -134,6 +186,9 @@ pub enum Malformed {
     /// Parsed, but a key the entry goes under holds something other than an object/table.
     #[error("`{0}` is not an object")]
     NotAnObject(String),
+    /// Parsed, but a key the rule goes into holds something other than a list.
+    #[error("`{0}` is not a list")]
+    NotAnArray(String),
 }
 
 impl Client {
@@ -154,7 +209,9 @@ impl Client {
         };
         let vscode_user = app_data.join("Code").join("User");
         Some(match self.id {
-            "claude-code" => home.join(".claude.json"),
+            // `CLAUDE_CONFIG_DIR` moves `~/.claude.json` into that folder.
+            "claude-code" => var("CLAUDE_CONFIG_DIR")
+                .map_or_else(|| home.join(".claude.json"), |d| d.join(".claude.json")),
             "claude-desktop" => app_data.join("Claude").join("claude_desktop_config.json"),
             "cursor" => home.join(".cursor").join("mcp.json"),
             "vscode" => vscode_user.join("mcp.json"),
@@ -184,8 +241,144 @@ impl Client {
                     .join("settings.json"),
             },
             "gemini" => home.join(".gemini").join("settings.json"),
+            "copilot" => var("COPILOT_HOME")
+                .unwrap_or_else(|| home.join(".copilot"))
+                .join("mcp-config.json"),
+            // opencode keeps `~/.config` on every OS (`XDG_CONFIG_HOME` moves it); an
+            // `opencode.jsonc` there is used instead when it is the one that exists
+            // (`alternate_path`).
+            "opencode" => var("XDG_CONFIG_HOME")
+                .unwrap_or_else(|| home.join(".config"))
+                .join("opencode")
+                .join("opencode.json"),
+            "qwen" => var("QWEN_HOME")
+                .unwrap_or_else(|| home.join(".qwen"))
+                .join("settings.json"),
             _ => return None,
         })
+    }
+
+    /// Another name the client reads its file under when the usual one is missing
+    /// (opencode: `opencode.jsonc` beside `opencode.json`, as `opencode mcp add` picks).
+    pub fn alternate_path(&self, path: &std::path::Path) -> Option<PathBuf> {
+        (self.kind == Kind::Opencode && path.extension().is_some_and(|e| e == "json"))
+            .then(|| path.with_extension("jsonc"))
+    }
+
+    /// Where the client's own setting that lets a server's tools run without its own
+    /// question lives, for the clients where one was verified against the client
+    /// (docs/consent.md, "The client's own question").
+    pub fn tool_permission(
+        &self,
+        os: Os,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<ToolPermission> {
+        match self.id {
+            "gemini" | "qwen" | "codex" => Some(ToolPermission::Entry),
+            "claude-code" => {
+                let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+                let home = match os {
+                    Os::Windows => var("USERPROFILE"),
+                    _ => var("HOME"),
+                };
+                let dir = var("CLAUDE_CONFIG_DIR").or_else(|| home.map(|h| h.join(".claude")))?;
+                Some(ToolPermission::File(dir.join("settings.json")))
+            }
+            _ => None,
+        }
+    }
+
+    /// `text` with the server `name`'s tools allowed without the client's own question:
+    /// on the entry ([`ToolPermission::Entry`]: `trust: true`, Codex's
+    /// `default_tools_approval_mode = "approve"`; `None` when the entry is missing), or
+    /// `mcp__<name>` in `permissions.allow` (Claude Code's settings). `None` when already
+    /// so.
+    pub fn allow_tools(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+        if self.kind == Kind::Codex {
+            return codex_approval(text, name, true);
+        }
+        let root = parse_json(text)?;
+        let object = root.object_value_or_set();
+        if self.id == "claude-code" {
+            let permissions = child_object(&object, "permissions")?;
+            let rule = claude_rule(name);
+            let allow = match permissions.get("allow") {
+                None => permissions.array_value_or_set("allow"),
+                Some(prop) => match prop.value().and_then(|v| v.as_array()) {
+                    Some(array) => array,
+                    None => return Err(Malformed::NotAnArray("permissions.allow".to_owned())),
+                },
+            };
+            if allow.elements().iter().any(|e| is_string(e, &rule)) {
+                return Ok(None);
+            }
+            allow.append(CstInputValue::String(rule));
+        } else {
+            let Some(servers) = object.object_value(self.servers_key()) else {
+                return Ok(None);
+            };
+            let Some(entry) = servers.object_value(name) else {
+                return Ok(None);
+            };
+            match entry.get(TRUST) {
+                Some(prop)
+                    if prop.value().and_then(|v| v.to_serde_value()) == Some(true.into()) =>
+                {
+                    return Ok(None);
+                }
+                Some(prop) => prop.set_value(CstInputValue::Bool(true)),
+                None => {
+                    entry.append(TRUST, CstInputValue::Bool(true));
+                }
+            }
+        }
+        Ok(Some(with_final_newline(root.to_string(), text)))
+    }
+
+    /// `text` without what [`Client::allow_tools`] added: the `mcp__<name>` rule (and
+    /// the `allow` list and `permissions` object it leaves empty), or the entry's
+    /// `trust` (Codex: its approval mode). `None` when there is none.
+    pub fn disallow_tools(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+        if self.kind == Kind::Codex {
+            return codex_approval(text, name, false);
+        }
+        let root = parse_json(text)?;
+        let Some(object) = root.object_value() else {
+            return Ok(None);
+        };
+        if self.id == "claude-code" {
+            let Some(permissions) = object.object_value("permissions") else {
+                return Ok(None);
+            };
+            let Some(allow) = permissions.array_value("allow") else {
+                return Ok(None);
+            };
+            let rule = claude_rule(name);
+            let Some(element) = allow.elements().into_iter().find(|e| is_string(e, &rule)) else {
+                return Ok(None);
+            };
+            element.remove();
+            if allow.elements().is_empty() {
+                if let Some(prop) = permissions.get("allow") {
+                    prop.remove();
+                }
+                if permissions.properties().is_empty()
+                    && let Some(prop) = object.get("permissions")
+                {
+                    prop.remove();
+                }
+            }
+        } else {
+            let Some(trust) = object
+                .object_value(self.servers_key())
+                .and_then(|servers| servers.object_value(name))
+                .and_then(|entry| entry.get(TRUST))
+            else {
+                return Ok(None);
+            };
+            trust.remove();
+        }
+        Ok(Some(with_final_newline(root.to_string(), text)))
     }
 
     /// The key the servers live under.
@@ -194,6 +387,7 @@ impl Client {
             Kind::VsCode => "servers",
             Kind::Zed => "context_servers",
             Kind::Codex => "mcp_servers",
+            Kind::Opencode => "mcp",
             _ => "mcpServers",
         }
     }
@@ -208,11 +402,26 @@ impl Client {
             Kind::Zed => {
                 entry.insert("source".into(), "custom".into());
             }
+            Kind::Copilot | Kind::Opencode => {
+                entry.insert("type".into(), "local".into());
+            }
             _ => {}
+        }
+        if self.kind == Kind::Opencode {
+            // One list: the program, then its arguments.
+            let command: Vec<String> = std::iter::once(launch.command.clone())
+                .chain(launch.args.iter().cloned())
+                .collect();
+            entry.insert("command".into(), command.into());
+            entry.insert("enabled".into(), true.into());
+            return Value::Object(entry);
         }
         entry.insert("command".into(), launch.command.clone().into());
         entry.insert("args".into(), launch.args.clone().into());
         match self.kind {
+            Kind::Copilot => {
+                entry.insert("tools".into(), vec!["*"].into());
+            }
             Kind::ClaudeCode | Kind::Zed => {
                 entry.insert("env".into(), Value::Object(serde_json::Map::new()));
             }
@@ -254,9 +463,18 @@ impl Client {
         let servers = child_object(&object, self.servers_key())?;
         match servers.get(name) {
             Some(prop) => {
-                let current = prop.value().and_then(|v| v.to_serde_value());
+                let mut current = prop.value().and_then(|v| v.to_serde_value());
+                // The client's own permission (`trust`) is `allow_tools`'s: kept as it is.
+                let trust = current
+                    .as_mut()
+                    .and_then(Value::as_object_mut)
+                    .and_then(|c| c.remove(TRUST));
                 if current.as_ref() == Some(&entry) {
                     return Ok(None);
+                }
+                let mut entry = entry;
+                if let (Some(trust), Some(map)) = (trust, entry.as_object_mut()) {
+                    map.insert(TRUST.to_owned(), trust);
                 }
                 prop.set_value(cst_value(&entry));
             }
@@ -336,9 +554,11 @@ fn runs_gateway(entry: &Value) -> bool {
         let file = file.strip_suffix(".exe").unwrap_or(file);
         file == "aai-gateway" || s.starts_with("aai-gateway@")
     };
-    // Zed's older shape nests them: {"command": {"path", "args"}}.
+    // Zed's older shape nests them: {"command": {"path", "args"}}; opencode's is one
+    // list, the program first.
     let (command, args) = match entry.get("command") {
         Some(Value::Object(nested)) => (nested.get("path"), nested.get("args")),
+        Some(list @ Value::Array(_)) => (None, Some(list)),
         command => (command, entry.get("args")),
     };
     command.and_then(Value::as_str).is_some_and(is_gateway)
@@ -428,6 +648,12 @@ fn codex_add(text: &str, name: &str, entry: &Value) -> Result<Option<String>, Ma
         return Err(Malformed::NotAnObject("mcp_servers".to_owned()));
     };
     let mut table = toml_edit::Table::new();
+    // The approval mode is `allow_tools`'s: kept as it is.
+    let approval = servers
+        .get(name)
+        .and_then(|t| t.as_table_like())
+        .and_then(|t| t.get(CODEX_APPROVAL.0))
+        .cloned();
     table.insert(
         "command",
         toml_edit::value(entry["command"].as_str().unwrap_or_default()),
@@ -439,7 +665,7 @@ fn codex_add(text: &str, name: &str, entry: &Value) -> Result<Option<String>, Ma
     table.insert("args", toml_edit::value(args));
     if let Some(current) = servers.get(name) {
         let same = current.as_table_like().is_some_and(|t| {
-            t.len() == 2
+            t.len() == 2 + usize::from(approval.is_some())
                 && t.get("command").and_then(|c| c.as_str()) == entry["command"].as_str()
                 && t.get("args").and_then(|a| a.as_array()).is_some_and(|a| {
                     a.iter().map(|v| v.as_str()).eq(entry["args"]
@@ -453,7 +679,35 @@ fn codex_add(text: &str, name: &str, entry: &Value) -> Result<Option<String>, Ma
             return Ok(None);
         }
     }
+    if let Some(approval) = approval {
+        table.insert(CODEX_APPROVAL.0, approval);
+    }
     servers.insert(name, toml_edit::Item::Table(table));
+    Ok(Some(with_final_newline(doc.to_string(), text)))
+}
+
+/// Codex's `default_tools_approval_mode = "approve"` on the entry `name` set (`allow`)
+/// or taken out; `None` when there is nothing to change or no such entry.
+fn codex_approval(text: &str, name: &str, allow: bool) -> Result<Option<String>, Malformed> {
+    let mut doc = codex_document(text)?;
+    let Some(entry) = doc
+        .get_mut("mcp_servers")
+        .and_then(|s| s.as_table_like_mut())
+        .and_then(|s| s.get_mut(name))
+        .and_then(|e| e.as_table_like_mut())
+    else {
+        return Ok(None);
+    };
+    let (key, value) = CODEX_APPROVAL;
+    let current = entry.get(key).and_then(|v| v.as_str());
+    if allow {
+        if current == Some(value) {
+            return Ok(None);
+        }
+        entry.insert(key, toml_edit::value(value));
+    } else if entry.remove(key).is_none() {
+        return Ok(None);
+    }
     Ok(Some(with_final_newline(doc.to_string(), text)))
 }
 
@@ -502,11 +756,16 @@ mod tests {
             ("VS Code", "vscode"),
             ("gemini-cli", "gemini"),
             ("ZED", "zed"),
+            ("GitHub Copilot", "copilot"),
+            ("Copilot CLI", "copilot"),
+            ("OpenCode", "opencode"),
+            ("Qwen Code", "qwen"),
+            ("qwen_code", "qwen"),
         ] {
             assert_eq!(find(typed).map(|c| c.id), Some(id), "{typed}");
         }
         assert!(find("notepad").is_none());
-        assert_eq!(ALL.len(), 10);
+        assert_eq!(ALL.len(), 13);
     }
 
     #[test]
@@ -629,6 +888,169 @@ mod tests {
     }
 
     #[test]
+    fn copilot_opencode_and_qwen_get_their_own_shapes() {
+        let copilot = client("copilot").add("", "aai", &npx()).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&copilot).unwrap();
+        assert_eq!(
+            v["mcpServers"]["aai"],
+            serde_json::json!({"type": "local", "command": "npx", "args": ["-y", "aai-gateway"], "tools": ["*"]})
+        );
+        let text = "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  // mine\n  \"mcp\": {\n    \"x\": {\"type\": \"remote\", \"url\": \"https://x.test/mcp\"}\n  }\n}\n";
+        let opencode = client("opencode")
+            .add(text, "aai", &npx())
+            .unwrap()
+            .unwrap();
+        assert!(opencode.contains("// mine"), "{opencode}");
+        let v = json_value(&opencode).unwrap();
+        assert_eq!(
+            v["mcp"]["aai"],
+            serde_json::json!({"type": "local", "command": ["npx", "-y", "aai-gateway"], "enabled": true})
+        );
+        assert_eq!(v["mcp"]["x"]["url"], "https://x.test/mcp");
+        // opencode's one-list command is recognised as the gateway under any name.
+        let renamed = r#"{"mcp": {"gw": {"type": "local", "command": ["/opt/aai-gateway", "--home", "/h"]}}}"#;
+        assert_eq!(
+            client("opencode")
+                .status(renamed, "aai")
+                .unwrap()
+                .as_deref(),
+            Some("gw")
+        );
+        assert_eq!(
+            client("opencode")
+                .remove(&opencode, "aai")
+                .unwrap()
+                .unwrap(),
+            text
+        );
+        let qwen = client("qwen").add("{}", "aai", &npx()).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&qwen).unwrap();
+        assert_eq!(
+            v["mcpServers"]["aai"],
+            serde_json::json!({"command": "npx", "args": ["-y", "aai-gateway"]})
+        );
+    }
+
+    #[test]
+    fn trust_on_the_entry_is_added_kept_and_removed() {
+        let gemini = client("gemini");
+        assert_eq!(
+            gemini.tool_permission(Os::Linux, &|_| None),
+            Some(ToolPermission::Entry)
+        );
+        let added = gemini.add("", "aai", &npx()).unwrap().unwrap();
+        let trusted = gemini.allow_tools(&added, "aai").unwrap().unwrap();
+        let v: Value = serde_json::from_str(&trusted).unwrap();
+        assert_eq!(v["mcpServers"]["aai"]["trust"], true);
+        assert!(gemini.allow_tools(&trusted, "aai").unwrap().is_none());
+        // Adding again keeps the user's trust; a changed entry keeps it too.
+        assert!(gemini.add(&trusted, "aai", &npx()).unwrap().is_none());
+        let moved = Launch {
+            command: "/opt/aai-gateway".into(),
+            args: vec![],
+        };
+        let changed = gemini.add(&trusted, "aai", &moved).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&changed).unwrap();
+        assert_eq!(v["mcpServers"]["aai"]["command"], "/opt/aai-gateway");
+        assert_eq!(v["mcpServers"]["aai"]["trust"], true);
+        assert_eq!(
+            gemini.disallow_tools(&trusted, "aai").unwrap().unwrap(),
+            added
+        );
+        // No entry: nothing to trust.
+        assert!(client("qwen").allow_tools("{}", "aai").unwrap().is_none());
+        assert!(
+            client("cursor")
+                .tool_permission(Os::Linux, &|_| None)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn codex_approval_mode_is_added_kept_and_removed() {
+        let codex = client("codex");
+        let added = codex.add("", "aai", &npx()).unwrap().unwrap();
+        let approved = codex.allow_tools(&added, "aai").unwrap().unwrap();
+        assert_eq!(
+            approved,
+            "[mcp_servers.aai]\ncommand = \"npx\"\nargs = [\"-y\", \"aai-gateway\"]\ndefault_tools_approval_mode = \"approve\"\n"
+        );
+        assert!(codex.allow_tools(&approved, "aai").unwrap().is_none());
+        assert!(codex.add(&approved, "aai", &npx()).unwrap().is_none());
+        let moved = Launch {
+            command: "/opt/aai-gateway".into(),
+            args: vec![],
+        };
+        let changed = codex.add(&approved, "aai", &moved).unwrap().unwrap();
+        assert!(
+            changed.contains("default_tools_approval_mode = \"approve\""),
+            "{changed}"
+        );
+        assert_eq!(
+            codex.disallow_tools(&approved, "aai").unwrap().unwrap(),
+            added
+        );
+        assert!(codex.allow_tools("", "aai").unwrap().is_none());
+    }
+
+    #[test]
+    fn claude_code_rule_goes_into_its_settings_and_out_again() {
+        let claude = client("claude-code");
+        let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
+        assert_eq!(
+            claude.tool_permission(Os::Linux, &env),
+            Some(ToolPermission::File(PathBuf::from(
+                "/home/u/.claude/settings.json"
+            )))
+        );
+        let moved = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "CLAUDE_CONFIG_DIR" => Some("/cfg".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            claude.tool_permission(Os::Linux, &moved),
+            Some(ToolPermission::File(PathBuf::from("/cfg/settings.json")))
+        );
+        assert_eq!(
+            claude.config_path(Os::Linux, &moved),
+            Some(PathBuf::from("/cfg/.claude.json"))
+        );
+        let text = "{\n  \"model\": \"opus\",\n  \"permissions\": {\n    \"allow\": [\"Bash(npm test:*)\"]\n  }\n}\n";
+        let allowed = claude.allow_tools(text, "aai").unwrap().unwrap();
+        let v: Value = serde_json::from_str(&allowed).unwrap();
+        assert_eq!(
+            v["permissions"]["allow"],
+            serde_json::json!(["Bash(npm test:*)", "mcp__aai"])
+        );
+        assert!(claude.allow_tools(&allowed, "aai").unwrap().is_none());
+        assert_eq!(
+            claude.disallow_tools(&allowed, "aai").unwrap().unwrap(),
+            text
+        );
+        assert!(claude.disallow_tools(text, "aai").unwrap().is_none());
+        // A file without permissions: they are made, and go again whole.
+        let bare = "{\n  \"model\": \"opus\"\n}\n";
+        let allowed = claude.allow_tools(bare, "aai").unwrap().unwrap();
+        let v: Value = serde_json::from_str(&allowed).unwrap();
+        assert_eq!(v["permissions"]["allow"], serde_json::json!(["mcp__aai"]));
+        assert_eq!(
+            claude.disallow_tools(&allowed, "aai").unwrap().unwrap(),
+            bare
+        );
+        let fresh = claude.allow_tools("", "aai").unwrap().unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&fresh).unwrap(),
+            serde_json::json!({"permissions": {"allow": ["mcp__aai"]}})
+        );
+        assert!(matches!(
+            claude.allow_tools(r#"{"permissions": {"allow": "all"}}"#, "aai"),
+            Err(Malformed::NotAnArray(_))
+        ));
+        assert!(claude.allow_tools(r#"{"permissions": 1}"#, "aai").is_err());
+    }
+
+    #[test]
     fn paths_follow_the_os() {
         let env = |k: &str| match k {
             "HOME" => Some("/home/u".to_owned()),
@@ -654,5 +1076,38 @@ mod tests {
             PathBuf::from("/home/u/.codex/config.toml")
         );
         assert!(path("claude-desktop", Os::Windows).starts_with("C:\\Users\\u\\AppData\\Roaming"));
+        assert_eq!(
+            path("copilot", Os::Macos),
+            PathBuf::from("/home/u/.copilot/mcp-config.json")
+        );
+        assert_eq!(
+            path("opencode", Os::Macos),
+            PathBuf::from("/home/u/.config/opencode/opencode.json")
+        );
+        assert_eq!(
+            path("qwen", Os::Windows),
+            PathBuf::from("C:\\Users\\u")
+                .join(".qwen")
+                .join("settings.json")
+        );
+        let homes = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "COPILOT_HOME" => Some("/c".to_owned()),
+            "QWEN_HOME" => Some("/q".to_owned()),
+            "XDG_CONFIG_HOME" => Some("/x".to_owned()),
+            _ => None,
+        };
+        let moved = |id: &str| client(id).config_path(Os::Linux, &homes).unwrap();
+        assert_eq!(moved("copilot"), PathBuf::from("/c/mcp-config.json"));
+        assert_eq!(moved("qwen"), PathBuf::from("/q/settings.json"));
+        assert_eq!(
+            moved("opencode"),
+            PathBuf::from("/x/opencode/opencode.json")
+        );
+        assert_eq!(
+            client("opencode").alternate_path(&moved("opencode")),
+            Some(PathBuf::from("/x/opencode/opencode.jsonc"))
+        );
+        assert_eq!(client("cursor").alternate_path(&moved("copilot")), None);
     }
 }

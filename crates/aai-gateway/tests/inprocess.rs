@@ -184,10 +184,10 @@ async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
         .call("aai_search", json!({"query": "echo"}))
         .await
         .unwrap();
-    assert_eq!(
-        found.structured_content.unwrap()["results"][0]["app"],
-        "com.example.sh"
-    );
+    let found = found.structured_content.unwrap();
+    assert_eq!(found["results"][0]["app"], "com.example.sh");
+    // A client whose model reads the structured result (Claude Code) reads the way on too.
+    assert!(found["next"].as_str().unwrap().starts_with("aai_guide"));
 
     // Every spelling reaches the same tool.
     for (name, args) in [

@@ -24,7 +24,7 @@ pub(super) enum Via {
 #[derive(Debug, clap::Args)]
 pub(super) struct Change {
     /// The client: claude-code, claude-desktop, cursor, vscode, windsurf, codex,
-    /// continue, cline, zed or gemini.
+    /// continue, cline, zed, gemini, copilot, opencode or qwen.
     client: String,
     /// The entry's name in the client's configuration.
     #[arg(long, default_value = clients::DEFAULT_NAME)]
@@ -47,6 +47,12 @@ pub(super) struct Add {
     /// when this binary runs from their temporary cache.
     #[arg(long, value_enum)]
     via: Option<Via>,
+    /// Do not allow the gateway's tools in the client's own permissions (Claude Code's
+    /// `permissions.allow`, Gemini CLI's and Qwen Code's `trust`, Codex's
+    /// `default_tools_approval_mode`): the client then asks before each call as well as
+    /// the gateway.
+    #[arg(long)]
+    no_allow_tools: bool,
 }
 
 fn env(k: &str) -> Option<String> {
@@ -58,7 +64,7 @@ fn env(k: &str) -> Option<String> {
 pub(super) fn list(json: bool) -> ExitCode {
     let mut rows = Vec::new();
     for client in clients::ALL {
-        let path = client.config_path(Os::current(), &env);
+        let path = usual_path(client);
         let (state, entry) = match &path {
             None => ("unknown".to_owned(), None),
             Some(p) => match std::fs::read_to_string(p) {
@@ -111,20 +117,91 @@ pub(super) fn list(json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `clients add <client>`.
+/// `clients add <client>`: the entry, then (offered, unless `--no-allow-tools`) the
+/// client's own permission for the gateway's tools.
 pub(super) fn add(args: &Add, home: Option<&Path>) -> ExitCode {
     let launch = match launch(args.via, home) {
         Ok(l) => l,
         Err(message) => return fail(&message),
     };
-    change(&args.change, |client, text| {
-        client.add(text, &args.change.name, &launch)
-    })
+    let name = &args.change.name;
+    let (client, path, old) = match target(&args.change) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let current = old.as_deref().unwrap_or("");
+    let entry = match client.add(current, name, &launch) {
+        Ok(new) => new,
+        Err(e) => return malformed(&path, &e),
+    };
+    let mut edits = Vec::new();
+    let after_entry = entry.clone().unwrap_or_else(|| current.to_owned());
+    if let Some(new) = entry {
+        edits.push(Edit::required(&client, &path, old.clone(), new));
+    }
+    if !args.no_allow_tools {
+        let permission = client.tool_permission(Os::current(), &env);
+        let (where_, before) = match permission {
+            None => (None, None),
+            Some(clients::ToolPermission::Entry) => {
+                (Some(path.clone()), Some(Some(after_entry.clone())))
+            }
+            Some(clients::ToolPermission::File(settings)) => match read(&settings) {
+                Ok(text) => (Some(settings), Some(text)),
+                Err(code) => return code,
+            },
+        };
+        if let (Some(where_), Some(before)) = (where_, before) {
+            let text = before.as_deref().unwrap_or("");
+            match client.allow_tools(text, name) {
+                Ok(Some(new)) => edits.push(Edit {
+                    intro: Some(format!(
+                        "\n{0} also asks before each tool of `{name}`, and the gateway asks per \
+                         app and tool itself (docs/consent.md): allowing the gateway's tools in \
+                         {0} leaves one question. Decline with --no-allow-tools.",
+                        client.name
+                    )),
+                    question: format!("Allow the gateway's tools in {}?", client.name),
+                    required: false,
+                    ..Edit::required(&client, &where_, before, new)
+                }),
+                Ok(None) => {}
+                Err(e) => return malformed(&where_, &e),
+            }
+        }
+    }
+    apply(&client, edits, args.change.yes, &path)
 }
 
-/// `clients remove <client>`.
+/// `clients remove <client>`: the entry, and the client's permission `add` gave it.
 pub(super) fn remove(args: &Change) -> ExitCode {
-    change(args, |client, text| client.remove(text, &args.name))
+    let (client, path, old) = match target(args) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let mut edits = Vec::new();
+    match client.remove(old.as_deref().unwrap_or(""), &args.name) {
+        Ok(Some(new)) => edits.push(Edit::required(&client, &path, old.clone(), new)),
+        Ok(None) => {}
+        Err(e) => return malformed(&path, &e),
+    }
+    // `trust` went with the entry; a rule in another file is taken out here.
+    if let Some(clients::ToolPermission::File(settings)) =
+        client.tool_permission(Os::current(), &env)
+    {
+        let before = match read(&settings) {
+            Ok(text) => text,
+            Err(code) => return code,
+        };
+        if let Some(text) = before.as_deref() {
+            match client.disallow_tools(text, &args.name) {
+                Ok(Some(new)) => edits.push(Edit::required(&client, &settings, before, new)),
+                Ok(None) => {}
+                Err(e) => return malformed(&settings, &e),
+            }
+        }
+    }
+    apply(&client, edits, args.yes, &path)
 }
 
 fn fail(message: &str) -> ExitCode {
@@ -132,119 +209,215 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Reads the client's file, asks `edit` for the new text, shows the diff, confirms,
-/// backs up and writes.
-fn change(
-    args: &Change,
-    edit: impl Fn(&Client, &str) -> Result<Option<String>, clients::Malformed>,
-) -> ExitCode {
+fn malformed(path: &Path, e: &clients::Malformed) -> ExitCode {
+    fail(&format!(
+        "{} is not valid ({e}); it was left as it is. Fix it, or pass another file with --file.",
+        path.display()
+    ))
+}
+
+/// A file's text; `None` when it does not exist.
+fn read(path: &Path) -> Result<Option<String>, ExitCode> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(fail(&format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+/// The client, its file (`--file`, the usual one, or the name the client also reads
+/// when only that one exists) and the file's text.
+fn target(args: &Change) -> Result<(Client, PathBuf, Option<String>), ExitCode> {
     let Some(client) = clients::find(&args.client) else {
         let known: Vec<&str> = clients::ALL.iter().map(|c| c.id).collect();
-        return fail(&format!(
+        return Err(fail(&format!(
             "no client called `{}`; known: {}",
             args.client,
             known.join(", ")
-        ));
+        )));
     };
-    let Some(path) = args
-        .file
-        .clone()
-        .or_else(|| client.config_path(Os::current(), &env))
-    else {
-        return fail(&format!(
-            "cannot tell where {} keeps its configuration; pass --file",
-            client.name
-        ));
+    let path = match &args.file {
+        Some(file) => file.clone(),
+        None => match usual_path(&client) {
+            Some(path) => path,
+            None => {
+                return Err(fail(&format!(
+                    "cannot tell where {} keeps its configuration; pass --file",
+                    client.name
+                )));
+            }
+        },
     };
-    let old = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return fail(&format!("cannot read {}: {e}", path.display())),
-    };
-    let current = old.as_deref().unwrap_or("");
-    let new = match edit(&client, current) {
-        Ok(Some(new)) => new,
-        Ok(None) => {
+    let old = read(&path)?;
+    Ok((client, path, old))
+}
+
+/// The client's user-level file here: the usual one, or the other name the client
+/// reads when only that one exists.
+fn usual_path(client: &Client) -> Option<PathBuf> {
+    let usual = client.config_path(Os::current(), &env)?;
+    Some(match client.alternate_path(&usual) {
+        Some(other) if !usual.exists() && other.exists() => other,
+        _ => usual,
+    })
+}
+
+/// One file's change, shown as a diff and confirmed before anything is written.
+#[derive(Debug)]
+struct Edit {
+    path: PathBuf,
+    /// The text before (`None`: no file yet).
+    old: Option<String>,
+    new: String,
+    /// The file is the gateway's own and holds nothing any more: it goes.
+    delete: bool,
+    /// Said before the diff.
+    intro: Option<String>,
+    question: String,
+    /// Declining a required edit writes nothing; declining another skips it alone.
+    required: bool,
+}
+
+impl Edit {
+    fn required(client: &Client, path: &Path, old: Option<String>, new: String) -> Self {
+        let delete = old.is_some() && client.own_file() && client.only_empty_servers(&new);
+        Edit {
+            path: path.to_owned(),
+            old,
+            new,
+            delete,
+            intro: None,
+            question: format!("Write {}?", path.display()),
+            required: true,
+        }
+    }
+}
+
+/// Shows each edit's diff and asks (unless `yes`), then backs up and writes the files:
+/// one backup and one write per file, however many edits it has.
+fn apply(client: &Client, edits: Vec<Edit>, yes: bool, main: &Path) -> ExitCode {
+    if edits.is_empty() {
+        let _ = writeln!(
+            std::io::stdout(),
+            "{}: nothing to change in {}",
+            client.name,
+            main.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let mut accepted: Vec<Edit> = Vec::new();
+    let mut unasked: Vec<PathBuf> = Vec::new();
+    for edit in edits {
+        let mut out = std::io::stdout().lock();
+        if let Some(intro) = &edit.intro {
+            let _ = writeln!(out, "{intro}");
+        }
+        let label = edit.path.display().to_string();
+        let shown_new = if edit.delete { "" } else { edit.new.as_str() };
+        let diff = similar::TextDiff::from_lines(edit.old.as_deref().unwrap_or(""), shown_new);
+        let _ = write!(
+            out,
+            "{}",
+            diff.unified_diff().context_radius(3).header(
+                if edit.old.is_some() {
+                    &label
+                } else {
+                    "/dev/null"
+                },
+                &label
+            )
+        );
+        let _ = out.flush();
+        drop(out);
+        if yes {
+            accepted.push(edit);
+        } else if !terminal() {
+            // Nothing can be asked: every change is shown, none is written.
+            unasked.push(edit.path);
+        } else if confirm(&edit.question) {
+            accepted.push(edit);
+        } else if edit.required {
+            let _ = writeln!(
+                std::io::stderr(),
+                "aai-gateway: not written; run again with --yes to write {}",
+                edit.path.display()
+            );
+            return ExitCode::FAILURE;
+        } else {
             let _ = writeln!(
                 std::io::stdout(),
-                "{}: nothing to change in {}",
-                client.name,
-                path.display()
+                "{} will ask before each of the gateway's tools as well.",
+                client.name
             );
-            return ExitCode::SUCCESS;
         }
-        Err(e) => {
-            return fail(&format!(
-                "{} is not valid ({e}); it was left as it is. Fix it, or pass another file with --file.",
-                path.display()
-            ));
-        }
-    };
-    // A file of the gateway's own that holds nothing any more is removed, not emptied.
-    let delete = old.is_some() && client.own_file() && client.only_empty_servers(&new);
-    let shown_new = if delete { "" } else { new.as_str() };
-    let label = path.display().to_string();
-    let diff = similar::TextDiff::from_lines(current, shown_new);
-    let mut out = std::io::stdout().lock();
-    let _ = write!(
-        out,
-        "{}",
-        diff.unified_diff()
-            .context_radius(3)
-            .header(if old.is_some() { &label } else { "/dev/null" }, &label)
-    );
-    let _ = out.flush();
-    drop(out);
-    if !args.yes && !confirm(&path) {
+    }
+    if !unasked.is_empty() {
+        unasked.dedup();
+        let files: Vec<String> = unasked.iter().map(|p| p.display().to_string()).collect();
         let _ = writeln!(
             std::io::stderr(),
             "aai-gateway: not written; run again with --yes to write {}",
-            path.display()
+            files.join(" and ")
         );
         return ExitCode::FAILURE;
     }
-    // The gateway's own file needs no copy: the diff above showed all of it.
-    let keep_copy = old.is_some() && !delete;
-    let backup = match keep_copy.then(|| backup(&path)).transpose() {
-        Ok(b) => b,
-        Err(e) => {
-            return fail(&format!(
-                "cannot back up {}: {e}; nothing was written",
-                path.display()
-            ));
+    // Per file: the text before the first edit, after the last one.
+    let mut files: Vec<Edit> = Vec::new();
+    for edit in accepted {
+        match files.iter_mut().find(|f| f.path == edit.path) {
+            Some(file) => {
+                file.new = edit.new;
+                file.delete = edit.delete;
+            }
+            None => files.push(edit),
         }
-    };
-    let written = if delete {
-        std::fs::remove_file(&path)
-    } else {
-        write(&path, new.as_bytes())
-    };
-    if let Err(e) = written {
-        return fail(&format!("cannot write {}: {e}", path.display()));
     }
-    let mut done = format!(
-        "{}: {} {}",
-        client.name,
-        if delete { "removed" } else { "wrote" },
-        path.display()
-    );
-    if let Some(b) = backup {
-        done.push_str(&format!(" (backup: {})", b.display()));
+    for file in &files {
+        // The gateway's own file needs no copy: the diff above showed all of it.
+        let keep_copy = file.old.is_some() && !file.delete;
+        let backup = match keep_copy.then(|| backup(&file.path)).transpose() {
+            Ok(b) => b,
+            Err(e) => {
+                return fail(&format!(
+                    "cannot back up {}: {e}; it was not written",
+                    file.path.display()
+                ));
+            }
+        };
+        let written = if file.delete {
+            std::fs::remove_file(&file.path)
+        } else {
+            write(&file.path, file.new.as_bytes())
+        };
+        if let Err(e) = written {
+            return fail(&format!("cannot write {}: {e}", file.path.display()));
+        }
+        let mut done = format!(
+            "{}: {} {}",
+            client.name,
+            if file.delete { "removed" } else { "wrote" },
+            file.path.display()
+        );
+        if let Some(b) = backup {
+            done.push_str(&format!(" (backup: {})", b.display()));
+        }
+        let _ = writeln!(std::io::stdout(), "{done}.");
     }
-    let _ = writeln!(
-        std::io::stdout(),
-        "{done}. Restart {} to use it.",
-        client.name
-    );
+    let _ = writeln!(std::io::stdout(), "Restart {} to use it.", client.name);
     ExitCode::SUCCESS
 }
 
+/// Whether a question can be asked: stdin and stderr are a terminal.
+fn terminal() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
 /// "y" at the terminal; no terminal, no write.
-fn confirm(path: &Path) -> bool {
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+fn confirm(question: &str) -> bool {
+    if !terminal() {
         return false;
     }
-    let _ = write!(std::io::stderr(), "Write {}? [y/N] ", path.display());
+    let _ = write!(std::io::stderr(), "{question} [y/N] ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);

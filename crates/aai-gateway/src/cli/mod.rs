@@ -189,8 +189,9 @@ enum Command {
         args: Option<String>,
     },
     /// The MCP clients the gateway can set itself up in (Claude Code, Claude Desktop,
-    /// Cursor, VS Code, Windsurf, Codex, Continue, Cline, Zed, Gemini CLI), and whether it
-    /// is; `clients add <CLIENT>` adds it, `clients remove <CLIENT>` takes it out.
+    /// Cursor, VS Code, Windsurf, Codex, Continue, Cline, Zed, Gemini CLI, Copilot CLI,
+    /// opencode, Qwen Code), and whether it is; `clients add <CLIENT>` adds it, `clients
+    /// remove <CLIENT>` takes it out.
     Clients {
         #[command(subcommand)]
         action: Option<ClientsCommand>,
@@ -218,7 +219,8 @@ enum ClientsCommand {
         json: bool,
     },
     /// Add the gateway to a client's configuration (shows the change; writes it with
-    /// --yes or after a "y" at the terminal, keeping a backup).
+    /// --yes or after a "y" at the terminal, keeping a backup), and offer to allow its
+    /// tools in the client's own permissions.
     Add(clients::Add),
     /// Take the gateway's entry out of a client's configuration.
     Remove(clients::Change),

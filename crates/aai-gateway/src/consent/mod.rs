@@ -1246,7 +1246,9 @@ impl Gate {
         prompter: Option<&dyn Prompter>,
         wait: Duration,
     ) -> (Result<(), GatewayError>, Decision) {
-        for channel in [prompter, self.native.as_deref()].into_iter().flatten() {
+        for (i, channel) in [prompter, self.native.as_deref()].into_iter().enumerate() {
+            let Some(channel) = channel else { continue };
+            let from_client = i == 0;
             match channel.ask(question).await {
                 Reply::Chosen(choice) => {
                     return (
@@ -1255,7 +1257,20 @@ impl Gate {
                     );
                 }
                 Reply::Declined => {
-                    return (self.follow(question, key, None, ""), Decision::Declined);
+                    let mut refused = self.follow(question, key, None, "");
+                    // Some clients decline a form they cannot show (Codex's and Copilot
+                    // CLI's non-interactive runs): still a no, but it says how to allow it.
+                    if from_client && question.remember {
+                        let (command, powershell) = self.grant_command(question, &key.0);
+                        refused = refused.map_err(|e| {
+                            e.with_hint(format!(
+                                "If the user was shown no question (some clients decline forms they cannot show), they can allow it by running `{command}`"
+                            ))
+                            .with("command", command)
+                            .with("powershellCommand", powershell)
+                        });
+                    }
+                    return (refused, Decision::Declined);
                 }
                 Reply::Unavailable(why) => {
                     tracing::info!("the consent question could not be asked there ({why})");
@@ -1327,9 +1342,9 @@ impl Gate {
         Error::Required(Box::new(self.required(question, caller, id))).into()
     }
 
-    /// How the user can allow `question`, for a caller that cannot ask them.
-    fn required(&self, question: &Question, caller: &str, id: u64) -> Required {
-        let start_only = start_only(question);
+    /// The command that allows `question` for `caller`, quoted for a POSIX shell and for
+    /// PowerShell.
+    fn grant_command(&self, question: &Question, caller: &str) -> (String, String) {
         // A value starting with `-` is given as `--tool=…`, so that it stays the value.
         let option = |name: &str, value: &str| -> Vec<String> {
             if value.starts_with('-') {
@@ -1343,7 +1358,7 @@ impl Gate {
             words.extend(option("--home", &home.to_string_lossy()));
         }
         words.extend(["consent", "grant", question.app.as_str()].map(str::to_owned));
-        if !start_only {
+        if !start_only(question) {
             words.extend(option("--tool", &question.tool));
             words.extend(option("--caller", caller));
         }
@@ -1355,6 +1370,13 @@ impl Gate {
         };
         let command = join(crate::text::sh_quote);
         let powershell = join(crate::text::ps_quote).replacen("'aai-gateway'", "aai-gateway", 1);
+        (command, powershell)
+    }
+
+    /// How the user can allow `question`, for a caller that cannot ask them.
+    fn required(&self, question: &Question, caller: &str, id: u64) -> Required {
+        let start_only = start_only(question);
+        let (command, powershell) = self.grant_command(question, caller);
         let ui = self.ui().map(|base| format!("{base}/consent?pending={id}"));
         // A change asked about each time has no grant to run: only the web UI approves it.
         if !question.remember {

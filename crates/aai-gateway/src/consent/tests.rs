@@ -540,6 +540,13 @@ async fn a_question_closed_unanswered_is_not_a_no_and_asks_nowhere_else() {
         .unwrap_err();
     assert_eq!(e.code, Code::PermissionDenied);
     assert_eq!(native.asked.load(Ordering::SeqCst), 0);
+    // It says how to allow the call, for a client that declined a form it did not show.
+    assert!(e.message().contains(&command), "{}", e.message());
+    assert_eq!(
+        gate.pending().len(),
+        1,
+        "a decline leaves nothing to approve"
+    );
     // A channel that could not ask at all falls through to the dialog.
     let unavailable = Fixed(Reply::Unavailable("no form".into()));
     gate.check(&q, Some(&unavailable)).await.unwrap();

@@ -923,11 +923,20 @@ fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResu
             "score": hit.score, "tools": tools,
         }));
     }
+    const NEXT: &str =
+        "aai_guide {\"app\": <id>} shows parameters; then aai_exec {\"app\", \"tool\", \"args\"}.";
     if !hits.is_empty() {
-        body.push_str("\nNext: aai_guide {\"app\": <id>} shows parameters; then aai_exec {\"app\", \"tool\", \"args\"}.");
+        body.push_str("\nNext: ");
+        body.push_str(NEXT);
     }
     let mut result = text(body);
-    result.structured_content = Some(json!({ "results": results }));
+    // Some clients (Claude Code) give their model the structured result instead of the
+    // text: it carries the way on too.
+    let mut structured = json!({ "results": results });
+    if !hits.is_empty() {
+        structured["next"] = NEXT.into();
+    }
+    result.structured_content = Some(structured);
     result
 }
 
