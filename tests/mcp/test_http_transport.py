@@ -307,3 +307,25 @@ def test_on_macos_and_windows_the_os_is_asked_who_connects(gw, tmp_path, os_name
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def test_a_taken_port_is_named_and_another_suggested(gw):
+    """`--web` on a port another program holds: it says so (what answers there is not the
+    gateway) and how to pick another, and exits; `--listen 127.0.0.1:0` then serves."""
+    import socket
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    try:
+        gw.config(httpPort=port)
+        for args in (["--web"], ["--web", "--listen", f"127.0.0.1:{port}"]):
+            p = gw.run(*args, timeout=30)
+            assert p.returncode != 0, p
+            assert f"cannot listen on 127.0.0.1:{port}: another program listens on that port already" in p.stderr, p.stderr
+            assert "--listen 127.0.0.1:0" in p.stderr, p.stderr
+            assert "serving MCP" not in p.stderr
+    finally:
+        holder.close()
+    with web(gw, listen="127.0.0.1:0") as (_, proc):
+        pass

@@ -119,3 +119,21 @@ def test_the_archive_and_its_checksums(tmp_path):
         assert shown.returncode == 0 and "clients" in shown.stdout, shown.stderr
     else:
         assert page.read_text().startswith(".ie") and ".SH NAME" in page.read_text()
+
+
+def test_packaging_dist_says_up_front_that_it_needs_maturin(tmp_path):
+    """The README names packaging/dist as the way to build the packages: without maturin
+    it says what to install before building anything."""
+    import shutil
+    root = Path(__file__).resolve().parents[2]
+    path = ":".join(p for p in os.environ.get("PATH", "").split(":")
+                    if p and not (Path(p) / "maturin").exists())
+    env = {**os.environ, "PATH": path}
+    env.pop("MATURIN", None)
+    assert shutil.which("maturin", path=path) is None
+    p = subprocess.run([str(root / "packaging" / "dist")], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p
+    assert "built with maturin, which is not installed" in p.stderr, p.stderr
+    assert "pip install maturin==" in p.stderr and "--binary" in p.stderr, p.stderr
+    assert "Compiling" not in p.stderr and "Finished" not in p.stderr, "nothing was built"

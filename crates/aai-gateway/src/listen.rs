@@ -110,7 +110,13 @@ pub enum Error {
         "listening on {0} exposes the gateway to other machines; set a bearer token in AAI_HTTP_TOKEN first (or listen on 127.0.0.1)"
     )]
     TokenRequired(SocketAddr),
-    /// The address cannot be listened on (taken, not ours).
+    /// Another program listens on the port already.
+    #[error(
+        "cannot listen on {0}: another program listens on that port already (whatever answers there is not this gateway); pick another port with `--listen` (`--listen {free}` takes any free one and prints it)",
+        free = SocketAddr::new(.0.ip(), 0)
+    )]
+    InUse(SocketAddr),
+    /// The address cannot be listened on (not ours, no permission).
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
     /// The server failed while running.
@@ -148,7 +154,10 @@ pub async fn bind(options: Options) -> Result<Bound, Error> {
     }
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
-        .map_err(|e| Error::Bind(options.addr, e))?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => Error::InUse(options.addr),
+            _ => Error::Bind(options.addr, e),
+        })?;
     let addr = listener.local_addr().map_err(Error::Serve)?;
     Ok(Bound {
         listener,

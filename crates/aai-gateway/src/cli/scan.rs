@@ -97,7 +97,7 @@ impl<'a> ScanJson<'a> {
                         .map(|(b, source)| BindingJson {
                             platform: b.platform,
                             kind: b.executor.kind().as_str(),
-                            usable: ctx.host.can_run(b),
+                            usable: ctx.host.can_run(b) && missing_command(b, source).is_none(),
                             tools: b.tools.iter().map(|t| t.name.as_str()).collect(),
                             source,
                         })
@@ -121,11 +121,20 @@ fn render(ctx: &Context, catalog: &Catalog) -> String {
         "APP", "NAME", "PLATFORM", "TYPE", "USABLE", "TOOLS", "SOURCE",
     ]);
     let mut usable_apps = 0;
+    let mut problems = Vec::new();
     for loaded in &catalog.apps {
         let app = &loaded.app;
         let mut any_usable = false;
         for (i, (b, source)) in app.bindings.iter().zip(&loaded.binding_sources).enumerate() {
-            let usable = ctx.host.can_run(b);
+            let missing = missing_command(b, source);
+            let usable = ctx.host.can_run(b) && missing.is_none();
+            if let Some(command) = missing {
+                problems.push(format!(
+                    "{}: not usable here: its command `{command}` is not found{} (nothing was run to look)",
+                    app.id,
+                    if command.contains('/') { "" } else { " on PATH" }
+                ));
+            }
             any_usable |= usable;
             let (id, name) = if i == 0 {
                 (
@@ -160,14 +169,18 @@ fn render(ctx: &Context, catalog: &Catalog) -> String {
     let errors = all().filter(|d| d.is_error()).count();
     let warnings = all().count() - errors;
     out.push_str(&format!(
-        "\n{} ({usable_apps} usable here) from {}; {}, {}\n",
+        "\n{} ({usable_apps} usable here) from {}; {}, {}, {}\n",
         count(catalog.apps.len(), "app", "apps"),
         count(catalog.files, "file", "files"),
         count(errors, "error", "errors"),
         count(warnings, "warning", "warnings"),
+        count(problems.len(), "command not found", "commands not found"),
     ));
     for d in all() {
         out.push_str(&format!("{d}\n"));
+    }
+    for p in problems {
+        out.push_str(&format!("{p}\n"));
     }
     out
 }
@@ -186,4 +199,39 @@ fn tool_list<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
         out.push_str(name);
     }
     out
+}
+
+/// The command a binding starts (an adapter, an agent, a downstream server over stdio),
+/// when it cannot be found: a path (relative ones from the descriptor's folder) that is
+/// not an executable file, or a bare name on no folder of `PATH`. Nothing is run: a
+/// command that downloads what it runs (`npx`, `uvx`) is found when the launcher is.
+fn missing_command(binding: &aai_descriptor::Binding, source: &Path) -> Option<String> {
+    use aai_descriptor::{Executor, McpServer};
+    let command = match &binding.executor {
+        Executor::Stdio(p) | Executor::Acp(p) | Executor::Mcp(McpServer::Stdio(p)) => &p.command,
+        _ => return None,
+    };
+    let found = if command.contains('/') || command.contains(std::path::MAIN_SEPARATOR) {
+        let path = crate::pipeline::folder_of(source).join(command);
+        executable(&path)
+    } else {
+        crate::host::on_path(command).is_some()
+    };
+    (!found).then(|| command.clone())
+}
+
+/// Whether `path` is a file this user may run.
+fn executable(path: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.is_file() && meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        meta.is_file()
+    }
 }

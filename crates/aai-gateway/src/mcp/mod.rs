@@ -996,6 +996,9 @@ impl ServerHandler for Server {
                 .enable_tool_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
+                // It answers `prompts/list` (with none): 2026-07-28 asks a server that
+                // handles prompts to declare them.
+                .enable_prompts()
                 .build(),
         )
         .with_server_info(Implementation::new(
