@@ -415,3 +415,20 @@ async def test_pages_follow_pending_consent_and_show_the_real_port(gw):
         apps = get(ui + "/apps").text
         assert re.search(r"… and \d+ more \(`aai-gateway validate", apps), apps
         assert "(UTC)" not in get(ui + "/history").text
+
+
+async def test_without_a_secret_service_the_credential_form_says_the_way_forward(gw):
+    """No Secret Service on the session bus (the test environment names none) and the
+    default store: the form's refusal says what to start, or to keep credentials in a
+    file, as the command line does."""
+    gw.put("com.example.keyed", keyed_app("http://127.0.0.1:9"))
+    with web(gw) as (url, _):
+        ui = ui_of(url)
+        token = csrf_of(get(ui + "/credentials").text)
+        r = post(ui + "/credentials/set", {"csrf": token, "app": "com.example.keyed", "secret": "k-123"})
+        assert r.status_code == 303, r
+        import html
+        page = html.unescape(get(url.removesuffix("/mcp") + r.headers["location"]).text)
+    assert "Not saved" in page, page
+    assert "Start a Secret Service" in page and '"credentials": {"store": "file"} in config.json' in page, page
+    assert "k-123" not in page

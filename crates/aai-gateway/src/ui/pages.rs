@@ -1109,7 +1109,21 @@ pub(super) async fn set_credential(State(ui): State<Ui>, Form(form): Form<SetFor
             format!("Saved the credential of `{}`.", form.app),
             true,
         ),
-        Err(e) => ui.flash("/ui/credentials", format!("Not saved: {e}"), false),
+        // With the way forward (no Secret Service: start one, or `"credentials": {"store":
+        // "file"}`), as the command line says it.
+        Err(e) => {
+            let e = crate::error::GatewayError::from(e);
+            let how = e
+                .hint
+                .as_deref()
+                .map(|h| format!(" {h}"))
+                .unwrap_or_default();
+            ui.flash(
+                "/ui/credentials",
+                format!("Not saved: {}.{how}", e.detail),
+                false,
+            )
+        }
     }
 }
 
