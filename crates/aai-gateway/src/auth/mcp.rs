@@ -34,7 +34,10 @@ use serde_json::{Value, json};
 
 use super::Secret;
 use super::oauth::{self, Tokens};
+
+mod probe;
 use crate::error::{Code, GatewayError};
+pub use probe::{Access, check, probe};
 
 /// The well-known path of Protected Resource Metadata (RFC 9728 §3.1), where the gateway
 /// looks for a remote server's and serves its own (`--web` with `web.auth`).
@@ -466,74 +469,6 @@ fn strings(v: Option<&Value>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The JSON-RPC `initialize` request the sign-in sends.
-fn initialize_body() -> String {
-    json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "aai-gateway", "version": env!("CARGO_PKG_VERSION")},
-        },
-    })
-    .to_string()
-}
-
-/// A POST of JSON-RPC to the server, with a token when there is one.
-async fn post_mcp(
-    url: &reqwest::Url,
-    body: String,
-    token: Option<&Secret>,
-    session: Option<&str>,
-) -> Result<reqwest::Response, Error> {
-    let client =
-        crate::net::client(crate::net::Purpose::TokenEndpoint).map_err(|e| Error::Fetch {
-            what: "the MCP server",
-            url: crate::net::redact(url),
-            why: e.to_string(),
-        })?;
-    let mut request = client
-        .post(url.clone())
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body);
-    if let Some(token) = token {
-        let mut value =
-            reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-                .map_err(|_| Error::TokenRefused(0))?;
-        value.set_sensitive(true);
-        request = request.header("authorization", value);
-    }
-    if let Some(session) = session {
-        request = request
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", PROTOCOL);
-    }
-    request.send().await.map_err(|e| Error::Fetch {
-        what: "the MCP server",
-        url: crate::net::redact(url),
-        why: crate::net::describe(&e),
-    })
-}
-
-fn challenge_of(response: &reqwest::Response) -> Challenge {
-    response
-        .headers()
-        .get_all("www-authenticate")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(Challenge::parse)
-        .find(|c| *c != Challenge::default())
-        .unwrap_or_default()
-}
-
-/// Asks the server at `url` without a token: its challenge when it wants one.
-pub async fn probe(url: &str) -> Result<Option<Challenge>, Error> {
-    let parsed = fetchable("the MCP server URL", url)?;
-    let response = post_mcp(&parsed, initialize_body(), None, None).await?;
-    Ok(matches!(response.status().as_u16(), 401 | 403).then(|| challenge_of(&response)))
 }
 
 /// What discovery found: enough to ask the user (the two origins) and to sign in.
@@ -1076,73 +1011,6 @@ pub async fn refresh(grant: &Grant) -> Result<Tokens, oauth::Error> {
     exchange(&grant.token_endpoint, &client, form, Some(&refresh_token)).await
 }
 
-/// What the server says of a token.
-#[derive(Debug)]
-pub enum Access {
-    /// It serves `initialize` and `tools/list` with it.
-    Granted,
-    /// It wants more scopes (403 `insufficient_scope`).
-    NeedsScope(Challenge),
-}
-
-/// Checks a fresh token against the server: `initialize`, `notifications/initialized` and
-/// `tools/list` in one session (closed after).
-pub async fn check(url: &str, token: &Secret) -> Result<Access, Error> {
-    let server = fetchable("the MCP server URL", url)?;
-    let verdict = |response: &reqwest::Response| -> Result<Option<Access>, Error> {
-        match response.status().as_u16() {
-            403 => {
-                let challenge = challenge_of(response);
-                if challenge.insufficient_scope() {
-                    Ok(Some(Access::NeedsScope(challenge)))
-                } else {
-                    Err(Error::TokenRefused(403))
-                }
-            }
-            401 => Err(Error::TokenRefused(401)),
-            _ => Ok(None),
-        }
-    };
-    let first = post_mcp(&server, initialize_body(), Some(token), None).await?;
-    if let Some(access) = verdict(&first)? {
-        return Ok(access);
-    }
-    let session = first
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    drop(first);
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let sent = post_mcp(
-        &server,
-        initialized.to_string(),
-        Some(token),
-        session.as_deref(),
-    )
-    .await?;
-    if let Some(access) = verdict(&sent)? {
-        return Ok(access);
-    }
-    drop(sent);
-    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
-    let listed = post_mcp(&server, list.to_string(), Some(token), session.as_deref()).await?;
-    let access = verdict(&listed)?;
-    drop(listed);
-    if let (Some(session), Ok(client)) = (
-        session,
-        crate::net::client(crate::net::Purpose::TokenEndpoint),
-    ) {
-        let _ = client
-            .delete(server.clone())
-            .header("mcp-session-id", session)
-            .header("authorization", format!("Bearer {}", token.expose()))
-            .send()
-            .await;
-    }
-    Ok(access.unwrap_or(Access::Granted))
-}
-
 /// Discovery for a sign-in (what consent shows): the server's challenge and its resource
 /// metadata. Only the server's own origin is contacted.
 pub async fn prepare(url: &str) -> Result<Plan, Error> {
@@ -1258,101 +1126,4 @@ pub fn widen(scopes: Option<Vec<String>>, more: Option<Vec<String>>) -> Option<V
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn challenges_are_read_like_the_specification_writes_them() {
-        let c = Challenge::parse(
-            r#"Bearer error="insufficient_scope", scope="files:read files:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp""#,
-        );
-        assert!(c.insufficient_scope());
-        assert_eq!(c.scopes().unwrap(), ["files:read", "files:write"]);
-        assert_eq!(
-            c.resource_metadata.as_deref(),
-            Some("https://mcp.example.com/.well-known/oauth-protected-resource/mcp")
-        );
-        // Another scheme first, unquoted values, escapes, odd spacing.
-        let c = Challenge::parse(r#"Basic realm="x", bearer  scope=read , error="a\"b""#);
-        assert_eq!(c.scope.as_deref(), Some("read"));
-        assert_eq!(c.error.as_deref(), Some("a\"b"));
-        // Hostile or broken values give what could be read, never a panic.
-        for bad in [
-            "",
-            "Bearer",
-            "Bearer =",
-            "Bearer scope=\"unclosed",
-            "Bearerx scope=a",
-            "Bearer ,,,",
-            "Bearer é=\"ü",
-        ] {
-            let _ = Challenge::parse(bad);
-        }
-        assert_eq!(Challenge::parse("Bearerx scope=a"), Challenge::default());
-        // "bearer" inside another scheme's quoted text is not the scheme.
-        let c = Challenge::parse(
-            r#"Basic realm="use a bearer token please", Bearer resource_metadata="https://a/x", scope="mcp""#,
-        );
-        assert_eq!(c.resource_metadata.as_deref(), Some("https://a/x"));
-        // Over-long values are not believed.
-        let long = format!("Bearer scope=\"{}\"", "s ".repeat(5000));
-        assert_eq!(Challenge::parse(&long).scope, None);
-        assert_eq!(
-            Challenge::parse("Bearer scope=\"unclosed").scope.as_deref(),
-            Some("unclosed")
-        );
-    }
-
-    #[test]
-    fn a_resource_covers_its_own_paths_only() {
-        assert!(covers(
-            "http://localhost:3000/mcp",
-            "http://localhost:3000/mcp"
-        ));
-        assert!(covers("http://localhost:3000", "http://localhost:3000/mcp"));
-        assert!(covers(
-            "http://localhost:3000/",
-            "http://localhost:3000/mcp/"
-        ));
-        assert!(!covers(
-            "https://evil.example.com/mcp",
-            "http://localhost:3000/mcp"
-        ));
-        assert!(!covers(
-            "http://localhost:3000/mc",
-            "http://localhost:3000/mcp"
-        ));
-        assert!(!covers(
-            "http://localhost:3001/mcp",
-            "http://localhost:3000/mcp"
-        ));
-        assert!(!covers("not a url", "http://localhost:3000/mcp"));
-    }
-
-    #[test]
-    fn token_endpoint_authentication_follows_the_server() {
-        let l = |m: &[&str]| m.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert_eq!(
-            TokenAuth::choose(&l(&["none"]), false).unwrap(),
-            TokenAuth::None
-        );
-        assert_eq!(
-            TokenAuth::choose(&l(&["client_secret_post"]), true).unwrap(),
-            TokenAuth::ClientSecretPost
-        );
-        assert_eq!(
-            TokenAuth::choose(&[], true).unwrap(),
-            TokenAuth::ClientSecretBasic
-        );
-        assert!(TokenAuth::choose(&l(&["private_key_jwt"]), true).is_err());
-        assert!(TokenAuth::choose(&l(&["client_secret_basic"]), false).is_err());
-    }
-
-    #[test]
-    fn step_ups_widen_the_scopes_in_order() {
-        let s = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
-        assert_eq!(widen(s(&["a"]), s(&["a", "b"])), s(&["a", "b"]));
-        assert_eq!(widen(None, s(&["b"])), s(&["b"]));
-        assert_eq!(widen(s(&["a"]), None), s(&["a"]));
-    }
-}
+mod tests;

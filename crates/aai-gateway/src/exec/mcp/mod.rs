@@ -361,7 +361,10 @@ impl McpExecutor {
         let limit = timeout.map_or(LIST_DEADLINE, |t| t.min(LIST_DEADLINE));
         let mut listed = link.list_tools(limit).await.map_err(|why: String| {
             self.forget(app, &link);
-            Error::unavailable(app, &why, &link.stderr_note())
+            // A listing refused for its token (the server moved to another authorization
+            // server, or the token was revoked) is a sign-in's business, as for a call.
+            refusal(app, link.refused())
+                .unwrap_or_else(|| Error::unavailable(app, &why, &link.stderr_note()))
         })?;
         // Its resources and prompts, as two tools of the gateway's (a failure here costs
         // only them: the tools stay usable).
