@@ -51,7 +51,9 @@ def main() -> int:
             "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
             "app": {"id": APP, "name": {"en": "Conformance"}, "defaultLang": "en",
                     "description": "The conformance suite's server"},
-            "execution": {"type": "mcp", "url": url, "transport": "streamable-http"}}))
+            "execution": {"type": "mcp", "url": url, "transport": "streamable-http",
+                          # Generous: the suite runs a revision's scenarios in parallel.
+                          "timeout": 120000}}))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp,
                "AAI_SYSTEM_ROOT": str(Path(tmp) / "root"), "AAI_LOG": "debug",
                "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus",
