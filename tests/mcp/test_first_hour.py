@@ -53,3 +53,17 @@ def test_scan_names_a_command_that_is_found_nowhere_and_runs_nothing(gw, tmp_pat
               for a in json.loads(gw.run("--scan", "--json", check=True).stdout)["apps"]}
     assert usable["org.example.gone"] is False and usable["org.example.here"] is True
     assert not marker.exists(), "nothing was run to look"
+
+
+def test_the_readme_keeps_its_first_hour_and_names_every_client(gw):
+    """The README's first commands, how to add the gateway to a client (every client
+    `clients` knows, by name) and how to write an `aai.json` stay in it."""
+    readme = (ROOT / "README.md").read_text()
+    for heading in ("## Install and run", "### From source", "## Use it from an MCP client",
+                    "## Writing an `aai.json`", "## Configuration"):
+        assert f"\n{heading}" in readme, heading
+    assert "\ntests/run\n" in readme, "the one command that runs all tests"
+    known = json.loads(gw.run("clients", "--json", check=True).stdout)["clients"]
+    section = readme.split("## Use it from an MCP client", 1)[1].split("\n## ", 1)[0]
+    missing = [c["name"] for c in known if c["name"] not in section]
+    assert not missing, missing
