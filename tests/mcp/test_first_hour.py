@@ -67,3 +67,16 @@ def test_the_readme_keeps_its_first_hour_and_names_every_client(gw):
     section = readme.split("## Use it from an MCP client", 1)[1].split("\n## ", 1)[0]
     missing = [c["name"] for c in known if c["name"] not in section]
     assert not missing, missing
+
+
+def test_the_readmes_first_command_builds_from_this_tree():
+    """No release is published: the README's first command must work from a checkout
+    (build and scan with the built-in defaults), and the package one-liners come after,
+    marked as waiting for a release."""
+    readme = (ROOT / "README.md").read_text()
+    install = readme.split("\n## Install and run", 1)[1].split("\n## ", 1)[0]
+    first_block = install.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert first_block.splitlines()[0].startswith("cargo run --release --locked -p aai-gateway -- --scan"), first_block
+    assert "a C compiler" in install.split("```sh", 1)[0], "what the build needs, before it"
+    packages = install.index("npx -y aai-gateway")
+    assert install.rfind("once a release is out", 0, packages) != -1, "the packages wait for a release"

@@ -124,7 +124,6 @@ def test_the_archive_and_its_checksums(tmp_path):
 def test_packaging_dist_says_up_front_that_it_needs_maturin(tmp_path):
     """The README names packaging/dist as the way to build the packages: without maturin
     it says what to install before building anything."""
-    import shutil
     root = Path(__file__).resolve().parents[2]
     path = ":".join(p for p in os.environ.get("PATH", "").split(":")
                     if p and not (Path(p) / "maturin").exists())
@@ -134,6 +133,37 @@ def test_packaging_dist_says_up_front_that_it_needs_maturin(tmp_path):
     p = subprocess.run([str(root / "packaging" / "dist")], cwd=root, env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p
-    assert "built with maturin, which is not installed" in p.stderr, p.stderr
+    assert "packaging/dist: not installed, so nothing was built:" in p.stderr, p.stderr
+    assert "maturin (the PyPI wheel, which is built with maturin)" in p.stderr, p.stderr
     assert "pip install maturin==" in p.stderr and "--binary" in p.stderr, p.stderr
     assert "Compiling" not in p.stderr and "Finished" not in p.stderr, "nothing was built"
+
+
+def test_packaging_dist_names_everything_it_misses_at_once(tmp_path):
+    """On a machine with only Rust (no Python, Node or maturin on PATH), packaging/dist says
+    every missing tool and how to get it in one go, before building anything."""
+    root = Path(__file__).resolve().parents[2]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # Only what the script runs before its check: bash, dirname, rustc (for the host
+    # triple), sed, head.
+    for tool in ("bash", "dirname", "rustc", "sed", "head"):
+        found = shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    env = {k: v for k, v in os.environ.items() if k != "MATURIN"}
+    env["PATH"] = str(bin_dir)
+    p = subprocess.run([shutil.which("bash"), str(root / "packaging" / "dist")], cwd=root,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p
+    lines = p.stderr.splitlines()
+    assert lines[0] == "packaging/dist: not installed, so nothing was built:", p.stderr
+    for what in ("python3 (zip, checksums): apt-get install python3",
+                 "node (the npm packages):", "npm (npm pack):", "maturin (the PyPI wheel"):
+        assert any(l.startswith("  " + what) for l in lines), (what, p.stderr)
+    # With --binary the wheel is not made, so maturin is not asked for.
+    p = subprocess.run([shutil.which("bash"), str(root / "packaging" / "dist"), "--binary",
+                        str(root / "target" / "debug" / "aai-gateway")], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "node (the npm packages)" in p.stderr, p.stderr
+    assert "maturin" not in p.stderr, p.stderr

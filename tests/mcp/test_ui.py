@@ -422,13 +422,21 @@ async def test_without_a_secret_service_the_credential_form_says_the_way_forward
     default store: the form's refusal says what to start, or to keep credentials in a
     file, as the command line does."""
     gw.put("com.example.keyed", keyed_app("http://127.0.0.1:9"))
+    import html
     with web(gw) as (url, _):
         ui = ui_of(url)
-        token = csrf_of(get(ui + "/credentials").text)
+        # The page says it before anything is typed: what to set, and in which file.
+        form = html.unescape(get(ui + "/credentials").text)
+        notice = re.search(r'<p class="flash bad" id="store-problem">(.*?)</p>', form, re.S)
+        assert notice, form
+        assert "Start a Secret Service" in notice[1], notice[1]
+        assert '"credentials": {"store": "file"} in config.json' in notice[1], notice[1]
+        assert f"This gateway's config file: {gw.home / 'config.json'}" in notice[1], notice[1]
+        token = csrf_of(form)
         r = post(ui + "/credentials/set", {"csrf": token, "app": "com.example.keyed", "secret": "k-123"})
         assert r.status_code == 303, r
-        import html
         page = html.unescape(get(url.removesuffix("/mcp") + r.headers["location"]).text)
     assert "Not saved" in page, page
     assert "Start a Secret Service" in page and '"credentials": {"store": "file"} in config.json' in page, page
+    assert str(gw.home / "config.json") in page, page
     assert "k-123" not in page

@@ -959,6 +959,8 @@ pub(super) struct CredentialRow {
 struct CredentialsPage {
     c: Chrome,
     store: String,
+    /// The store cannot be read (no Secret Service): what to do, once.
+    problem: Option<String>,
     apps: Vec<CredentialRow>,
 }
 
@@ -969,6 +971,8 @@ pub(super) async fn credentials(State(ui): State<Ui>, Query(q): Query<FlashQuery
     let logins = ui.inner.logins.lock().expect("logins lock").clone();
     let links = ui.inner.login_links.lock().expect("links lock").clone();
     let mut apps = Vec::new();
+    // The store's refusal, said once above the forms with the way forward.
+    let mut problem = None;
     for entry in &snapshot.entries {
         if mcp_url(entry).is_some() {
             let stored = match store.get(&entry.app.id).await {
@@ -977,7 +981,11 @@ pub(super) async fn credentials(State(ui): State<Ui>, Query(q): Query<FlashQuery
                 }
                 Ok(Some(Credential::McpOAuth(_))) => "a client, not signed in".to_owned(),
                 Ok(_) => "no (needed only when the server asks)".to_owned(),
-                Err(e) => format!("unknown: {e}"),
+                Err(e) => {
+                    let unknown = format!("unknown: {e}");
+                    problem.get_or_insert_with(|| store_problem(e, &gateway.config.file));
+                    unknown
+                }
             };
             apps.push(CredentialRow {
                 id: entry.app.id.clone(),
@@ -1004,7 +1012,11 @@ pub(super) async fn credentials(State(ui): State<Ui>, Query(q): Query<FlashQuery
                 true,
             ),
             Ok(None) => ("no".to_owned(), false),
-            Err(e) => (format!("unknown: {e}"), false),
+            Err(e) => {
+                let unknown = format!("unknown: {e}");
+                problem.get_or_insert_with(|| store_problem(e, &gateway.config.file));
+                (unknown, false)
+            }
         };
         let (obtain_url, instructions) = match auth {
             Auth::ApiKey(k) => (Some(k.obtain_url.clone()), k.instructions.as_ref()),
@@ -1045,6 +1057,7 @@ pub(super) async fn credentials(State(ui): State<Ui>, Query(q): Query<FlashQuery
         CredentialsPage {
             c: Chrome::new(&ui, "Credentials", "/ui/credentials", q.flash),
             store,
+            problem,
             apps,
         }
         .render(),
@@ -1109,21 +1122,26 @@ pub(super) async fn set_credential(State(ui): State<Ui>, Form(form): Form<SetFor
             format!("Saved the credential of `{}`.", form.app),
             true,
         ),
-        // With the way forward (no Secret Service: start one, or `"credentials": {"store":
-        // "file"}`), as the command line says it.
-        Err(e) => {
-            let e = crate::error::GatewayError::from(e);
-            let how = e
-                .hint
-                .as_deref()
-                .map(|h| format!(" {h}"))
-                .unwrap_or_default();
-            ui.flash(
-                "/ui/credentials",
-                format!("Not saved: {}.{how}", e.detail),
-                false,
-            )
-        }
+        Err(e) => ui.flash(
+            "/ui/credentials",
+            format!("Not saved: {}", store_problem(e, &ui.gateway().config.file)),
+            false,
+        ),
+    }
+}
+
+/// A store that refused, with the way forward (no Secret Service: start one, or
+/// `"credentials": {"store": "file"}` in the config file this gateway reads, named), as
+/// the command line says it.
+fn store_problem(e: crate::auth::store::Error, config: &std::path::Path) -> String {
+    let e = crate::error::GatewayError::from(e);
+    match e.hint.as_deref() {
+        Some(hint) => format!(
+            "{}. {hint} This gateway's config file: {}.",
+            e.detail,
+            config.display()
+        ),
+        None => format!("{}.", e.detail),
     }
 }
 
