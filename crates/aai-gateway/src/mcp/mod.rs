@@ -358,18 +358,7 @@ impl Server {
         if round_trips {
             return self.exec_in_rounds(app, tool, args, ctx, round).await;
         }
-        let prompter =
-            elicits.then(|| Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter);
-        let origin = crate::pipeline::Origin {
-            caller,
-            prompter,
-            client: Some(Arc::new(Client {
-                peer: ctx.peer.clone(),
-                session: self.session,
-                call: ctx.id.clone(),
-            })),
-            trace: incoming_trace(ctx),
-        };
+        let origin = self.session_origin(caller, elicits, ctx);
         let progress = progress_sink(ctx);
         let outcome = self
             .gateway
@@ -389,6 +378,42 @@ impl Server {
         Ok(outcome_result(outcome?).into())
     }
 
+    /// Where a call of a session of an earlier revision asks its user (elicitation, when
+    /// the client takes it) and its client (a downstream server's requests).
+    fn session_origin(
+        &self,
+        caller: crate::consent::Caller,
+        elicits: bool,
+        ctx: &RequestContext<RoleServer>,
+    ) -> crate::pipeline::Origin {
+        crate::pipeline::Origin {
+            caller,
+            prompter: elicits
+                .then(|| Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter),
+            client: Some(Arc::new(Client {
+                peer: ctx.peer.clone(),
+                session: self.session,
+                call: ctx.id.clone(),
+            })),
+            trace: incoming_trace(ctx),
+        }
+    }
+
+    /// The nonce of a retry's state (bound to `bound`), and the call parked under it when
+    /// it answers a downstream server's request.
+    fn resumed(
+        &self,
+        round: Round<'_>,
+        bound: &[u8],
+    ) -> Result<(Option<Vec<u8>>, Option<rounds::Running>), GatewayError> {
+        let nonce = round.open(bound)?;
+        let parked = match nonce.as_deref() {
+            Some(nonce) => self.shared.parking.take(nonce)?,
+            None => None,
+        };
+        Ok((nonce, parked))
+    }
+
     /// A call of a 2026-07-28 client: the consent question, then a downstream server's
     /// requests, each an input-required result the client answers by calling again
     /// (`rounds`). Progress reaches the client until the first question.
@@ -402,12 +427,8 @@ impl Server {
     ) -> Result<CallToolResponse, GatewayError> {
         let caller = self.caller(ctx);
         let bound = rounds::bound_to(&caller, app, tool);
-        let nonce = round.open(&bound)?;
+        let (nonce, parked) = self.resumed(round, &bound)?;
         let parking = &self.shared.parking;
-        let parked = match nonce.as_deref() {
-            Some(nonce) => parking.take(nonce)?,
-            None => None,
-        };
         let running = match parked {
             // The answer to a downstream server's request: the parked call goes on.
             Some(running) => running,
@@ -564,17 +585,7 @@ impl Server {
             ) as crate::batch::OnDone
         });
         if !round_trips {
-            let origin = crate::pipeline::Origin {
-                caller,
-                prompter: elicits
-                    .then(|| Arc::new(Elicit(ctx.peer.clone())) as crate::consent::SharedPrompter),
-                client: Some(Arc::new(Client {
-                    peer: ctx.peer.clone(),
-                    session: self.session,
-                    call: ctx.id.clone(),
-                })),
-                trace: incoming_trace(ctx),
-            };
+            let origin = self.session_origin(caller, elicits, ctx);
             let statuses = self
                 .gateway
                 .pipeline
@@ -588,12 +599,8 @@ impl Server {
         // A 2026-07-28 client: the batch runs parked between rounds, each consent question
         // (and each downstream server's request) one round of this `aai_batch` call.
         let bound = rounds::bound_to(&caller, "aai", "batch");
-        let nonce = round.open(&bound)?;
+        let (_, parked) = self.resumed(round, &bound)?;
         let parking = &self.shared.parking;
-        let parked = match nonce.as_deref() {
-            Some(nonce) => parking.take(nonce)?,
-            None => None,
-        };
         let driven = match parked {
             Some(running) => {
                 parking
