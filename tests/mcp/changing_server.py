@@ -15,6 +15,13 @@ DEFINITION = sys.argv[1]
 server = MCPServer("changing")
 
 
+async def announce(ctx: Context) -> None:
+    """Announces a changed tool list to clients of every revision: on their
+    `subscriptions/listen` streams (2026-07-28) and as a session notification (earlier)."""
+    await ctx.notify_tools_changed()
+    await ctx.request_context.session.send_tool_list_changed()
+
+
 async def hello(name: str) -> str:
     return f"hello {name}"
 
@@ -37,7 +44,7 @@ def define() -> None:
 @server.tool(description="Reads the definition file again and announces the changed tool list")
 async def reload(ctx: Context) -> str:
     define()
-    await ctx.request_context.session.send_tool_list_changed()
+    await announce(ctx)
     return "reloaded"
 
 

@@ -16,20 +16,27 @@ from mcp.server.mcpserver import Context, MCPServer
 server = MCPServer("growing")
 
 
+async def announce(ctx: Context) -> None:
+    """Announces a changed tool list to clients of every revision: on their
+    `subscriptions/listen` streams (2026-07-28) and as a session notification (earlier)."""
+    await ctx.notify_tools_changed()
+    await ctx.request_context.session.send_tool_list_changed()
+
+
 @server.tool(description="Adds a tool called `name` and announces the new tool list")
 async def grow(name: str, ctx: Context) -> str:
     def added() -> str:
         return f"I am {name}"
 
     server.add_tool(added, name=name, description=f"Added at run time: {name}")
-    await ctx.request_context.session.send_tool_list_changed()
+    await announce(ctx)
     return f"added {name}"
 
 
 @server.tool(description="Announces a changed tool list `n` times in a row")
 async def storm(n: int, ctx: Context) -> str:
     for _ in range(n):
-        await ctx.request_context.session.send_tool_list_changed()
+        await announce(ctx)
     return "stormed"
 
 

@@ -10,6 +10,10 @@ most of this). Usage: `hostile_mcp_server.py MODE [ARG]`, MCP over stdio; or
 - `silent COUNTFILE`: never answers `initialize`; each start appends a line to COUNTFILE.
 - `flood`: a tool `flood {n}` that sends `n` progress notifications, then its result.
 - `deep`: besides `echo`, a tool whose `inputSchema` nests 200 levels deep.
+- `odd-discover LOGFILE`: a server of an earlier revision that answers the unknown
+  `server/discover` with an empty result (as the `sse-retry` conformance server does);
+  `deaf-discover LOGFILE`: one that never answers it. Both log each start and each
+  `server/discover` to LOGFILE; their tool `quit` ends the process.
 - `echo-http PORT`: answers every request with a JSON-RPC error that quotes the request's
   path and headers (a server that echoes what it got).
 """
@@ -49,6 +53,9 @@ def tools():
         return [{"name": f"tool_{i:05d}", "description": f"Tool number {i}\nSecond line",
                  "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}}}
                 for i in range(int(ARG))]
+    if MODE in ("odd-discover", "deaf-discover"):
+        return [ECHO, {"name": "quit", "description": "Ends the server",
+                       "inputSchema": {"type": "object"}}]
     return [ECHO, {"name": "big", "description": "A huge answer",
                    "inputSchema": {"type": "object", "properties": {"mb": {"type": "integer"}}}},
             {"name": "flood", "description": "Progress, and lots of it",
@@ -69,16 +76,26 @@ def call(request):
     return {"content": [{"type": "text", "text": text}]}
 
 
+def note(what):
+    with open(ARG, "a") as f:
+        f.write(what + "\n")
+
+
 def stdio():
-    if MODE == "silent":
-        with open(ARG, "a") as f:
-            f.write("started\n")
+    if MODE in ("silent", "odd-discover", "deaf-discover"):
+        note("started")
     for line in sys.stdin.buffer:
         request = json.loads(line)
         method, rid = request.get("method"), request.get("id")
         if rid is None:
             continue
-        if method == "initialize":
+        if method == "server/discover" and MODE in ("odd-discover", "deaf-discover"):
+            note("discover")
+            if MODE == "odd-discover":
+                send({"jsonrpc": "2.0", "id": rid, "result": {}})
+        elif method == "tools/call" and request["params"]["name"] == "quit":
+            sys.exit(0)
+        elif method == "initialize":
             if MODE == "silent":
                 continue
             send({"jsonrpc": "2.0", "id": rid, "result": {

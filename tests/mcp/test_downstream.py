@@ -590,6 +590,32 @@ async def test_a_result_too_large_to_pass_on_fails_at_once_and_the_server_is_rea
         assert r.content[0].text == 'echo: {"text": "after"}'
 
 
+async def test_a_server_that_misreads_server_discover_is_started_again_with_initialize(gw, tmp_path):
+    """An empty result for `server/discover` (not an error) leaves rmcp no fallback on that
+    connection: the gateway starts the server again and speaks 2025-11-25 to it."""
+    log = tmp_path / "log.txt"
+    hostile(gw, "dev.mcp.odd", "odd-discover", log)
+    async with gw.session() as s:
+        r = await exec_(s, "dev.mcp.odd", "echo", text="x")
+        assert r.content[0].text == 'echo: {"text": "x"}'
+    assert log.read_text().split() == ["started", "discover", "started"]
+
+
+async def test_a_server_that_never_answers_server_discover_is_asked_once_per_run(gw, tmp_path):
+    """rmcp waits 10 s for an answer, then speaks `initialize` on the same connection; the
+    revision is remembered, so the server, started again, is not asked again."""
+    log = tmp_path / "log.txt"
+    hostile(gw, "dev.mcp.deaf", "deaf-discover", log, timeout=30000)
+    async with gw.session() as s:
+        r = await exec_(s, "dev.mcp.deaf", "echo", text="x")
+        assert r.content[0].text == 'echo: {"text": "x"}'
+        with pytest.raises(MCPError):
+            await exec_(s, "dev.mcp.deaf", "quit")
+        r = await exec_(s, "dev.mcp.deaf", "echo", text="again")
+        assert r.content[0].text == 'echo: {"text": "again"}'
+    assert log.read_text().split() == ["started", "discover", "started"]
+
+
 async def test_a_server_that_never_finishes_its_handshake_is_bounded_by_the_calls_timeout(gw, tmp_path):
     starts = tmp_path / "starts.txt"
     hostile(gw, "dev.mcp.silent", "silent", starts, timeout=1500)

@@ -15,7 +15,15 @@ connect and list, and TOOL_NOT_FOUND is that scenario's success.
 `elicitation-sep1034-client-defaults` needs a client that answers elicitation: an MCP
 client (the Python SDK) starts the gateway on stdio and calls the tool through `aai_exec`;
 it accepts the server's form with nothing filled in, and the gateway applies the form's
-defaults before answering the server.
+defaults before answering the server. So does `sep-2322-client-request-state`, whose
+server asks its questions in `input_required` results (2026-07-28): the client calls its
+four tools, two of them at once, and accepts each form.
+
+The calls a scenario names in its context (`toolCalls`, as `http-custom-headers` does) are
+made one after the other, each with its arguments as given (an argument given as `null`
+is left out: the gateway's argument check refuses `null` for a boolean).
+`http-invalid-tool-headers` calls its one valid tool, then asks for each invalid one: the
+gateway must answer TOOL_NOT_FOUND without the server seeing the call.
 """
 import asyncio
 import json
@@ -32,6 +40,13 @@ BROWSER = Path(__file__).resolve().parent.parent / "browser.py"
 CIMD = "https://conformance-test.local/client-metadata.json"
 TOOLS = {"tools_call": ("add_numbers", {"a": 5, "b": 3}), "sse-retry": ("test_reconnection", {}),
          "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {})}
+MRTR_TOOLS = ["test_mrtr_echo_state", "test_mrtr_no_state", "test_mrtr_unrelated",
+              "test_mrtr_no_result_type"]
+INVALID_TOOLS = ["invalid_empty_header", "invalid_object_header", "invalid_array_header",
+                 "invalid_null_header", "invalid_number_header", "invalid_duplicate_same_case",
+                 "invalid_duplicate_diff_case", "invalid_space_in_name",
+                 "invalid_colon_in_name", "invalid_non_ascii_name",
+                 "invalid_control_char_name"]
 
 
 def main() -> int:
@@ -79,7 +94,21 @@ def main() -> int:
         if scenario == "initialize":
             tool = "no-such-tool"
         if scenario == "elicitation-sep1034-client-defaults":
-            return asyncio.run(through_a_client(binary, home, env, tool))
+            return asyncio.run(through_a_client(binary, home, env, [tool]))
+        if scenario == "sep-2322-client-request-state":
+            return asyncio.run(through_a_client(binary, home, env, MRTR_TOOLS, together=2))
+        if context.get("toolCalls"):
+            failed = 0
+            for call in context["toolCalls"]:
+                args = {k: v for k, v in (call.get("arguments") or {}).items() if v is not None}
+                failed |= gw("call", APP, call["name"], json.dumps(args)).returncode
+            return failed
+        if scenario == "http-invalid-tool-headers":
+            if gw("call", APP, "valid_tool", json.dumps({"region": "us-west1"})).returncode:
+                return 1
+            codes = {name: error_code(gw("call", APP, name, "{}").stdout)
+                     for name in INVALID_TOOLS}
+            return 0 if set(codes.values()) == {"TOOL_NOT_FOUND"} else 1
         p = gw("call", APP, tool, json.dumps(args))
         code = error_code(p.stdout)
         if scenario.startswith("auth/") and code == "AUTH_REQUIRED":
@@ -92,7 +121,9 @@ def main() -> int:
         return p.returncode
 
 
-async def through_a_client(binary, home, env, tool):
+async def through_a_client(binary, home, env, tools, together=1):
+    """Calls `tools` through `aai_exec`, the first `together` at once, accepting every
+    form; 1 when any call failed."""
     from mcp import ClientSession, StdioServerParameters, types
     from mcp.client.stdio import stdio_client
 
@@ -104,9 +135,17 @@ async def through_a_client(binary, home, env, tool):
     async with stdio_client(server, errlog=sys.stderr) as (read, write):
         async with ClientSession(read, write, elicitation_callback=accept_empty) as s:
             await s.initialize()
-            result = await s.call_tool("aai_exec", {"app": APP, "tool": tool, "args": {}})
-            print(result.content[0].text if result.content else result, file=sys.stderr)
-            return 1 if result.is_error else 0
+
+            async def call(tool):
+                result = await s.call_tool("aai_exec", {"app": APP, "tool": tool, "args": {}})
+                print(f"{tool}: {result.content[0].text if result.content else result}",
+                      file=sys.stderr)
+                return result.is_error
+
+            failed = await asyncio.gather(*(call(t) for t in tools[:together]))
+            for tool in tools[together:]:
+                failed.append(await call(tool))
+            return 1 if any(failed) else 0
 
 
 def error_code(stdout: str):

@@ -112,6 +112,13 @@ impl InFlight {
             f.sent = Some((id, token));
         }
     }
+
+    /// The id of the call's latest request, once sent.
+    pub(super) fn id(&self) -> Option<RequestId> {
+        let flights = self.calls.flights.lock().expect("calls lock");
+        let flight = flights.iter().find(|f| f.number == self.number)?;
+        flight.sent.as_ref().map(|(id, _)| id.clone())
+    }
 }
 
 /// A request routed to its call's client, counted as waiting until dropped.

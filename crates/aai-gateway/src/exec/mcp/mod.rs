@@ -53,6 +53,8 @@ struct Slot {
     /// A digest of the credential the connection carries: a renewed token reconnects.
     credential: u64,
     link: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// The protocol revision the server answered with last (a reconnection starts there).
+    revision: Mutex<Option<String>>,
 }
 
 impl Slot {
@@ -62,6 +64,7 @@ impl Slot {
             base_dir: base_dir.to_owned(),
             credential,
             link: tokio::sync::Mutex::new(None),
+            revision: Mutex::new(None),
         }
     }
 }
@@ -518,9 +521,7 @@ impl McpExecutor {
             return Err(why);
         }
         *link = None;
-        let connection = self
-            .connect(app, server, base_dir, auth, secrets, deadline)
-            .await;
+        let connection = self.connect(app, &slot, auth, secrets, deadline).await;
         self.reached
             .lock()
             .expect("reached lock")
@@ -530,57 +531,63 @@ impl McpExecutor {
         Ok(connection)
     }
 
-    /// Starts or reaches `app`'s server and runs the handshake, within `deadline`.
+    /// Starts or reaches `app`'s server (`slot`'s) and runs the handshake, within
+    /// `deadline`, starting at the revision the server answered with last.
     async fn connect(
         &self,
         app: &str,
-        server: &McpServer,
-        base_dir: &Path,
+        slot: &Slot,
         auth: Option<&crate::auth::Material>,
         secrets: &[(String, crate::auth::Secret)],
         deadline: Duration,
     ) -> Result<Arc<Connection>, Error> {
-        let transport = match server {
-            McpServer::Stdio(p) => Transport::Stdio(Box::new(
-                process::spawn(&process::Spec {
-                    program: &p.command,
-                    args: &p.args,
-                    env: &crate::auth::fill::fill_all(&p.env, secrets),
-                    base_dir,
-                    label: app,
-                })
-                .map_err(|e| Error::unavailable(app, &e.to_string(), ""))?,
-            )),
-            McpServer::Http { url, headers, mode } => {
-                let headers = crate::auth::fill::fill_all(headers, secrets);
-                let filled: Vec<&str> = secrets.iter().map(|(_, v)| v.expose()).collect();
-                let mut secrets = crate::auth::echoes(
-                    headers
-                        .iter()
-                        .filter(|(name, _)| secret_header(name))
-                        .map(|(_, value)| value.as_str())
-                        .chain(filled),
-                );
-                let mut headers = headers;
-                if let Some(material) = auth {
-                    if !material.query.is_empty() {
-                        return Err(Error::KeyInQuery);
-                    }
-                    headers.extend(
-                        material
-                            .headers
+        let (server, base_dir) = (&slot.server, slot.base_dir.as_path());
+        let earlier = slot.revision.lock().expect("revision lock").clone();
+        if matches!(server, McpServer::Http { .. }) && auth.is_some_and(|m| !m.query.is_empty()) {
+            return Err(Error::KeyInQuery);
+        }
+        // The transport, made again (the server started again) when the first handshake
+        // needs a second try.
+        let open = || -> Result<Transport, String> {
+            Ok(match server {
+                McpServer::Stdio(p) => Transport::Stdio(Box::new(
+                    process::spawn(&process::Spec {
+                        program: &p.command,
+                        args: &p.args,
+                        env: &crate::auth::fill::fill_all(&p.env, secrets),
+                        base_dir,
+                        label: app,
+                    })
+                    .map_err(|e| e.to_string())?,
+                )),
+                McpServer::Http { url, headers, mode } => {
+                    let headers = crate::auth::fill::fill_all(headers, secrets);
+                    let filled: Vec<&str> = secrets.iter().map(|(_, v)| v.expose()).collect();
+                    let mut secrets = crate::auth::echoes(
+                        headers
                             .iter()
-                            .map(|(k, v)| (k.clone(), v.expose().to_owned())),
+                            .filter(|(name, _)| secret_header(name))
+                            .map(|(_, value)| value.as_str())
+                            .chain(filled),
                     );
-                    secrets.extend(material.secret_forms());
+                    let mut headers = headers;
+                    if let Some(material) = auth {
+                        headers.extend(
+                            material
+                                .headers
+                                .iter()
+                                .map(|(k, v)| (k.clone(), v.expose().to_owned())),
+                        );
+                        secrets.extend(material.secret_forms());
+                    }
+                    Transport::Http {
+                        url: url.clone(),
+                        headers,
+                        secrets,
+                        mode: *mode,
+                    }
                 }
-                Transport::Http {
-                    url: url.clone(),
-                    headers,
-                    secrets,
-                    mode: *mode,
-                }
-            }
+            })
         };
         let stale = self.stale.clone();
         let changed = self.changed_tx.clone();
@@ -591,12 +598,24 @@ impl McpExecutor {
             }
         });
         let refused = client::Refused::default();
-        let connection = client::connect(transport, deadline, on_tools_changed, refused.clone())
-            .await
-            .map_err(|why: String| {
-                refusal(app, &refused).unwrap_or_else(|| Error::unavailable(app, &why, ""))
-            })?;
-        tracing::info!(app, server = ?connection.server(), "connected to the MCP server");
+        let connection = client::connect(
+            &open,
+            deadline,
+            on_tools_changed,
+            refused.clone(),
+            earlier.as_deref(),
+        )
+        .await
+        .map_err(|why: String| {
+            refusal(app, &refused).unwrap_or_else(|| Error::unavailable(app, &why, ""))
+        })?;
+        tracing::info!(
+            app,
+            server = ?connection.server(),
+            revision = ?connection.revision(),
+            "connected to the MCP server"
+        );
+        *slot.revision.lock().expect("revision lock") = connection.revision();
         Ok(Arc::new(connection))
     }
 

@@ -1,0 +1,250 @@
+//! One `tools/call` of a downstream server: its progress, its cancellation and deadline,
+//! and, at the 2026-07-28 revision, the rounds a server asks for input in
+//! (`InputRequiredResult`: its questions are put to the call's own client, and the call is
+//! sent again with the answers and the server's `requestState`, under a new request id).
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestId, ServerResult,
+};
+use rmcp::service::{InboundStreamOrigin, PeerRequestOptions, RequestContext, RoleClient};
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::super::asks::InFlight;
+use super::{CallError, Caller, Connection, token_key};
+use crate::exec::ProgressSink;
+use crate::telemetry::{TRACEPARENT, TRACESTATE};
+
+/// Most input rounds of one call (rmcp's default cap too): a server asking for more is
+/// broken or hostile.
+const MAX_ROUNDS: usize = 10;
+
+/// How one round of a call ended.
+enum Round {
+    Done(Value),
+    /// The server needs input first (its questions, its state to echo).
+    Input(InputRequiredResult),
+}
+
+impl Connection {
+    /// Calls `name` with `args`; the result is the server's `CallToolResult` as JSON,
+    /// untouched. Progress goes to `progress`; `cancel` and `deadline` cancel the request
+    /// downstream too. `deadline` covers every round.
+    pub(in crate::exec::mcp) async fn call(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        progress: Option<ProgressSink>,
+        cancel: &CancellationToken,
+        deadline: Duration,
+        caller: Caller,
+    ) -> Result<Value, CallError> {
+        let trace = caller.trace.clone();
+        let in_flight = self.calls.enter(caller);
+        let until = Instant::now() + deadline;
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = Some(args);
+        if let Some(trace) = &trace {
+            // W3C trace context in `_meta`, as MCP's convention has it.
+            let meta = params.meta.get_or_insert_with(Default::default);
+            meta.insert(TRACEPARENT.to_owned(), Value::String(trace.traceparent()));
+            if let Some(state) = trace.tracestate() {
+                meta.insert(TRACESTATE.to_owned(), Value::String(state.to_owned()));
+            }
+        }
+        let mut state_only = 0u32;
+        for _ in 0..MAX_ROUNDS {
+            let round = self
+                .round(params.clone(), &in_flight, progress.as_ref(), cancel, until)
+                .await?;
+            let asked = match round {
+                Round::Done(result) => return Ok(result),
+                Round::Input(asked) => asked,
+            };
+            let requests = asked.input_requests.unwrap_or_default();
+            if requests.is_empty() {
+                // Only state to echo: the server is still working; back off a little.
+                let pause = Duration::from_millis(50 << state_only.min(2));
+                state_only += 1;
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = cancel.cancelled() => return Err(CallError::Cancelled),
+                    () = tokio::time::sleep_until(until) => return Err(CallError::Timeout),
+                }
+            } else {
+                state_only = 0;
+            }
+            let answers = tokio::select! {
+                answers = self.answer(requests, &in_flight) => answers?,
+                () = cancel.cancelled() => return Err(CallError::Cancelled),
+                () = tokio::time::sleep_until(until) => return Err(CallError::Timeout),
+            };
+            params.input_responses = (!answers.is_empty()).then_some(answers);
+            params.request_state = asked.request_state;
+        }
+        Err(CallError::Rpc {
+            code: -32603,
+            message: format!(
+                "the server asked for input {MAX_ROUNDS} times in one call; the call was given up"
+            ),
+        })
+    }
+
+    /// One request of a call, answered or abandoned (cancelled downstream).
+    async fn round(
+        &self,
+        params: CallToolRequestParams,
+        in_flight: &InFlight,
+        progress: Option<&ProgressSink>,
+        cancel: &CancellationToken,
+        until: Instant,
+    ) -> Result<Round, CallError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let peer = self.service.peer().clone();
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.closed(&e.to_string()))?;
+        let key = token_key(&handle.progress_token);
+        in_flight.sent(handle.id.clone(), key.clone());
+        if let Some(sink) = progress {
+            self.sinks
+                .lock()
+                .expect("sinks lock")
+                .insert(key.clone(), sink.clone());
+        }
+        let id = handle.id.clone();
+        let outcome = tokio::select! {
+            answer = handle.await_response() => Ok(answer),
+            () = cancel.cancelled() => Err(CallError::Cancelled),
+            () = tokio::time::sleep_until(until) => Err(CallError::Timeout),
+        };
+        // rmcp hands each notification to a task of its own, spawned before the answer
+        // that followed it on the wire is delivered: let those tasks run before the
+        // call's progress sink goes, so the last progress is not lost.
+        if outcome.is_ok() {
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+        }
+        self.sinks.lock().expect("sinks lock").remove(&key);
+        let answer = match outcome {
+            Ok(answer) => answer,
+            Err(why) => {
+                let reason = match why {
+                    CallError::Timeout => "timed out",
+                    _ => "cancelled by the client",
+                };
+                // Best effort: the server may be gone already.
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some(reason.to_owned()),
+                    ))
+                    .await;
+                return Err(why);
+            }
+        };
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => serde_json::to_value(result)
+                .map(Round::Done)
+                .map_err(|e| CallError::Rpc {
+                    code: -32603,
+                    message: e.to_string(),
+                }),
+            Ok(ServerResult::InputRequiredResult(asked)) => Ok(Round::Input(asked)),
+            Ok(_) => Err(CallError::Rpc {
+                code: -32603,
+                message: "the server answered tools/call with something other than a tool result"
+                    .to_owned(),
+            }),
+            // A server may echo the request's headers in its error.
+            Err(rmcp::ServiceError::McpError(e)) => Err(CallError::Rpc {
+                code: e.code.0,
+                message: self.clean(&e.message),
+            }),
+            Err(e) => Err(self.closed(&e.to_string())),
+        }
+    }
+
+    /// The answers to a round's questions, each put to the call's own client exactly as
+    /// the same request sent on the call's stream would be ([`super::super::asks`]), one
+    /// after the other (a user answers one question at a time).
+    #[allow(deprecated)] // roots: deprecated from 2026-07-28, still asked for
+    async fn answer(
+        &self,
+        requests: InputRequests,
+        in_flight: &InFlight,
+    ) -> Result<InputResponses, CallError> {
+        let refused = |e: rmcp::ErrorData| CallError::Rpc {
+            code: e.code.0,
+            message: e.message.into_owned(),
+        };
+        let mut answers = InputResponses::new();
+        for (key, request) in requests {
+            let context = self.context_of(&key, in_flight.id());
+            let answer = match request {
+                InputRequest::Elicitation(request) => {
+                    let answer = self
+                        .calls
+                        .elicitation(request.params, &context)
+                        .await
+                        .map_err(refused)?;
+                    serde_json::to_value(answer)
+                }
+                InputRequest::CreateMessage(request) => {
+                    let params =
+                        serde_json::to_value(&request.params).map_err(|e| CallError::Rpc {
+                            code: -32603,
+                            message: e.to_string(),
+                        })?;
+                    Ok(self
+                        .calls
+                        .sampling(params, &context)
+                        .await
+                        .map_err(refused)?)
+                }
+                InputRequest::ListRoots(_) => {
+                    let answer = self.calls.roots(&context).await.map_err(refused)?;
+                    serde_json::to_value(answer)
+                }
+                other => {
+                    let kind = serde_json::to_value(&other)
+                        .ok()
+                        .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_owned))
+                        .unwrap_or_default();
+                    return Err(CallError::Rpc {
+                        code: -32601,
+                        message: format!(
+                            "the server asked for input of a kind the gateway cannot answer (`{}`)",
+                            crate::text::excerpt(&kind, 60)
+                        ),
+                    });
+                }
+            }
+            .map_err(|e| CallError::Rpc {
+                code: -32603,
+                message: e.to_string(),
+            })?;
+            answers.insert(key, answer);
+        }
+        Ok(answers)
+    }
+
+    /// The context an input request is handled in: as if it came on the stream of the
+    /// call's latest request, so it is routed to that call.
+    fn context_of(&self, key: &str, call: Option<RequestId>) -> RequestContext<RoleClient> {
+        let mut context =
+            RequestContext::new(RequestId::String(key.into()), self.service.peer().clone());
+        if let Some(call) = call {
+            context
+                .extensions
+                .insert(InboundStreamOrigin::OutboundRequest(call));
+        }
+        context
+    }
+}
