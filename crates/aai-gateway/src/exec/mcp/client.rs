@@ -981,8 +981,14 @@ mod tests {
         let auto = |m: &ClientLifecycleMode| matches!(m, ClientLifecycleMode::Auto { .. });
         assert!(auto(&lifecycle(None)));
         assert!(auto(&lifecycle(Some("2026-07-28"))));
-        assert_eq!(lifecycle(Some("2025-11-25")), ClientLifecycleMode::Initialize);
-        assert_eq!(lifecycle(Some("2024-11-05")), ClientLifecycleMode::Initialize);
+        assert_eq!(
+            lifecycle(Some("2025-11-25")),
+            ClientLifecycleMode::Initialize
+        );
+        assert_eq!(
+            lifecycle(Some("2024-11-05")),
+            ClientLifecycleMode::Initialize
+        );
     }
 
     #[test]
