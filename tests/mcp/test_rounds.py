@@ -84,6 +84,30 @@ async def test_a_servers_requests_reach_a_2026_client_as_rounds_of_its_call(gw):
         assert (text_of(r), rounds) == ("answered 3 refused 0", 3)
 
 
+async def test_a_2026_servers_input_required_rounds_reach_the_calls_own_client(gw):
+    """A downstream server of 2026-07-28 asks in an `input_required` result: the gateway
+    puts its question to the client whose call it is (labelled with the app), and sends the
+    call again with the answer and the server's `requestState` untouched. The same whether
+    that client speaks 2025-11-25 (an elicitation request) or 2026-07-28 (a round)."""
+    from mcp import types
+    from test_downstream import passing_session
+    mcp_app(gw, "dev.mcp.asking", {"command": sys.executable, "args": [str(ASKING), "--2026"]})
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"pick": "blue"})
+    async with await passing_session(gw, elicitation_callback=elicit) as s:
+        r = await exec_(s, "dev.mcp.asking", "ask_in_rounds")
+        assert text_of(r) == "answer: accept {'pick': 'blue'} state=asked-once", r
+    async with modern(gw, elicitation_callback=elicit) as s:
+        r, rounds = await s.exec_("dev.mcp.asking", "ask_in_rounds")
+        assert (text_of(r), rounds) == ("answer: accept {'pick': 'blue'} state=asked-once", 1)
+    assert asked == ["dev.mcp.asking: which colour?"] * 2, asked
+    log = (gw.home / "logs" / "aai-gateway.log").read_text()
+    assert 'revision=Some("2026-07-28")' in log, "the server was spoken to at 2026-07-28"
+
+
 async def test_a_round_is_answered_once_and_only_for_its_own_call(gw):
     from mcp import types
     from mcp.shared.exceptions import MCPError

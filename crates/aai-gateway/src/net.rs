@@ -9,7 +9,7 @@
 //! * [`Purpose::Descriptor`] — `.well-known/aai.json` and registry fetches: 10 s in all,
 //!   at most 3 redirects.
 //! * [`Purpose::TokenEndpoint`] — OAuth and app-credential token requests: 30 s, no
-//!   redirects.
+//!   redirects, no connection kept idle over 4 s.
 //! * [`Purpose::Telemetry`] — OTLP trace exports (`telemetry.rs`): no redirects, a 5 s
 //!   connect timeout; each export sets its own deadline.
 
@@ -123,6 +123,10 @@ fn build(purpose: Purpose) -> reqwest::Result<Client> {
         Purpose::TokenEndpoint => builder
             .timeout(Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
+            // Token requests are seconds apart: a connection idle longer than common
+            // servers keep one (Node's 5 s) would be reused just as the server closes it,
+            // failing a request that was never read. A new connection is cheap here.
+            .pool_idle_timeout(Duration::from_secs(4))
             .build(),
         Purpose::Telemetry => builder
             .connect_timeout(Duration::from_secs(5))

@@ -60,10 +60,15 @@ fn only_under(needle: &str, allowed: &[&str]) {
 #[test]
 fn only_mcp_knows_rmcp() {
     // The server side in `mcp/`, the client of downstream servers in `exec/mcp/client.rs`
-    // and what those servers ask of the client in `exec/mcp/asks.rs`.
+    // (and its `client/`) and what those servers ask of the client in `exec/mcp/asks.rs`.
     only_under(
         "rmcp::",
-        &["mcp/", "exec/mcp/client.rs", "exec/mcp/asks.rs"],
+        &[
+            "mcp/",
+            "exec/mcp/client.rs",
+            "exec/mcp/client/",
+            "exec/mcp/asks.rs",
+        ],
     );
     only_under("axum::", &["listen.rs", "ui/", "mcp/http.rs"]);
     // Only the front doors that serve MCP start it.

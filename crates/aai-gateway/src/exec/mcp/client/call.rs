@@ -48,18 +48,21 @@ impl Connection {
         let until = Instant::now() + deadline;
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = Some(args);
-        if let Some(trace) = &trace {
-            // W3C trace context in `_meta`, as MCP's convention has it.
-            let meta = params.meta.get_or_insert_with(Default::default);
-            meta.insert(TRACEPARENT.to_owned(), Value::String(trace.traceparent()));
-            if let Some(state) = trace.tracestate() {
-                meta.insert(TRACESTATE.to_owned(), Value::String(state.to_owned()));
-            }
-        }
         let mut state_only = 0u32;
         for _ in 0..MAX_ROUNDS {
+            let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            if let Some(trace) = &trace {
+                // W3C trace context in `_meta`, as MCP's convention has it (and as headers
+                // over HTTP: `with_trace_headers`).
+                use rmcp::model::GetMeta;
+                let meta = request.get_meta_mut();
+                meta.insert(TRACEPARENT.to_owned(), Value::String(trace.traceparent()));
+                if let Some(state) = trace.tracestate() {
+                    meta.insert(TRACESTATE.to_owned(), Value::String(state.to_owned()));
+                }
+            }
             let round = self
-                .round(params.clone(), &in_flight, progress.as_ref(), cancel, until)
+                .round(request, &in_flight, progress.as_ref(), cancel, until)
                 .await?;
             let asked = match round {
                 Round::Done(result) => return Ok(result),
@@ -97,13 +100,12 @@ impl Connection {
     /// One request of a call, answered or abandoned (cancelled downstream).
     async fn round(
         &self,
-        params: CallToolRequestParams,
+        request: ClientRequest,
         in_flight: &InFlight,
         progress: Option<&ProgressSink>,
         cancel: &CancellationToken,
         until: Instant,
     ) -> Result<Round, CallError> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let peer = self.service.peer().clone();
         let handle = peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
