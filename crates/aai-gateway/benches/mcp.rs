@@ -127,6 +127,15 @@ impl Client {
             .unwrap();
     }
 
+    /// The 2026-07-28 start: `server/discover`, no handshake; every request then carries
+    /// [`modern_meta`].
+    async fn discover(&self) {
+        let (r, _) = self
+            .rpc("server/discover", json!({"_meta": modern_meta()}))
+            .await;
+        assert!(r.get("result").is_some(), "{r}");
+    }
+
     async fn initialize(&self) {
         self.rpc(
             "initialize",
@@ -161,6 +170,13 @@ fn allow_calls(home: &Path) {
         r#"{"consent": {"mode": "allow"}}"#,
     )
     .unwrap();
+}
+
+/// The `_meta` every request of a 2026-07-28 client carries.
+fn modern_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+           "io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},
+           "io.modelcontextprotocol/clientCapabilities":{}})
 }
 
 fn write_apps(home: &Path, n: usize, adapter: &Path) {
@@ -456,6 +472,49 @@ async fn exec(tmp: &Path, adapter: &Path) {
         }),
     )
     .await;
+    drop(gw);
+
+    // The same call from a client of 2026-07-28 (every request carries its own `_meta`),
+    // on a fresh gateway and again after the app's descriptor changed three times (each
+    // a reload of the catalog).
+    let modern = Arc::new(Client::spawn(
+        &GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+    ));
+    modern.discover().await;
+    let call = |label: &'static str, m: Arc<Client>| {
+        measure(
+            label,
+            5_000,
+            Arc::new(move || {
+                let m = m.clone();
+                boxed(async move {
+                    let (reply, _) = m
+                        .rpc("tools/call", json!({"name":"aai_exec","_meta":modern_meta(),
+                            "arguments":{"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}}}))
+                        .await;
+                    assert!(reply.get("result").is_some(), "{reply}");
+                })
+            }),
+        )
+    };
+    call("aai_exec, 2026-07-28 client", modern.clone()).await;
+    let descriptor = home.join("com.bench.app0").join("aai.json");
+    for round in 0..3 {
+        let mut doc: Value = serde_json::from_slice(&fs::read(&descriptor).unwrap()).unwrap();
+        doc["app"]["description"] = json!(format!("Benchmark app number 0, edit {round}"));
+        fs::write(&descriptor, doc.to_string()).unwrap();
+        // The reload is debounced; give it time to land.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    call(
+        "aai_exec, 2026-07-28 client, after 3 catalog changes",
+        modern.clone(),
+    )
+    .await;
+    let (rss, peak) = modern.rss_kib();
+    println!("gateway RSS after the 2026-07-28 calls: {rss} KiB (peak {peak} KiB)");
 }
 
 /// 50 calls of the stdio adapter: one `aai_batch` (parallel, the default concurrency of 8)
@@ -855,6 +914,50 @@ fn peer(path: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// The same Python SDK server (`tests/mcp/asking_server.py`, its `slow` tool with 0 s)
+/// through the gateway, spoken to at 2025-11-25 and at 2026-07-28 (`--2026`).
+async fn revisions(tmp: &Path) {
+    let (Some(python), Some(server)) = (
+        peer("target/test-venv/bin/python"),
+        peer("tests/mcp/asking_server.py"),
+    ) else {
+        return;
+    };
+    for (revision, extra) in [("2025-11-25", None), ("2026-07-28", Some("--2026"))] {
+        let home = tmp.join(format!("revision-{revision}"));
+        allow_calls(&home);
+        let mut args = vec![json!(server)];
+        args.extend(extra.map(|e| json!(e)));
+        let doc = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+            "app":{"id":"dev.mcp.asking","name":{"en":"Asking"},"defaultLang":"en","description":"bench"},
+            "execution":{"type":"mcp","command":python,"args":args}});
+        fs::create_dir_all(home.join("dev.mcp.asking")).unwrap();
+        fs::write(home.join("dev.mcp.asking/aai.json"), doc.to_string()).unwrap();
+        let gw = Arc::new(Client::spawn(
+            &GATEWAY,
+            &["--home", home.to_str().unwrap()],
+            "id",
+        ));
+        gw.initialize().await;
+        let label = format!("aai_exec → Python SDK server at {revision}");
+        let g = gw.clone();
+        measure(
+            &label,
+            1_000,
+            Arc::new(move || {
+                let g = g.clone();
+                boxed(async move {
+                    let (r, _) = g
+                        .rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"dev.mcp.asking","tool":"slow","args":{"seconds":0}}}))
+                        .await;
+                    assert_eq!(r["result"]["content"][0]["text"], "slept", "{r}");
+                })
+            }),
+        )
+        .await;
+    }
+}
+
 /// A downstream MCP server (`server-everything`'s `echo` over stdio) through the gateway
 /// beside the same server called directly; then the first call of a cold ACP agent (the
 /// Rust crate's echo agent) beside its warm calls and the agent driven directly.
@@ -913,6 +1016,8 @@ async fn downstream(tmp: &Path) {
         }),
     )
     .await;
+    drop(gw);
+    revisions(tmp).await;
 
     let Some(agent) = peer("target/test-peers/acp/bin/agent") else {
         return;
