@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use aai_gateway::config::ConsentMode;
 use aai_gateway::consent::state::State;
-use aai_gateway::consent::{Caller, Choice, Fixed, Gate, Question, Reply};
+use aai_gateway::consent::{Choice, Fixed, Gate, Question, Reply};
 use aai_gateway::history::{self, Record, Retention, Sink, Sqlite};
+use aai_gateway::identity::Caller;
 use serde_json::json;
 
 fn median(mut us: Vec<f64>) -> f64 {

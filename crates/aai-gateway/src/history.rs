@@ -57,7 +57,7 @@ pub enum Error {
 pub struct Record {
     /// Unix time in milliseconds.
     pub at_ms: u64,
-    /// `name@transport` (see [`crate::consent::Caller::key`]).
+    /// `name@transport` (see [`crate::identity::Caller::key`]).
     pub caller: String,
     /// The person behind the call (the subject of the team's access token), when the
     /// caller signed in as one (`web.auth`).

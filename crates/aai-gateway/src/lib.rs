@@ -13,17 +13,22 @@
 //!   defaults, validation, consent, credentials, executor, history; [`batch`] — many;
 //!   [`ratelimit`] — the token buckets it asks first; [`metrics`] — what it counts.
 //! * [`consent`] — the consent gate, the native dialogs, `state.db` (grants) and web
-//!   apps' certificates.
-//! * [`history`] — call history in `state.db`.
+//!   apps' certificates; [`identity`] — who is calling (the client, the person).
+//! * [`history`] — call history in `state.db`; [`store`] — the shared PostgreSQL store
+//!   of a team's replicas.
 //! * [`auth`] — secrets, the credential store, OAuth 2, what a web request carries.
 //! * [`exec`] — executors (one module each) and the one process spawner.
 //! * [`net`] — the one place HTTP clients are built.
 //! * [`mcp`] — the MCP server; with `exec::mcp`'s client, the only place that knows rmcp.
 //! * [`listen`] — the HTTP listener (`/mcp`, `/ui`) and its Host/Origin/token guard
-//!   ([`access`]: what it shares with what it mounts);
-//!   [`ui`] — the web UI.
-//! * [`config`], [`error`], [`host`], [`logging`], [`lines`], [`text`] — settings,
-//!   the error model, this machine, logs, and small helpers.
+//!   ([`access`]: what it shares with what it mounts); [`peer`] — who owns a loopback
+//!   connection; [`ui`] — the web UI.
+//! * [`manage`] — the agent's own app (`aai`): imports, hiding, the trash;
+//!   [`visibility`] — what each client is shown.
+//! * [`telemetry`] — OpenTelemetry traces.
+//! * [`config`], [`error`], [`files`], [`host`], [`logging`], [`lines`], [`budget`],
+//!   [`text`] — settings, the error model, the home's owner-only files, this machine,
+//!   logs, what a request may cost before it is parsed, and small helpers.
 //!
 //! The descriptor model and its parsers live in the `aai-descriptor` crate, authoring
 //! (drafts from other formats) in `aai-author`; neither does I/O.
@@ -43,6 +48,7 @@ pub mod files;
 pub mod gateway;
 pub mod history;
 pub mod host;
+pub mod identity;
 pub mod lines;
 pub mod listen;
 pub mod logging;

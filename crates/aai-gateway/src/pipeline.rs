@@ -169,7 +169,7 @@ const AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 #[derive(Clone)]
 pub struct Origin {
     /// The caller (client name and transport).
-    pub caller: crate::consent::Caller,
+    pub caller: crate::identity::Caller,
     /// The front door's way to ask the user, when it has one.
     pub prompter: Option<crate::consent::SharedPrompter>,
     /// The calling MCP client, for a downstream MCP server's requests of it.
@@ -385,7 +385,7 @@ impl Pipeline {
     /// `web.auth.scopeAccess` and, without the admin scope, no gateway app `aai` (its
     /// changes are everyone's). The same one when nothing limits the caller, else its
     /// view, made once per snapshot.
-    pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::consent::Caller) -> Arc<Snapshot> {
+    pub fn view(&self, snapshot: Arc<Snapshot>, caller: &crate::identity::Caller) -> Arc<Snapshot> {
         let visibility = snapshot.visibility.clone();
         let scopes = caller
             .person
@@ -596,7 +596,7 @@ impl Pipeline {
         app: &str,
         tool: &str,
         args: Option<&Value>,
-        caller: &crate::consent::Caller,
+        caller: &crate::identity::Caller,
     ) -> Option<crate::consent::Question> {
         let snapshot = self.view(self.snapshot().await, caller);
         let entry = snapshot.find(app)?;
@@ -691,7 +691,7 @@ impl Pipeline {
     pub async fn guide_question(
         &self,
         app: &str,
-        caller: &crate::consent::Caller,
+        caller: &crate::identity::Caller,
     ) -> Option<crate::consent::Question> {
         let snapshot = self.view(self.snapshot().await, caller);
         let entry = snapshot.find(app)?;
@@ -710,7 +710,7 @@ impl Pipeline {
         &self,
         app_id: &str,
         binding: &aai_descriptor::Binding,
-        caller: &crate::consent::Caller,
+        caller: &crate::identity::Caller,
     ) -> Result<Option<crate::consent::site::Site>, GatewayError> {
         let aai_descriptor::Executor::Http(http) = &binding.executor else {
             return Ok(None);
@@ -1307,7 +1307,7 @@ fn looks_like_domain(app: &str) -> bool {
 fn start_question(
     snapshot: &Snapshot,
     entry: &crate::registry::Entry,
-    caller: &crate::consent::Caller,
+    caller: &crate::identity::Caller,
     start: crate::consent::Start,
 ) -> crate::consent::Question {
     crate::consent::Question {

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::config::{Limit, RateLimits};
-use crate::consent::Caller;
 use crate::error::{Code, GatewayError};
+use crate::identity::Caller;
 
 /// Most buckets of one kind (people, apps) kept at once.
 pub const MAX_KEYS: usize = 10_000;

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use aai_gateway::auth::store::Store;
 use aai_gateway::config::Config;
-use aai_gateway::consent::Caller;
 use aai_gateway::error::Code;
 use aai_gateway::gateway::Gateway;
 use aai_gateway::host::{Host, Os};
+use aai_gateway::identity::Caller;
 use aai_gateway::pipeline::Origin;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

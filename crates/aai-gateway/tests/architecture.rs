@@ -14,6 +14,114 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Whether `line` is an attribute that compiles what follows for tests only.
+fn test_only(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("#[cfg(test)]") || t.starts_with("#[cfg(all(test")
+}
+
+/// `text` without what is compiled for tests only: each item under `#[cfg(test)]` (or
+/// `#[cfg(all(test, …))]`) is blanked whole — a `mod tests;` line, or everything to the
+/// brace that closes the item — and the code after it is kept, wherever it sits. Blank
+/// lines stand in for the ones left out, so line numbers stay the file's.
+fn production(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < lines.len() {
+        if !test_only(lines[i]) {
+            out.push_str(lines[i]);
+            out.push('\n');
+            i += 1;
+            continue;
+        }
+        // Skip the attribute (and any more attributes), then the item.
+        let from = i;
+        i += 1;
+        while i < lines.len() && lines[i].trim_start().starts_with("#[") {
+            i += 1;
+        }
+        let mut depth = 0i64;
+        let mut opened = false;
+        while i < lines.len() {
+            let code = code_of(lines[i]);
+            for c in code.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            i += 1;
+            if (opened && depth <= 0) || (!opened && code.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+        out.push_str(&"\n".repeat(i - from));
+    }
+    out
+}
+
+/// The files of `src` that are modules for tests only (`#[cfg(test)] mod name;` in the
+/// file that declares them).
+fn test_modules(files: &[PathBuf]) -> std::collections::HashSet<PathBuf> {
+    let mut found = std::collections::HashSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            if !test_only(line) {
+                continue;
+            }
+            let Some(item) = lines[n + 1..]
+                .iter()
+                .find(|l| !l.trim_start().starts_with("#["))
+            else {
+                continue;
+            };
+            let Some(name) = item
+                .trim()
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'))
+            else {
+                continue;
+            };
+            // `a/mod.rs` and `a.rs` declare `a/name.rs`; `a/b.rs` declares `a/b/name.rs`.
+            let dir = match f.file_stem().and_then(|s| s.to_str()) {
+                Some("mod") | Some("lib") | Some("main") => f.parent().unwrap().to_path_buf(),
+                Some(stem) => f.parent().unwrap().join(stem),
+                None => continue,
+            };
+            found.insert(dir.join(format!("{name}.rs")));
+            found.insert(dir.join(name).join("mod.rs"));
+        }
+    }
+    found
+}
+
+/// Every production source file under `src` (relative path with `/`, and its code
+/// without what is compiled for tests only).
+fn production_sources(src: &Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let tests = test_modules(&files);
+    files
+        .iter()
+        .filter(|f| !tests.contains(*f))
+        .map(|f| {
+            let rel = f
+                .strip_prefix(src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, production(&std::fs::read_to_string(f).unwrap()))
+        })
+        .collect()
+}
+
 /// The code of `line`: comments and string literals left out (a log directive that
 /// names a crate's log target does not use the crate).
 fn code_of(line: &str) -> String {
@@ -152,34 +260,16 @@ fn the_build_script_tells_cargo_only_the_commit_reruns_and_link_arguments() {
 }
 
 /// Each source file outside the edge that builds and shows wire errors (`error.rs`,
-/// `mcp/`, `cli/`, `ui/`): its path relative to `src/` and its code before its tests
-/// (`#[cfg(test)]`, `#[cfg(all(test, …))]`).
+/// `mcp/`, `cli/`, `ui/`): its path relative to `src/` and its code without what is
+/// compiled for tests only ([`production`]).
 fn beyond_the_edge() -> Vec<(String, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    files
+    production_sources(&src)
         .into_iter()
-        .filter_map(|f| {
-            let rel = f
-                .strip_prefix(&src)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            if ["error.rs", "mcp/", "cli/", "ui/"]
+        .filter(|(rel, _)| {
+            !["error.rs", "mcp/", "cli/", "ui/"]
                 .iter()
                 .any(|e| rel.starts_with(e))
-            {
-                return None;
-            }
-            let mut text = std::fs::read_to_string(&f).unwrap();
-            let end = ["#[cfg(test)]", "#[cfg(all(test"]
-                .iter()
-                .filter_map(|m| text.find(m))
-                .min()
-                .unwrap_or(text.len());
-            text.truncate(end);
-            Some((rel, text))
         })
         .collect()
 }
@@ -224,13 +314,10 @@ fn the_descriptor_and_authoring_crates_do_no_io() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for krate in ["aai-descriptor", "aai-author"] {
         let src = crates.join(krate).join("src");
-        let mut files = Vec::new();
-        sources(&src, &mut files);
+        let files = production_sources(&src);
         assert!(!files.is_empty(), "{krate} has no sources at {src:?}");
-        for f in files {
-            let text = std::fs::read_to_string(&f).unwrap();
-            let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-            for line in text[..end].lines() {
+        for (f, text) in files {
+            for line in text.lines() {
                 let code = code_of(line);
                 for io in [
                     "std::fs",
@@ -261,18 +348,18 @@ fn module_imports() -> std::collections::BTreeMap<String, std::collections::BTre
         }
     }
     let mut imports = std::collections::BTreeMap::new();
+    let everything = production_sources(&src);
     for (name, path) in &modules {
-        let mut files = Vec::new();
-        if path.is_dir() {
-            sources(path, &mut files);
-        } else {
-            files.push(path.clone());
-        }
         let mut named = std::collections::BTreeSet::new();
-        for f in files {
-            let text = std::fs::read_to_string(&f).unwrap();
-            let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-            let code: String = text[..end].lines().map(|l| code_of(l) + "\n").collect();
+        let ours = |rel: &str| {
+            if path.is_dir() {
+                rel.starts_with(&format!("{name}/"))
+            } else {
+                rel == format!("{name}.rs")
+            }
+        };
+        for (_, text) in everything.iter().filter(|(rel, _)| ours(rel)) {
+            let code: String = text.lines().map(|l| code_of(l) + "\n").collect();
             // `crate::x` and `crate::{x, y::z}`.
             for (at, _) in code.match_indices("crate::") {
                 let rest = &code[at + "crate::".len()..];
@@ -359,13 +446,9 @@ fn no_string_errors_cross_a_module_boundary() {
     // failed with a typed error, not with text; `pub(super)` helpers inside one subsystem
     // may. Signatures are read from the line that opens them and the next few.
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
     let mut bad = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-        let lines: Vec<&str> = text[..end].lines().collect();
+    for (f, text) in production_sources(&src) {
+        let lines: Vec<&str> = text.lines().collect();
         for (n, line) in lines.iter().enumerate() {
             let opens = [
                 "pub fn ",
@@ -386,8 +469,7 @@ fn no_string_errors_cross_a_module_boundary() {
                 .collect();
             let returns = signature.split("->").nth(1).unwrap_or("");
             if returns.contains(", String>") {
-                let rel = f.strip_prefix(&src).unwrap().display().to_string();
-                bad.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+                bad.push(format!("{f}:{}: {}", n + 1, line.trim()));
             }
         }
     }
@@ -445,4 +527,35 @@ fn wire_errors_are_built_only_at_the_edge_and_in_conversions() {
         conversions >= 15,
         "the checker found the conversions ({conversions})"
     );
+}
+
+#[test]
+fn the_checker_sees_the_code_after_a_test_module() {
+    // The rules above read `production(..)`: tests are left out wherever they sit, and
+    // what follows them is still read (truncating at the first `#[cfg(test)]` hid it).
+    let text = "fn a() {}\n#[cfg(test)]\nmod tests {\n    fn t() { if x { } }\n}\n\
+                fn after() {}\n#[cfg(all(test, unix))]\n#[allow(dead_code)]\nmod more;\n\
+                fn last() {}\n";
+    let kept = production(text);
+    assert!(
+        kept.contains("fn after()") && kept.contains("fn last()"),
+        "{kept}"
+    );
+    assert!(
+        !kept.contains("fn t()") && !kept.contains("mod more"),
+        "{kept}"
+    );
+    assert_eq!(
+        kept.lines().count(),
+        text.lines().count(),
+        "line numbers kept"
+    );
+    // And a module declared for tests only is not read as production code.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let read: Vec<String> = production_sources(&src)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert!(read.contains(&"consent/mod.rs".to_owned()));
+    assert!(!read.contains(&"consent/tests.rs".to_owned()), "{read:?}");
 }

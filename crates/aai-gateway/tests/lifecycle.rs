@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use aai_gateway::auth::store::Store;
 use aai_gateway::config::Config;
-use aai_gateway::consent::Caller;
 use aai_gateway::gateway::{Gateway, Lifecycle};
 use aai_gateway::host::{Host, Os};
+use aai_gateway::identity::Caller;
 use aai_gateway::pipeline::Origin;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

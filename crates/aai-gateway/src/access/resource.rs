@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::auth::Secret;
 use crate::auth::mcp::{AuthServer, Client, Plan, TokenAuth};
 use crate::config::WebAuth;
-use crate::consent::Person;
+use crate::identity::Person;
 
 /// The longest a key set or introspection request may take.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);

@@ -56,7 +56,7 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
         let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
             && std::io::IsTerminal::is_terminal(&std::io::stderr());
         let origin = crate::pipeline::Origin {
-            caller: crate::consent::Caller::cli(),
+            caller: crate::identity::Caller::cli(),
             prompter: interactive
                 .then(|| std::sync::Arc::new(Terminal) as crate::consent::SharedPrompter),
             client: None,

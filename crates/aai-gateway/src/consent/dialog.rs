@@ -351,7 +351,7 @@ fn read_reply(success: bool, stdout: &[u8], stderr: &[u8]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::consent::Caller;
+    use crate::identity::Caller;
 
     const HOSTILE: &str = "-e <b>evil</b> & \"$(rm -rf ~)\" `x` \\ '";
 

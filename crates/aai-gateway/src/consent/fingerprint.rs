@@ -613,7 +613,7 @@ mod tests {
 
     fn asking(t: &Tool) -> Question {
         Question {
-            caller: crate::consent::Caller {
+            caller: crate::identity::Caller {
                 name: "agent".into(),
                 transport: "stdio",
                 token: None,

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::consent::state::State;
+use crate::identity::Person;
 
 #[test]
 fn no_client_name_or_subject_makes_one_persons_key_anothers() {

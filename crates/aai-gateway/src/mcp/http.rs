@@ -219,7 +219,7 @@ impl Owner {
         Owner {
             person: req
                 .extensions()
-                .get::<Arc<crate::consent::Person>>()
+                .get::<Arc<crate::identity::Person>>()
                 .map(|p| p.subject.clone()),
             ip: req
                 .extensions()

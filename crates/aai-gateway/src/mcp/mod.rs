@@ -384,7 +384,7 @@ impl Server {
     /// the client takes it) and its client (a downstream server's requests).
     fn session_origin(
         &self,
-        caller: crate::consent::Caller,
+        caller: crate::identity::Caller,
         elicits: bool,
         ctx: &RequestContext<RoleServer>,
     ) -> crate::pipeline::Origin {
@@ -542,8 +542,8 @@ impl Server {
     }
 
     /// Who is calling: the client's name, the transport, the HTTP token or person.
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> crate::consent::Caller {
-        crate::consent::Caller {
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> crate::identity::Caller {
+        crate::identity::Caller {
             name: ctx
                 .client_info()
                 .map(|i| i.name)
@@ -555,7 +555,7 @@ impl Server {
             person: ctx
                 .extensions
                 .get::<::http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<Arc<crate::consent::Person>>())
+                .and_then(|parts| parts.extensions.get::<Arc<crate::identity::Person>>())
                 .cloned(),
         }
     }

@@ -77,7 +77,7 @@ fn first_use(nonce: &[u8]) -> bool {
 }
 
 /// What a state is bound to: this caller, this app and tool as the client named them.
-pub(super) fn bound_to(caller: &crate::consent::Caller, app: &str, tool: &str) -> Vec<u8> {
+pub(super) fn bound_to(caller: &crate::identity::Caller, app: &str, tool: &str) -> Vec<u8> {
     format!("{}\n{app}\n{tool}", caller.key()).into_bytes()
 }
 

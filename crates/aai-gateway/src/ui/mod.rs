@@ -265,7 +265,7 @@ fn page(html: Result<String, askama::Error>) -> Response {
 /// Who looks at the UI: the one user (the bearer token, or this machine's own user), or a
 /// person signed in through the team's authorization server.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Viewer(Option<Arc<crate::consent::Person>>);
+pub(crate) struct Viewer(Option<Arc<crate::identity::Person>>);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Viewer {
     type Rejection = std::convert::Infallible;
@@ -277,7 +277,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Viewer {
         Ok(Viewer(
             parts
                 .extensions
-                .get::<Arc<crate::consent::Person>>()
+                .get::<Arc<crate::identity::Person>>()
                 .cloned(),
         ))
     }
@@ -299,7 +299,7 @@ impl Viewer {
     fn owns(&self, key: &str) -> bool {
         self.0
             .as_ref()
-            .is_none_or(|p| crate::consent::Caller::key_is_persons(key, &p.subject))
+            .is_none_or(|p| crate::identity::Caller::key_is_persons(key, &p.subject))
     }
 
     /// The apps this viewer may see: everything for the one user; for a person, what
@@ -310,7 +310,7 @@ impl Viewer {
         match &self.0 {
             None => snapshot,
             Some(person) => {
-                let caller = crate::consent::Caller {
+                let caller = crate::identity::Caller {
                     name: "web-ui".into(),
                     transport: "http",
                     token: None,
