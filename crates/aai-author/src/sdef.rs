@@ -16,6 +16,8 @@
 //!
 //! Every draft passes `validate`; the tests check it.
 
+use std::fmt;
+
 use serde_json::{Map, Value, json};
 
 /// Suites that are not an app's own.
@@ -161,20 +163,62 @@ pub struct Draft {
     pub skipped: Vec<String>,
 }
 
+/// Why no draft could be made: what went wrong, and the message that says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// What kept a draft from being made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The bundle identifier is not dotted words (it would name a folder).
+    BundleId,
+    /// The text is not XML.
+    Xml,
+}
+
+impl Error {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// A draft for the app `bundle_id` named `name` from its `.sdef` text; `None` when it has
 /// no command of its own to offer.
-pub fn draft(bundle_id: &str, name: &str, sdef: &str) -> Result<Option<Draft>, String> {
+pub fn draft(bundle_id: &str, name: &str, sdef: &str) -> Result<Option<Draft>, Error> {
     // Dotted words (`com.example.App`): it names a folder under the home directory.
     let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     if !bundle_id.split('.').all(word) {
-        return Err(format!("`{bundle_id}` is not a bundle identifier"));
+        return Err(Error::new(
+            ErrorKind::BundleId,
+            format!("`{bundle_id}` is not a bundle identifier"),
+        ));
     }
     let options = roxmltree::ParsingOptions {
         allow_dtd: true,
         ..roxmltree::ParsingOptions::default()
     };
     let doc = roxmltree::Document::parse_with_options(sdef, options)
-        .map_err(|e| format!("not a scripting definition: {e}"))?;
+        .map_err(|e| Error::new(ErrorKind::Xml, format!("not a scripting definition: {e}")))?;
     let mut tools: Vec<Value> = Vec::new();
     let mut skipped = Vec::new();
     for suite in doc.descendants().filter(|n| n.has_tag_name("suite")) {
@@ -319,6 +363,17 @@ mod tests {
         for bad in ["bad id\"", "..", "com..x", ".hidden", "a/b", ""] {
             assert!(draft(bad, "X", SDEF).is_err(), "{bad}");
         }
+        let e = draft("com.example.x", "X", "<not xml").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Xml);
+        assert!(
+            e.to_string().starts_with("not a scripting definition: "),
+            "{e}"
+        );
+        let e = draft("a/b", "X", SDEF).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.to_string().as_str()),
+            (ErrorKind::BundleId, "`a/b` is not a bundle identifier")
+        );
         assert!(
             draft("com.example.x", "X", "<dictionary><suite name=\"Standard Suite\"><command name=\"open\"/></suite></dictionary>")
                 .unwrap()

@@ -118,8 +118,8 @@ pub fn parse_with(text: &str, source: &str, origin: &Origin<'_>) -> Parsed {
 fn parse_value(root: &serde_json::Value, sink: &Sink, origin: &Origin<'_>) -> Option<App> {
     let dialect = match dialect::detect(root) {
         Ok(d) => d,
-        Err(message) => {
-            sink.error("", message);
+        Err(why) => {
+            sink.error("", why.to_string());
             return None;
         }
     };

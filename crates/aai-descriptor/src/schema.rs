@@ -29,9 +29,59 @@ pub struct Schema {
 struct Inner {
     text: Box<str>,
     json: OnceLock<Box<Value>>,
-    validator: OnceLock<Box<Result<jsonschema::Validator, String>>>,
+    validator: OnceLock<Box<Result<jsonschema::Validator, Error>>>,
     has_patterns: bool,
 }
+
+/// Why a schema does not load (or, rarely, does not build): what went wrong and a message
+/// that says where inside the schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// What was wrong with a schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// More regular expressions than [`MAX_PATTERNS`].
+    TooManyPatterns,
+    /// A regular expression longer than [`MAX_PATTERN_LEN`].
+    PatternTooLong,
+    /// Not a draft-07 schema: the meta-schema rejects it.
+    Invalid,
+    /// A `$ref` that points outside the schema (the gateway never fetches schemas).
+    ExternalRef,
+    /// A `$ref` that resolves to nothing in the schema.
+    UnresolvedRef,
+    /// A regular expression the validator's engine cannot compile within its limits.
+    Regex,
+    /// The schema passed the load checks but its validator does not build.
+    Build,
+}
+
+impl Error {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// Most backtracking steps one regex match may take (fancy-regex; only patterns with
 /// backreferences or look-around backtrack). Beyond it the value fails to validate, so a
@@ -57,15 +107,18 @@ fn options() -> jsonschema::ValidationOptions<'static> {
 impl Schema {
     /// Checks `json` as a draft-07 schema. The error says what is wrong and where inside
     /// the schema.
-    pub fn load(json: &Value) -> Result<Schema, String> {
+    pub fn load(json: &Value) -> Result<Schema, Error> {
         let patterns = check_pattern_budget(json)?;
         if let Err(e) = jsonschema::draft7::meta::validate(json) {
             let at = e.instance_path().as_str();
-            return Err(if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{e} (at `{at}` inside the schema)")
-            });
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{e} (at `{at}` inside the schema)")
+                },
+            ));
         }
         check_refs(json, json, &mut String::new())?;
         check_patterns(json)?;
@@ -81,7 +134,7 @@ impl Schema {
     }
 
     /// Loads and builds the validator at once.
-    pub fn compile(json: &Value) -> Result<Schema, String> {
+    pub fn compile(json: &Value) -> Result<Schema, Error> {
         let schema = Schema::load(json)?;
         schema.validator()?;
         Ok(schema)
@@ -101,10 +154,16 @@ impl Schema {
 
     /// The validator, built on first call. Fails only for schemas that passed the load
     /// checks but still do not compile (not seen in practice; reported, never panics).
-    pub fn validator(&self) -> Result<&jsonschema::Validator, String> {
+    pub fn validator(&self) -> Result<&jsonschema::Validator, Error> {
         self.inner
             .validator
-            .get_or_init(|| Box::new(options().build(self.json()).map_err(|e| e.to_string())))
+            .get_or_init(|| {
+                Box::new(
+                    options()
+                        .build(self.json())
+                        .map_err(|e| Error::new(ErrorKind::Build, e.to_string())),
+                )
+            })
             .as_ref()
             .as_ref()
             .map_err(Clone::clone)
@@ -175,20 +234,26 @@ fn patterns<'a>(value: &'a Value, at: &mut String, out: &mut Vec<(String, &'a st
 /// The schema's regexes are few and short enough to compile (checked before anything
 /// compiles them, the meta-schema's `regex` format included): what one schema can cost is
 /// bounded, whoever wrote it.
-fn check_pattern_budget(json: &Value) -> Result<usize, String> {
+fn check_pattern_budget(json: &Value) -> Result<usize, Error> {
     let mut found = Vec::new();
     patterns(json, &mut String::new(), &mut found);
     if found.len() > MAX_PATTERNS {
-        return Err(format!(
-            "the schema has {} regular expressions; at most {MAX_PATTERNS} are allowed",
-            found.len()
+        return Err(Error::new(
+            ErrorKind::TooManyPatterns,
+            format!(
+                "the schema has {} regular expressions; at most {MAX_PATTERNS} are allowed",
+                found.len()
+            ),
         ));
     }
     for (at, pattern, _) in &found {
         let len = pattern.chars().count();
         if len > MAX_PATTERN_LEN {
-            return Err(format!(
-                "the regular expression at `{at}` inside the schema is {len} characters long; at most {MAX_PATTERN_LEN} are allowed"
+            return Err(Error::new(
+                ErrorKind::PatternTooLong,
+                format!(
+                    "the regular expression at `{at}` inside the schema is {len} characters long; at most {MAX_PATTERN_LEN} are allowed"
+                ),
             ));
         }
     }
@@ -197,7 +262,7 @@ fn check_pattern_budget(json: &Value) -> Result<usize, String> {
 
 /// Every `pattern` and `patternProperties` regex must compile with the validator's engine
 /// and limits (the meta-schema checks them with its own).
-fn check_patterns(json: &Value) -> Result<(), String> {
+fn check_patterns(json: &Value) -> Result<(), Error> {
     let mut found = Vec::new();
     patterns(json, &mut String::new(), &mut found);
     for (at, pattern, is_key) in found {
@@ -207,7 +272,10 @@ fn check_patterns(json: &Value) -> Result<(), String> {
             serde_json::json!({ "pattern": pattern })
         };
         options().build(&probe).map(drop).map_err(|e| {
-            format!("the regular expression at `{at}` inside the schema does not compile: {e}")
+            Error::new(
+                ErrorKind::Regex,
+                format!("the regular expression at `{at}` inside the schema does not compile: {e}"),
+            )
         })?;
     }
     Ok(())
@@ -226,7 +294,7 @@ fn push_segment(at: &mut String, key: &str) {
 }
 
 /// Walks the schema: every `$ref` must be local and resolve.
-fn check_refs(root: &Value, value: &Value, at: &mut String) -> Result<(), String> {
+fn check_refs(root: &Value, value: &Value, at: &mut String) -> Result<(), Error> {
     match value {
         Value::Object(map) => {
             for (key, child) in map {
@@ -258,10 +326,13 @@ fn check_refs(root: &Value, value: &Value, at: &mut String) -> Result<(), String
     }
 }
 
-fn check_ref(root: &Value, reference: &str, at: &str) -> Result<(), String> {
+fn check_ref(root: &Value, reference: &str, at: &str) -> Result<(), Error> {
     let Some(fragment) = reference.strip_prefix('#') else {
-        return Err(format!(
-            "`$ref` to `{reference}` (at `{at}` inside the schema) points outside the descriptor, and the gateway never fetches schemas; put shared parts in `definitions` and use `#/definitions/...`"
+        return Err(Error::new(
+            ErrorKind::ExternalRef,
+            format!(
+                "`$ref` to `{reference}` (at `{at}` inside the schema) points outside the descriptor, and the gateway never fetches schemas; put shared parts in `definitions` and use `#/definitions/...`"
+            ),
         ));
     };
     let found = if fragment.is_empty() || fragment.starts_with('/') {
@@ -272,8 +343,11 @@ fn check_ref(root: &Value, reference: &str, at: &str) -> Result<(), String> {
     if found {
         Ok(())
     } else {
-        Err(format!(
-            "`$ref` to `{reference}` (at `{at}` inside the schema) does not resolve to anything in the schema"
+        Err(Error::new(
+            ErrorKind::UnresolvedRef,
+            format!(
+                "`$ref` to `{reference}` (at `{at}` inside the schema) does not resolve to anything in the schema"
+            ),
         ))
     }
 }
@@ -343,6 +417,27 @@ mod tests {
     }
 
     #[test]
+    fn errors_say_what_went_wrong() {
+        for (schema, kind) in [
+            (json!({"type": "strng"}), ErrorKind::Invalid),
+            (
+                json!({"properties": {"a": {"$ref": "#/definitions/missing"}}}),
+                ErrorKind::UnresolvedRef,
+            ),
+            (
+                json!({"properties": {"a": {"$ref": "other.json#/x"}}}),
+                ErrorKind::ExternalRef,
+            ),
+            (
+                json!({"properties": {"a": {"pattern": "((a{1000}){1000}){1000}"}}}),
+                ErrorKind::Regex,
+            ),
+        ] {
+            assert_eq!(Schema::load(&schema).unwrap_err().kind(), kind, "{schema}");
+        }
+    }
+
+    #[test]
     fn load_catches_what_compilation_would() {
         let bad = [
             (
@@ -375,7 +470,7 @@ mod tests {
             ),
         ];
         for (schema, expected) in bad {
-            let err = Schema::load(&schema).unwrap_err();
+            let err = Schema::load(&schema).unwrap_err().to_string();
             assert!(err.contains(expected), "{schema}: {err}");
             assert!(
                 options().build(&schema).is_err(),
@@ -388,15 +483,23 @@ mod tests {
     fn regexes_have_a_budget() {
         let long = json!({"properties": {"a": {"pattern": "a".repeat(MAX_PATTERN_LEN + 1)}}});
         assert_eq!(
-            Schema::load(&long).unwrap_err(),
+            Schema::load(&long).unwrap_err().to_string(),
             "the regular expression at `/properties/a/pattern` inside the schema is 1001 characters long; at most 1000 are allowed"
         );
         let many = json!({"properties": (0..=MAX_PATTERNS)
             .map(|i| (format!("p{i}"), json!({"pattern": "^a$"})))
             .collect::<serde_json::Map<_, _>>()});
         assert_eq!(
-            Schema::load(&many).unwrap_err(),
+            Schema::load(&many).unwrap_err().to_string(),
             "the schema has 101 regular expressions; at most 100 are allowed"
+        );
+        assert_eq!(
+            Schema::load(&long).unwrap_err().kind(),
+            ErrorKind::PatternTooLong
+        );
+        assert_eq!(
+            Schema::load(&many).unwrap_err().kind(),
+            ErrorKind::TooManyPatterns
         );
         // Patterns real APIs use still load.
         for p in [

@@ -9,6 +9,56 @@
 //! rendering must leave it unchanged, which is how the tests prove that no value became
 //! code.
 
+use std::fmt;
+
+/// Why a script cannot be read: what it leaves unclosed, and the message that says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// What a script leaves unclosed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A string literal (at the end of the script, or, for JavaScript's `'…'` and `"…"`,
+    /// at the end of its line).
+    String,
+    /// A block comment.
+    Comment,
+    /// An AppleScript `«…»` form.
+    Chevron,
+    /// An AppleScript `|…|` identifier.
+    Pipe,
+    /// A JavaScript regular expression.
+    Regex,
+    /// A JavaScript template literal's `${`.
+    Interpolation,
+}
+
+impl Error {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// A script language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
@@ -77,7 +127,7 @@ enum Event<'a> {
 
 /// Splits `template` at its placeholders. Fails when a literal or comment is not closed
 /// (the script would not compile, and placeholders could not be placed).
-pub fn parse(lang: Lang, template: &str) -> Result<Vec<Piece<'_>>, String> {
+pub fn parse(lang: Lang, template: &str) -> Result<Vec<Piece<'_>>, Error> {
     let mut pieces = Vec::new();
     scan(lang, template, true, |event| match event {
         Event::Text(t, _) => pieces.push(Piece::Text(t)),
@@ -95,7 +145,7 @@ pub fn parse(lang: Lang, template: &str) -> Result<Vec<Piece<'_>>, String> {
 
 /// The code of `script`: every string literal emptied (`""`), comments dropped, other
 /// text kept. Two scripts with the same skeleton differ only inside literals.
-pub fn skeleton(lang: Lang, script: &str) -> Result<String, String> {
+pub fn skeleton(lang: Lang, script: &str) -> Result<String, Error> {
     let mut out = String::new();
     let mut last = State::Code;
     scan(lang, script, false, |event| {
@@ -152,7 +202,7 @@ fn scan<'a>(
     text: &'a str,
     slots: bool,
     mut emit: impl FnMut(Event<'a>),
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let bytes = text.as_bytes();
     let mut state = State::Code;
     // JavaScript: the template-literal nesting (`${ … }` inside backticks returns to code
@@ -208,7 +258,10 @@ fn scan<'a>(
                     continue;
                 }
                 if lang == Lang::JavaScript && q != Quote::Backtick && (c == b'\n' || c == b'\r') {
-                    return Err("a string literal is not closed before the end of its line".into());
+                    return Err(Error::new(
+                        ErrorKind::String,
+                        "a string literal is not closed before the end of its line",
+                    ));
                 }
                 if c == close {
                     flush!(i + 1);
@@ -289,7 +342,12 @@ fn scan<'a>(
                     prev_sig = Some(b'0');
                     continue;
                 }
-                b'\n' | b'\r' => return Err("a regular expression is not closed".into()),
+                b'\n' | b'\r' => {
+                    return Err(Error::new(
+                        ErrorKind::Regex,
+                        "a regular expression is not closed",
+                    ));
+                }
                 _ => {}
             },
             (Lang::AppleScript, State::Code) => {
@@ -405,17 +463,20 @@ fn scan<'a>(
     }
     let unclosed = match state {
         State::Code | State::LineComment => None,
-        State::Str(_) => Some("a string literal"),
-        State::BlockComment(_) => Some("a block comment"),
-        State::Chevron => Some("a «…» form"),
-        State::Pipe => Some("a |…| identifier"),
-        State::Regex(_) => Some("a regular expression"),
+        State::Str(_) => Some((ErrorKind::String, "a string literal")),
+        State::BlockComment(_) => Some((ErrorKind::Comment, "a block comment")),
+        State::Chevron => Some((ErrorKind::Chevron, "a «…» form")),
+        State::Pipe => Some((ErrorKind::Pipe, "a |…| identifier")),
+        State::Regex(_) => Some((ErrorKind::Regex, "a regular expression")),
     };
-    if let Some(what) = unclosed {
-        return Err(format!("{what} is not closed"));
+    if let Some((kind, what)) = unclosed {
+        return Err(Error::new(kind, format!("{what} is not closed")));
     }
     if !templates.is_empty() {
-        return Err("a template literal's `${` is not closed".into());
+        return Err(Error::new(
+            ErrorKind::Interpolation,
+            "a template literal's `${` is not closed",
+        ));
     }
     if bytes.len() > start {
         emit(Event::Text(&text[start..], state));
@@ -457,6 +518,61 @@ mod tests {
         );
         assert!(parse(Lang::AppleScript, "\"open").is_err());
         assert!(parse(Lang::AppleScript, "(* (* *)").is_err());
+    }
+
+    #[test]
+    fn errors_say_what_is_not_closed() {
+        for (lang, text, kind, message) in [
+            (
+                Lang::AppleScript,
+                "\"open",
+                ErrorKind::String,
+                "a string literal is not closed",
+            ),
+            (
+                Lang::AppleScript,
+                "(* (* *)",
+                ErrorKind::Comment,
+                "a block comment is not closed",
+            ),
+            (
+                Lang::AppleScript,
+                "«event",
+                ErrorKind::Chevron,
+                "a «…» form is not closed",
+            ),
+            (
+                Lang::AppleScript,
+                "|a b",
+                ErrorKind::Pipe,
+                "a |…| identifier is not closed",
+            ),
+            (
+                Lang::JavaScript,
+                "'open\n'",
+                ErrorKind::String,
+                "a string literal is not closed before the end of its line",
+            ),
+            (
+                Lang::JavaScript,
+                "x = /ab\n",
+                ErrorKind::Regex,
+                "a regular expression is not closed",
+            ),
+            (
+                Lang::JavaScript,
+                "`a ${b",
+                ErrorKind::Interpolation,
+                "a template literal's `${` is not closed",
+            ),
+        ] {
+            let e = parse(lang, text).unwrap_err();
+            assert_eq!(
+                (e.kind(), e.to_string().as_str()),
+                (kind, message),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -106,6 +106,7 @@ impl Caller {
 
 /// A client name or subject inside a person's caller key: the key's separators and `%`
 /// percent-encoded.
+// Hand-written: `percent_encoding` always encodes non-ASCII bytes, which keys keep as is.
 fn key_part(part: &str) -> std::borrow::Cow<'_, str> {
     if !part.contains(['%', '@', '~', '#']) {
         return std::borrow::Cow::Borrowed(part);

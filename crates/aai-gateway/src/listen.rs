@@ -522,7 +522,7 @@ impl Guard {
         };
         if let Some(problem) = crate::budget::problem(&bytes) {
             let answer = serde_json::json!({"jsonrpc": "2.0", "id": null,
-                "error": {"code": -32600, "message": format!("Invalid Request: {problem}")}});
+                "error": {"code": crate::error::INVALID_REQUEST, "message": format!("Invalid Request: {problem}")}});
             return (
                 StatusCode::BAD_REQUEST,
                 [(header::CONTENT_TYPE, "application/json")],
@@ -541,7 +541,7 @@ impl Guard {
                 .insert(key.clone())
         {
             let answer = serde_json::json!({"jsonrpc": "2.0", "id": key.1,
-                "error": {"code": -32600,
+                "error": {"code": crate::error::INVALID_REQUEST,
                           "message": "Invalid Request: a request with this id is still in progress"}});
             return (
                 StatusCode::OK,

@@ -24,13 +24,14 @@ use crate::auth::Authenticator;
 use crate::consent::Gate;
 use crate::consent::site::Sites;
 use crate::error::{Code, GatewayError};
-use crate::exec::{self, CallContext, Executors, Request};
+use crate::exec::{self, Executors};
 use crate::history::Sink;
 use crate::host::Os;
 use crate::registry::{Missing, Snapshot};
 use crate::telemetry::{self, Kind};
 
 mod args;
+mod call;
 pub use args::prepare_args;
 use args::validate;
 
@@ -619,21 +620,21 @@ impl Pipeline {
             None => return None,
         };
         let mut question = crate::consent::Question {
-            caller: caller.clone(),
-            app: entry.app.id.clone(),
-            app_name: snapshot.name(entry).to_owned(),
-            tool: name,
-            description,
             args: args.and_then(crate::consent::Question::shown_args),
             read_only,
-            remember: true,
             site: self
                 .site_to_check(&entry.app.id, entry.binding(), caller)
                 .await
                 .ok()?,
             start,
             definition,
-            changed: None,
+            ..crate::consent::Question::for_call(
+                caller,
+                &entry.app.id,
+                snapshot.name(entry),
+                &name,
+                &description,
+            )
         };
         self.consent.would_ask(&question).then(|| {
             self.consent.explain(&mut question);
@@ -725,311 +726,6 @@ impl Pipeline {
             .map_err(|e| Error::SiteUnchecked(e.to_string()).into())
     }
 
-    /// The call itself; `trace` receives the app's id and the secrets the request carried (for
-    /// scrubbing what is recorded).
-    async fn call_inner(
-        &self,
-        app: &str,
-        tool: &str,
-        args: Option<Value>,
-        control: Control<'_>,
-        origin: &Origin,
-        trace: &mut Trace,
-    ) -> Result<Outcome, GatewayError> {
-        let Control {
-            cancel,
-            progress,
-            spans,
-        } = control;
-        let mut snapshot = self.view(self.snapshot().await, &origin.caller);
-        // Each call counts against its person first, whatever becomes of it.
-        if let Some(limits) = &self.limits
-            && let Err(e) = limits.admit_person(&origin.caller)
-        {
-            if let Some(entry) = snapshot.find(app) {
-                trace.app_id = Some(entry.app.id.clone());
-                trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
-            }
-            trace.limited = Some(e.scope());
-            return Err(e.into());
-        }
-        let mut app = std::borrow::Cow::Borrowed(app);
-        // Only a URL the caller wrote out is fetched: an unknown id, even one that looks
-        // like a domain, is APP_NOT_FOUND and nothing leaves the machine.
-        if snapshot.find(&app).is_none() && snapshot.missing(&app).is_none() && is_url(&app) {
-            app = self.apps.discover_web(&app).await?.into();
-            snapshot = self.view(self.snapshot().await, &origin.caller);
-        }
-        let app = app.as_ref();
-        let entry = snapshot
-            .find(app)
-            .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;
-        trace.app_id = Some(entry.app.id.clone());
-        if let Some(limits) = &self.limits
-            && let Err(e) = limits.admit_app(&entry.app.id)
-        {
-            trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
-            trace.limited = Some(e.scope());
-            return Err(GatewayError::from(e).at(&entry.app.id, tool));
-        }
-        // A downstream MCP server that may not start yet and has never listed its tools:
-        // the user is asked about the call and the start together, before anything runs.
-        let mut asked = false;
-        if entry.binding().tool(tool).is_none()
-            && self.unapproved_server(entry)
-            && let Some(start) = self.start_to_approve(entry)
-        {
-            let question = crate::consent::Question {
-                caller: origin.caller.clone(),
-                app: entry.app.id.clone(),
-                app_name: snapshot.name(entry).to_owned(),
-                tool: tool.to_owned(),
-                description: UNLISTED.to_owned(),
-                site: None,
-                start: Some(start),
-                args: None,
-                read_only: false,
-                remember: true,
-                definition: None,
-                changed: None,
-            };
-            self.asked(&question, origin, spans)
-                .await
-                .map_err(|e| e.at(&entry.app.id, tool))?;
-            asked = true;
-        }
-        // A downstream MCP server's tools are listed on its first use.
-        let snapshot = self.view(self.remote_tools(snapshot, app).await?, &origin.caller);
-        let entry = snapshot
-            .find(app)
-            .ok_or_else(|| not_served(&snapshot, app, self.settings.os))?;
-        let app_id = entry.app.id.as_str();
-        let binding = entry.binding();
-        let Some(tool) = binding.tool(tool) else {
-            return Err(no_such_tool(app_id, binding, tool).at(app_id, tool));
-        };
-        trace.tool = Some(tool.name.clone());
-        // What an "always" answer is tied to, and history records.
-        let definition = Arc::new(crate::consent::fingerprint::Definition::of(tool));
-        trace.fingerprint = Some(definition.fingerprint.clone());
-        let args = validate(tool, args)
-            .await
-            .map_err(|e| e.at(app_id, &tool.name))?;
-        if matches!(binding.executor, aai_descriptor::Executor::Gateway) {
-            return self
-                .manage(&snapshot, entry, &tool.name, &args, origin, spans)
-                .await
-                .map_err(|e| e.at(app_id, &tool.name));
-        }
-        let question = crate::consent::Question {
-            caller: origin.caller.clone(),
-            app: app_id.to_owned(),
-            app_name: snapshot.name(entry).to_owned(),
-            tool: tool.name.clone(),
-            description: tool.description.clone(),
-            args: crate::consent::Question::shown_args(&args),
-            read_only: tool.read_only,
-            remember: true,
-            site: self
-                .site_to_check(app_id, binding, &origin.caller)
-                .await
-                .map_err(|e| e.at(app_id, &tool.name))?,
-            start: self.start_to_name(entry),
-            definition: Some(definition),
-            changed: None,
-        };
-        // Asked already, unless what starts changed while the user was asked (the
-        // descriptor was edited): the new command is asked about again.
-        if !asked || self.start_to_approve(entry).is_some() {
-            self.asked(&question, origin, spans)
-                .await
-                .map_err(|e| e.at(app_id, &tool.name))?;
-        }
-        let agent = matches!(binding.executor, aai_descriptor::Executor::Acp(_));
-        let timeout = tool.timeout.or(binding.timeout).unwrap_or(if agent {
-            AGENT_TIMEOUT
-        } else {
-            self.settings.default_timeout
-        });
-        let base_dir = base_dir(entry);
-        let web_auth = match (&binding.executor, &binding.auth) {
-            (aai_descriptor::Executor::Http(h), Some(a)) => Some((a, h.base_url.as_str())),
-            (
-                aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }),
-                Some(a),
-            ) => Some((a, url.as_str())),
-            _ => None,
-        };
-        // A remote MCP server without a descriptor `auth` signs in the MCP way
-        // (`auth::mcp`): its token when the user signed in, else none until it asks.
-        let mcp_sign_in = match (&binding.executor, &binding.auth) {
-            (aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }), None) => {
-                Some(url.as_str())
-            }
-            _ => None,
-        };
-        // Agents ask for permission mid-call, and MCP servers for sampling; only agents
-        // open sessions in a folder.
-        let mcp = matches!(binding.executor, aai_descriptor::Executor::Mcp(_));
-        let permission = (agent || mcp).then(|| self.permission_asker(&question, origin));
-        let cwd = self.settings.cwd.get(app_id).cloned().filter(|_| agent);
-        let credentials_kind = match (web_auth, mcp_sign_in) {
-            (Some((a, _)), _) => a.kind().as_str(),
-            (None, Some(_)) => "mcp-authorization",
-            (None, None) => "none",
-        };
-        let mut credentials_span = Some(spans.child(telemetry::CREDENTIALS, Kind::Internal));
-        // The secrets the binding's `${NAME}` placeholders stand for (none: nothing read).
-        let filled = match self
-            .auth
-            .placeholders(
-                app_id,
-                &binding.executor,
-                self.settings.secrets_from_environment,
-            )
-            .await
-        {
-            Ok(filled) => filled,
-            Err(e) => {
-                let e = GatewayError::from(e).at(app_id, &tool.name);
-                if let Some(span) = credentials_span.take() {
-                    spans.end(span, Err(e.code.name()));
-                }
-                return Err(e);
-            }
-        };
-        let mut attempt = 0;
-        let result = loop {
-            attempt += 1;
-            let mut span = credentials_span
-                .take()
-                .unwrap_or_else(|| spans.child(telemetry::CREDENTIALS, Kind::Internal));
-            span.set("aai.credentials.kind", credentials_kind);
-            span.set(
-                "aai.credentials.placeholders",
-                i64::try_from(filled.len()).unwrap_or(i64::MAX),
-            );
-            span.set("aai.attempt", i64::from(attempt));
-            let material = match (web_auth, mcp_sign_in) {
-                (Some((a, base)), _) => self.auth.material(app_id, a, base).await.map(Some),
-                (None, Some(url)) => self.auth.mcp_material(app_id, url).await,
-                (None, None) => Ok(None),
-            }
-            .map_err(GatewayError::from);
-            spans.end(
-                span,
-                material.as_ref().map(|_| ()).map_err(|e| e.code.name()),
-            );
-            let material = match material {
-                Ok(m) => m,
-                Err(e) => break Err(e),
-            };
-            // What the service may echo back of the credential, to scrub from errors.
-            let mut secrets = material
-                .as_ref()
-                .map(crate::auth::Material::secret_forms)
-                .unwrap_or_default();
-            secrets.extend(crate::auth::echoes(filled.iter().map(|(_, v)| v.expose())));
-            trace.secrets.clone_from(&secrets);
-            let mut executing = spans.child(telemetry::EXECUTE, Kind::Client);
-            executing.set("aai.executor", binding.executor.kind().as_str());
-            executing.set("aai.attempt", i64::from(attempt));
-            let result = self
-                .executors
-                .execute(Request {
-                    app: app_id,
-                    executor: &binding.executor,
-                    base_dir,
-                    tool,
-                    args: args.clone(),
-                    auth: material,
-                    secrets: filled.clone(),
-                    ctx: CallContext {
-                        timeout,
-                        cancel: cancel.clone(),
-                        progress: progress.clone(),
-                        retries: self.settings.retries,
-                        permission: permission.clone(),
-                        cwd: cwd.clone(),
-                        upstream: origin.client.clone().filter(|_| mcp),
-                        trace: executing.context().cloned(),
-                    },
-                })
-                .await;
-            let result = result.map_err(|e| {
-                let scope = e.needs_scope();
-                (
-                    e.unauthorized(),
-                    scope,
-                    GatewayError::from(e).scrub(&secrets),
-                )
-            });
-            spans.end(
-                executing,
-                result
-                    .as_ref()
-                    .map(|_| ())
-                    .map_err(|(_, _, e)| e.code.name()),
-            );
-            match (result, web_auth) {
-                (Ok(value), _) => break Ok(value),
-                // A remote MCP server wants a token with more scope: the next sign-in
-                // asks for it.
-                (Err((_, Some(scopes), e)), None) if mcp_sign_in.is_some() => {
-                    self.auth.mcp_wants(app_id, &scopes).await?;
-                    break Err(GatewayError::from(self.auth.mcp_required(
-                        app_id,
-                        &format!("{}; sign in again to grant it", e.detail),
-                    )));
-                }
-                // A remote MCP server refused the token, or wants one: a refresh may
-                // help, once; else only a sign-in.
-                (Err((true, _, e)), None) if mcp_sign_in.is_some() => {
-                    if attempt == 1 && self.auth.after_mcp_unauthorized(app_id).await? {
-                        continue;
-                    }
-                    break Err(GatewayError::from(
-                        self.auth.mcp_required(app_id, &e.detail),
-                    ));
-                }
-                // A 401 with a stored credential: an exchanged or OAuth token may have
-                // expired (renew it, once); a static one was rejected.
-                (Err((true, _, e)), Some((a, _))) => {
-                    if attempt == 1 && self.auth.after_unauthorized(app_id, a).await? {
-                        continue;
-                    }
-                    break Err(GatewayError::from(self.auth.required(
-                        app_id,
-                        a,
-                        &format!("the service rejected the stored credential ({})", e.detail),
-                    )));
-                }
-                (Err((_, _, e)), _) => break Err(e),
-            }
-        };
-        let value = match result.map_err(|e| e.at(app_id, &tool.name))? {
-            exec::Reply::Mcp(value) => {
-                return Ok(Outcome {
-                    value,
-                    structured: false,
-                    mcp: true,
-                });
-            }
-            exec::Reply::Json(value) => value,
-        };
-        if let Some(returns) = &tool.returns
-            && let Ok(v) = returns.validator()
-            && !v.is_valid(&value)
-        {
-            tracing::warn!(app = app_id, tool = %tool.name, "result does not match the tool's `returns` schema");
-        }
-        Ok(Outcome {
-            structured: tool.returns.is_some() && value.is_object(),
-            value,
-            mcp: false,
-        })
-    }
-
     /// A call of the gateway's own app (`manage`): planned (a preview answers at once,
     /// having written nothing), then asked about with exactly what it will do — an answer
     /// is never remembered, each change is asked about —, then done, and the apps looked
@@ -1067,18 +763,14 @@ impl Pipeline {
             crate::manage::Step::Change(change) => change,
         };
         let question = crate::consent::Question {
-            caller: origin.caller.clone(),
-            app: entry.app.id.clone(),
-            app_name: snapshot.name(entry).to_owned(),
-            tool: tool.to_owned(),
-            description: change.describe().to_owned(),
-            site: None,
-            start: None,
-            args: None,
-            read_only: false,
             remember: false,
-            definition: None,
-            changed: None,
+            ..crate::consent::Question::for_call(
+                &origin.caller,
+                &entry.app.id,
+                snapshot.name(entry),
+                tool,
+                change.describe(),
+            )
         };
         self.asked(&question, origin, spans).await?;
         for (app, start) in change.starts() {
@@ -1149,19 +841,25 @@ impl Pipeline {
                         return Ok(());
                     }
                     let Some(terminal) = prompter else {
-                        return Err("the agent asked for a permission and nobody can answer it here; run `aai-gateway call` in a terminal to answer, make the call through an MCP client, or set the app's consent mode to `allow`".to_owned());
+                        return Err(exec::Refused::new(
+                            exec::RefusedKind::NobodyToAsk,
+                            "the agent asked for a permission and nobody can answer it here; run `aai-gateway call` in a terminal to answer, make the call through an MCP client, or set the app's consent mode to `allow`",
+                        ));
                     };
                     return match terminal.ask(&question).await {
                         crate::consent::Reply::Chosen(c) if c != crate::consent::Choice::Deny => {
                             Ok(())
                         }
-                        _ => Err("the user refused the agent's permission request".to_owned()),
+                        _ => Err(exec::Refused::new(
+                            exec::RefusedKind::Denied,
+                            "the user refused the agent's permission request",
+                        )),
                     };
                 }
                 consent
                     .check(&question, prompter.as_deref())
                     .await
-                    .map_err(|e| e.detail)
+                    .map_err(|e| exec::Refused::new(exec::RefusedKind::Consent, e.detail))
             })
         })
     }
@@ -1311,18 +1009,14 @@ fn start_question(
     start: crate::consent::Start,
 ) -> crate::consent::Question {
     crate::consent::Question {
-        caller: caller.clone(),
-        app: entry.app.id.clone(),
-        app_name: snapshot.name(entry).to_owned(),
-        tool: crate::consent::START.to_owned(),
-        description: "start it, so that its tools can be listed".to_owned(),
-        site: None,
         start: Some(start),
-        args: None,
-        read_only: false,
-        remember: true,
-        definition: None,
-        changed: None,
+        ..crate::consent::Question::for_call(
+            caller,
+            &entry.app.id,
+            snapshot.name(entry),
+            crate::consent::START,
+            "start it, so that its tools can be listed",
+        )
     }
 }
 

@@ -150,17 +150,18 @@ pub fn ps_quote(word: &str) -> String {
     out
 }
 
-/// Percent-encodes everything but the unreserved characters (RFC 3986).
+/// What [`percent_encode`] encodes: every byte but RFC 3986's unreserved characters
+/// (`A-Z a-z 0-9 - . _ ~`).
+const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes everything but the unreserved characters (RFC 3986), as UTF-8 bytes
+/// with upper-case hex.
 pub fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(text, NOT_UNRESERVED).to_string()
 }
 
 /// What PowerShell's `-EncodedCommand` takes: base64 of the UTF-16LE text.
@@ -238,6 +239,15 @@ mod tests {
             redact_url("postgres://a:b c@h:x/db"),
             "postgres://***@h:x/db"
         );
+    }
+
+    #[test]
+    fn percent_encoding_keeps_only_the_unreserved_characters() {
+        assert_eq!(
+            super::percent_encode("Az09-._~ :/?#[]@!$&'()*+,;=%é😀"),
+            "Az09-._~%20%3A%2F%3F%23%5B%5D%40%21%24%26%27%28%29%2A%2B%2C%3B%3D%25%C3%A9%F0%9F%98%80"
+        );
+        assert_eq!(super::percent_encode(""), "");
     }
 
     #[test]

@@ -440,42 +440,78 @@ fn top_level_modules_import_each_other_without_a_cycle() {
     }
 }
 
+/// Where a public item (`pub`, `pub(crate)`) of the gateway or of the two library crates
+/// that opens with one of `items` (`fn `, `type `) names a string error (`, String>`, a
+/// line break or a trailing comma before `>` allowed), and how many such items were read.
+/// A function's signature is read from the line that opens it and the next few, and only
+/// what it returns counts; an alias, to the `;` that ends it.
+fn string_errors(items: &[&str]) -> (usize, Vec<String>) {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut bad = Vec::new();
+    let mut read = 0;
+    for krate in ["aai-gateway", "aai-descriptor", "aai-author"] {
+        let src = crates.join(krate).join("src");
+        let files = production_sources(&src);
+        assert!(!files.is_empty(), "{krate} has no sources at {src:?}");
+        for (f, text) in files {
+            let lines: Vec<&str> = text.lines().collect();
+            for (n, line) in lines.iter().enumerate() {
+                let Some(item) = ["pub ", "pub(crate) "].iter().find_map(|v| {
+                    items
+                        .iter()
+                        .find(|i| line.trim_start().starts_with(&format!("{v}{i}")))
+                }) else {
+                    continue;
+                };
+                let named: String = if item.starts_with("type ") {
+                    let end = lines[n..]
+                        .iter()
+                        .position(|l| code_of(l).trim_end().ends_with(';'))
+                        .map_or(lines.len(), |e| n + e + 1);
+                    lines[n..end].iter().map(|l| code_of(l)).collect()
+                } else {
+                    let signature: String = lines[n..lines.len().min(n + 8)]
+                        .iter()
+                        .take_while(|l| !l.trim_end().ends_with('{') || l.contains("fn "))
+                        .chain(lines[n..].iter().find(|l| l.trim_end().ends_with('{')))
+                        .map(|l| code_of(l))
+                        .collect();
+                    signature.split("->").nth(1).unwrap_or("").to_owned()
+                };
+                read += 1;
+                let flat: String = named.split_whitespace().collect();
+                if flat.contains(",String>") || flat.contains(",String,>") {
+                    bad.push(format!("{krate}/src/{f}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    (read, bad)
+}
+
 #[test]
 fn no_string_errors_cross_a_module_boundary() {
     // A public function (`pub`, `pub(crate)`) tells its callers in other modules why it
     // failed with a typed error, not with text; `pub(super)` helpers inside one subsystem
-    // may. Signatures are read from the line that opens them and the next few.
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut bad = Vec::new();
-    for (f, text) in production_sources(&src) {
-        let lines: Vec<&str> = text.lines().collect();
-        for (n, line) in lines.iter().enumerate() {
-            let opens = [
-                "pub fn ",
-                "pub async fn ",
-                "pub(crate) fn ",
-                "pub(crate) async fn ",
-            ]
-            .iter()
-            .any(|p| line.trim_start().starts_with(p));
-            if !opens {
-                continue;
-            }
-            let signature: String = lines[n..lines.len().min(n + 8)]
-                .iter()
-                .take_while(|l| !l.trim_end().ends_with('{') || l.contains("fn "))
-                .chain(lines[n..].iter().find(|l| l.trim_end().ends_with('{')))
-                .map(|l| code_of(l))
-                .collect();
-            let returns = signature.split("->").nth(1).unwrap_or("");
-            if returns.contains(", String>") {
-                bad.push(format!("{f}:{}: {}", n + 1, line.trim()));
-            }
-        }
-    }
+    // may. In the gateway and in the two library crates, whose callers are the gateway's
+    // modules.
+    let (read, bad) = string_errors(&["fn ", "async fn "]);
+    assert!(read > 500, "the checker found the functions ({read})");
     assert!(
         bad.is_empty(),
         "string errors in public signatures: {bad:#?}"
+    );
+}
+
+#[test]
+fn no_public_type_alias_names_a_string_error() {
+    // What a public type alias names crosses module boundaries as a function's signature
+    // does: an alias of a callback (`exec::Asker`) says why it failed with a typed error.
+    let (read, bad) = string_errors(&["type "]);
+    assert!(read >= 5, "the checker found the aliases ({read})");
+    assert!(
+        bad.is_empty(),
+        "string errors in public type aliases: {bad:#?}"
     );
 }
 

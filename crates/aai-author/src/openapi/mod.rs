@@ -32,6 +32,7 @@ mod security;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 
 use serde_json::{Map, Value, json};
 
@@ -89,11 +90,67 @@ pub struct Import {
     pub notes: Vec<String>,
 }
 
+/// Why a document could not be read or imported: what went wrong, and the message that
+/// says it to the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// What was wrong with an OpenAPI document (or with what the import was asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Text that starts with `{` but is not JSON.
+    Json,
+    /// Text that is not YAML (or a YAML document past the reader's budgets).
+    Yaml,
+    /// A document that is not an object.
+    NotAnObject,
+    /// An `openapi` version other than 3.0 and 3.1.
+    Version,
+    /// A Swagger 2.0 document.
+    Swagger,
+    /// No `openapi` field.
+    NotOpenApi,
+    /// The API's address cannot be told from the document, or is not one the gateway
+    /// calls (not https, with credentials, a query or a fragment).
+    BaseUrl,
+    /// An `only` entry that is neither a tag nor an operationId.
+    NoSuchOperation,
+    /// No operation the gateway can call.
+    NoOperations,
+}
+
+impl Error {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// Reads an OpenAPI document: JSON when it starts with `{`, YAML otherwise.
-pub fn parse(text: &str) -> Result<Value, String> {
+pub fn parse(text: &str) -> Result<Value, Error> {
     let text = text.trim_start_matches('\u{feff}');
     if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+        serde_json::from_str(text)
+            .map_err(|e| Error::new(ErrorKind::Json, format!("invalid JSON: {e}")))
     } else {
         // Budgets sized for documents up to MAX_DOCUMENT; aliases stay bounded by the
         // crate's defaults, so an alias bomb is refused rather than expanded.
@@ -104,25 +161,38 @@ pub fn parse(text: &str) -> Result<Value, String> {
         let mut options = serde_saphyr::Options::default();
         options.budget = Some(budget);
         serde_saphyr::from_str_with_options::<Value>(text, options)
-            .map_err(|e| format!("invalid YAML: {e}"))
+            .map_err(|e| Error::new(ErrorKind::Yaml, format!("invalid YAML: {e}")))
     }
 }
 
 /// Turns an OpenAPI document into a descriptor.
-pub fn import(doc: &Value, opts: Options<'_>) -> Result<Import, String> {
+pub fn import(doc: &Value, opts: Options<'_>) -> Result<Import, Error> {
     let Some(root) = doc.as_object() else {
-        return Err("an OpenAPI document is a JSON/YAML object".to_owned());
+        return Err(Error::new(
+            ErrorKind::NotAnObject,
+            "an OpenAPI document is a JSON/YAML object",
+        ));
     };
     match root.get("openapi").and_then(Value::as_str) {
         Some(v) if v.starts_with("3.0") || v.starts_with("3.1") => {}
-        Some(v) => return Err(format!("OpenAPI {v} is not supported (3.0 and 3.1 are)")),
-        None if root.contains_key("swagger") => {
-            return Err(
-                "this is a Swagger 2.0 document; convert it to OpenAPI 3 first (for example with `npx swagger2openapi`)"
-                    .to_owned(),
-            );
+        Some(v) => {
+            return Err(Error::new(
+                ErrorKind::Version,
+                format!("OpenAPI {v} is not supported (3.0 and 3.1 are)"),
+            ));
         }
-        None => return Err("no `openapi` field: this is not an OpenAPI document".to_owned()),
+        None if root.contains_key("swagger") => {
+            return Err(Error::new(
+                ErrorKind::Swagger,
+                "this is a Swagger 2.0 document; convert it to OpenAPI 3 first (for example with `npx swagger2openapi`)",
+            ));
+        }
+        None => {
+            return Err(Error::new(
+                ErrorKind::NotOpenApi,
+                "no `openapi` field: this is not an OpenAPI document",
+            ));
+        }
     }
     let info = root.get("info").and_then(Value::as_object);
     let title = info
@@ -131,7 +201,7 @@ pub fn import(doc: &Value, opts: Options<'_>) -> Result<Import, String> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .unwrap_or("Imported API");
-    let base_url = base_url(root, opts)?;
+    let base_url = base_url(root, opts).map_err(|why| Error::new(ErrorKind::BaseUrl, why))?;
     let id = match opts.id {
         Some(id) => id.to_owned(),
         None => app_id(&base_url, title),
@@ -211,13 +281,19 @@ pub fn import(doc: &Value, opts: Options<'_>) -> Result<Import, String> {
         }
     }
     if let Some(i) = matched.iter().position(|m| !m) {
-        return Err(format!(
-            "`{}` is neither a tag nor an operationId of the document",
-            opts.only[i]
+        return Err(Error::new(
+            ErrorKind::NoSuchOperation,
+            format!(
+                "`{}` is neither a tag nor an operationId of the document",
+                opts.only[i]
+            ),
         ));
     }
     if tools.is_empty() {
-        return Err("the document has no operations the gateway can call".to_owned());
+        return Err(Error::new(
+            ErrorKind::NoOperations,
+            "the document has no operations the gateway can call",
+        ));
     }
 
     let (auth, auth_type) = importer.auth(root, &base_url, &id);

@@ -180,7 +180,8 @@ fn only_imports_a_tag_or_an_operation_and_names_what_matches_nothing() {
             ..Options::default()
         },
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("`nope` is neither a tag nor an operationId"),
         "{e}"
@@ -222,7 +223,9 @@ fn servers_must_be_absolute_https_or_loopback() {
             ))
             .unwrap()
     };
-    let e = import(&doc("/api/v3"), Options::default()).unwrap_err();
+    let e = import(&doc("/api/v3"), Options::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("relative") && e.contains("--base-url"), "{e}");
     let i = import(
         &doc("/api/v3"),
@@ -237,7 +240,9 @@ fn servers_must_be_absolute_https_or_loopback() {
         "https://docs.example.org/api/v3"
     );
     assert_eq!(i.descriptor["version"], "1.0.0");
-    let e = import(&doc("http://api.example.com"), Options::default()).unwrap_err();
+    let e = import(&doc("http://api.example.com"), Options::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not https"), "{e}");
     let i = import(&doc("http://127.0.0.1:4010"), Options::default()).unwrap();
     assert_eq!(i.id, "local.t");
@@ -310,6 +315,29 @@ paths:
 }
 
 #[test]
+fn errors_say_what_went_wrong() {
+    for (text, kind) in [
+        ("swagger: '2.0'\ninfo: {title: x}", ErrorKind::Swagger),
+        ("openapi: 4.0.0", ErrorKind::Version),
+        ("info: {title: x}", ErrorKind::NotOpenApi),
+        ("[1, 2]", ErrorKind::NotAnObject),
+        ("{\"openapi\": ", ErrorKind::Json),
+        ("a: [unclosed", ErrorKind::Yaml),
+        (
+            "openapi: 3.1.0\ninfo: {title: T}\npaths: {}",
+            ErrorKind::BaseUrl,
+        ),
+        (
+            "openapi: 3.1.0\ninfo: {title: T}\nservers: [{url: 'https://a.example.com'}]\npaths: {}",
+            ErrorKind::NoOperations,
+        ),
+    ] {
+        let e = parse(text).and_then(|d| import(&d, Options::default()).map(|_| ()));
+        assert_eq!(e.unwrap_err().kind(), kind, "{text}");
+    }
+}
+
+#[test]
 fn hostile_documents_fail_clearly() {
     for (text, needle) in [
         ("swagger: '2.0'\ninfo: {title: x}", "Swagger 2.0"),
@@ -319,7 +347,7 @@ fn hostile_documents_fail_clearly() {
         ("a: [unclosed", "invalid YAML"),
     ] {
         let e = parse(text).and_then(|d| import(&d, Options::default()).map(|_| ()));
-        let e = e.unwrap_err();
+        let e = e.unwrap_err().to_string();
         assert!(e.contains(needle), "{text}: {e}");
     }
     // Alias expansion is bounded: a "billion laughs" document is refused, not expanded.
@@ -547,9 +575,13 @@ fn servers_with_open_variables_or_credentials_are_refused() {
                    "servers": [{"url": server, "variables": {"v": {"default": "v1"}}}],
                    "paths": {"/a": {"get": {"responses": {}}}}})
     };
-    let e = import(&doc("https://{host}/{v}"), Options::default()).unwrap_err();
+    let e = import(&doc("https://{host}/{v}"), Options::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("variable `host` without a default"), "{e}");
-    let e = import(&doc("https://u:p@api.example.com/{v}"), Options::default()).unwrap_err();
+    let e = import(&doc("https://u:p@api.example.com/{v}"), Options::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("user name or password"), "{e}");
     let i = import(&doc("https://api.example.com./{v}"), Options::default()).unwrap();
     assert_eq!(i.id, "com.example.api");

@@ -12,17 +12,40 @@ pub(crate) mod app;
 pub(crate) mod common;
 pub(crate) mod platforms;
 
+use std::fmt;
+
 use serde_json::Value;
 
 use crate::model::Dialect;
 
+/// Why the dialect of a document cannot be told; its text is the diagnostic's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Error {
+    /// The top level is not a JSON object: the type it is.
+    NotAnObject(&'static str),
+    /// An object that matches no dialect.
+    Unknown,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotAnObject(found) => {
+                write!(f, "expected a JSON object at the top level, found {found}")
+            }
+            Error::Unknown => f.write_str(
+                "not an aai.json descriptor: expected `appId` and `platforms` (platforms form), or `app` with `schema_version` (snake_case form) or `schemaVersion` (camelCase form), or `\"schemaVersion\": \"2.0\"` with `access` (access form)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// Which dialect `root` is written in, or why it cannot be told.
-pub(crate) fn detect(root: &Value) -> Result<Dialect, String> {
+pub(crate) fn detect(root: &Value) -> Result<Dialect, Error> {
     let Some(map) = root.as_object() else {
-        return Err(format!(
-            "expected a JSON object at the top level, found {}",
-            crate::read::type_name(root)
-        ));
+        return Err(Error::NotAnObject(crate::read::type_name(root)));
     };
     if map.contains_key("platforms") || map.contains_key("appId") {
         return Ok(Dialect::Platforms);
@@ -46,7 +69,7 @@ pub(crate) fn detect(root: &Value) -> Result<Dialect, String> {
             Dialect::SnakeCase
         });
     }
-    Err("not an aai.json descriptor: expected `appId` and `platforms` (platforms form), or `app` with `schema_version` (snake_case form) or `schemaVersion` (camelCase form), or `\"schemaVersion\": \"2.0\"` with `access` (access form)".to_owned())
+    Err(Error::Unknown)
 }
 
 /// The major version of a `schemaVersion` value (`"2.0"`, `"2"`, `2`).

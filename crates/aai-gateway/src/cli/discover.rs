@@ -168,7 +168,7 @@ fn bundles(ctx: &Context, opts: Options) -> (Vec<Found>, Vec<String>) {
                     (Some(text), summary, plan)
                 }
                 Ok(None) => (None, "no commands of its own".to_owned(), Plan::Empty),
-                Err(e) => (None, e, Plan::Invalid),
+                Err(e) => (None, e.to_string(), Plan::Invalid),
             };
             found.push(Found {
                 id: info.id,

@@ -73,6 +73,33 @@ pub struct Question {
 }
 
 impl Question {
+    /// A question about one call of `tool` of `app` (shown as `app_name`) by `caller`,
+    /// described as `description`: nothing to start, no site, no arguments shown, no
+    /// definition, an "always" answer remembered. A call sets what differs
+    /// (`Question { start: Some(..), ..Question::for_call(..) }`).
+    pub fn for_call(
+        caller: &Caller,
+        app: &str,
+        app_name: &str,
+        tool: &str,
+        description: &str,
+    ) -> Question {
+        Question {
+            caller: caller.clone(),
+            app: app.to_owned(),
+            app_name: app_name.to_owned(),
+            tool: tool.to_owned(),
+            description: description.to_owned(),
+            site: None,
+            start: None,
+            args: None,
+            read_only: false,
+            remember: true,
+            definition: None,
+            changed: None,
+        }
+    }
+
     /// The tool part of the key an "allow once" answer is kept under: the tool, or for a
     /// question whose answers are never remembered (a change the gateway's own app would
     /// make), the tool and a hash of the change described, so that the approval releases

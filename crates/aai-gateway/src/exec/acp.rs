@@ -41,7 +41,7 @@ use super::child::{self, Child, Ended};
 use super::process;
 use super::stdio::Started;
 use super::{Asker, Execute, Permission, Progress, ProgressSink, Request};
-use crate::error::{Code, GatewayError};
+use crate::error::{Code, GatewayError, INTERNAL_ERROR, METHOD_NOT_FOUND};
 
 /// The protocol version the gateway speaks.
 const PROTOCOL_VERSION: u64 = 1;
@@ -242,7 +242,7 @@ impl Agent {
     fn fail_all(&self, why: &str) {
         for tx in self.child.drain() {
             let _ = tx.send(Err(RpcError {
-                code: -32603,
+                code: INTERNAL_ERROR.into(),
                 message: why.to_owned(),
             }));
         }
@@ -274,7 +274,7 @@ impl Agent {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if !self.child.wait(id, tx) {
             return Err(RpcError {
-                code: -32603,
+                code: INTERNAL_ERROR.into(),
                 message: "the agent has stopped".to_owned(),
             });
         }
@@ -282,14 +282,14 @@ impl Agent {
         if let Err(e) = self.write(&message).await {
             self.child.take(&id);
             return Err(RpcError {
-                code: -32603,
+                code: INTERNAL_ERROR.into(),
                 message: format!("cannot write to the agent: {e}"),
             });
         }
         match tokio::time::timeout(deadline, rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(RpcError {
-                code: -32603,
+                code: INTERNAL_ERROR.into(),
                 message: "the agent stopped before answering".into(),
             }),
             Err(_) => {
@@ -382,7 +382,10 @@ fn dispatch(agent: &Arc<Agent>, message: Value) {
             };
             let answer = match message.get("error") {
                 Some(e) => Err(RpcError {
-                    code: e.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                    code: e
+                        .get("code")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(INTERNAL_ERROR.into()),
                     message: e
                         .get("message")
                         .and_then(Value::as_str)
@@ -411,7 +414,7 @@ fn dispatch(agent: &Arc<Agent>, message: Value) {
             // `fs/*`, `terminal/*` and anything else: not offered.
             let agent = agent.clone();
             let reply = json!({"jsonrpc": "2.0", "id": id, "error": {
-                "code": -32601,
+                "code": METHOD_NOT_FOUND,
                 "message": format!("`{method}` is not offered by this client (aai-gateway is not an editor)"),
             }});
             tokio::spawn(async move {

@@ -554,9 +554,8 @@ fn append_query(url: &mut String, pairs: &[(String, Value)]) {
 
 /// `.` or `..`, also percent-encoded (`%2e`, `.%2E`, …), as the URL standard reads them.
 fn is_dot_segment(segment: &str) -> bool {
-    let lower = segment.to_ascii_lowercase();
-    let decoded = lower.replace("%2e", ".");
-    decoded == "." || decoded == ".."
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(segment).collect();
+    matches!(decoded.as_slice(), b"." | b"..")
 }
 
 fn scalar_text(v: &Value) -> Option<String> {

@@ -104,10 +104,46 @@ pub struct Permission {
     pub title: String,
 }
 
+/// Why a [`Permission`] was not given: what happened, and the message the app's log and
+/// answer carry.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct Refused {
+    kind: RefusedKind,
+    message: String,
+}
+
+/// What kept a [`Permission`] from being given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedKind {
+    /// Nobody can answer here (a command-line call without a terminal, and a consent mode
+    /// other than `allow`).
+    NobodyToAsk,
+    /// The user said no.
+    Denied,
+    /// Consent did not allow it (its mode, the user's answer, or none in time).
+    Consent,
+}
+
+impl Refused {
+    /// A refusal of `kind` that says `message`.
+    pub fn new(kind: RefusedKind, message: impl Into<String>) -> Refused {
+        Refused {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What happened.
+    pub fn kind(&self) -> RefusedKind {
+        self.kind
+    }
+}
+
 /// Asks the user about a [`Permission`] on behalf of the call; `Err` says why it was not
 /// allowed. It never waits longer than consent waits (`consentWait`).
 pub type Asker = Arc<
-    dyn Fn(Permission) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
+    dyn Fn(Permission) -> std::pin::Pin<Box<dyn Future<Output = Result<(), Refused>> + Send>>
         + Send
         + Sync,
 >;

@@ -65,22 +65,9 @@ const POLL: Duration = Duration::from_millis(200);
 /// The file an app writes its result to in its app group.
 pub const RESULT_FILE: &str = "aai-result.json";
 
-/// `value` percent-encoded: RFC 3986 unreserved characters stay, every other byte is `%XX`.
-pub fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// The URL of one call.
 pub fn render(scheme: &str, template: &str, args: &Value) -> Result<String, Error> {
-    let url = super::template::fill_text(template, args, encode);
+    let url = super::template::fill_text(template, args, crate::text::percent_encode);
     if !url
         .to_ascii_lowercase()
         .starts_with(&format!("{}:", scheme.to_ascii_lowercase()))

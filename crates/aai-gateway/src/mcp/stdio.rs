@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
+use rmcp::model::ErrorCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -166,7 +167,7 @@ async fn inbound(
             let head = String::from_utf8_lossy(&line);
             Err(error(
                 recover_id(&head).as_ref(),
-                -32700,
+                ErrorCode::PARSE_ERROR,
                 "Parse error: the message is longer than 16 MiB",
             ))
         } else {
@@ -231,7 +232,7 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
             let id = recover_id(&String::from_utf8_lossy(line));
             return Err(error(
                 id.as_ref(),
-                -32700,
+                ErrorCode::PARSE_ERROR,
                 "Parse error: the message is not UTF-8",
             ));
         }
@@ -242,7 +243,7 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
     if let Some(problem) = crate::budget::problem(text.as_bytes()) {
         return Err(error(
             recover_id(text).as_ref(),
-            -32600,
+            ErrorCode::INVALID_REQUEST,
             &format!("Invalid Request: {problem}"),
         ));
     }
@@ -251,7 +252,7 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
         Err(e) => {
             return Err(error(
                 recover_id(text).as_ref(),
-                -32700,
+                ErrorCode::PARSE_ERROR,
                 &format!("Parse error: {e}"),
             ));
         }
@@ -259,7 +260,7 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
     let Value::Object(map) = &message else {
         return Err(error(
             None,
-            -32600,
+            ErrorCode::INVALID_REQUEST,
             "Invalid Request: a message is one JSON object (batches are not part of MCP)",
         ));
     };
@@ -267,7 +268,7 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
     if map.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(error(
             id,
-            -32600,
+            ErrorCode::INVALID_REQUEST,
             "Invalid Request: `jsonrpc` must be \"2.0\"",
         ));
     }
@@ -276,13 +277,17 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
         return if map.contains_key("result") || map.contains_key("error") {
             Ok(())
         } else {
-            Err(error(id, -32600, "Invalid Request: no `method`"))
+            Err(error(
+                id,
+                ErrorCode::INVALID_REQUEST,
+                "Invalid Request: no `method`",
+            ))
         };
     };
     let Some(method) = method.as_str() else {
         return Err(error(
             id,
-            -32600,
+            ErrorCode::INVALID_REQUEST,
             "Invalid Request: `method` must be a string",
         ));
     };
@@ -299,20 +304,25 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
             let raw = raw_id(text).unwrap_or("null");
             let message =
                 json!("Invalid Request: a numeric `id` must be an integer of at most 64 bits");
+            let code = ErrorCode::INVALID_REQUEST.0;
             return Err(Some(format!(
-                "{{\"jsonrpc\":\"2.0\",\"id\":{raw},\"error\":{{\"code\":-32600,\"message\":{message}}}}}\n"
+                "{{\"jsonrpc\":\"2.0\",\"id\":{raw},\"error\":{{\"code\":{code},\"message\":{message}}}}}\n"
             )));
         }
         Some(_) => {
             return Err(error(
                 None,
-                -32600,
+                ErrorCode::INVALID_REQUEST,
                 "Invalid Request: `id` must be a string or a number",
             ));
         }
     }
     if let Some(problem) = params_problem(method, map.get("params")) {
-        return Err(error(id, -32602, &format!("Invalid params: {problem}")));
+        return Err(error(
+            id,
+            ErrorCode::INVALID_PARAMS,
+            &format!("Invalid params: {problem}"),
+        ));
     }
     let key = id.map(Value::to_string).unwrap_or_default();
     let mut in_flight = in_flight.lock().expect("in-flight lock");
@@ -324,14 +334,14 @@ fn check(line: &[u8], in_flight: &Mutex<HashMap<String, usize>>) -> Result<(), O
     {
         return Err(error(
             id,
-            -32600,
+            ErrorCode::INVALID_REQUEST,
             "Invalid Request: too many requests (or too much data) are already in progress; send more when some are answered",
         ));
     }
     if in_flight.contains_key(&key) {
         return Err(error(
             id,
-            -32600,
+            ErrorCode::INVALID_REQUEST,
             "Invalid Request: a request with this id is still in progress",
         ));
     }
@@ -468,11 +478,11 @@ fn id_value(raw: &str) -> Option<Value> {
 }
 
 /// A JSON-RPC error answer line.
-fn error(id: Option<&Value>, code: i64, message: &str) -> Option<String> {
+fn error(id: Option<&Value>, code: ErrorCode, message: &str) -> Option<String> {
     let id = id.cloned().unwrap_or(Value::Null);
     Some(format!(
         "{}\n",
-        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code.0, "message": message}})
     ))
 }
 

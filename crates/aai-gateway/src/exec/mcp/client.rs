@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientRequest, CustomRequest, Implementation, ProgressNotificationParam, ProtocolVersion,
-    ServerResult, SubscriptionFilter,
+    ClientRequest, CustomRequest, ErrorCode, Implementation, ProgressNotificationParam,
+    ProtocolVersion, ServerResult, SubscriptionFilter,
 };
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RoleClient, RunningService,
@@ -948,7 +948,7 @@ impl Connection {
         match self.service.peer().send_request(request).await {
             Ok(ServerResult::CustomResult(r)) => Ok(r.0),
             Ok(other) => serde_json::to_value(other).map_err(|e| CallError::Rpc {
-                code: -32603,
+                code: ErrorCode::INTERNAL_ERROR.0,
                 message: e.to_string(),
             }),
             Err(rmcp::ServiceError::McpError(e)) => Err(CallError::Rpc {

@@ -163,15 +163,14 @@ fn refusal(app: &str, refused: &client::Refused) -> Option<Error> {
     })
 }
 
-/// JSON-RPC's "invalid params".
-const INVALID_PARAMS: i64 = -32602;
-
 impl From<Error> for GatewayError {
     fn from(e: Error) -> GatewayError {
         let code = match &e {
             Error::Unavailable { .. } => Code::ServiceUnavailable,
             Error::KeyInQuery => Code::AaiJsonInvalid,
-            Error::Rpc { code, .. } if *code == INVALID_PARAMS => Code::InvalidParams,
+            Error::Rpc { code, .. } if *code == i64::from(crate::error::INVALID_PARAMS) => {
+                Code::InvalidParams
+            }
             Error::TimedOut(_) => Code::Timeout,
             Error::Refused { .. } => Code::AuthRequired,
             Error::CancelledStarting | Error::Rpc { .. } | Error::Cancelled => {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ErrorCode,
     InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestId, ServerResult,
 };
 use rmcp::service::{InboundStreamOrigin, PeerRequestOptions, RequestContext, RoleClient};
@@ -90,7 +90,7 @@ impl Connection {
             params.request_state = asked.request_state;
         }
         Err(CallError::Rpc {
-            code: -32603,
+            code: ErrorCode::INTERNAL_ERROR.0,
             message: format!(
                 "the server asked for input {MAX_ROUNDS} times in one call; the call was given up"
             ),
@@ -155,12 +155,12 @@ impl Connection {
             Ok(ServerResult::CallToolResult(result)) => serde_json::to_value(result)
                 .map(Round::Done)
                 .map_err(|e| CallError::Rpc {
-                    code: -32603,
+                    code: ErrorCode::INTERNAL_ERROR.0,
                     message: e.to_string(),
                 }),
             Ok(ServerResult::InputRequiredResult(asked)) => Ok(Round::Input(asked)),
             Ok(_) => Err(CallError::Rpc {
-                code: -32603,
+                code: ErrorCode::INTERNAL_ERROR.0,
                 message: "the server answered tools/call with something other than a tool result"
                     .to_owned(),
             }),
@@ -201,7 +201,7 @@ impl Connection {
                 InputRequest::CreateMessage(request) => {
                     let params =
                         serde_json::to_value(&request.params).map_err(|e| CallError::Rpc {
-                            code: -32603,
+                            code: ErrorCode::INTERNAL_ERROR.0,
                             message: e.to_string(),
                         })?;
                     Ok(self
@@ -220,7 +220,7 @@ impl Connection {
                         .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_owned))
                         .unwrap_or_default();
                     return Err(CallError::Rpc {
-                        code: -32601,
+                        code: ErrorCode::METHOD_NOT_FOUND.0,
                         message: format!(
                             "the server asked for input of a kind the gateway cannot answer (`{}`)",
                             crate::text::excerpt(&kind, 60)
@@ -229,7 +229,7 @@ impl Connection {
                 }
             }
             .map_err(|e| CallError::Rpc {
-                code: -32603,
+                code: ErrorCode::INTERNAL_ERROR.0,
                 message: e.to_string(),
             })?;
             answers.insert(key, answer);
