@@ -16,8 +16,6 @@
 //!
 //! Every draft passes `validate`; the tests check it.
 
-use std::fmt;
-
 use serde_json::{Map, Value, json};
 
 /// Suites that are not an app's own.
@@ -164,11 +162,7 @@ pub struct Draft {
 }
 
 /// Why no draft could be made: what went wrong, and the message that says it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
+pub type Error = aai_descriptor::Failure<ErrorKind>;
 
 /// What kept a draft from being made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,28 +173,6 @@ pub enum ErrorKind {
     /// The text is not XML.
     Xml,
 }
-
-impl Error {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// A draft for the app `bundle_id` named `name` from its `.sdef` text; `None` when it has
 /// no command of its own to offer.

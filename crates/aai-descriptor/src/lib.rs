@@ -29,6 +29,7 @@
 
 pub mod diagnostic;
 mod dialect;
+pub mod failure;
 pub mod hash;
 pub mod lint;
 pub mod model;
@@ -43,6 +44,7 @@ pub use dialect::app::{JSON_INTERFACE, header_name_problem, header_params, path_
 pub use dialect::common::{
     dot_segment, looks_secret, looks_secret_value, placeholder_name, placeholder_names,
 };
+pub use failure::Failure;
 pub use model::*;
 pub use name::{AppName, locale_from_posix};
 pub use schema::Schema;

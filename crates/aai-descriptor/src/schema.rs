@@ -35,11 +35,7 @@ struct Inner {
 
 /// Why a schema does not load (or, rarely, does not build): what went wrong and a message
 /// that says where inside the schema.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
+pub type Error = crate::Failure<ErrorKind>;
 
 /// What was wrong with a schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,28 +56,6 @@ pub enum ErrorKind {
     /// The schema passed the load checks but its validator does not build.
     Build,
 }
-
-impl Error {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// Most backtracking steps one regex match may take (fancy-regex; only patterns with
 /// backreferences or look-around backtrack). Beyond it the value fails to validate, so a

@@ -9,14 +9,8 @@
 //! rendering must leave it unchanged, which is how the tests prove that no value became
 //! code.
 
-use std::fmt;
-
 /// Why a script cannot be read: what it leaves unclosed, and the message that says so.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
+pub type Error = crate::Failure<ErrorKind>;
 
 /// What a script leaves unclosed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,28 +30,6 @@ pub enum ErrorKind {
     /// A JavaScript template literal's `${`.
     Interpolation,
 }
-
-impl Error {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// A script language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

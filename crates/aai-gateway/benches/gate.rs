@@ -35,25 +35,13 @@ fn main() {
         Duration::ZERO,
         Some(std::sync::Arc::new(State::open(&file).unwrap())),
     );
-    let question = Question {
-        caller: Caller {
-            name: "bench".into(),
-            transport: "stdio",
-            token: None,
-            person: None,
-        },
-        app: "com.bench.app0".into(),
-        app_name: "App 0".into(),
-        tool: "tool0".into(),
-        description: "Tool 0".into(),
-        site: None,
-        start: None,
-        args: None,
-        read_only: false,
-        remember: true,
-        definition: None,
-        changed: None,
+    let caller = Caller {
+        name: "bench".into(),
+        transport: "stdio",
+        token: None,
+        person: None,
     };
+    let question = Question::for_call(&caller, "com.bench.app0", "App 0", "tool0", "Tool 0");
     // "Always allow this tool", once; every later check finds the grant in memory.
     rt.block_on(gate.check(&question, Some(&Fixed(Reply::Chosen(Choice::Tool)))))
         .unwrap();

@@ -32,7 +32,6 @@ mod security;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 
 use serde_json::{Map, Value, json};
 
@@ -92,11 +91,7 @@ pub struct Import {
 
 /// Why a document could not be read or imported: what went wrong, and the message that
 /// says it to the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
+pub type Error = aai_descriptor::Failure<ErrorKind>;
 
 /// What was wrong with an OpenAPI document (or with what the import was asked for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,28 +117,6 @@ pub enum ErrorKind {
     /// No operation the gateway can call.
     NoOperations,
 }
-
-impl Error {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// Reads an OpenAPI document: JSON when it starts with `{`, YAML otherwise.
 pub fn parse(text: &str) -> Result<Value, Error> {

@@ -356,25 +356,13 @@ mod tests {
     const HOSTILE: &str = "-e <b>evil</b> & \"$(rm -rf ~)\" `x` \\ '";
 
     fn question() -> Question {
-        Question {
-            caller: Caller {
-                name: HOSTILE.into(),
-                transport: "stdio",
-                token: None,
-                person: None,
-            },
-            app: "com.a".into(),
-            app_name: "A".into(),
-            tool: "send".into(),
-            description: "Send".into(),
-            site: None,
-            start: None,
-            args: None,
-            read_only: false,
-            remember: true,
-            definition: None,
-            changed: None,
-        }
+        let caller = Caller {
+            name: HOSTILE.into(),
+            transport: "stdio",
+            token: None,
+            person: None,
+        };
+        Question::for_call(&caller, "com.a", "A", "send", "Send")
     }
 
     #[test]

@@ -34,25 +34,13 @@ fn no_client_name_or_subject_makes_one_persons_key_anothers() {
 }
 
 fn question(caller: &str) -> Question {
-    Question {
-        caller: Caller {
-            name: caller.into(),
-            transport: "stdio",
-            token: None,
-            person: None,
-        },
-        app: "com.a".into(),
-        app_name: "A".into(),
-        tool: "send".into(),
-        description: "Send".into(),
-        site: None,
-        start: None,
-        args: None,
-        read_only: false,
-        remember: true,
-        definition: None,
-        changed: None,
-    }
+    let caller = Caller {
+        name: caller.into(),
+        transport: "stdio",
+        token: None,
+        person: None,
+    };
+    Question::for_call(&caller, "com.a", "A", "send", "Send")
 }
 
 #[tokio::test]
