@@ -28,6 +28,15 @@
 //! ([`MAX_METADATA`]), fetched without redirects, and every endpoint an authorization
 //! server names must be on its own origin: consent showed that origin, so the code and
 //! the verifier go nowhere else. Tokens live only in the credential store ([`Grant`]).
+//!
+//! Hand-written rather than built on rmcp's `AuthorizationManager` (3.9, feature `auth`):
+//! rmcp fetches authorization-server metadata during discovery, before the user agreed to
+//! the origins; accepts resource metadata on another origin, does not hold endpoints to the
+//! issuer's origin, follows redirects and takes metadata that does not mention PKCE; its
+//! registration always asks for `none` and does not check the redirect URIs that come back;
+//! its credential store has no room for a client secret, auth method, token endpoint or
+//! resource, and it cannot keep a pre-registered client from being sent to a new
+//! authorization server. It also builds its own HTTP client, outside `crate::net`.
 
 use base64::Engine as _;
 use serde_json::{Value, json};

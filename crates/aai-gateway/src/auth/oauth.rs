@@ -20,6 +20,15 @@
 //! answer), and `/start`, which reveals the `state`, does not. A request without this
 //! sign-in's `state` (forged, stale, or a stray visit) gets an error page and the wait
 //! goes on.
+//!
+//! Hand-written on purpose, not rmcp's `auth` (3.9) or the `oauth2` crate: rmcp's flow
+//! always sends an RFC 8707 `resource` and assumes an MCP server, which web-app providers do
+//! not expect, and logs the authorization code at debug level; `oauth2` has no RFC 9207
+//! `iss` check and refuses token answers without `token_type`, which real providers send.
+//! Neither has a loopback listener that serves only the gateway's own user, and the
+//! app-credential exchange (`auth::exchange`) is not OAuth. What a crate would save (a PKCE
+//! challenge, a form post) is smaller than the odd-provider handling and the secret
+//! scrubbing kept anyway.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
