@@ -41,11 +41,7 @@ impl Connection {
                     }
                     items.push(item.clone());
                 }
-                cursor = page
-                    .get("nextCursor")
-                    .and_then(Value::as_str)
-                    .filter(|c| !c.is_empty())
-                    .map(str::to_owned);
+                cursor = next_cursor(&page);
                 if cursor.is_none() {
                     return Ok(items);
                 }
@@ -108,11 +104,7 @@ impl Connection {
                         Err(why) => tracing::warn!("a listed tool is left out: {why}"),
                     }
                 }
-                cursor = page
-                    .get("nextCursor")
-                    .and_then(Value::as_str)
-                    .filter(|c| !c.is_empty())
-                    .map(str::to_owned);
+                cursor = next_cursor(&page);
                 if cursor.is_none() {
                     return Ok(tools);
                 }
@@ -126,6 +118,14 @@ impl Connection {
             .await
             .map_err(|_| format!("tools/list got no answer within {} s", deadline.as_secs()))?
     }
+}
+
+/// The cursor of a list's next page, when the page names one.
+fn next_cursor(page: &Value) -> Option<String> {
+    page.get("nextCursor")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
 }
 
 /// Most pages of a tool list read, and most tools kept: a server listing more is broken
