@@ -127,7 +127,7 @@ impl Pipeline {
         on_done: Option<OnDone>,
         origin: &Origin,
     ) -> Result<Vec<Status>, GatewayError> {
-        let max = self.settings.batch_max_calls;
+        let max = self.settings().batch_max_calls;
         let total = batch.calls.len();
         if total == 0 {
             return Err(Error::Empty.into());
@@ -136,7 +136,7 @@ impl Pipeline {
             return Err(Error::TooMany { total, max }.into());
         }
         let width = match batch.mode {
-            Mode::Parallel => self.settings.batch_concurrency,
+            Mode::Parallel => self.settings().batch_concurrency,
             Mode::Sequence => 1,
         };
         // Stops calls from starting (after a failure with stopOnError, or on cancel).

@@ -35,7 +35,7 @@ use crate::access::{
 };
 use crate::auth::Secret;
 use crate::auth::mcp::RESOURCE_METADATA;
-use crate::gateway::Gateway;
+use crate::gateway::Handle;
 
 /// Most connections served at once; the next ones wait until one closes.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -189,7 +189,7 @@ pub async fn bind_near(port: u16, options: Options) -> Result<Bound, Error> {
 }
 
 /// Serves until the gateway is asked to stop.
-pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
+pub async fn serve(gateway: Handle, bound: Bound) -> Result<(), Error> {
     let Bound {
         listener,
         addr,
@@ -221,8 +221,7 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
             options.token.clone(),
             options.resource.clone(),
         );
-        gateway.consent.set_ui(ui.base().to_owned());
-        gateway.auth.set_ui(ui.base().to_owned());
+        gateway.pipeline().set_ui(ui.base());
         if options.token.is_some() {
             tracing::warn!(
                 "open the web UI with this one-time link (10 minutes): {}",
@@ -263,7 +262,7 @@ pub async fn serve(gateway: Arc<Gateway>, bound: Bound) -> Result<(), Error> {
 /// (another user's only with the team's tokens, `team`), at most [`MAX_CONNECTIONS`] are served at once, and each must send its request headers
 /// within [`HEADER_READ_TIMEOUT`].
 async fn accept_loop(
-    gateway: &Gateway,
+    gateway: &Handle,
     listener: tokio::net::TcpListener,
     router: axum::Router,
     has_token: bool,
@@ -294,7 +293,7 @@ async fn accept_loop(
         let Ok(local) = stream.local_addr() else {
             continue;
         };
-        let (os, http, watcher) = (gateway.host.os(), http.clone(), graceful.watcher());
+        let (os, http, watcher) = (gateway.os(), http.clone(), graceful.watcher());
         // Each request knows the address it came from (per-client limits).
         let service = hyper_util::service::TowerToHyperService::new(
             router.clone().layer(axum::Extension(Remote(remote.ip()))),
@@ -339,13 +338,14 @@ async fn accept_loop(
 
 /// `/metrics`: the gateway's metrics in the Prometheus text format, with each downstream
 /// MCP server's state read now.
-fn metrics(gateway: &Gateway) -> Response {
+fn metrics(gateway: &Handle) -> Response {
     use crate::exec::mcp::Health;
-    let Some(metrics) = &gateway.pipeline.metrics else {
+    let pipeline = gateway.pipeline();
+    let Some(metrics) = pipeline.metrics() else {
         return (StatusCode::NOT_FOUND, "metrics are off\n").into_response();
     };
-    let servers: Vec<(String, &'static str)> = gateway
-        .executors
+    let servers: Vec<(String, &'static str)> = pipeline
+        .executors()
         .mcp()
         .health()
         .into_iter()

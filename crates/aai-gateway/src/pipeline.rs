@@ -273,23 +273,20 @@ pub struct Settings {
 #[derive(Clone)]
 pub struct Pipeline {
     apps: Arc<dyn Apps>,
-    /// The executors.
-    pub executors: Arc<Executors>,
-    /// The consent gate.
-    pub consent: Arc<Gate>,
-    /// Credentials.
-    pub auth: Arc<Authenticator>,
+    executors: Arc<Executors>,
+    consent: Arc<Gate>,
+    auth: Arc<Authenticator>,
     /// Where finished calls are recorded.
-    pub history: Option<Arc<dyn Sink>>,
+    history: Option<Arc<dyn Sink>>,
     /// Web apps' servers and certificates, for consent.
-    pub sites: Arc<Sites>,
+    sites: Arc<Sites>,
     /// What the gateway's own app (`aai`) runs; `None`: its calls are refused.
-    pub manage: Option<Arc<crate::manage::Manager>>,
+    manage: Option<Arc<crate::manage::Manager>>,
     /// Where calls are counted (`/metrics`).
-    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Rate limits (`rateLimits`); `None`: none.
-    pub limits: Option<Arc<crate::ratelimit::Limiter>>,
-    pub(crate) settings: Arc<Settings>,
+    limits: Option<Arc<crate::ratelimit::Limiter>>,
+    settings: Arc<Settings>,
     /// Each limited client's view, with the snapshot it was made from.
     views: Arc<std::sync::Mutex<Views>>,
     /// Where call spans go (config `telemetry.otlp`); `None`: traces are off.
@@ -366,6 +363,43 @@ impl Pipeline {
             views: Arc::default(),
             telemetry: None,
         }
+    }
+
+    /// The executors (the gateway's scans retire and list through them).
+    pub fn executors(&self) -> &Arc<Executors> {
+        &self.executors
+    }
+
+    /// The consent gate (what the web UI lists, answers and revokes).
+    pub fn consent(&self) -> &Arc<Gate> {
+        &self.consent
+    }
+
+    /// The credentials side.
+    pub fn authenticator(&self) -> &Arc<Authenticator> {
+        &self.auth
+    }
+
+    /// What the gateway's own app (`aai`) runs, when it may run anything.
+    pub fn manager(&self) -> Option<&Arc<crate::manage::Manager>> {
+        self.manage.as_ref()
+    }
+
+    /// Where calls are counted, when they are.
+    pub fn metrics(&self) -> Option<&Arc<crate::metrics::Metrics>> {
+        self.metrics.as_ref()
+    }
+
+    /// The settings calls run with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Tells the consent gate and the sign-in flows where the web UI is, so questions
+    /// and sign-in links can point there.
+    pub fn set_ui(&self, base: &str) {
+        self.consent.set_ui(base.to_owned());
+        self.auth.set_ui(base.to_owned());
     }
 
     /// This pipeline, recording a span per call into `telemetry`.

@@ -102,7 +102,7 @@ async fn ask(gateway: &Gateway, prompt: &str) -> Result<Value, aai_gateway::erro
         trace: None,
     };
     gateway
-        .pipeline
+        .pipeline()
         .call(
             "com.example.agent",
             "ask",
@@ -149,7 +149,7 @@ async fn a_permission_nobody_can_answer_is_refused_not_left_hanging() {
         aai_gateway::pipeline::base_dir(entry),
     )
     .unwrap();
-    let consent = &gw.pipeline.consent;
+    let consent = &gw.pipeline().consent();
     consent.remember("test@stdio", "com.example.agent", "ask", None);
     consent.remember("*", "com.example.agent", "@start", Some(&start.pin));
     let result = ask(&gw, "edit the file").await.unwrap();

@@ -185,6 +185,19 @@ fn only_mcp_knows_rmcp() {
 }
 
 #[test]
+fn front_doors_hold_a_pipeline_and_a_handle_not_the_gateway() {
+    // `mcp/`, `ui/` and the listener reach the executors, the consent gate and the
+    // credentials only through `Pipeline`, and the rest through `gateway::Handle`.
+    for needle in ["gateway::Gateway", "Arc<Gateway>", "&Gateway", "Gateway::"] {
+        let bad: Vec<String> = users(needle)
+            .into_iter()
+            .filter(|f| f.starts_with("mcp/") || f.starts_with("ui/") || f == "listen.rs")
+            .collect();
+        assert!(bad.is_empty(), "a front door names `{needle}`: {bad:?}");
+    }
+}
+
+#[test]
 fn only_process_spawns_and_only_net_builds_http_clients() {
     only_under("Command::new", &["exec/process.rs"]);
     only_under("Client::builder", &["net.rs"]);

@@ -101,7 +101,7 @@ struct Session {
 async fn connect(gw: &Arc<Gateway>) -> Session {
     let running = gw.start();
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
-    let server = aai_gateway::mcp::Server::new(gw.clone(), "stdio");
+    let server = aai_gateway::mcp::Server::new(gw.handle(), "stdio");
     tokio::spawn(async move {
         if let Ok(service) = server.serve(server_io).await {
             let _ = service.waiting().await;
@@ -326,7 +326,7 @@ fn stdio_session(
     let (to_server, server_in) = tokio::io::duplex(1 << 16);
     let (server_out, from_server) = tokio::io::duplex(output_buffer);
     let served = tokio::spawn(aai_gateway::mcp::stdio::serve_on(
-        gw.clone(),
+        gw.handle(),
         server_in,
         server_out,
     ));
@@ -660,7 +660,7 @@ async fn a_remote_client_keeps_a_bounded_number_of_sessions() {
         remote_hosts: true,
         ..Default::default()
     };
-    let router = aai_gateway::mcp::http::service(gw, addr, setup);
+    let router = aai_gateway::mcp::http::service(gw.handle(), addr, setup);
     let from = |ip: &str| {
         router
             .clone()
@@ -706,7 +706,7 @@ async fn a_replicas_sessions_carry_its_name_and_others_are_not_found() {
         replica: Some("east-1".into()),
         ..Default::default()
     };
-    let router = aai_gateway::mcp::http::service(gw, addr, setup);
+    let router = aai_gateway::mcp::http::service(gw.handle(), addr, setup);
     let post = |session: Option<&str>, body: serde_json::Value| {
         let mut req = axum::http::Request::post("/mcp")
             .header("host", "127.0.0.1:3000")

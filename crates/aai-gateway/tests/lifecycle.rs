@@ -74,6 +74,7 @@ fn serving_ends_on_stop_and_the_teardown_leaves_nothing_running() {
     // `serve` starts the background work (the first scan among it), serves until the
     // gateway is asked to stop, tears everything down and returns what the transport
     // returned.
+    let stopper = life.gateway().clone();
     let served = life.serve(|gateway| async move {
         let origin = Origin {
             caller: Caller::cli(),
@@ -82,7 +83,7 @@ fn serving_ends_on_stop_and_the_teardown_leaves_nothing_running() {
             trace: None,
         };
         let called = gateway
-            .pipeline
+            .pipeline()
             .call(
                 "com.example.bg",
                 "ping",
@@ -92,7 +93,6 @@ fn serving_ends_on_stop_and_the_teardown_leaves_nothing_running() {
                 &origin,
             )
             .await;
-        let stopper = gateway.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
             stopper.stop();

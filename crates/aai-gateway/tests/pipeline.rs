@@ -209,7 +209,7 @@ async fn a_call_runs_with_defaults_and_is_recorded_masked() {
     assert_eq!(r.status, "ok");
     assert_eq!(r.caller, "test@stdio");
     assert!(!r.args.to_string().contains("hunter2"), "{}", r.args);
-    b.pipeline.executors.shutdown();
+    b.pipeline.executors().shutdown();
 }
 
 #[tokio::test]
@@ -297,7 +297,7 @@ async fn a_batch_keeps_the_order_and_stops_after_a_failure_when_asked() {
         .await
         .unwrap_err();
     assert_eq!(e.code, Code::InvalidParams);
-    b.pipeline.executors.shutdown();
+    b.pipeline.executors().shutdown();
 }
 
 /// The value of the sample `line` starts (name and labels) in a scrape, if there is one.
@@ -373,7 +373,7 @@ async fn calls_are_counted_by_catalog_names_and_status() {
     for never in ["nope-", "hunter2", "no-such-tool", "test@stdio"] {
         assert!(!text.contains(never), "`{never}` in:\n{text}");
     }
-    b.pipeline.executors.shutdown();
+    b.pipeline.executors().shutdown();
 }
 
 #[tokio::test]
@@ -464,7 +464,7 @@ async fn a_rate_limited_call_is_refused_before_consent_and_before_it_runs() {
         .await
         .unwrap();
     assert!(b.adapter_ran());
-    b.pipeline.executors.shutdown();
+    b.pipeline.executors().shutdown();
 }
 
 #[tokio::test]
@@ -534,5 +534,5 @@ async fn an_app_limit_counts_every_caller_and_each_call_of_a_batch() {
         Some(2.0),
         "{text}"
     );
-    b.pipeline.executors.shutdown();
+    b.pipeline.executors().shutdown();
 }

@@ -79,7 +79,7 @@ fn csrf_of(page: &str) -> String {
 async fn pages_show_the_apps_and_never_their_markup() {
     let home = tempfile::tempdir().unwrap();
     let gw = gateway(home.path());
-    let ui = Ui::new(gw, "http://127.0.0.1:9/ui".into(), None, None);
+    let ui = Ui::new(gw.handle(), "http://127.0.0.1:9/ui".into(), None, None);
     let (status, apps) = get(&ui, "/ui/apps").await;
     assert_eq!(status, StatusCode::OK);
     assert!(
@@ -112,15 +112,15 @@ async fn pages_show_the_apps_and_never_their_markup() {
 async fn a_form_changes_something_only_with_this_runs_csrf_token() {
     let home = tempfile::tempdir().unwrap();
     let gw = gateway(home.path());
-    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None, None);
+    let ui = Ui::new(gw.handle(), "http://127.0.0.1:9/ui".into(), None, None);
     let grant = "caller=test%40stdio&app=com.example.sh&tool=echo";
     for form in [grant.to_owned(), format!("{grant}&csrf=forged")] {
         let (status, _) = post(&ui, "/ui/consent/grant", &form).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{form}");
     }
-    assert!(gw.pipeline.consent.grants().is_empty());
+    assert!(gw.pipeline().consent().grants().is_empty());
     // Another run's UI has another token.
-    let other = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None, None);
+    let other = Ui::new(gw.handle(), "http://127.0.0.1:9/ui".into(), None, None);
     let (_, page) = get(&other, "/ui/consent").await;
     let (status, _) = post(
         &ui,
@@ -138,7 +138,7 @@ async fn a_form_changes_something_only_with_this_runs_csrf_token() {
     )
     .await;
     assert!(status.is_redirection(), "{status}");
-    let grants = gw.pipeline.consent.grants();
+    let grants = gw.pipeline().consent().grants();
     assert_eq!(grants.len(), 1, "{grants:?}");
     assert_eq!(
         (
@@ -154,7 +154,7 @@ async fn a_form_changes_something_only_with_this_runs_csrf_token() {
 async fn the_app_page_hides_shows_and_trashes_an_app_and_the_apps_page_restores_it() {
     let home = tempfile::tempdir().unwrap();
     let gw = gateway(home.path());
-    let ui = Ui::new(gw.clone(), "http://127.0.0.1:9/ui".into(), None, None);
+    let ui = Ui::new(gw.handle(), "http://127.0.0.1:9/ui".into(), None, None);
     let (_, page) = get(&ui, "/ui/apps/com.example.sh").await;
     assert!(
         page.contains("Hide from every client") && page.contains("Move to trash"),
@@ -217,7 +217,7 @@ async fn the_app_page_warns_about_text_addressed_to_the_model() {
         }),
     );
     let ui = Ui::new(
-        gateway(home.path()),
+        gateway(home.path()).handle(),
         "http://127.0.0.1:9/ui".into(),
         None,
         None,

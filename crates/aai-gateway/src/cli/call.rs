@@ -63,7 +63,7 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
             trace: None,
         };
         gateway
-            .pipeline
+            .pipeline()
             .call(app, tool, args, cancel, None, &origin)
             .await
     });

@@ -685,9 +685,8 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
         match life.block_on(crate::listen::bind_near(gateway.config.http_port, options)) {
             Ok(bound) => {
                 let origin = crate::access::origin_of(bound.addr());
-                gateway.consent.set_ui(format!("{origin}/ui"));
-                gateway.auth.set_ui(format!("{origin}/ui"));
-                let gateway = gateway.clone();
+                gateway.pipeline().set_ui(&format!("{origin}/ui"));
+                let gateway = gateway.handle();
                 life.spawn(async move {
                     if let Err(e) = crate::listen::serve(gateway, bound).await {
                         tracing::warn!("the web UI stopped: {e}");

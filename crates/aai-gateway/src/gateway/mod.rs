@@ -8,7 +8,10 @@
 //! guard every command that runs the gateway goes through: it starts that work and owns
 //! the one teardown. One call's path lives in `pipeline`.
 
+mod handle;
 pub mod watch;
+
+pub use handle::Handle;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -58,11 +61,8 @@ pub struct Gateway {
     scanning: std::sync::Mutex<()>,
     shutdown: CancellationToken,
     /// The call path (every front door's).
-    pub pipeline: crate::pipeline::Pipeline,
-    pub(crate) executors: Arc<Executors>,
-    pub(crate) consent: Arc<crate::consent::Gate>,
-    pub(crate) auth: Arc<Authenticator>,
-    pub(crate) web: catalog::web::Fetcher,
+    pipeline: crate::pipeline::Pipeline,
+    web: catalog::web::Fetcher,
     /// `state.db`, opened on first use.
     state: crate::consent::state::Deferred,
     /// The shared store (config `store`).
@@ -120,7 +120,10 @@ impl Gateway {
             shared.shown(),
             shared.replica()
         );
-        self.consent.open_shared(self.shutdown.clone()).await
+        self.pipeline
+            .consent()
+            .open_shared(self.shutdown.clone())
+            .await
     }
 
     /// The shared store, when the config names one.
@@ -238,13 +241,13 @@ impl Gateway {
         ));
         Arc::new_cyclic(|me| Gateway {
             pipeline: crate::pipeline::Pipeline::new(
-                Arc::new(Handle(me.clone())),
+                Arc::new(AppsOf(me.clone())),
                 crate::pipeline::Parts {
-                    executors: executors.clone(),
-                    consent: consent.clone(),
-                    auth: auth.clone(),
-                    history: history.clone(),
-                    sites: sites.clone(),
+                    executors,
+                    consent,
+                    auth,
+                    history,
+                    sites,
                     manage: Some(manage),
                     metrics: Some(Arc::new(crate::metrics::Metrics::new())),
                     limits: (!config.rate_limits.is_empty()).then(|| {
@@ -257,9 +260,7 @@ impl Gateway {
             state,
             shared,
             local_ids: std::sync::Mutex::new(None),
-            consent,
             web: catalog::web::Fetcher::new(&home),
-            auth,
             config,
             home,
             locale,
@@ -274,7 +275,6 @@ impl Gateway {
             rescans: AtomicU64::new(0),
             scanning: std::sync::Mutex::new(()),
             shutdown: CancellationToken::new(),
-            executors,
         })
     }
 
@@ -339,7 +339,7 @@ impl Gateway {
                 _ => {}
             }
         }
-        self.executors.retire_stale(&live);
+        self.pipeline.executors().retire_stale(&live);
         warn_of_breaking_releases(&self.registry.snapshot(), &snapshot);
         let changed = self.registry.replace(snapshot);
         let first = !self.loaded.swap(true, Ordering::SeqCst);
@@ -413,7 +413,7 @@ impl Gateway {
             for (binding, source) in loaded.app.bindings.iter_mut().zip(&loaded.binding_sources) {
                 if let aai_descriptor::Executor::Mcp(server) = &binding.executor
                     && binding.tools.is_empty()
-                    && let Some(tools) = self.executors.mcp().tools_of(
+                    && let Some(tools) = self.pipeline.executors().mcp().tools_of(
                         &id,
                         server,
                         crate::pipeline::folder_of(source),
@@ -436,7 +436,7 @@ impl Gateway {
         let aai_descriptor::Executor::Mcp(server) = &binding.executor else {
             return None;
         };
-        let mcp = self.executors.mcp();
+        let mcp = self.pipeline.executors().mcp();
         let declared = !binding.tools.is_empty() && !mcp.lists_tools_of(&entry.app.id);
         (!declared && mcp.needs_listing(&entry.app.id)).then_some(server)
     }
@@ -461,7 +461,8 @@ impl Gateway {
         }
         let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
         let secrets = self
-            .auth
+            .pipeline
+            .authenticator()
             .placeholders(
                 &entry.app.id,
                 &entry.binding().executor,
@@ -471,7 +472,8 @@ impl Gateway {
         let list = |material: Option<crate::auth::Material>| {
             let secrets = &secrets;
             async move {
-                self.executors
+                self.pipeline
+                    .executors()
                     .mcp()
                     .list_tools(
                         &entry.app.id,
@@ -494,15 +496,32 @@ impl Gateway {
             {
                 let app = &entry.app.id;
                 if let Some(scopes) = e.needs_scope() {
-                    self.auth.mcp_wants(app, &scopes).await?;
+                    self.pipeline
+                        .authenticator()
+                        .mcp_wants(app, &scopes)
+                        .await?;
                 }
-                if e.unauthorized() && self.auth.after_mcp_unauthorized(app).await? {
+                if e.unauthorized()
+                    && self
+                        .pipeline
+                        .authenticator()
+                        .after_mcp_unauthorized(app)
+                        .await?
+                {
                     let material = self.mcp_auth(app, entry.binding()).await?;
                     if let Err(e) = list(material).await {
-                        return Err(self.auth.mcp_required(app, &e.to_string()).into());
+                        return Err(self
+                            .pipeline
+                            .authenticator()
+                            .mcp_required(app, &e.to_string())
+                            .into());
                     }
                 } else {
-                    return Err(self.auth.mcp_required(app, &e.to_string()).into());
+                    return Err(self
+                        .pipeline
+                        .authenticator()
+                        .mcp_required(app, &e.to_string())
+                        .into());
                 }
             }
             Err(e) => return Err(e.into()),
@@ -518,7 +537,7 @@ impl Gateway {
     /// may not start are not started (and `flat` does not list them).
     pub async fn all_remote_tools(self: &Arc<Self>) -> Arc<Snapshot> {
         let snapshot = self.snapshot().await;
-        let mcp = self.executors.mcp();
+        let mcp = self.pipeline.executors().mcp();
         let pending: Vec<String> = snapshot
             .entries
             .iter()
@@ -565,9 +584,11 @@ impl Gateway {
             (
                 aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }),
                 Some(a),
-            ) => Ok(Some(self.auth.material(app, a, url).await?)),
+            ) => Ok(Some(
+                self.pipeline.authenticator().material(app, a, url).await?,
+            )),
             (aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }), None) => {
-                Ok(self.auth.mcp_material(app, url).await?)
+                Ok(self.pipeline.authenticator().mcp_material(app, url).await?)
             }
             _ => Ok(None),
         }
@@ -623,7 +644,7 @@ impl Gateway {
     /// signal to the gateway does not reach them).
     pub fn stop(&self) {
         self.shutdown.cancel();
-        self.executors.shutdown();
+        self.pipeline.executors().shutdown();
     }
 
     /// Starts the background work of a server: the watcher and the first scan (off the
@@ -631,12 +652,12 @@ impl Gateway {
     /// signal handler. Dropping the [`Running`] stops it.
     pub fn start(self: &Arc<Self>) -> Running {
         let watcher = watch::start(self.clone());
-        self.auth.store().warn_if_plain();
+        self.pipeline.authenticator().store().warn_if_plain();
         // What an older version left readable by others is narrowed, off the handshake.
         let home = self.home.clone();
         tokio::task::spawn_blocking(move || crate::files::tighten_home(&home));
         let mut tasks = Vec::new();
-        if let Some(mut changes) = self.executors.mcp().changes() {
+        if let Some(mut changes) = self.pipeline.executors().mcp().changes() {
             let me = self.clone();
             tasks.push(tokio::spawn(async move {
                 while let Some(app) = changes.recv().await {
@@ -736,17 +757,29 @@ impl Gateway {
         catalog::mcp_registry::search(&self.config.mcp_registry_url, query, limit).await
     }
 
+    /// The call path every front door shares.
+    pub fn pipeline(&self) -> &crate::pipeline::Pipeline {
+        &self.pipeline
+    }
+
     /// The credentials side (for `auth login`).
     pub fn authenticator(&self) -> &Authenticator {
-        &self.auth
+        self.pipeline.authenticator()
+    }
+
+    /// What a front door holds besides the pipeline (see [`Handle`]).
+    pub fn handle(self: &Arc<Self>) -> Handle {
+        Handle {
+            gateway: self.clone(),
+        }
     }
 }
 
 /// The gateway as the pipeline's [`crate::pipeline::Apps`]: weak, so the pipeline the
 /// gateway holds does not keep it alive.
-struct Handle(std::sync::Weak<Gateway>);
+struct AppsOf(std::sync::Weak<Gateway>);
 
-impl Handle {
+impl AppsOf {
     fn gateway(&self) -> Result<Arc<Gateway>, GatewayError> {
         self.0
             .upgrade()
@@ -754,7 +787,7 @@ impl Handle {
     }
 }
 
-impl crate::pipeline::Apps for Handle {
+impl crate::pipeline::Apps for AppsOf {
     fn snapshot(&self) -> crate::pipeline::AppsFuture<'_, Arc<Snapshot>> {
         Box::pin(async move {
             match self.0.upgrade() {
@@ -848,14 +881,14 @@ impl Lifecycle {
 
     /// Serves: starts the background work ([`Gateway::start`]), runs `serve` until it
     /// returns (a transport serves until [`Gateway::stopping`]), then stops it all.
-    pub fn serve<F, T>(self, serve: impl FnOnce(Arc<Gateway>) -> F) -> T
+    pub fn serve<F, T>(self, serve: impl FnOnce(Handle) -> F) -> T
     where
         F: Future<Output = T>,
     {
         let gateway = self.gateway.clone();
         self.block_on(async move {
             let _running = gateway.start();
-            serve(gateway).await
+            serve(gateway.handle()).await
         })
     }
 

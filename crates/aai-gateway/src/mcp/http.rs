@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::Server;
-use crate::gateway::Gateway;
+use crate::gateway::Handle;
 
 /// How the `/mcp` service of a listener is set up.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +36,7 @@ pub struct Setup {
 }
 
 /// The `/mcp` service of a listener on `addr`.
-pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, setup: Setup) -> axum::Router {
+pub fn service(gateway: Handle, addr: SocketAddr, setup: Setup) -> axum::Router {
     let mut origins = crate::access::allowed_origins(addr);
     origins.extend(setup.origins);
     let config = StreamableHttpServerConfig::default()
@@ -48,7 +48,7 @@ pub fn service(gateway: Arc<Gateway>, addr: SocketAddr, setup: Setup) -> axum::R
         config.with_allowed_hosts(crate::access::allowed_hosts(addr))
     };
     let token = setup.token;
-    let metrics = gateway.pipeline.metrics.clone();
+    let metrics = gateway.pipeline().metrics().cloned();
     let shared = Arc::<super::Shared>::default();
     let factory = move || {
         Ok(Server::new(gateway.clone(), "http")

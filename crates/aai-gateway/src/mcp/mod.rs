@@ -38,9 +38,10 @@ use serde_json::{Map, Value, json};
 use crate::config::{ErrorStyle, Exposure};
 use crate::error::{Code, GatewayError};
 use crate::exec::Progress;
-use crate::gateway::Gateway;
+use crate::gateway::Handle;
 use crate::host::Os;
 use crate::pipeline::Outcome;
+use crate::pipeline::Pipeline;
 use crate::registry::{Entry, Snapshot};
 use progress::{ProgressForwarder, progress_sink};
 use rounds::Round;
@@ -53,11 +54,14 @@ Find an app with `aai_search` (any language), read its guide with `aai_guide` (o
 then call a tool with `aai_exec` {app, tool, args}. `web_discover` adds a web app by its domain.";
 
 /// The MCP handler, independent of the transport: one per session, all sharing one
-/// [`Gateway`]. It keeps no peer; each session's peer hears of changes through its own
+/// gateway (its [`Pipeline`] and [`Handle`]). It keeps no peer; each session's peer hears of changes through its own
 /// subscription (see [`Server::on_initialized`]).
 #[derive(Clone)]
 pub struct Server {
-    gateway: Arc<Gateway>,
+    /// The call path.
+    pipeline: Pipeline,
+    /// The rest of the gateway a session sees: the snapshot, its changes, the shutdown.
+    gateway: Handle,
     /// The last change generation this session was told of; held while telling, so an
     /// answer that must follow the announcement (web_discover) waits for it.
     announced: Arc<tokio::sync::Mutex<u64>>,
@@ -90,10 +94,10 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// A server over `gateway`.
     /// A handler over `gateway` for a session on `transport` (`stdio`, `http`).
-    pub fn new(gateway: Arc<Gateway>, transport: &'static str) -> Server {
+    pub fn new(gateway: Handle, transport: &'static str) -> Server {
         Server {
+            pipeline: gateway.pipeline().clone(),
             gateway,
             announced: Arc::new(tokio::sync::Mutex::new(0)),
             transport,
@@ -165,9 +169,9 @@ impl Server {
 
     /// The effective exposure: `progressive` lists like `search` above `maxListedApps`.
     fn exposure(&self, snapshot: &Snapshot) -> Exposure {
-        match self.gateway.config.exposure {
+        match self.gateway.config().exposure {
             Exposure::Progressive
-                if snapshot.entries.len() > self.gateway.config.max_listed_apps =>
+                if snapshot.entries.len() > self.gateway.config().max_listed_apps =>
             {
                 Exposure::Search
             }
@@ -176,7 +180,7 @@ impl Server {
     }
 
     fn failure(&self, error: GatewayError) -> Result<CallToolResponse, McpError> {
-        match self.gateway.config.errors {
+        match self.gateway.config().errors {
             ErrorStyle::JsonRpc => Err(McpError::new(
                 ErrorCode(error.code.number()),
                 error.message(),
@@ -204,7 +208,6 @@ impl Server {
         };
         // What this client may see (config `clients`).
         let snapshot = self
-            .gateway
             .pipeline
             .view(self.gateway.snapshot().await, &self.caller(ctx));
         match tools::lookup(name) {
@@ -234,7 +237,7 @@ impl Server {
                     Ok(ready) => ready,
                     Err(ask) => return Ok(ask.into()),
                 };
-                let entry = find(&snapshot, app, self.gateway.host.os())?;
+                let entry = find(&snapshot, app, self.gateway.os())?;
                 let mut guide = match args.get("tool") {
                     None | Some(Value::Null) => crate::registry::guide::render(&snapshot, entry),
                     Some(_) => {
@@ -291,10 +294,9 @@ impl Server {
                     self.announce_up_to(&ctx.peer, generation).await;
                 }
                 let snapshot = self
-                    .gateway
                     .pipeline
                     .view(self.gateway.snapshot().await, &self.caller(ctx));
-                let entry = find(&snapshot, &app_id, self.gateway.host.os())?;
+                let entry = find(&snapshot, &app_id, self.gateway.os())?;
                 let mut guide = crate::registry::guide::render(&snapshot, entry);
                 if stale {
                     guide.insert_str(0, "> The site could not be reached; this is the cached copy of its descriptor.\n\n");
@@ -321,7 +323,7 @@ impl Server {
                         Ok(ready) => ready,
                         Err(ask) => return Ok(ask.into()),
                     };
-                    let entry = find(&snapshot, app, self.gateway.host.os())?;
+                    let entry = find(&snapshot, app, self.gateway.os())?;
                     let mut guide = crate::registry::guide::render(&snapshot, entry);
                     if let Some(note) = note {
                         guide.insert_str(0, &format!("{note}\n\n"));
@@ -363,7 +365,6 @@ impl Server {
         let origin = self.session_origin(caller, elicits, ctx);
         let progress = progress_sink(ctx);
         let outcome = self
-            .gateway
             .pipeline
             .call(
                 app,
@@ -438,8 +439,7 @@ impl Server {
                 // The tool's own question, answered in the round before (only that one).
                 let question = match nonce.is_some() || asking(ctx).0 {
                     true => {
-                        self.gateway
-                            .pipeline
+                        self.pipeline
                             .consent_question(app, tool, args.as_ref(), &caller)
                             .await
                     }
@@ -454,7 +454,7 @@ impl Server {
                 };
                 let progress = progress_sink(ctx);
                 let sink = progress.as_ref().map(ProgressForwarder::sink);
-                let gateway = self.gateway.clone();
+                let pipeline = self.pipeline.clone();
                 let (app, tool, trace) = (app.to_owned(), tool.to_owned(), incoming_trace(ctx));
                 let running = rounds::Running::start(
                     ctx.client_capabilities(),
@@ -469,8 +469,7 @@ impl Server {
                             client: Some(client),
                             trace,
                         };
-                        gateway
-                            .pipeline
+                        pipeline
                             .call(&app, &tool, args, cancel, sink, &origin)
                             .await
                     },
@@ -512,9 +511,7 @@ impl Server {
                 match round.open(&bound)? {
                     Some(_) => Some(Arc::new(crate::consent::Fixed(round.consent_reply())) as _),
                     None => {
-                        if let Some(question) =
-                            self.gateway.pipeline.guide_question(app, &caller).await
-                        {
+                        if let Some(question) = self.pipeline.guide_question(app, &caller).await {
                             return Ok(Err(rounds::consent_required(
                                 &question,
                                 app,
@@ -533,11 +530,7 @@ impl Server {
             client: None,
             trace: incoming_trace(ctx),
         };
-        let ready = self
-            .gateway
-            .pipeline
-            .guide_snapshot(snapshot, app, &origin)
-            .await?;
+        let ready = self.pipeline.guide_snapshot(snapshot, app, &origin).await?;
         Ok(Ok(ready))
     }
 
@@ -589,7 +582,6 @@ impl Server {
         if !round_trips {
             let origin = self.session_origin(caller, elicits, ctx);
             let statuses = self
-                .gateway
                 .pipeline
                 .batch(batch, ctx.ct.clone(), on_done, &origin)
                 .await?;
@@ -610,7 +602,7 @@ impl Server {
                     .await
             }
             None => {
-                let gateway = self.gateway.clone();
+                let pipeline = self.pipeline.clone();
                 let trace = incoming_trace(ctx);
                 let running = rounds::Running::start(
                     ctx.client_capabilities(),
@@ -622,10 +614,7 @@ impl Server {
                             client: Some(client),
                             trace,
                         };
-                        let statuses = gateway
-                            .pipeline
-                            .batch(batch, cancel, on_done, &origin)
-                            .await?;
+                        let statuses = pipeline.batch(batch, cancel, on_done, &origin).await?;
                         let result = batch_result(&labels, statuses);
                         Ok(Outcome {
                             value: serde_json::to_value(result).map_err(|e| {
@@ -943,7 +932,7 @@ impl ServerHandler for Server {
         if self.exposure(&snapshot) == Exposure::Flat {
             snapshot = self.gateway.all_remote_tools().await;
         }
-        let snapshot = self.gateway.pipeline.view(snapshot, &self.caller(&context));
+        let snapshot = self.pipeline.view(snapshot, &self.caller(&context));
         let mut tools = Vec::new();
         match self.exposure(&snapshot) {
             Exposure::Progressive => {
@@ -959,7 +948,7 @@ impl ServerHandler for Server {
                 for e in snapshot
                     .entries
                     .iter()
-                    .filter(|e| !self.gateway.pipeline.unapproved_server(e))
+                    .filter(|e| !self.pipeline.unapproved_server(e))
                 {
                     tools.extend(names::flat_tools(e));
                 }
@@ -997,7 +986,6 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let snapshot = self
-            .gateway
             .pipeline
             .view(self.gateway.snapshot().await, &self.caller(&context));
         let resources = snapshot
@@ -1040,7 +1028,6 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let snapshot = self
-            .gateway
             .pipeline
             .view(self.gateway.snapshot().await, &self.caller(&context));
         let uri = request.uri.as_str();

@@ -30,7 +30,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use super::Server;
-use crate::gateway::Gateway;
+use crate::gateway::Handle;
 use crate::lines::read_line_capped;
 
 /// Longest accepted line (rmcp's own limit).
@@ -48,14 +48,14 @@ const CLOSE_GRACE: Duration = Duration::from_secs(6);
 
 /// Serves MCP on stdin/stdout until the client leaves or the gateway stops (the
 /// gateway's background work is the lifecycle's: `gateway::Lifecycle::serve`).
-pub async fn serve(gateway: Arc<Gateway>) -> anyhow::Result<()> {
+pub async fn serve(gateway: Handle) -> anyhow::Result<()> {
     let (input, output, _restore) = pipes::stdio();
     serve_on(gateway, input, output).await
 }
 
 /// [`serve`] over any pair of pipes.
 pub async fn serve_on(
-    gateway: Arc<Gateway>,
+    gateway: Handle,
     input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> anyhow::Result<()> {

@@ -16,7 +16,7 @@ use rmcp::model::{ErrorCode, SubscriptionFilter};
 use rmcp::service::{SubscriptionContext, SubscriptionSendError};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::gateway::Gateway;
+use crate::gateway::Handle;
 
 /// Most `subscriptions/listen` streams one listener keeps open at once.
 pub(super) const MAX_STREAMS: usize = 64;
@@ -106,7 +106,7 @@ impl Streams {
     /// gateway stops.
     pub(super) async fn listen(
         &self,
-        gateway: &Gateway,
+        gateway: &Handle,
         context: SubscriptionContext,
         tools: impl Fn() -> bool,
     ) -> Result<(), McpError> {

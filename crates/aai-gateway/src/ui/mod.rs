@@ -23,7 +23,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
-use crate::gateway::Gateway;
+use crate::gateway::Handle;
+use crate::pipeline::Pipeline;
 
 /// The UI's state, shared by its handlers.
 #[derive(Debug, Clone)]
@@ -33,7 +34,10 @@ pub struct Ui {
 
 #[derive(Debug)]
 struct Inner {
-    gateway: Arc<Gateway>,
+    /// The call path ("Try it", consent, credentials).
+    pipeline: Pipeline,
+    /// The rest of the gateway the UI shows: the snapshot, the settings, the rescan.
+    gateway: Handle,
     /// `http://127.0.0.1:3000/ui`.
     base: String,
     /// Every form's CSRF token, random per run.
@@ -66,13 +70,14 @@ struct Flash {
 impl Ui {
     /// The UI of `gateway`, served at `base`.
     pub fn new(
-        gateway: Arc<Gateway>,
+        gateway: Handle,
         base: String,
         token: Option<crate::auth::Secret>,
         resource: Option<Arc<crate::access::resource::Resource>>,
     ) -> Ui {
         Ui {
             inner: Arc::new(Inner {
+                pipeline: gateway.pipeline().clone(),
                 gateway,
                 base,
                 csrf: crate::auth::oauth::random_token(32),
@@ -155,8 +160,12 @@ impl Ui {
             .with_state(self)
     }
 
-    fn gateway(&self) -> &Gateway {
+    fn gateway(&self) -> &Handle {
         &self.inner.gateway
+    }
+
+    fn pipeline(&self) -> &Pipeline {
+        &self.inner.pipeline
     }
 
     /// Whether people sign in through the team's authorization server.
@@ -316,7 +325,7 @@ impl Viewer {
                     token: None,
                     person: Some(person.clone()),
                 };
-                ui.gateway().pipeline.view(snapshot, &caller)
+                ui.pipeline().view(snapshot, &caller)
             }
         }
     }

@@ -126,7 +126,7 @@ pub(in super::super) async fn app(
     };
     let app = &entry.app;
     let source = entry.source.display().to_string();
-    let manager = ui.gateway().pipeline.manage.clone();
+    let manager = ui.pipeline().manager().cloned();
     let removable = manager
         .as_ref()
         .is_some_and(|m| m.remove(&app.id, &entry.source).is_ok());
@@ -277,8 +277,7 @@ pub(in super::super) async fn try_tool(
     };
     let shown = crate::history::mask(&args);
     let outcome = ui
-        .gateway()
-        .pipeline
+        .pipeline()
         .call(
             &id,
             &tool,

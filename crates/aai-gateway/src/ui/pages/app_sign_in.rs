@@ -75,7 +75,7 @@ pub(in super::super) async fn login(State(ui): State<Ui>, Form(form): Form<AppFo
             false,
         );
     };
-    let Some(client_id) = ui.gateway().authenticator().client_id(&form.app, &oauth) else {
+    let Some(client_id) = ui.pipeline().authenticator().client_id(&form.app, &oauth) else {
         return ui.flash(
             "/ui/credentials",
             format!(
@@ -101,7 +101,7 @@ pub(in super::super) async fn login(State(ui): State<Ui>, Form(form): Form<AppFo
         .await;
         let outcome = match signed_in {
             Ok(tokens) => match task_ui
-                .gateway()
+                .pipeline()
                 .authenticator()
                 .store()
                 .set(&app, Credential::OAuth(tokens))
@@ -164,12 +164,12 @@ pub(in super::super) async fn mcp_login(
         .expect("links lock")
         .remove(&app);
     tokio::spawn(async move {
-        let store = task_ui.gateway().authenticator().store().clone();
+        let store = task_ui.pipeline().authenticator().store().clone();
         let before = match store.get(&app).await {
             Ok(Some(Credential::McpOAuth(g))) => Some(g),
             _ => None,
         };
-        let document = task_ui.gateway().config.oauth_client_metadata_url.clone();
+        let document = task_ui.gateway().config().oauth_client_metadata_url.clone();
         let sign_in = crate::auth::mcp::SignIn {
             app: &app,
             plan: &plan,

@@ -97,8 +97,8 @@ pub(in super::super) async fn apps(
         AppsPage {
             c: Chrome::new(&ui, "Apps", "/ui/apps", query.flash),
             q,
-            home: ui.gateway().home.display().to_string(),
-            trash: crate::manage::trash::list(&ui.gateway().home)
+            home: ui.gateway().home().display().to_string(),
+            trash: crate::manage::trash::list(ui.gateway().home())
                 .into_iter()
                 .filter(|_| admin)
                 .map(|t| {
@@ -135,7 +135,7 @@ pub(in super::super) async fn manage(
         return forbidden_csrf();
     }
     let gateway = ui.inner.gateway.clone();
-    let Some(manager) = gateway.pipeline.manage.clone() else {
+    let Some(manager) = gateway.pipeline().manager().cloned() else {
         return ui.flash("/ui/apps", "Managing apps is not available here.", false);
     };
     let app = form.app.as_str();
@@ -165,9 +165,12 @@ pub(in super::super) async fn manage(
         Err(e) => return ui.flash(&back, format!("Nothing changed: {e}"), false),
     };
     let text = change.describe().to_owned();
-    match manager.apply(change, gateway.authenticator().store()).await {
+    match manager
+        .apply(change, gateway.pipeline().authenticator().store())
+        .await
+    {
         Ok(_) => {
-            gateway.rescan_async().await;
+            gateway.rescan().await;
             ui.flash(&back, format!("Done: {text}."), true)
         }
         Err(e) => ui.flash(&back, format!("Nothing changed: {e}"), false),

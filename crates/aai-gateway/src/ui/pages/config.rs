@@ -21,7 +21,7 @@ pub(in super::super) async fn config(
     Query(q): Query<FlashQuery>,
 ) -> Response {
     let gateway = ui.gateway();
-    let config = &gateway.config;
+    let config = gateway.config();
     let file_json: serde_json::Value = std::fs::read_to_string(&config.file)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -61,7 +61,7 @@ pub(in super::super) async fn config(
         "not set"
     };
     let mut places = vec![
-        ("Home".to_owned(), gateway.home.display().to_string()),
+        ("Home".to_owned(), gateway.home().display().to_string()),
         ("Config file".to_owned(), config.file.display().to_string()),
         match gateway.shared_store() {
             Some(shared) => (
@@ -74,14 +74,14 @@ pub(in super::super) async fn config(
             ),
             None => (
                 "State (consent, history)".to_owned(),
-                crate::consent::state::State::file_in(&gateway.home)
+                crate::consent::state::State::file_in(gateway.home())
                     .display()
                     .to_string(),
             ),
         },
         (
             "Logs".to_owned(),
-            gateway.home.join("logs").display().to_string(),
+            gateway.home().join("logs").display().to_string(),
         ),
         ("Web UI".to_owned(), ui.base().to_owned()),
         ("Bearer token".to_owned(), token.to_owned()),
@@ -114,7 +114,7 @@ pub(in super::super) async fn rescan(State(ui): State<Ui>, Form(form): Form<Back
         return forbidden_csrf();
     }
     let gateway = ui.inner.gateway.clone();
-    let changed = gateway.rescan_async().await;
+    let changed = gateway.rescan().await;
     let snapshot = gateway.snapshot().await;
     let back = back_to(form.back.as_deref(), "/ui");
     ui.flash(

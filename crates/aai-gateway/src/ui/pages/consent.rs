@@ -43,7 +43,7 @@ pub(in super::super) async fn consent(
     viewer: Viewer,
     Query(q): Query<ConsentQuery>,
 ) -> Response {
-    let grants = match ui.gateway().consent.grants_listed().await {
+    let grants = match ui.pipeline().consent().grants_listed().await {
         Ok(g) => g,
         Err(e) => {
             tracing::warn!("the grants cannot be listed: {e}");
@@ -57,7 +57,7 @@ pub(in super::super) async fn consent(
             // grant form below.
             c: Chrome::new(&ui, "Consent", "/ui/consent", q.flash)
                 .refreshing((!pending.is_empty()).then_some(3)),
-            mode: ui.gateway().config.consent.as_str(),
+            mode: ui.gateway().config().consent.as_str(),
             pending,
             grants: grants
                 .into_iter()
@@ -101,8 +101,8 @@ pub(in super::super) async fn answer(
     };
     // A person answers only for their own calls: another's is as unknown as none.
     let theirs = ui
-        .gateway()
-        .consent
+        .pipeline()
+        .consent()
         .pending_listed()
         .await
         .unwrap_or_default()
@@ -115,7 +115,7 @@ pub(in super::super) async fn answer(
             false,
         );
     }
-    match ui.gateway().consent.answer_listed(form.id, choice).await {
+    match ui.pipeline().consent().answer_listed(form.id, choice).await {
         Ok(what) => ui.flash(&back, format!("Answered: {what}."), true),
         Err(e) => ui.flash(&back, e.to_string(), false),
     }
@@ -157,7 +157,7 @@ pub(in super::super) async fn grant(
             false,
         );
     }
-    ui.gateway().consent.remember(caller, app, tool, None);
+    ui.pipeline().consent().remember(caller, app, tool, None);
     let what = if tool == "*" {
         "every tool".to_owned()
     } else {
@@ -190,8 +190,8 @@ pub(in super::super) async fn revoke(
         return ui.flash("/ui/consent", "You may revoke only your own grants.", false);
     }
     match ui
-        .gateway()
-        .consent
+        .pipeline()
+        .consent()
         .revoke(&form.app, Some(&form.tool), Some(&form.caller))
         .await
     {

@@ -44,7 +44,7 @@ pub(in super::super) async fn credentials(
 ) -> Response {
     let gateway = ui.gateway();
     let snapshot = gateway.snapshot().await;
-    let store = gateway.authenticator().store();
+    let store = gateway.pipeline().authenticator().store();
     let logins = ui.inner.logins.lock().expect("logins lock").clone();
     let links = ui.inner.login_links.lock().expect("links lock").clone();
     let mut apps = Vec::new();
@@ -60,7 +60,7 @@ pub(in super::super) async fn credentials(
                 Ok(_) => "no (needed only when the server asks)".to_owned(),
                 Err(e) => {
                     let unknown = format!("unknown: {e}");
-                    problem.get_or_insert_with(|| store_problem(e, &gateway.config.file));
+                    problem.get_or_insert_with(|| store_problem(e, &gateway.config().file));
                     unknown
                 }
             };
@@ -91,7 +91,7 @@ pub(in super::super) async fn credentials(
             Ok(None) => ("no".to_owned(), false),
             Err(e) => {
                 let unknown = format!("unknown: {e}");
-                problem.get_or_insert_with(|| store_problem(e, &gateway.config.file));
+                problem.get_or_insert_with(|| store_problem(e, &gateway.config().file));
                 (unknown, false)
             }
         };
@@ -116,7 +116,7 @@ pub(in super::super) async fn credentials(
             login_link: None,
         });
     }
-    let store = match gateway.config.credentials {
+    let store = match gateway.config().credentials {
         _ if gateway.shared_store().is_some() => format!(
             "the shared PostgreSQL store {} (encrypted)",
             gateway
@@ -127,7 +127,7 @@ pub(in super::super) async fn credentials(
         crate::config::CredentialStore::Keyring => "the OS keyring".to_owned(),
         crate::config::CredentialStore::File => format!(
             "{} (the file store)",
-            gateway.home.join("credentials.json").display()
+            gateway.home().join("credentials.json").display()
         ),
     };
     page(
@@ -191,7 +191,7 @@ pub(in super::super) async fn set_credential(
         Err(e) => return ui.flash("/ui/credentials", format!("Not saved: {e}."), false),
     };
     match ui
-        .gateway()
+        .pipeline()
         .authenticator()
         .store()
         .set(&form.app, credential)
@@ -204,7 +204,10 @@ pub(in super::super) async fn set_credential(
         ),
         Err(e) => ui.flash(
             "/ui/credentials",
-            format!("Not saved: {}", store_problem(e, &ui.gateway().config.file)),
+            format!(
+                "Not saved: {}",
+                store_problem(e, &ui.gateway().config().file)
+            ),
             false,
         ),
     }
@@ -232,7 +235,13 @@ pub(in super::super) async fn remove_credential(
     if !ui.csrf_ok(form.csrf.as_deref()) {
         return forbidden_csrf();
     }
-    match ui.gateway().authenticator().store().delete(&form.app).await {
+    match ui
+        .pipeline()
+        .authenticator()
+        .store()
+        .delete(&form.app)
+        .await
+    {
         Ok(true) => ui.flash(
             "/ui/credentials",
             format!("Removed the credential of `{}`.", form.app),

@@ -104,7 +104,7 @@ pub(in super::super) async fn call(
     viewer: Viewer,
     Path(id): Path<u64>,
 ) -> Response {
-    let file = crate::consent::state::State::file_in(&ui.gateway().home);
+    let file = crate::consent::state::State::file_in(ui.gateway().home());
     let shared = ui.gateway().shared_store().cloned();
     let found = match shared {
         Some(shared) => history::get_shared(&shared, id)

@@ -159,7 +159,7 @@ struct PendingRow {
 /// The pending calls the viewer may see (every replica's with the shared store; none when
 /// it is down, with a warning).
 async fn pending_rows(ui: &Ui, viewer: &Viewer, highlight: Option<u64>) -> Vec<PendingRow> {
-    let pending = match ui.gateway().consent.pending_listed().await {
+    let pending = match ui.pipeline().consent().pending_listed().await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!("the pending calls cannot be listed: {e}");
@@ -200,7 +200,7 @@ async fn calls(ui: &Ui, filter: Filter) -> Result<Vec<CallRow>, String> {
             })
             .map_err(|e| e.to_string());
     }
-    let file = crate::consent::state::State::file_in(&ui.gateway().home);
+    let file = crate::consent::state::State::file_in(ui.gateway().home());
     tokio::task::spawn_blocking(move || {
         if !file.exists() {
             return Ok(Vec::new());
