@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use aai_gateway::config::ConsentMode;
-use aai_gateway::consent::state::State;
-use aai_gateway::consent::{Choice, Fixed, Gate, Question, Reply};
-use aai_gateway::history::{self, Record, Retention, Sink, Sqlite};
-use aai_gateway::identity::Caller;
+use aai_gateway::testing::config::ConsentMode;
+use aai_gateway::testing::consent::state::State;
+use aai_gateway::testing::consent::{Choice, Fixed, Gate, Question, Reply};
+use aai_gateway::testing::history::{self, Record, Retention, Sink, Sqlite};
+use aai_gateway::testing::identity::Caller;
 use serde_json::json;
 
 fn median(mut us: Vec<f64>) -> f64 {
@@ -90,12 +90,12 @@ fn main() {
     );
 
     // Counting a call for `/metrics`: in flight, then finished (one series).
-    let metrics = aai_gateway::metrics::Metrics::new();
+    let metrics = aai_gateway::testing::metrics::Metrics::new();
     let mut us = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t = Instant::now();
         metrics.started();
-        metrics.finished(aai_gateway::metrics::Call {
+        metrics.finished(aai_gateway::testing::metrics::Call {
             app: Some("com.bench.app0"),
             tool: Some("tool0"),
             status: "ok",
@@ -113,15 +113,16 @@ fn main() {
     );
 
     // Rate limits: the person's bucket, then the app's (never refused here).
-    let limit = aai_gateway::config::Limit {
+    let limit = aai_gateway::testing::config::Limit {
         per_minute: 600_000,
         burst: 100_000,
     };
-    let limiter = aai_gateway::ratelimit::Limiter::new(aai_gateway::config::RateLimits {
-        per_person: Some(limit),
-        per_app_default: Some(limit),
-        ..Default::default()
-    });
+    let limiter =
+        aai_gateway::testing::ratelimit::Limiter::new(aai_gateway::testing::config::RateLimits {
+            per_person: Some(limit),
+            per_app_default: Some(limit),
+            ..Default::default()
+        });
     let mut us = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t = Instant::now();

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aai_gateway::catalog::{self, Layout, SearchDir, SourceKind};
+use aai_gateway::testing::catalog::{self, Layout, SearchDir, SourceKind};
 
 /// One descriptor in dialect `i % 3`, with three tools.
 fn descriptor(i: usize) -> (String, String) {

@@ -7,8 +7,8 @@
 use std::io::{Read, Write};
 use std::time::Instant;
 
-use aai_gateway::access::resource::Resource;
-use aai_gateway::config::WebAuth;
+use aai_gateway::testing::access::resource::Resource;
+use aai_gateway::testing::config::WebAuth;
 
 /// The bench's own key (fixtures/team: it signs these tokens and protects nothing).
 const KEY_DER: &[u8] = include_bytes!("../../../fixtures/team/bench-rsa-2048.der");
@@ -58,7 +58,7 @@ fn issuer() -> String {
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let runs = if full { 2_000 } else { 20 };
-    aai_gateway::net::install_crypto();
+    aai_gateway::testing::net::install_crypto();
     let base = issuer();
     let audience = "https://gateway.example.com/mcp".to_owned();
     let resource = Resource::new(WebAuth {

@@ -42,7 +42,7 @@ impl From<Error> for GatewayError {
 }
 
 /// Most bytes (as JSON) the results of one batch may hold together.
-pub const RESULT_BUDGET: usize = 16 * 1024 * 1024;
+pub(crate) const RESULT_BUDGET: usize = 16 * 1024 * 1024;
 
 /// One call of a batch, as the client wrote it.
 #[derive(Debug, Clone)]
@@ -115,7 +115,7 @@ pub struct Batch {
 }
 
 /// Called after each call ends: (calls done, calls in all, that call's status).
-pub type OnDone = Arc<dyn Fn(usize, usize, &Status) + Send + Sync>;
+pub(crate) type OnDone = Arc<dyn Fn(usize, usize, &Status) + Send + Sync>;
 
 impl Pipeline {
     /// Runs `batch`; the statuses are in the calls' order. `cancel` stops the batch.

@@ -5,19 +5,19 @@
 //! than any MCP request needs, and each bounds how many requests are in flight.
 
 /// Most JSON values (objects, arrays, strings, numbers, literals) in one request.
-pub const MAX_VALUES: usize = 200_000;
+pub(crate) const MAX_VALUES: usize = 200_000;
 /// Deepest nesting of objects and arrays in one request.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// Most requests of one stdio session in progress at once; more are refused until some
 /// are answered.
-pub const MAX_IN_FLIGHT: usize = 1024;
+pub(crate) const MAX_IN_FLIGHT: usize = 1024;
 /// Most bytes of requests (as sent) in progress at once in one stdio session, and being
 /// read and handled at once over HTTP.
-pub const MAX_IN_FLIGHT_BYTES: usize = 256 * 1024 * 1024;
+pub(crate) const MAX_IN_FLIGHT_BYTES: usize = 256 * 1024 * 1024;
 
 /// Why `json` is too costly to parse, if it is. Unbalanced or broken text is left to the
 /// parser (it fails cheaply).
-pub fn problem(json: &[u8]) -> Option<String> {
+pub(crate) fn problem(json: &[u8]) -> Option<String> {
     let (mut values, mut depth, mut deepest) = (0usize, 0usize, 0usize);
     let mut in_string = false;
     let mut escaped = false;

@@ -15,11 +15,11 @@ use serde_json::Value;
 use crate::host::Os;
 
 /// The entry name used unless the user picks another (`claude mcp add aai …`).
-pub const DEFAULT_NAME: &str = "aai";
+pub(crate) const DEFAULT_NAME: &str = "aai";
 
 /// A client the gateway knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Client {
+pub(crate) struct Client {
     /// What the user types: `clients add <id>`.
     pub id: &'static str,
     /// The product's name.
@@ -52,7 +52,7 @@ enum Kind {
 }
 
 /// Every client, in the order `clients` lists them.
-pub const ALL: &[Client] = &[
+pub(crate) const ALL: &[Client] = &[
     Client {
         id: "claude-code",
         name: "Claude Code",
@@ -121,7 +121,7 @@ pub const ALL: &[Client] = &[
 ];
 
 /// The client called `id` (its id or its name, any case; `claude` is Claude Code).
-pub fn find(id: &str) -> Option<Client> {
+pub(crate) fn find(id: &str) -> Option<Client> {
     let wanted = id.trim().to_ascii_lowercase().replace([' ', '_'], "-");
     let wanted = match wanted.as_str() {
         "claude" => "claude-code",
@@ -138,7 +138,7 @@ pub fn find(id: &str) -> Option<Client> {
 
 /// How the client starts the gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launch {
+pub(crate) struct Launch {
     /// The program.
     pub command: String,
     /// Its arguments.
@@ -155,7 +155,7 @@ const CODEX_APPROVAL: (&str, &str) = ("default_tools_approval_mode", "approve");
 
 /// Where a client keeps the setting that lets a server's tools run without asking.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolPermission {
+pub(crate) enum ToolPermission {
     /// `trust: true` on the server entry itself, in the same file.
     Entry,
     /// Another file: Claude Code's `settings.json`, whose `permissions.allow` lists
@@ -176,7 +176,7 @@ fn is_string(node: &jsonc_parser::cst::CstNode, wanted: &str) -> bool {
 
 /// A client's configuration could not be read: the file is left alone.
 #[derive(Debug, thiserror::Error)]
-pub enum Malformed {
+pub(crate) enum Malformed {
     /// Not JSON (or JSONC where the client allows comments).
     #[error("{0}")]
     Json(String),
@@ -194,7 +194,11 @@ pub enum Malformed {
 impl Client {
     /// The user-level configuration file on `os`, from the environment (`HOME`,
     /// `XDG_CONFIG_HOME`, `APPDATA`, `USERPROFILE`, `CODEX_HOME`).
-    pub fn config_path(&self, os: Os, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    pub(crate) fn config_path(
+        &self,
+        os: Os,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<PathBuf> {
         let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
         let home = match os {
             Os::Windows => var("USERPROFILE"),
@@ -260,7 +264,7 @@ impl Client {
 
     /// Another name the client reads its file under when the usual one is missing
     /// (opencode: `opencode.jsonc` beside `opencode.json`, as `opencode mcp add` picks).
-    pub fn alternate_path(&self, path: &std::path::Path) -> Option<PathBuf> {
+    pub(crate) fn alternate_path(&self, path: &std::path::Path) -> Option<PathBuf> {
         (self.kind == Kind::Opencode && path.extension().is_some_and(|e| e == "json"))
             .then(|| path.with_extension("jsonc"))
     }
@@ -268,7 +272,7 @@ impl Client {
     /// Where the client's own setting that lets a server's tools run without its own
     /// question lives, for the clients where one was verified against the client
     /// (docs/consent.md, "The client's own question").
-    pub fn tool_permission(
+    pub(crate) fn tool_permission(
         &self,
         os: Os,
         env: &dyn Fn(&str) -> Option<String>,
@@ -293,7 +297,7 @@ impl Client {
     /// `default_tools_approval_mode = "approve"`; `None` when the entry is missing), or
     /// `mcp__<name>` in `permissions.allow` (Claude Code's settings). `None` when already
     /// so.
-    pub fn allow_tools(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+    pub(crate) fn allow_tools(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
         if self.kind == Kind::Codex {
             return codex_approval(text, name, true);
         }
@@ -338,7 +342,11 @@ impl Client {
     /// `text` without what [`Client::allow_tools`] added: the `mcp__<name>` rule (and
     /// the `allow` list and `permissions` object it leaves empty), or the entry's
     /// `trust` (Codex: its approval mode). `None` when there is none.
-    pub fn disallow_tools(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+    pub(crate) fn disallow_tools(
+        &self,
+        text: &str,
+        name: &str,
+    ) -> Result<Option<String>, Malformed> {
         if self.kind == Kind::Codex {
             return codex_approval(text, name, false);
         }
@@ -393,7 +401,7 @@ impl Client {
     }
 
     /// The entry for `launch`, in this client's shape.
-    pub fn entry(&self, launch: &Launch) -> Value {
+    pub(crate) fn entry(&self, launch: &Launch) -> Value {
         let mut entry = serde_json::Map::new();
         match self.kind {
             Kind::ClaudeCode | Kind::VsCode => {
@@ -435,7 +443,7 @@ impl Client {
 
     /// The name under which the gateway is set up in `text`: an entry called `name`, or
     /// any entry that starts `aai-gateway` (by path, `npx -y aai-gateway` or `uvx`).
-    pub fn status(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+    pub(crate) fn status(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
         let servers = self.servers(text)?;
         if servers.iter().any(|(n, _)| n == name) {
             return Ok(Some(name.to_owned()));
@@ -448,7 +456,7 @@ impl Client {
 
     /// `text` (empty when the file does not exist yet) with the gateway's entry `name`
     /// added, or replaced when it differs. `None` when it is already there as asked.
-    pub fn add(
+    pub(crate) fn add(
         &self,
         text: &str,
         name: &str,
@@ -486,7 +494,7 @@ impl Client {
     }
 
     /// `text` without the entry `name`; `None` when there is no such entry.
-    pub fn remove(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
+    pub(crate) fn remove(&self, text: &str, name: &str) -> Result<Option<String>, Malformed> {
         if self.kind == Kind::Codex {
             return codex_remove(text, name);
         }
@@ -506,7 +514,7 @@ impl Client {
 
     /// Whether `text` holds nothing but an empty server list: what `remove` leaves of a
     /// file the gateway made (Continue's `aai-gateway.json`), which can then go.
-    pub fn only_empty_servers(&self, text: &str) -> bool {
+    pub(crate) fn only_empty_servers(&self, text: &str) -> bool {
         let Ok(Value::Object(map)) = json_value(text) else {
             return false;
         };
@@ -518,7 +526,7 @@ impl Client {
     }
 
     /// Whether the gateway owns the whole file (it is not the client's main settings).
-    pub fn own_file(&self) -> bool {
+    pub(crate) fn own_file(&self) -> bool {
         self.id == "continue"
     }
 

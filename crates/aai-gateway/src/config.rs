@@ -144,9 +144,9 @@ impl RateLimits {
 }
 
 /// Highest `perMinute` of a rate limit (10 000 a second).
-pub const MAX_PER_MINUTE: u64 = 600_000;
+pub(crate) const MAX_PER_MINUTE: u64 = 600_000;
 /// Largest `burst` of a rate limit.
-pub const MAX_BURST: u64 = 100_000;
+pub(crate) const MAX_BURST: u64 = 100_000;
 
 /// The gateway's settings.
 #[derive(Debug, Clone)]
@@ -458,7 +458,7 @@ impl Config {
     ///
     /// ```
     /// use std::path::Path;
-    /// use aai_gateway::config::{Config, Exposure};
+    /// use aai_gateway::testing::config::{Config, Exposure};
     ///
     /// let file = Path::new("/home/u/.aai/config.json");
     /// let (config, warnings) = Config::parse(r#"{"exposure": "search", "scanPaths": ["apps"]}"#, file).unwrap();
@@ -1177,7 +1177,7 @@ fn choice<T: Copy>(obj: &mut Obj<'_>, key: &'static str, options: &[(&str, T)]) 
 }
 
 /// Expands `~` and makes `path` absolute against `base`.
-pub fn expand_path(path: &str, base: &Path) -> PathBuf {
+pub(crate) fn expand_path(path: &str, base: &Path) -> PathBuf {
     let expanded = match path.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with(['/', '\\']) => {
             match std::env::home_dir() {

@@ -11,17 +11,15 @@ use std::fmt;
 
 use serde_json::{Map, Value, json};
 
-/// JSON-RPC 2.0's -32700 Parse error: the message is not JSON.
-pub const PARSE_ERROR: i32 = -32700;
 /// JSON-RPC 2.0's -32600 Invalid Request: the message is not a valid request.
-pub const INVALID_REQUEST: i32 = -32600;
+pub(crate) const INVALID_REQUEST: i32 = -32600;
 /// JSON-RPC 2.0's -32601 Method not found.
-pub const METHOD_NOT_FOUND: i32 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i32 = -32601;
 /// JSON-RPC 2.0's -32602 Invalid params (a tool's own arguments are
 /// [`Code::InvalidParams`]).
-pub const INVALID_PARAMS: i32 = -32602;
+pub(crate) const INVALID_PARAMS: i32 = -32602;
 /// JSON-RPC 2.0's -32603 Internal error.
-pub const INTERNAL_ERROR: i32 = -32603;
+pub(crate) const INTERNAL_ERROR: i32 = -32603;
 
 /// Every failure kind; the discriminant is its JSON-RPC code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

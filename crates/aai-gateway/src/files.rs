@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// the history writer), and on a new file both create their tables: SQLite then refuses
 /// one of them at once, without waiting ("database is locked": waiting could deadlock).
 /// `init` is run again until it goes through or `busy` has passed.
-pub fn open_sqlite(
+pub(crate) fn open_sqlite(
     path: &Path,
     busy: Duration,
     init: impl Fn(&rusqlite::Connection) -> rusqlite::Result<()>,
@@ -42,7 +42,7 @@ pub fn open_sqlite(
 /// Creates `dir` when missing, and the folders above it that are missing too, each
 /// owner-only. A folder that exists is left as it is ([`tighten_home`] narrows the
 /// gateway's own, and says so).
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
     let mut missing = Vec::new();
     let mut at = Some(dir);
     while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
@@ -59,7 +59,7 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
 /// Creates `path` empty and owner-only when it does not exist (in a folder made with
 /// [`private_dir`]); an existing file is left as it is. No moment exists where the new
 /// file is readable by others.
-pub fn create_private(path: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private(path: &Path) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         private_dir(dir)?;
     }
@@ -76,7 +76,7 @@ pub fn create_private(path: &Path) -> std::io::Result<()> {
 
 /// Writes `bytes` to `path` whole, owner-only: into a temporary file beside it, then
 /// renamed over it, so that a reader never sees half a file.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile_in(dir)?;
@@ -109,7 +109,7 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File
 }
 
 /// Makes `path` owner-only (`0o700` for folders, `0o600` for files).
-pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+pub(crate) fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -126,7 +126,7 @@ pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
 /// the home folder, `state.db` (and its journal files), `logs/`, `cache/`, `web/`,
 /// and the opt-in credential file. Each path it had to narrow is named in
 /// one warning; a path it cannot change is named too. Returns what was narrowed.
-pub fn tighten_home(home: &Path) -> Vec<String> {
+pub(crate) fn tighten_home(home: &Path) -> Vec<String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -258,7 +258,7 @@ impl Sink for Sqlite {
 /// written when it is back, in order, each once (a batch written again after a lost
 /// acknowledgement is ignored by its `(replica, seq)` key).
 #[derive(Debug)]
-pub struct Postgres {
+pub(crate) struct Postgres {
     queue: tokio::sync::mpsc::UnboundedSender<Message>,
     bound: Bound,
 }
@@ -268,7 +268,7 @@ const PG_BATCH: usize = 500;
 
 impl Postgres {
     /// Starts the writer (it connects when it has something to write).
-    pub fn start(
+    pub(crate) fn start(
         shared: Arc<crate::store::Shared>,
         retention: Retention,
     ) -> Result<Postgres, Error> {
@@ -456,7 +456,7 @@ async fn pg_prune(
 }
 
 /// Reads records from the shared store with their row ids, newest first.
-pub async fn rows_shared(
+pub(crate) async fn rows_shared(
     shared: &crate::store::Shared,
     filter: &Filter,
 ) -> Result<Vec<(u64, Record)>, Error> {
@@ -483,7 +483,10 @@ pub async fn rows_shared(
 }
 
 /// The record with row id `id` in the shared store, if it is still kept.
-pub async fn get_shared(shared: &crate::store::Shared, id: u64) -> Result<Option<Record>, Error> {
+pub(crate) async fn get_shared(
+    shared: &crate::store::Shared,
+    id: u64,
+) -> Result<Option<Record>, Error> {
     let client = shared.client().await?;
     let row = shared
         .timed(client.query_opt(
@@ -649,7 +652,7 @@ pub fn now_ms() -> u64 {
 
 /// What `history` asks for.
 #[derive(Debug, Default, Clone)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// Only this app.
     pub app: Option<String>,
     /// Only this tool.
@@ -667,12 +670,12 @@ pub struct Filter {
 }
 
 /// Reads records from `file`, newest first.
-pub fn query(file: &Path, filter: &Filter) -> Result<Vec<Record>, Error> {
+pub(crate) fn query(file: &Path, filter: &Filter) -> Result<Vec<Record>, Error> {
     Ok(rows(file, filter)?.into_iter().map(|(_, r)| r).collect())
 }
 
 /// Reads records from `file` with their row ids, newest first.
-pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, Error> {
+pub(crate) fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, Error> {
     select(
         file,
         "WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR caller = ?3)
@@ -692,7 +695,7 @@ pub fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, Error> {
 }
 
 /// The record with row id `id`, if it is still kept.
-pub fn get(file: &Path, id: u64) -> Result<Option<Record>, Error> {
+pub(crate) fn get(file: &Path, id: u64) -> Result<Option<Record>, Error> {
     Ok(select(file, "WHERE id = ?1", params![clamp(id)])?
         .into_iter()
         .next()
@@ -734,7 +737,7 @@ fn select(
 }
 
 /// `2026-11-23 02:30:00` for Unix milliseconds (civil date from days, no time zone data).
-pub fn utc(at_ms: u64) -> String {
+pub(crate) fn utc(at_ms: u64) -> String {
     let secs = at_ms / 1000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
     // Howard Hinnant's days-to-civil algorithm.
@@ -756,7 +759,7 @@ pub fn utc(at_ms: u64) -> String {
 }
 
 /// `1h`, `30m`, `2d`, `45s`, or seconds: the Unix time (ms) that far back.
-pub fn since(text: &str) -> Result<u64, Error> {
+pub(crate) fn since(text: &str) -> Result<u64, Error> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().find(|(_, c)| c.is_alphabetic()) {
         Some((i, _)) => text.split_at(i),

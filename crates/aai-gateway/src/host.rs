@@ -106,7 +106,7 @@ impl Host {
 }
 
 /// Finds `program` on `PATH` (with `PATHEXT` extensions on Windows).
-pub fn on_path(program: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     let exts: Vec<String> = if cfg!(windows) {
         std::env::var("PATHEXT")

@@ -33,35 +33,100 @@
 //! The descriptor model and its parsers live in the `aai-descriptor` crate, authoring
 //! (drafts from other formats) in `aai-author`; neither does I/O.
 
-pub mod access;
-pub mod auth;
-pub mod batch;
-pub mod budget;
-pub mod catalog;
-pub mod cli;
-pub mod clients;
-pub mod config;
-pub mod consent;
-pub mod error;
-pub mod exec;
-pub mod files;
-pub mod gateway;
-pub mod history;
-pub mod host;
-pub mod identity;
-pub mod lines;
-pub mod listen;
-pub mod logging;
-pub mod manage;
-pub mod mcp;
-pub mod metrics;
-pub mod net;
-pub mod peer;
-pub mod pipeline;
-pub mod ratelimit;
-pub mod registry;
-pub mod store;
-pub mod telemetry;
-pub mod text;
-pub mod ui;
-pub mod visibility;
+pub(crate) mod access;
+pub(crate) mod auth;
+pub(crate) mod batch;
+pub(crate) mod budget;
+pub(crate) mod catalog;
+pub(crate) mod cli;
+pub(crate) mod clients;
+pub(crate) mod config;
+pub(crate) mod consent;
+pub(crate) mod error;
+pub(crate) mod exec;
+pub(crate) mod files;
+pub(crate) mod gateway;
+pub(crate) mod history;
+pub(crate) mod host;
+pub(crate) mod identity;
+pub(crate) mod lines;
+pub(crate) mod listen;
+pub(crate) mod logging;
+pub(crate) mod manage;
+pub(crate) mod mcp;
+pub(crate) mod metrics;
+pub(crate) mod net;
+pub(crate) mod peer;
+pub(crate) mod pipeline;
+pub(crate) mod ratelimit;
+pub(crate) mod registry;
+pub(crate) mod store;
+pub(crate) mod telemetry;
+pub(crate) mod text;
+pub(crate) mod ui;
+pub(crate) mod visibility;
+
+pub use cli::main;
+
+/// What the crate's own integration tests and benchmarks drive, under the paths of the
+/// modules that define it. Not an API: nothing outside this repository should use it.
+#[doc(hidden)]
+pub mod testing {
+    pub mod access {
+        pub use crate::access::{Remote, resource};
+    }
+    pub mod auth {
+        pub use crate::auth::{Authenticator, Secret, store};
+    }
+    pub mod batch {
+        pub use crate::batch::{Batch, Call, Mode, Status};
+    }
+    pub mod catalog {
+        pub use crate::catalog::{Layout, SearchDir, SourceKind, load, scan};
+    }
+    pub mod config {
+        pub use crate::config::{Config, ConsentMode, Exposure, Limit, RateLimits, WebAuth};
+    }
+    pub mod consent {
+        pub use crate::consent::{Choice, Fixed, Gate, Question, Reply, state};
+    }
+    pub mod error {
+        pub use crate::error::{Code, GatewayError};
+    }
+    pub mod exec {
+        pub use crate::exec::{Executors, start};
+    }
+    pub mod gateway {
+        pub use crate::gateway::{Gateway, Handle, Lifecycle, Running};
+    }
+    pub mod history {
+        pub use crate::history::{Record, Retention, Sink, Sqlite, count, excerpt, mask, now_ms};
+    }
+    pub mod host {
+        pub use crate::host::{Host, Os};
+    }
+    pub mod identity {
+        pub use crate::identity::Caller;
+    }
+    pub mod mcp {
+        pub use crate::mcp::{Server, http, stdio};
+    }
+    pub mod metrics {
+        pub use crate::metrics::{Call, Metrics};
+    }
+    pub mod net {
+        pub use crate::net::install_crypto;
+    }
+    pub mod pipeline {
+        pub use crate::pipeline::{Apps, AppsFuture, Origin, Parts, Pipeline, Settings, base_dir};
+    }
+    pub mod ratelimit {
+        pub use crate::ratelimit::Limiter;
+    }
+    pub mod registry {
+        pub use crate::registry::{Snapshot, guide, search};
+    }
+    pub mod ui {
+        pub use crate::ui::Ui;
+    }
+}

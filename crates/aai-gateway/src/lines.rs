@@ -6,7 +6,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// Reads up to and including the next `\n`, keeping at most `max` bytes of it in `out`;
 /// returns how many bytes were consumed (0 at the end).
-pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_line_capped<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     out: &mut Vec<u8>,
     max: usize,

@@ -38,18 +38,18 @@ use crate::auth::mcp::RESOURCE_METADATA;
 use crate::gateway::Handle;
 
 /// Most connections served at once; the next ones wait until one closes.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// How long a connection may take to send a request's headers, or stay idle between
 /// requests.
-pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The shortest bearer token accepted.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_TOKEN_LEN: usize = 16;
 
 /// The bearer token a listener on `addr` uses: `AAI_HTTP_TOKEN` when set (at least
 /// [`MIN_TOKEN_LEN`] characters); else, where a connection's owner cannot be proven (off
 /// loopback, or an OS without `peer` support), the per-install token of `home`; else
 /// none (the OS proves each peer).
-pub fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secret>, Error> {
+pub(crate) fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secret>, Error> {
     if let Some(token) = std::env::var("AAI_HTTP_TOKEN")
         .ok()
         .filter(|t| !t.trim().is_empty())
@@ -66,7 +66,7 @@ pub fn token_for(home: &std::path::Path, addr: SocketAddr) -> Result<Option<Secr
 }
 
 /// The per-install token in `home/token`, made (32 random bytes, hex, 0600) when missing.
-pub fn install_token(home: &std::path::Path) -> Result<Secret, Error> {
+pub(crate) fn install_token(home: &std::path::Path) -> Result<Secret, Error> {
     let file = home.join("token");
     if let Ok(text) = std::fs::read_to_string(&file)
         && text.trim().len() >= MIN_TOKEN_LEN
@@ -85,7 +85,7 @@ pub fn install_token(home: &std::path::Path) -> Result<Secret, Error> {
 
 /// Where, how and what to serve.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// The address to listen on.
     pub addr: SocketAddr,
     /// The bearer token every request must carry (required off loopback).
@@ -104,7 +104,7 @@ pub struct Options {
 
 /// Why the listener did not start.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// Off loopback without a token.
     #[error(
         "listening on {0} exposes the gateway to other machines; set a bearer token in AAI_HTTP_TOKEN first (or listen on 127.0.0.1)"
@@ -134,7 +134,7 @@ pub enum Error {
 
 /// A bound listener, not serving yet.
 #[derive(Debug)]
-pub struct Bound {
+pub(crate) struct Bound {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
     options: Options,
@@ -142,13 +142,13 @@ pub struct Bound {
 
 impl Bound {
     /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 }
 
 /// Binds `options.addr` (port 0 picks a free one).
-pub async fn bind(options: Options) -> Result<Bound, Error> {
+pub(crate) async fn bind(options: Options) -> Result<Bound, Error> {
     if !options.addr.ip().is_loopback() && options.token.is_none() && options.resource.is_none() {
         return Err(Error::TokenRequired(options.addr));
     }
@@ -168,7 +168,7 @@ pub async fn bind(options: Options) -> Result<Bound, Error> {
 
 /// Binds the first free port of `port`, `port + 1`, … `port + 19` on loopback, else any
 /// free one: where the stdio server puts its web UI.
-pub async fn bind_near(port: u16, options: Options) -> Result<Bound, Error> {
+pub(crate) async fn bind_near(port: u16, options: Options) -> Result<Bound, Error> {
     let ip = options.addr.ip();
     for candidate in (0..20).filter_map(|i| port.checked_add(i)) {
         let addr = SocketAddr::new(ip, candidate);
@@ -189,7 +189,7 @@ pub async fn bind_near(port: u16, options: Options) -> Result<Bound, Error> {
 }
 
 /// Serves until the gateway is asked to stop.
-pub async fn serve(gateway: Handle, bound: Bound) -> Result<(), Error> {
+pub(crate) async fn serve(gateway: Handle, bound: Bound) -> Result<(), Error> {
     let Bound {
         listener,
         addr,
@@ -425,7 +425,7 @@ fn in_flight_key(
 }
 
 /// The budget of MCP requests read and handled at once, in KiB of their bodies.
-pub const MAX_PARSING: usize = crate::budget::MAX_IN_FLIGHT_BYTES / 1024;
+pub(crate) const MAX_PARSING: usize = crate::budget::MAX_IN_FLIGHT_BYTES / 1024;
 
 fn too_large() -> Response {
     (
@@ -718,7 +718,7 @@ fn refuse(
 
 /// A token's public name: the first 8 hex digits of its SHA-256 (part of a caller's
 /// identity; the token itself never leaves memory).
-pub fn token_id(token: &Secret) -> String {
+pub(crate) fn token_id(token: &Secret) -> String {
     use sha2::Digest;
     crate::text::hex(&sha2::Sha256::digest(token.expose().as_bytes())[..4])
 }

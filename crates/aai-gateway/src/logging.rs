@@ -28,12 +28,12 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
 /// The target of descriptor diagnostics logged by a scan.
-pub const DESCRIPTORS: &str = "aai_gateway::descriptors";
+pub(crate) const DESCRIPTORS: &str = "aai_gateway::descriptors";
 
 /// Rotate the log file at this size.
-pub const MAX_LOG_BYTES: u64 = 10 * 1024 * 1024;
+pub(crate) const MAX_LOG_BYTES: u64 = 10 * 1024 * 1024;
 /// Keep this many rotated files.
-pub const KEPT_LOGS: usize = 5;
+pub(crate) const KEPT_LOGS: usize = 5;
 
 /// Libraries capped at `info` unless named: their debug output carries payloads.
 const PAYLOAD_LOGGERS: &[&str] = &[
@@ -52,7 +52,7 @@ const PAYLOAD_LOGGERS: &[&str] = &[
 
 /// Who is logging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// The MCP server: a log file plus warnings on stderr.
     Server,
     /// A CLI command: warnings about what it was asked to do, on stderr.
@@ -111,7 +111,7 @@ fn no_error_echo<S>() -> impl tracing_subscriber::layer::Filter<S> {
 /// Installs the global subscriber once; later calls do nothing. `level` is the config's
 /// `logLevel`; `dir` the log directory (server only). A log directory that cannot be
 /// written is reported on stderr and skipped.
-pub fn init(mode: Mode, level: &str, dir: Option<&Path>) {
+pub(crate) fn init(mode: Mode, level: &str, dir: Option<&Path>) {
     let explicit = std::env::var("AAI_LOG").ok().filter(|v| !v.is_empty());
     let stderr_directives = match (&explicit, mode) {
         (Some(d), _) => d.clone(),
@@ -144,7 +144,7 @@ pub fn init(mode: Mode, level: &str, dir: Option<&Path>) {
 
 /// An append-only log file that rotates itself by size.
 #[derive(Debug)]
-pub struct RotatingFile {
+pub(crate) struct RotatingFile {
     path: PathBuf,
     file: File,
     size: u64,
@@ -163,7 +163,7 @@ fn owner_only() -> OpenOptions {
 
 impl RotatingFile {
     /// Opens (appends to) `path`, rotating at `max` bytes and keeping `keep` old files.
-    pub fn open(path: PathBuf, max: u64, keep: usize) -> std::io::Result<RotatingFile> {
+    pub(crate) fn open(path: PathBuf, max: u64, keep: usize) -> std::io::Result<RotatingFile> {
         if let Some(dir) = path.parent() {
             crate::files::private_dir(dir)?;
         }

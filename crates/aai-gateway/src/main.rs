@@ -1,5 +1,5 @@
 //! The `aai-gateway` binary. Everything lives in the library.
 
 fn main() -> std::process::ExitCode {
-    aai_gateway::cli::main()
+    aai_gateway::main()
 }

@@ -23,10 +23,10 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// The label value of an app or tool that is not in the catalog.
-pub const UNKNOWN: &str = "_unknown";
+pub(crate) const UNKNOWN: &str = "_unknown";
 
 /// The `Content-Type` of `/metrics`.
-pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// Upper bounds of the call latency buckets, in seconds (a D-Bus call takes a
 /// millisecond, an agent's prompt minutes).

@@ -19,18 +19,18 @@ use std::time::Duration;
 use reqwest::Client;
 
 /// `User-Agent` of every request.
-pub const USER_AGENT: &str = concat!("aai-gateway/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("aai-gateway/", env!("CARGO_PKG_VERSION"));
 
 /// Largest web app response body accepted.
-pub const MAX_API_BODY: usize = 10 * 1024 * 1024;
+pub(crate) const MAX_API_BODY: usize = 10 * 1024 * 1024;
 /// Largest descriptor (or registry catalog) accepted.
-pub const MAX_DESCRIPTOR: usize = 1024 * 1024;
+pub(crate) const MAX_DESCRIPTOR: usize = 1024 * 1024;
 /// Largest token endpoint answer accepted.
-pub const MAX_TOKEN_RESPONSE: usize = 1024 * 1024;
+pub(crate) const MAX_TOKEN_RESPONSE: usize = 1024 * 1024;
 
 /// What a client is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
+pub(crate) enum Purpose {
     /// Tool calls to web apps.
     Api,
     /// Fetching descriptors and the registry catalog.
@@ -56,7 +56,7 @@ pub enum Error {
 }
 
 /// The shared client for `purpose`; an error says why it could not be built.
-pub fn client(purpose: Purpose) -> Result<&'static Client, Error> {
+pub(crate) fn client(purpose: Purpose) -> Result<&'static Client, Error> {
     static API: OnceLock<Result<Client, Error>> = OnceLock::new();
     static DESCRIPTOR: OnceLock<Result<Client, Error>> = OnceLock::new();
     static TOKEN: OnceLock<Result<Client, Error>> = OnceLock::new();
@@ -138,7 +138,7 @@ fn build(purpose: Purpose) -> reqwest::Result<Client> {
 /// Whether a descriptor (or the registry catalog) may be fetched from `url`: https, or
 /// plain http to this machine only; never with a user name or password in it. The error
 /// says why, without echoing the URL's secrets.
-pub fn check_fetchable(url: &reqwest::Url) -> Result<(), Error> {
+pub(crate) fn check_fetchable(url: &reqwest::Url) -> Result<(), Error> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err(Error::Credentials(redact(url)));
     }
@@ -179,7 +179,7 @@ fn size(bytes: usize) -> String {
 }
 
 /// Reads a whole body, refusing it once it grows past `max` bytes.
-pub async fn read_capped(
+pub(crate) async fn read_capped(
     mut response: reqwest::Response,
     max: usize,
 ) -> Result<Vec<u8>, BodyError> {
@@ -207,7 +207,7 @@ pub async fn read_capped(
 
 /// A URL as errors and logs may show it: its origin only. Paths carry arguments and
 /// query strings carry API keys.
-pub fn redact(url: &reqwest::Url) -> String {
+pub(crate) fn redact(url: &reqwest::Url) -> String {
     let origin = url.origin().ascii_serialization();
     if url.path() == "/" && url.query().is_none() {
         origin
@@ -217,12 +217,12 @@ pub fn redact(url: &reqwest::Url) -> String {
 }
 
 /// `url` as a question shows it: [`redact`] of it, or "an invalid URL".
-pub fn shown(url: &str) -> String {
+pub(crate) fn shown(url: &str) -> String {
     reqwest::Url::parse(url).map_or_else(|_| "an invalid URL".to_owned(), |u| redact(&u))
 }
 
 /// A transport error's text with its whole chain of causes, its URL cut to the origin.
-pub fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     use std::error::Error as _;
     let mut detail = e.to_string();
     let mut source = e.source();

@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// What the OS says of a connection's peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Peer {
+pub(crate) enum Peer {
     /// A process of this user.
     Owner,
     /// A process of another user (its uid).
@@ -28,7 +28,7 @@ pub enum Peer {
 }
 
 /// Who owns the client side of the connection from `remote` to our `local` address.
-pub fn of(local: SocketAddr, remote: SocketAddr) -> Peer {
+pub(crate) fn of(local: SocketAddr, remote: SocketAddr) -> Peer {
     #[cfg(target_os = "linux")]
     {
         let Some(me) = my_uid() else {
@@ -60,7 +60,7 @@ pub fn of(local: SocketAddr, remote: SocketAddr) -> Peer {
 /// the client's; Windows asks PowerShell (`Get-NetTCPConnection` for the owning process,
 /// then that process's owner, compared with the gateway's user). A lookup that fails or
 /// says nothing is `Unknown`.
-pub async fn owner(local: SocketAddr, remote: SocketAddr, os: crate::host::Os) -> Peer {
+pub(crate) async fn owner(local: SocketAddr, remote: SocketAddr, os: crate::host::Os) -> Peer {
     match os {
         crate::host::Os::Linux => of(local, remote),
         crate::host::Os::Macos => macos(local, remote).await,
@@ -71,7 +71,7 @@ pub async fn owner(local: SocketAddr, remote: SocketAddr, os: crate::host::Os) -
 
 /// [`owner`] on this host, as the sign-in's loopback callback asks it
 /// ([`crate::auth::oauth::OwnerOf`]).
-pub fn of_callback(
+pub(crate) fn of_callback(
     local: SocketAddr,
     remote: SocketAddr,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::auth::oauth::Owner> + Send>> {
@@ -86,7 +86,7 @@ pub fn of_callback(
 }
 
 /// Whether `os` can tell who owns a loopback peer.
-pub fn provable_on(os: crate::host::Os) -> bool {
+pub(crate) fn provable_on(os: crate::host::Os) -> bool {
     matches!(
         os,
         crate::host::Os::Linux | crate::host::Os::Macos | crate::host::Os::Windows
@@ -149,7 +149,7 @@ fn lsof_address(addr: SocketAddr) -> String {
 
 /// The uid (`u…` field) of the socket whose name (`n…` field) starts with `client->`, in
 /// `lsof -F pun` output.
-pub fn client_uid(listing: &str, client: SocketAddr) -> Option<u32> {
+pub(crate) fn client_uid(listing: &str, client: SocketAddr) -> Option<u32> {
     let prefix = format!("{}->", lsof_address(client));
     let mut uid = None;
     for line in listing.lines() {
@@ -203,7 +203,7 @@ fn my_uid() -> Option<u32> {
 
 /// The uid of the socket in `table` (the text of `/proc/net/tcp{,6}`) whose local address
 /// is `local` and remote address `remote`.
-pub fn owner_in(table: &str, local: SocketAddr, remote: SocketAddr) -> Option<u32> {
+pub(crate) fn owner_in(table: &str, local: SocketAddr, remote: SocketAddr) -> Option<u32> {
     table.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid …

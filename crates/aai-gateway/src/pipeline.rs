@@ -32,7 +32,6 @@ use crate::telemetry::{self, Kind};
 
 mod args;
 mod call;
-pub use args::prepare_args;
 use args::validate;
 
 /// Why the call path refused a call before any executor ran. `From<Error> for
@@ -901,7 +900,11 @@ impl Pipeline {
 
 /// TOOL_NOT_FOUND for `tool` of the app `app_id` reached through `binding`, naming its
 /// tools (or, for a large app, the close ones).
-pub fn no_such_tool(app_id: &str, binding: &aai_descriptor::Binding, tool: &str) -> GatewayError {
+pub(crate) fn no_such_tool(
+    app_id: &str,
+    binding: &aai_descriptor::Binding,
+    tool: &str,
+) -> GatewayError {
     let names: Vec<&str> = binding.tools.iter().map(|t| t.name.as_str()).collect();
     Error::NoTool {
         app: app_id.to_owned(),
@@ -918,7 +921,7 @@ pub fn base_dir(entry: &crate::registry::Entry) -> &Path {
 
 /// The folder of a descriptor file: relative commands resolve against it. Built-in apps
 /// have no folder (`builtin:…`): their programs start in `/`.
-pub fn folder_of(source: &Path) -> &Path {
+pub(crate) fn folder_of(source: &Path) -> &Path {
     if source.to_string_lossy().starts_with("builtin:") {
         return Path::new("/");
     }
@@ -972,7 +975,7 @@ fn is_url(app: &str) -> bool {
 
 /// The error for an app that is not served: its descriptor is broken, it cannot run on
 /// this host, or it does not exist (with a suggestion).
-pub fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
+pub(crate) fn not_served(snapshot: &Snapshot, app: &str, os: Os) -> GatewayError {
     match snapshot.missing(app) {
         Some(Missing::Broken(broken)) => Error::Broken {
             app: app.to_owned(),
@@ -1056,6 +1059,7 @@ fn start_question(
 
 #[cfg(test)]
 mod tests {
+    use super::args::prepare_args;
     use super::*;
     use aai_descriptor::Tool;
     use serde_json::json;

@@ -22,12 +22,12 @@ use crate::error::{Code, GatewayError};
 use crate::identity::Caller;
 
 /// Most buckets of one kind (people, apps) kept at once.
-pub const MAX_KEYS: usize = 10_000;
+pub(crate) const MAX_KEYS: usize = 10_000;
 
 /// The person a call counts against: for a person of the team their token's subject
 /// (whatever client they use), else the caller's key (client name, transport, token id).
 /// This is the one place that decides it.
-pub fn person_of(caller: &Caller) -> String {
+pub(crate) fn person_of(caller: &Caller) -> String {
     caller.person_key()
 }
 

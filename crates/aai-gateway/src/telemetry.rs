@@ -125,9 +125,9 @@ impl std::fmt::Debug for Context {
 }
 
 /// The W3C header (and MCP `_meta` key) naming a call's trace and parent span.
-pub const TRACEPARENT: &str = "traceparent";
+pub(crate) const TRACEPARENT: &str = "traceparent";
 /// The W3C header (and MCP `_meta` key) with the trace's vendor state.
-pub const TRACESTATE: &str = "tracestate";
+pub(crate) const TRACESTATE: &str = "tracestate";
 
 /// Longest `tracestate` passed on (the W3C limit).
 const MAX_TRACESTATE: usize = 512;
@@ -537,7 +537,7 @@ fn header_map(headers: &[(String, HeaderValue)]) -> reqwest::header::HeaderMap {
 
 /// Whether `name` may be a configured export header (a token for HTTP, and none the
 /// exporter sets itself).
-pub fn header_allowed(name: &str) -> bool {
+pub(crate) fn header_allowed(name: &str) -> bool {
     reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
         && !matches!(
             name.to_ascii_lowercase().as_str(),
@@ -550,7 +550,7 @@ pub fn header_allowed(name: &str) -> bool {
 
 /// A span that is running: its context, start, and attributes so far.
 #[derive(Debug)]
-pub struct Span {
+pub(crate) struct Span {
     recorded: bool,
     ctx: Option<Context>,
     parent: Option<[u8; 8]>,
@@ -564,7 +564,7 @@ pub struct Span {
 
 impl Span {
     /// Adds an attribute (a name or a code: never a value a caller sent).
-    pub fn set(&mut self, key: &'static str, value: impl Into<Value>) {
+    pub(crate) fn set(&mut self, key: &'static str, value: impl Into<Value>) {
         if self.recorded {
             self.attributes.push((key, value.into()));
         }
@@ -572,25 +572,25 @@ impl Span {
 
     /// The context to pass on from inside this span (its own id, when recorded; else the
     /// caller's context as it came).
-    pub fn context(&self) -> Option<&Context> {
+    pub(crate) fn context(&self) -> Option<&Context> {
         self.ctx.as_ref()
     }
 }
 
 /// The call span's name.
-pub const CALL: &str = "aai.call";
+pub(crate) const CALL: &str = "aai.call";
 /// The consent check's span.
-pub const CONSENT: &str = "aai.consent";
+pub(crate) const CONSENT: &str = "aai.consent";
 /// Credential resolution's span.
-pub const CREDENTIALS: &str = "aai.credentials";
+pub(crate) const CREDENTIALS: &str = "aai.credentials";
 /// The executor's span.
-pub const EXECUTE: &str = "aai.execute";
+pub(crate) const EXECUTE: &str = "aai.execute";
 
 /// One call's trace: the call span when it is recorded, and the context its executor
 /// passes on. Without an exporter (or under a caller's unsampled trace) nothing is
 /// recorded and the caller's context is passed on unchanged.
 #[derive(Debug)]
-pub struct Call {
+pub(crate) struct Call {
     telemetry: Option<Arc<Telemetry>>,
     span: Span,
 }
@@ -604,7 +604,7 @@ fn unix_ns() -> u64 {
 impl Call {
     /// Starts a call's span under `incoming` (the caller's context), recorded when
     /// `telemetry` is on and the caller's trace (if any) is sampled.
-    pub fn start(telemetry: Option<&Arc<Telemetry>>, incoming: Option<&Context>) -> Call {
+    pub(crate) fn start(telemetry: Option<&Arc<Telemetry>>, incoming: Option<&Context>) -> Call {
         let recording = telemetry.filter(|_| incoming.is_none_or(Context::sampled));
         let Some(telemetry) = recording else {
             return Call {
@@ -645,17 +645,17 @@ impl Call {
     }
 
     /// Whether this call's spans are recorded.
-    pub fn recording(&self) -> bool {
+    pub(crate) fn recording(&self) -> bool {
         self.telemetry.is_some()
     }
 
     /// The call span, for its attributes.
-    pub fn span(&mut self) -> &mut Span {
+    pub(crate) fn span(&mut self) -> &mut Span {
         &mut self.span
     }
 
     /// A child span of the call (not recorded when the call is not).
-    pub fn child(&self, name: &'static str, kind: Kind) -> Span {
+    pub(crate) fn child(&self, name: &'static str, kind: Kind) -> Span {
         match (&self.telemetry, &self.span.ctx) {
             (Some(_), Some(parent)) => Span {
                 recorded: true,
@@ -686,7 +686,7 @@ impl Call {
     }
 
     /// Ends a child span with its outcome (`Err`: the error's code name).
-    pub fn end(&self, span: Span, outcome: Result<(), &'static str>) {
+    pub(crate) fn end(&self, span: Span, outcome: Result<(), &'static str>) {
         if let Some(telemetry) = &self.telemetry
             && span.recorded
         {
@@ -695,7 +695,7 @@ impl Call {
     }
 
     /// Ends the call span with its outcome.
-    pub fn finish(self, outcome: Result<(), &'static str>) {
+    pub(crate) fn finish(self, outcome: Result<(), &'static str>) {
         if let Some(telemetry) = &self.telemetry {
             telemetry.record(finish(self.span, Some(outcome.err())));
         }
@@ -838,7 +838,7 @@ fn encode_span(out: &mut Vec<u8>, span: &SpanData) {
 /// `ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1 }`;
 /// `ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2 }`;
 /// `ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2 }`.
-pub fn encode_request(resource: &[u8], spans: &[SpanData]) -> Vec<u8> {
+pub(crate) fn encode_request(resource: &[u8], spans: &[SpanData]) -> Vec<u8> {
     let mut out = Vec::with_capacity(256 * spans.len() + 256);
     pb::message(&mut out, 1, |rs| {
         pb::bytes(rs, 1, resource);

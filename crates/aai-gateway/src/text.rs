@@ -1,14 +1,14 @@
 //! Small text helpers shared by the CLI and the MCP surface.
 
 /// `bytes` as lower-case hex (ids, tokens and digests).
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(2 * bytes.len());
     push_hex(&mut out, bytes);
     out
 }
 
 /// Appends `bytes` to `out` as lower-case hex.
-pub fn push_hex(out: &mut String, bytes: &[u8]) {
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         out.push(char::from(DIGITS[usize::from(b >> 4)]));
@@ -18,7 +18,7 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
 
 /// `1 app`, `2 apps`: a count with its noun in the right number (`plural` for anything
 /// but one).
-pub fn count(n: usize, singular: &str, plural: &str) -> String {
+pub(crate) fn count(n: usize, singular: &str, plural: &str) -> String {
     if n == 1 {
         format!("1 {singular}")
     } else {
@@ -27,7 +27,7 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
 }
 
 /// At most `max` characters of `text`, with `…` when cut.
-pub fn excerpt(text: &str, max: usize) -> String {
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
@@ -38,7 +38,7 @@ pub fn excerpt(text: &str, max: usize) -> String {
 
 /// `text` with every form in `forms` replaced by `***` (longest first is the caller's
 /// order): services echo secrets, and nothing that leaves the gateway may carry them.
-pub fn scrub(text: &str, forms: &[String]) -> String {
+pub(crate) fn scrub(text: &str, forms: &[String]) -> String {
     let mut out = text.to_owned();
     for f in forms.iter().filter(|f| !f.is_empty()) {
         if out.contains(f.as_str()) {
@@ -51,12 +51,12 @@ pub fn scrub(text: &str, forms: &[String]) -> String {
 /// `text` with what it carries of secrets masked: a URL's password and the values of
 /// secret-looking query parameters (`postgres://u:***@h/db`, `…?api_key=***`), and a
 /// `Bearer …` or `Basic …` credential.
-pub fn mask_secrets(text: &str) -> String {
+pub(crate) fn mask_secrets(text: &str) -> String {
     mask_secrets_with(text, aai_descriptor::looks_secret)
 }
 
 /// [`mask_secrets`], with `secret` deciding which query parameter names are secret.
-pub fn mask_secrets_with(text: &str, secret: impl Fn(&str) -> bool) -> String {
+pub(crate) fn mask_secrets_with(text: &str, secret: impl Fn(&str) -> bool) -> String {
     let mut out = text.to_owned();
     if let Some(scheme_end) = text.find("://") {
         let rest = &text[scheme_end + 3..];
@@ -94,7 +94,7 @@ pub fn mask_secrets_with(text: &str, secret: impl Fn(&str) -> bool) -> String {
 /// A connection URL without its password (`postgres://u:***@host/db`): the user part's
 /// password and a `password` query parameter are replaced by `***`. Text that is not a URL
 /// loses everything between `://` and its last `@`.
-pub fn redact_url(text: &str) -> String {
+pub(crate) fn redact_url(text: &str) -> String {
     if let Ok(mut u) = url::Url::parse(text) {
         if u.password().is_some() {
             let _ = u.set_password(Some("***"));
@@ -127,7 +127,7 @@ pub fn redact_url(text: &str) -> String {
 
 /// `word` quoted for a POSIX shell (`sh`, `bash`, `zsh`): left as it is when it needs no
 /// quotes, else in single quotes. A NUL, which no shell can pass, becomes the text `\0`.
-pub fn sh_quote(word: &str) -> String {
+pub(crate) fn sh_quote(word: &str) -> String {
     let word = word.replace('\0', "\\0");
     match shlex::try_quote(&word) {
         Ok(quoted) => quoted.into_owned(),
@@ -137,7 +137,7 @@ pub fn sh_quote(word: &str) -> String {
 
 /// `word` as a PowerShell single-quoted string: PowerShell reads the typographic single
 /// quotes (U+2018–U+201B) as quotes too, so each of them is doubled like `'`.
-pub fn ps_quote(word: &str) -> String {
+pub(crate) fn ps_quote(word: &str) -> String {
     let mut out = String::with_capacity(word.len() + 2);
     out.push('\'');
     for c in word.chars() {
@@ -160,12 +160,12 @@ const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHA
 
 /// Percent-encodes everything but the unreserved characters (RFC 3986), as UTF-8 bytes
 /// with upper-case hex.
-pub fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, NOT_UNRESERVED).to_string()
 }
 
 /// What PowerShell's `-EncodedCommand` takes: base64 of the UTF-16LE text.
-pub fn powershell_encoded(script: &str) -> String {
+pub(crate) fn powershell_encoded(script: &str) -> String {
     use base64::Engine;
     let bytes: Vec<u8> = script.encode_utf16().flat_map(u16::to_le_bytes).collect();
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -173,7 +173,7 @@ pub fn powershell_encoded(script: &str) -> String {
 
 /// The front matter of a markdown text (`---` … `---` at its top: a `SKILL.md`'s) and the
 /// text after it.
-pub fn front_matter(text: &str) -> Option<(&str, &str)> {
+pub(crate) fn front_matter(text: &str) -> Option<(&str, &str)> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let rest = text
         .strip_prefix("---\n")
@@ -192,13 +192,13 @@ pub fn front_matter(text: &str) -> Option<(&str, &str)> {
 }
 
 /// The Markdown headings of `body` outside code fences: (level, text).
-pub fn headings(body: &str) -> impl Iterator<Item = (usize, &str)> {
+pub(crate) fn headings(body: &str) -> impl Iterator<Item = (usize, &str)> {
     heading_lines(body).map(|(_, level, text)| (level, text))
 }
 
 /// The Markdown headings of `body` outside code fences: (line number from 0, level,
 /// text).
-pub fn heading_lines(body: &str) -> impl Iterator<Item = (usize, usize, &str)> {
+pub(crate) fn heading_lines(body: &str) -> impl Iterator<Item = (usize, usize, &str)> {
     let mut fenced = false;
     body.lines().enumerate().filter_map(move |(i, line)| {
         if line.trim_start().starts_with("```") {

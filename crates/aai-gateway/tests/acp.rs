@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aai_gateway::auth::store::Store;
-use aai_gateway::config::Config;
-use aai_gateway::error::Code;
-use aai_gateway::gateway::Gateway;
-use aai_gateway::host::{Host, Os};
-use aai_gateway::identity::Caller;
-use aai_gateway::pipeline::Origin;
+use aai_gateway::testing::auth::store::Store;
+use aai_gateway::testing::config::Config;
+use aai_gateway::testing::error::Code;
+use aai_gateway::testing::gateway::Gateway;
+use aai_gateway::testing::host::{Host, Os};
+use aai_gateway::testing::identity::Caller;
+use aai_gateway::testing::pipeline::Origin;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -89,7 +89,10 @@ fn gateway(home: &std::path::Path, marks: &std::path::Path, consent: &str) -> Ar
     gateway
 }
 
-async fn ask(gateway: &Gateway, prompt: &str) -> Result<Value, aai_gateway::error::GatewayError> {
+async fn ask(
+    gateway: &Gateway,
+    prompt: &str,
+) -> Result<Value, aai_gateway::testing::error::GatewayError> {
     let origin = Origin {
         caller: Caller {
             name: "test".into(),
@@ -144,9 +147,9 @@ async fn a_permission_nobody_can_answer_is_refused_not_left_hanging() {
     // is not, and there is no channel to ask on and no time to wait.
     let snapshot = gw.snapshot().await;
     let entry = snapshot.find("com.example.agent").unwrap();
-    let start = aai_gateway::exec::start::start_of(
+    let start = aai_gateway::testing::exec::start::start_of(
         &entry.binding().executor,
-        aai_gateway::pipeline::base_dir(entry),
+        aai_gateway::testing::pipeline::base_dir(entry),
     )
     .unwrap();
     let consent = &gw.pipeline().consent();

@@ -179,9 +179,9 @@ fn only_mcp_knows_rmcp() {
         ],
     );
     only_under("axum::", &["listen.rs", "ui/", "mcp/http.rs"]);
-    // Only the front doors that serve MCP start it.
-    only_under("crate::mcp", &["mcp/", "cli/mod.rs", "listen.rs"]);
-    only_under("crate::ui", &["listen.rs"]);
+    // Only the front doors that serve MCP start it (`lib.rs`: the tests' `testing`).
+    only_under("crate::mcp", &["mcp/", "cli/mod.rs", "listen.rs", "lib.rs"]);
+    only_under("crate::ui", &["listen.rs", "lib.rs"]);
 }
 
 #[test]
@@ -195,6 +195,23 @@ fn front_doors_hold_a_pipeline_and_a_handle_not_the_gateway() {
             .collect();
         assert!(bad.is_empty(), "a front door names `{needle}`: {bad:?}");
     }
+}
+
+#[test]
+fn modules_are_the_crates_own_and_tests_reach_them_through_testing() {
+    // `pub(crate)` modules let `unreachable_pub` find every `pub` nobody outside uses;
+    // integration tests and benchmarks go through the `#[doc(hidden)]` `testing` module.
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let public: Vec<&str> = lib
+        .lines()
+        .filter(|l| l.starts_with("pub mod ") && l.ends_with(';'))
+        .collect();
+    assert!(public.is_empty(), "public modules in lib.rs: {public:?}");
+    assert!(
+        lib.contains("pub(crate) mod pipeline;"),
+        "the checker reads lib.rs"
+    );
 }
 
 #[test]

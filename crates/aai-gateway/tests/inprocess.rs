@@ -11,13 +11,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aai_gateway::auth::store::{Credential, Store};
-use aai_gateway::auth::{Authenticator, Secret};
-use aai_gateway::catalog::{Layout, SearchDir, SourceKind};
-use aai_gateway::config::Config;
-use aai_gateway::error::{Code, GatewayError};
-use aai_gateway::gateway::Gateway;
-use aai_gateway::host::{Host, Os};
+use aai_gateway::testing::auth::store::{Credential, Store};
+use aai_gateway::testing::auth::{Authenticator, Secret};
+use aai_gateway::testing::catalog::{Layout, SearchDir, SourceKind};
+use aai_gateway::testing::config::Config;
+use aai_gateway::testing::error::{Code, GatewayError};
+use aai_gateway::testing::gateway::Gateway;
+use aai_gateway::testing::host::{Host, Os};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -95,13 +95,13 @@ impl ClientHandler for Client {
 struct Session {
     client: RunningService<RoleClient, Client>,
     changed: mpsc::UnboundedReceiver<()>,
-    running: Option<aai_gateway::gateway::Running>,
+    running: Option<aai_gateway::testing::gateway::Running>,
 }
 
 async fn connect(gw: &Arc<Gateway>) -> Session {
     let running = gw.start();
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
-    let server = aai_gateway::mcp::Server::new(gw.handle(), "stdio");
+    let server = aai_gateway::testing::mcp::Server::new(gw.handle(), "stdio");
     tokio::spawn(async move {
         if let Ok(service) = server.serve(server_io).await {
             let _ = service.waiting().await;
@@ -325,7 +325,7 @@ fn stdio_session(
 ) {
     let (to_server, server_in) = tokio::io::duplex(1 << 16);
     let (server_out, from_server) = tokio::io::duplex(output_buffer);
-    let served = tokio::spawn(aai_gateway::mcp::stdio::serve_on(
+    let served = tokio::spawn(aai_gateway::testing::mcp::stdio::serve_on(
         gw.handle(),
         server_in,
         server_out,
@@ -655,16 +655,16 @@ async fn a_remote_client_keeps_a_bounded_number_of_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(dir.path(), "{}");
     let addr: std::net::SocketAddr = "127.0.0.1:3000".parse().unwrap();
-    let setup = aai_gateway::mcp::http::Setup {
+    let setup = aai_gateway::testing::mcp::http::Setup {
         token: Some("t0ken-id".into()),
         remote_hosts: true,
         ..Default::default()
     };
-    let router = aai_gateway::mcp::http::service(gw.handle(), addr, setup);
+    let router = aai_gateway::testing::mcp::http::service(gw.handle(), addr, setup);
     let from = |ip: &str| {
         router
             .clone()
-            .layer(axum::Extension(aai_gateway::access::Remote(
+            .layer(axum::Extension(aai_gateway::testing::access::Remote(
                 ip.parse().unwrap(),
             )))
     };
@@ -681,7 +681,7 @@ async fn a_remote_client_keeps_a_bounded_number_of_sessions() {
             ))
             .unwrap()
     };
-    let cap = aai_gateway::mcp::http::MAX_SESSIONS_PER_CLIENT;
+    let cap = aai_gateway::testing::mcp::http::MAX_SESSIONS_PER_CLIENT;
     for _ in 0..cap {
         let r = from("192.0.2.7").oneshot(initialize()).await.unwrap();
         assert_eq!(r.status(), 200);
@@ -702,11 +702,11 @@ async fn a_replicas_sessions_carry_its_name_and_others_are_not_found() {
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(dir.path(), "{}");
     let addr: std::net::SocketAddr = "127.0.0.1:3000".parse().unwrap();
-    let setup = aai_gateway::mcp::http::Setup {
+    let setup = aai_gateway::testing::mcp::http::Setup {
         replica: Some("east-1".into()),
         ..Default::default()
     };
-    let router = aai_gateway::mcp::http::service(gw.handle(), addr, setup);
+    let router = aai_gateway::testing::mcp::http::service(gw.handle(), addr, setup);
     let post = |session: Option<&str>, body: serde_json::Value| {
         let mut req = axum::http::Request::post("/mcp")
             .header("host", "127.0.0.1:3000")

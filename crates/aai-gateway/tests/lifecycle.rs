@@ -10,12 +10,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use aai_gateway::auth::store::Store;
-use aai_gateway::config::Config;
-use aai_gateway::gateway::{Gateway, Lifecycle};
-use aai_gateway::host::{Host, Os};
-use aai_gateway::identity::Caller;
-use aai_gateway::pipeline::Origin;
+use aai_gateway::testing::auth::store::Store;
+use aai_gateway::testing::config::Config;
+use aai_gateway::testing::gateway::{Gateway, Lifecycle};
+use aai_gateway::testing::host::{Host, Os};
+use aai_gateway::testing::identity::Caller;
+use aai_gateway::testing::pipeline::Origin;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -13,18 +13,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aai_gateway::auth::Authenticator;
-use aai_gateway::auth::store::Store;
-use aai_gateway::config::{ConsentMode, Limit, RateLimits};
-use aai_gateway::consent::Gate;
-use aai_gateway::error::{Code, GatewayError};
-use aai_gateway::exec::Executors;
-use aai_gateway::history::{Record, Sink};
-use aai_gateway::host::Os;
-use aai_gateway::identity::Caller;
-use aai_gateway::pipeline::{Apps, AppsFuture, Origin, Parts, Pipeline, Settings};
-use aai_gateway::ratelimit::Limiter;
-use aai_gateway::registry::Snapshot;
+use aai_gateway::testing::auth::Authenticator;
+use aai_gateway::testing::auth::store::Store;
+use aai_gateway::testing::config::{ConsentMode, Limit, RateLimits};
+use aai_gateway::testing::consent::Gate;
+use aai_gateway::testing::error::{Code, GatewayError};
+use aai_gateway::testing::exec::Executors;
+use aai_gateway::testing::history::{Record, Sink};
+use aai_gateway::testing::host::Os;
+use aai_gateway::testing::identity::Caller;
+use aai_gateway::testing::pipeline::{Apps, AppsFuture, Origin, Parts, Pipeline, Settings};
+use aai_gateway::testing::ratelimit::Limiter;
+use aai_gateway::testing::registry::Snapshot;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -80,7 +80,7 @@ impl Sink for Recorded {
 
 struct Bench {
     pipeline: Pipeline,
-    metrics: Arc<aai_gateway::metrics::Metrics>,
+    metrics: Arc<aai_gateway::testing::metrics::Metrics>,
     apps: Arc<Fixed>,
     history: Arc<Recorded>,
     marks: tempfile::TempDir,
@@ -113,7 +113,7 @@ fn bench_limited(mode: ConsentMode, limits: RateLimits) -> Bench {
         discovered: AtomicUsize::new(0),
     });
     let history = Arc::new(Recorded::default());
-    let metrics = Arc::new(aai_gateway::metrics::Metrics::new());
+    let metrics = Arc::new(aai_gateway::testing::metrics::Metrics::new());
     let parts = Parts {
         executors: Arc::new(Executors::default()),
         consent: Arc::new(Gate::new(mode, Default::default(), Duration::ZERO, None)),
@@ -265,7 +265,7 @@ async fn an_unknown_id_never_reaches_the_network_and_a_url_does() {
 
 #[tokio::test]
 async fn a_batch_keeps_the_order_and_stops_after_a_failure_when_asked() {
-    use aai_gateway::batch::{Batch, Call, Mode};
+    use aai_gateway::testing::batch::{Batch, Call, Mode};
     let b = bench(ConsentMode::Allow);
     let call = |text: Value| {
         Ok(Call {
@@ -469,7 +469,7 @@ async fn a_rate_limited_call_is_refused_before_consent_and_before_it_runs() {
 
 #[tokio::test]
 async fn an_app_limit_counts_every_caller_and_each_call_of_a_batch() {
-    use aai_gateway::batch::{Batch, Call, Mode};
+    use aai_gateway::testing::batch::{Batch, Call, Mode};
     let limits = RateLimits {
         per_app_default: Some(Limit {
             per_minute: 1,
@@ -502,7 +502,7 @@ async fn an_app_limit_counts_every_caller_and_each_call_of_a_batch() {
     let codes: Vec<Option<Code>> = results
         .iter()
         .map(|r| match r {
-            aai_gateway::batch::Status::Failed(e) => Some(e.code),
+            aai_gateway::testing::batch::Status::Failed(e) => Some(e.code),
             _ => None,
         })
         .collect();

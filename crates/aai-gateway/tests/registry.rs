@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 mod common;
 
-use aai_gateway::registry::{Snapshot, guide, search};
+use aai_gateway::testing::registry::{Snapshot, guide, search};
 use serde_json::{Value, json};
 
 fn app(id: &str, names: Value, description: &str, aliases: &[&str], tools: Value) -> Value {

@@ -8,11 +8,11 @@
 
 use std::sync::Arc;
 
-use aai_gateway::auth::store::Store;
-use aai_gateway::config::Config;
-use aai_gateway::gateway::Gateway;
-use aai_gateway::host::{Host, Os};
-use aai_gateway::ui::Ui;
+use aai_gateway::testing::auth::store::Store;
+use aai_gateway::testing::config::Config;
+use aai_gateway::testing::gateway::Gateway;
+use aai_gateway::testing::host::{Host, Os};
+use aai_gateway::testing::ui::Ui;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::json;

@@ -14,7 +14,7 @@ use crate::auth::Secret;
 pub struct Remote(pub std::net::IpAddr);
 
 /// `http://127.0.0.1:3000` (brackets for IPv6; a wildcard address shows as 127.0.0.1).
-pub fn origin_of(addr: SocketAddr) -> String {
+pub(crate) fn origin_of(addr: SocketAddr) -> String {
     let ip = if addr.ip().is_unspecified() {
         "127.0.0.1".to_owned()
     } else if addr.is_ipv6() {
@@ -26,7 +26,7 @@ pub fn origin_of(addr: SocketAddr) -> String {
 }
 
 /// The host names a request may use to reach `addr`.
-pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
+pub(crate) fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
     let mut hosts = vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
@@ -40,7 +40,7 @@ pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
 }
 
 /// The origins a browser page may send from to reach `addr`.
-pub fn allowed_origins(addr: SocketAddr) -> Vec<String> {
+pub(crate) fn allowed_origins(addr: SocketAddr) -> Vec<String> {
     let port = addr.port();
     let mut origins = vec![
         format!("http://localhost:{port}"),
@@ -55,16 +55,16 @@ pub fn allowed_origins(addr: SocketAddr) -> Vec<String> {
 }
 
 /// The name of the UI's sign-in cookie (with a token).
-pub const TOKEN_COOKIE: &str = "aai_token";
+pub(crate) const TOKEN_COOKIE: &str = "aai_token";
 
 /// A signed-in person's form token for the UI (a request extension): derived from their
 /// person cookie, so it is theirs alone, and the same on every replica.
 #[derive(Debug, Clone)]
-pub struct PersonCsrf(pub String);
+pub(crate) struct PersonCsrf(pub String);
 
 impl PersonCsrf {
     /// The form token of the person cookie `token`.
-    pub fn of(token: &str) -> PersonCsrf {
+    pub(crate) fn of(token: &str) -> PersonCsrf {
         use sha2::Digest;
         let digest = sha2::Sha256::new()
             .chain_update(b"aai-ui-csrf\0")
@@ -76,13 +76,13 @@ impl PersonCsrf {
 
 /// The cookie of a person signed in to the UI through the team's authorization server
 /// (`web.auth`): their access token, checked on every request like a bearer token.
-pub const PERSON_COOKIE: &str = "aai_person";
+pub(crate) const PERSON_COOKIE: &str = "aai_person";
 
 /// The largest request body.
-pub const MAX_BODY: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 /// The UI's sign-in cookie for `token`: derived from it, so that a leaked cookie opens
 /// the UI only and never serves as the bearer token of `/mcp`.
-pub fn ui_session(token: &Secret) -> String {
+pub(crate) fn ui_session(token: &Secret) -> String {
     use sha2::Digest;
     let mut hash = sha2::Sha256::new();
     hash.update(b"aai-gateway web UI session\0");
@@ -91,7 +91,7 @@ pub fn ui_session(token: &Secret) -> String {
 }
 
 /// Equality that takes the same time wherever the inputs differ (the length still shows).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -99,7 +99,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The value of cookie `name`, if the request carries it.
-pub fn cookie<'a>(req: &'a http::Request<impl Sized>, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie<'a>(req: &'a http::Request<impl Sized>, name: &str) -> Option<&'a str> {
     req.headers()
         .get_all(http::header::COOKIE)
         .iter()

@@ -13,21 +13,21 @@ use aai_descriptor::{Executor, McpServer};
 use super::Secret;
 
 /// The store entry of an app's secret `name`.
-pub fn entry(app: &str, name: &str) -> String {
+pub(crate) fn entry(app: &str, name: &str) -> String {
     format!("{app}#{name}")
 }
 
 /// The placeholder name of app `app`'s store entry `key` (`None`: the app's own
 /// credential, or another app's entry).
-pub fn name_of<'a>(app: &str, key: &'a str) -> Option<&'a str> {
+pub(crate) fn name_of<'a>(app: &str, key: &'a str) -> Option<&'a str> {
     key.strip_prefix(app)?.strip_prefix('#')
 }
 
 /// The placeholder names of `text`, in order (repeats included).
-pub use aai_descriptor::placeholder_names as names_in;
+pub(crate) use aai_descriptor::placeholder_names as names_in;
 
 /// Every placeholder `executor` uses (sorted, once each).
-pub fn names(executor: &Executor) -> Vec<String> {
+pub(crate) fn names(executor: &Executor) -> Vec<String> {
     let values: Vec<&str> = match executor {
         Executor::Stdio(p) | Executor::Acp(p) | Executor::Mcp(McpServer::Stdio(p)) => {
             p.env.iter().map(|(_, v)| v.as_str()).collect()
@@ -48,7 +48,7 @@ pub fn names(executor: &Executor) -> Vec<String> {
 }
 
 /// `template` with each placeholder whose value is in `values` filled in.
-pub fn fill(template: &str, values: &[(String, Secret)]) -> String {
+pub(crate) fn fill(template: &str, values: &[(String, Secret)]) -> String {
     if !template.contains("${") {
         return template.to_owned();
     }
@@ -60,18 +60,20 @@ pub fn fill(template: &str, values: &[(String, Secret)]) -> String {
 }
 
 /// `pairs` (names and values) with the values filled.
-pub fn fill_all(pairs: &[(String, String)], values: &[(String, Secret)]) -> Vec<(String, String)> {
+pub(crate) fn fill_all(
+    pairs: &[(String, String)],
+    values: &[(String, Secret)],
+) -> Vec<(String, String)> {
     pairs
         .iter()
         .map(|(k, v)| (k.clone(), fill(v, values)))
         .collect()
 }
 
-pub use aai_descriptor::looks_secret;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aai_descriptor::looks_secret;
 
     #[test]
     fn placeholders_are_found_and_filled() {

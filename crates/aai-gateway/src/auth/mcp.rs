@@ -46,16 +46,16 @@ use super::oauth::{self, Tokens};
 
 mod probe;
 use crate::error::{Code, GatewayError};
-pub use probe::{Access, check, probe};
+pub(crate) use probe::{Access, check, probe};
 
 /// The well-known path of Protected Resource Metadata (RFC 9728 §3.1), where the gateway
 /// looks for a remote server's and serves its own (`--web` with `web.auth`).
-pub const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
+pub(crate) const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
 
 /// The largest metadata document read (token and registration answers: 1 MiB).
-pub const MAX_METADATA: usize = 256 * 1024;
+pub(crate) const MAX_METADATA: usize = 256 * 1024;
 /// How many times one sign-in asks the user to authorize (the first time and step-ups).
-pub const MAX_SIGN_INS: usize = 3;
+pub(crate) const MAX_SIGN_INS: usize = 3;
 /// The longest challenge value read (scopes, URLs); longer ones are left out.
 const MAX_CHALLENGE_VALUE: usize = 4096;
 /// The longest client id a registration may hand out.
@@ -425,13 +425,13 @@ fn fetchable(what: &'static str, url: &str) -> Result<reqwest::Url, Error> {
 }
 
 /// The origin of a URL (`https://host:port`), or the text itself when it is none.
-pub fn origin(url: &str) -> String {
+pub(crate) fn origin(url: &str) -> String {
     reqwest::Url::parse(url).map_or_else(|_| url.to_owned(), |u| u.origin().ascii_serialization())
 }
 
 /// Whether the resource `resource` covers the server at `url`: same origin, and the
 /// server's path within the resource's.
-pub fn covers(resource: &str, url: &str) -> bool {
+pub(crate) fn covers(resource: &str, url: &str) -> bool {
     let (Ok(r), Ok(u)) = (reqwest::Url::parse(resource), reqwest::Url::parse(url)) else {
         return false;
     };
@@ -482,7 +482,7 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 
 /// What discovery found: enough to ask the user (the two origins) and to sign in.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The server's URL.
     pub server: String,
     /// The resource indicator: the metadata's `resource`, else the server's URL.
@@ -497,7 +497,7 @@ pub struct Plan {
 
 /// Finds the server's resource metadata and authorization server. Only the server's own
 /// origin is asked: the authorization server is not contacted before the user agrees.
-pub async fn discover(url: &str, challenge: Option<&Challenge>) -> Result<Plan, Error> {
+pub(crate) async fn discover(url: &str, challenge: Option<&Challenge>) -> Result<Plan, Error> {
     let server = fetchable("the MCP server URL", url)?;
     let mut candidates = Vec::new();
     let named = challenge.and_then(|c| c.resource_metadata.as_deref());
@@ -600,7 +600,7 @@ pub struct AuthServer {
 
 /// Reads the authorization server's metadata (RFC 8414, then OpenID Connect discovery, at
 /// the path-aware URLs first), or the 2025-03-26 defaults for an undescribed server.
-pub async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
+pub(crate) async fn authorization_server(plan: &Plan) -> Result<AuthServer, Error> {
     let issuer = fetchable("the authorization server", &plan.issuer)?;
     let path = issuer.path().trim_end_matches('/').to_owned();
     let paths = if path.is_empty() {
@@ -789,7 +789,11 @@ impl Client {
 }
 
 /// Registers the gateway as a native app with `redirect_uri` (RFC 7591).
-pub async fn register(server: &AuthServer, app: &str, redirect_uri: &str) -> Result<Client, Error> {
+pub(crate) async fn register(
+    server: &AuthServer,
+    app: &str,
+    redirect_uri: &str,
+) -> Result<Client, Error> {
     let Some(endpoint) = &server.registration_endpoint else {
         return Err(Error::NoClient(app.to_owned()));
     };
@@ -855,7 +859,7 @@ pub async fn register(server: &AuthServer, app: &str, redirect_uri: &str) -> Res
 
 /// The scopes to ask for: what the server named (widened by step-ups), plus
 /// `offline_access` when the authorization server lists it (for a refresh token).
-pub fn scopes_for(named: Option<&[String]>, server: &AuthServer) -> Option<Vec<String>> {
+pub(crate) fn scopes_for(named: Option<&[String]>, server: &AuthServer) -> Option<Vec<String>> {
     let mut scopes = named?.to_vec();
     if server
         .scopes_supported
@@ -869,7 +873,7 @@ pub fn scopes_for(named: Option<&[String]>, server: &AuthServer) -> Option<Vec<S
 }
 
 /// One authorization through the browser and the code exchange.
-pub async fn authorize(
+pub(crate) async fn authorize(
     server: &AuthServer,
     client: &Client,
     resource: &str,
@@ -926,7 +930,7 @@ pub async fn authorize(
 
 /// Redeems an authorization `code` the user's browser brought to `redirect_uri` (a
 /// sign-in this process did not wait for on a loopback port: the web UI's).
-pub async fn redeem(
+pub(crate) async fn redeem(
     server: &AuthServer,
     client: &Client,
     code: String,
@@ -945,7 +949,7 @@ pub async fn redeem(
 }
 
 /// The loopback redirect URI for `port`.
-pub fn redirect_uri(port: u16) -> String {
+pub(crate) fn redirect_uri(port: u16) -> String {
     format!("http://127.0.0.1:{port}/callback")
 }
 
@@ -1002,7 +1006,7 @@ async fn exchange(
 }
 
 /// New tokens for a stored grant (its refresh token; a rotated one replaces it).
-pub async fn refresh(grant: &Grant) -> Result<Tokens, oauth::Error> {
+pub(crate) async fn refresh(grant: &Grant) -> Result<Tokens, oauth::Error> {
     let Some(refresh_token) = grant.tokens.as_ref().and_then(|t| t.refresh_token.clone()) else {
         return Err(oauth::Error::NoRefreshToken);
     };
@@ -1022,14 +1026,14 @@ pub async fn refresh(grant: &Grant) -> Result<Tokens, oauth::Error> {
 
 /// Discovery for a sign-in (what consent shows): the server's challenge and its resource
 /// metadata. Only the server's own origin is contacted.
-pub async fn prepare(url: &str) -> Result<Plan, Error> {
+pub(crate) async fn prepare(url: &str) -> Result<Plan, Error> {
     let challenge = probe(url).await?;
     discover(url, challenge.as_ref()).await
 }
 
 /// One sign-in, once the user agreed to the plan's origins.
 #[derive(Debug)]
-pub struct SignIn<'a> {
+pub(crate) struct SignIn<'a> {
     /// The app id (named in errors).
     pub app: &'a str,
     /// What discovery found.
@@ -1046,7 +1050,7 @@ pub struct SignIn<'a> {
 /// each authorization URL), the code exchange and the check with the server, widening the
 /// scopes on a 403 `insufficient_scope` ([`MAX_SIGN_INS`] sign-ins at most; `step_up` is
 /// told before each further one). Returns the grant to store.
-pub async fn sign_in(
+pub(crate) async fn sign_in(
     s: SignIn<'_>,
     open: &(dyn Fn(&str) + Sync),
     step_up: &(dyn Fn() + Sync),
@@ -1120,7 +1124,7 @@ pub async fn sign_in(
 }
 
 /// The union of two scope lists, in order.
-pub fn widen(scopes: Option<Vec<String>>, more: Option<Vec<String>>) -> Option<Vec<String>> {
+pub(crate) fn widen(scopes: Option<Vec<String>>, more: Option<Vec<String>>) -> Option<Vec<String>> {
     match (scopes, more) {
         (Some(mut a), Some(b)) => {
             for s in b {

@@ -17,10 +17,10 @@
 //! the user's locale — so the agent can tell the user what to do. Secrets never enter
 //! errors or logs.
 
-pub mod fill;
-pub mod mcp;
-pub mod oauth;
-pub mod secret;
+pub(crate) mod fill;
+pub(crate) mod mcp;
+pub(crate) mod oauth;
+pub(crate) mod secret;
 pub mod store;
 
 use std::collections::HashMap;
@@ -192,7 +192,7 @@ impl Material {
 /// Every form in which `values` (header values, keys) could come back in an answer: each
 /// whole value and, for `Bearer <token>` or `a=1; sid=<value>`, its parts, each in its
 /// [`forms`]; longest first, as [`crate::text::scrub`] wants them.
-pub fn echoes<'a>(values: impl Iterator<Item = &'a str>) -> Vec<String> {
+pub(crate) fn echoes<'a>(values: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut out = Vec::new();
     for value in values {
         out.extend(forms(value));
@@ -213,7 +213,7 @@ const MIN_SCRUBBED: usize = 6;
 
 /// A secret as sent and as services tend to echo it: plain, percent-encoded (path and
 /// form style), and base64 (standard and URL-safe, with and without padding).
-pub fn forms(secret: &str) -> Vec<String> {
+pub(crate) fn forms(secret: &str) -> Vec<String> {
     use base64::Engine as _;
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     if secret.is_empty() {
@@ -697,11 +697,11 @@ impl Authenticator {
 
 /// The longest token lifetime believed: a year. Larger (or absurd) values are cut to it,
 /// so no arithmetic on them can overflow.
-pub const MAX_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A token lifetime in seconds as a provider sent it: a non-negative number (or numeric
 /// text), at most [`MAX_LIFETIME`]. Anything else means "unknown".
-pub fn lifetime(value: Option<&Value>) -> Option<Duration> {
+pub(crate) fn lifetime(value: Option<&Value>) -> Option<Duration> {
     let secs = match value? {
         Value::Number(n) => n.as_f64()?,
         Value::String(s) => s.trim().parse::<f64>().ok()?,

@@ -42,7 +42,7 @@ use super::Secret;
 use crate::error::{Code, GatewayError};
 
 /// How long `auth login` waits for the browser to come back.
-pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long the loopback callback waits for a connection's request.
 const CALLBACK_READ: Duration = Duration::from_secs(3);
@@ -53,7 +53,7 @@ const START_PATH: &str = "/start";
 
 /// Who owns a connection to the loopback callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// A process of the gateway's own user.
     Me,
     /// A process of another user (its uid).
@@ -65,7 +65,7 @@ pub enum Owner {
 /// How the callback asks who owns the connection from `remote` (second) to its `local`
 /// address (first): `crate::peer` answers; `auth` cannot ask it itself, as it sits below
 /// the modules that run programs.
-pub type OwnerOf = fn(
+pub(crate) type OwnerOf = fn(
     std::net::SocketAddr,
     std::net::SocketAddr,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Owner> + Send>>;
@@ -167,7 +167,7 @@ pub(crate) fn random_token(bytes: usize) -> String {
 }
 
 /// The PKCE S256 challenge of `verifier`.
-pub fn challenge(verifier: &str) -> String {
+pub(crate) fn challenge(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(sha2::Sha256::digest(verifier.as_bytes()))
 }
@@ -209,7 +209,7 @@ pub(crate) async fn post_token_endpoint(
 
 /// Runs the browser sign-in and returns the tokens. `open` shows the URL to the user;
 /// `owner_of` says who owns each connection to the loopback callback.
-pub async fn login(
+pub(crate) async fn login(
     oauth: &OAuth2,
     client_id: &str,
     open: impl FnOnce(&str),
@@ -331,7 +331,11 @@ impl From<Error> for GatewayError {
 
 /// Exchanges the refresh token for new tokens (keeping the old refresh token when the
 /// provider does not rotate it).
-pub async fn refresh(oauth: &OAuth2, client_id: &str, tokens: &Tokens) -> Result<Tokens, Error> {
+pub(crate) async fn refresh(
+    oauth: &OAuth2,
+    client_id: &str,
+    tokens: &Tokens,
+) -> Result<Tokens, Error> {
     let Some(refresh_token) = &tokens.refresh_token else {
         return Err(Error::NoRefreshToken);
     };
@@ -422,7 +426,7 @@ pub(crate) fn read_tokens(
 /// loopback callback, which redirects its owner there, so that the `state` stays out of
 /// command lines other users can read. Only where the OS proves who connects: elsewhere
 /// the callback never serves `/start`.
-pub fn start_address(url: &str) -> Option<String> {
+pub(crate) fn start_address(url: &str) -> Option<String> {
     let url = reqwest::Url::parse(url).ok()?;
     let (_, redirect) = url.query_pairs().find(|(k, _)| k == "redirect_uri")?;
     let mut start = reqwest::Url::parse(&redirect).ok()?;

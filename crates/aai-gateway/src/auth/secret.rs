@@ -29,12 +29,15 @@ impl fmt::Debug for Secret {
 }
 
 /// Serializes the value itself (for the credential store only).
-pub fn expose<S: serde::Serializer>(secret: &Secret, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn expose<S: serde::Serializer>(secret: &Secret, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(secret.expose())
 }
 
 /// [`expose`] for an optional secret.
-pub fn expose_opt<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn expose_opt<S: serde::Serializer>(
+    secret: &Option<Secret>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     match secret {
         Some(v) => s.serialize_some(v.expose()),
         None => s.serialize_none(),

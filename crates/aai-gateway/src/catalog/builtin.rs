@@ -28,7 +28,7 @@ use crate::catalog::{Catalog, Loaded, SourceKind};
 const NOTIFICATIONS: &str = include_str!("../../builtin/notifications.json");
 const MPRIS: &str = include_str!("../../builtin/mpris.json");
 /// The id of the gateway's own app.
-pub const GATEWAY_ID: &str = "aai";
+pub(crate) const GATEWAY_ID: &str = "aai";
 /// The gateway's own app (`aai`: import, remove, enable, disable; `manage/` runs it).
 const GATEWAY: &str = include_str!("../../builtin/aai.json");
 const MPRIS_PREFIX: &str = "org.mpris.MediaPlayer2.";
@@ -70,7 +70,7 @@ const MACOS: [(&str, &str, &[&str]); 5] = [
 ];
 
 /// The ids of the macOS built-in apps.
-pub fn macos_ids() -> Vec<String> {
+pub(crate) fn macos_ids() -> Vec<String> {
     MACOS
         .iter()
         .map(|(text, source, _)| parse(text, source).0.id)
@@ -78,7 +78,7 @@ pub fn macos_ids() -> Vec<String> {
 }
 
 /// The macOS built-in apps whose bundle exists under `root`.
-pub fn macos_apps(root: &std::path::Path) -> Vec<(App, PathBuf)> {
+pub(crate) fn macos_apps(root: &std::path::Path) -> Vec<(App, PathBuf)> {
     MACOS
         .iter()
         .filter(|(_, _, bundles)| bundles.iter().any(|b| root.join(b).is_dir()))
@@ -87,7 +87,7 @@ pub fn macos_apps(root: &std::path::Path) -> Vec<(App, PathBuf)> {
 }
 
 /// The built-in apps that apply, given the session bus's owned and activatable names.
-pub fn apps(names: &[String]) -> Vec<(App, PathBuf)> {
+pub(crate) fn apps(names: &[String]) -> Vec<(App, PathBuf)> {
     let mut out = Vec::new();
     if names.iter().any(|n| n == "org.freedesktop.Notifications") {
         out.push(parse(NOTIFICATIONS, "builtin:notifications"));
@@ -158,7 +158,7 @@ const CODING_AGENTS: [CodingAgent; 4] = [
 
 /// The descriptor platform of this host (a desktop one: what the gateway writes for
 /// coding agents and skills).
-pub fn host_platform() -> &'static str {
+pub(crate) fn host_platform() -> &'static str {
     match crate::host::Host::current().os() {
         crate::host::Os::Macos => "macos",
         crate::host::Os::Windows => "windows",
@@ -171,7 +171,7 @@ pub fn host_platform() -> &'static str {
 /// are read from the compiled-in descriptor with a stand-in type, then given the
 /// gateway's.
 /// Parsed once per process: every scan adds a copy.
-pub fn gateway_app() -> (App, PathBuf) {
+pub(crate) fn gateway_app() -> (App, PathBuf) {
     static APP: std::sync::OnceLock<(App, PathBuf)> = std::sync::OnceLock::new();
     APP.get_or_init(|| {
         let text = GATEWAY.replace("PLATFORM", host_platform()).replace(
@@ -188,7 +188,7 @@ pub fn gateway_app() -> (App, PathBuf) {
 }
 
 /// The coding agents whose command `find` locates (`host::on_path` in the gateway).
-pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
+pub(crate) fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
     let platform = host_platform();
     CODING_AGENTS
         .iter()
@@ -221,7 +221,7 @@ pub fn coding_agents(find: impl Fn(&str) -> bool) -> Vec<(App, PathBuf)> {
 /// The text of the built-in descriptor named `source` (`builtin:…`), as the gateway loads
 /// it: compiled in (an MPRIS player's with its name filled in), or written for a coding
 /// agent found on `PATH` (`find`).
-pub fn text_of(source: &str, find: impl Fn(&str) -> bool) -> Option<String> {
+pub(crate) fn text_of(source: &str, find: impl Fn(&str) -> bool) -> Option<String> {
     let name = source.strip_prefix("builtin:")?;
     if name == "notifications" {
         return Some(NOTIFICATIONS.to_owned());
@@ -310,7 +310,7 @@ fn parse(text: &str, source: &str) -> (App, PathBuf) {
 /// Whether `id` is (or may be) the id of a built-in app, active here or not: the
 /// notifications service, every MPRIS player, the coding agents, the macOS apps, the
 /// Agent Skills (`skill.*`). A web app may never take such an id.
-pub fn is_builtin_id(id: &str) -> bool {
+pub(crate) fn is_builtin_id(id: &str) -> bool {
     id == "org.freedesktop.Notifications"
         // The gateway's own app.
         || id == GATEWAY_ID
@@ -325,12 +325,12 @@ pub fn is_builtin_id(id: &str) -> bool {
 }
 
 /// Whether a bus name decides which built-in apps are active.
-pub fn watches(name: &str) -> bool {
+pub(crate) fn watches(name: &str) -> bool {
     name == "org.freedesktop.Notifications" || name.starts_with(MPRIS_PREFIX)
 }
 
 /// Adds built-in apps whose ids no descriptor on disk took.
-pub fn add_to(catalog: &mut Catalog, apps: Vec<(App, PathBuf)>) {
+pub(crate) fn add_to(catalog: &mut Catalog, apps: Vec<(App, PathBuf)>) {
     for (app, source) in apps {
         if catalog.apps.iter().any(|l| l.app.id == app.id) {
             continue;
@@ -348,7 +348,7 @@ pub fn add_to(catalog: &mut Catalog, apps: Vec<(App, PathBuf)>) {
 /// The session bus's owned and activatable names; empty when there is no session bus.
 /// Blocks (at most about two seconds). It runs the query on a thread and runtime of its
 /// own, so it is safe from any context, a runtime worker included.
-pub fn session_bus_names() -> Vec<String> {
+pub(crate) fn session_bus_names() -> Vec<String> {
     #[cfg(target_os = "linux")]
     {
         let query = || {

@@ -11,7 +11,7 @@ const DBUS_PATH: &str = "/org/freedesktop/DBus";
 
 /// The session bus's owned well-known names and activatable names (for built-in apps
 /// and `--discover`); empty when there is no session bus.
-pub async fn session_names() -> Vec<String> {
+pub(crate) async fn session_names() -> Vec<String> {
     let Ok(conn) = Connection::session().await else {
         return Vec::new();
     };
@@ -40,7 +40,7 @@ const STANDARD: &[&str] = &[
 
 /// Walks the object tree of `service` on the session bus (at most `max_objects`), without
 /// starting anything: the name must already have an owner.
-pub async fn describe_service(
+pub(crate) async fn describe_service(
     service: &str,
     max_objects: usize,
 ) -> Result<Vec<Object>, zbus::Error> {
@@ -81,7 +81,7 @@ pub async fn describe_service(
 
 /// Each object of `service` that has interfaces of its own (at most `max_objects`), depth
 /// first from `/`. Nothing is started.
-pub async fn introspect_tree(
+pub(crate) async fn introspect_tree(
     service: &str,
     max_objects: usize,
 ) -> Result<Vec<Introspected>, zbus::Error> {
@@ -127,7 +127,7 @@ pub async fn introspect_tree(
 
 /// One object of a service, as it describes itself.
 #[derive(Debug)]
-pub struct Introspected {
+pub(crate) struct Introspected {
     /// Its object path.
     pub path: String,
     /// Its introspection XML, as the service sent it.
@@ -139,7 +139,7 @@ pub struct Introspected {
 /// Calls `changed` whenever a name for which `watched` is true gets or loses its owner on
 /// the session bus (a media player starting, a notification daemon stopping). Returns when
 /// the bus goes away; returns at once when there is no session bus.
-pub async fn watch_names(watched: fn(&str) -> bool, changed: impl Fn()) {
+pub(crate) async fn watch_names(watched: fn(&str) -> bool, changed: impl Fn()) {
     use futures_util::StreamExt;
     let Ok(conn) = Connection::session().await else {
         return;
@@ -164,7 +164,7 @@ pub async fn watch_names(watched: fn(&str) -> bool, changed: impl Fn()) {
 }
 
 /// The session bus's owned well-known names (not activatable ones).
-pub async fn owned_names() -> Result<Vec<String>, zbus::Error> {
+pub(crate) async fn owned_names() -> Result<Vec<String>, zbus::Error> {
     let conn = Connection::session().await?;
     let reply = conn
         .call_method(Some(DBUS), DBUS_PATH, Some(DBUS), "ListNames", &())

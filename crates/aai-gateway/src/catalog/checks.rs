@@ -15,7 +15,7 @@ use aai_descriptor::Check;
 ///
 /// `folder` is the descriptor's folder, `home` the user's home (for `~/`), `find` finds a
 /// program on `PATH` (`host::on_path`; tests give their own).
-pub fn unmet(
+pub(crate) fn unmet(
     checks: &[Check],
     folder: &Path,
     home: Option<&Path>,
@@ -52,7 +52,7 @@ pub fn unmet(
 }
 
 /// The user's home folder, for `~/` in checks.
-pub fn user_home() -> Option<PathBuf> {
+pub(crate) fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .or_else(|| std::env::var_os("USERPROFILE"))
         .filter(|h| !h.is_empty())

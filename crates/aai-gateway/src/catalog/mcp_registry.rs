@@ -59,7 +59,7 @@ pub enum Error {
 }
 
 /// Searches the registry at `base` for `query` (its servers' names), at most `limit`.
-pub async fn search(base: &str, query: &str, limit: usize) -> Result<Vec<Found>, Error> {
+pub(crate) async fn search(base: &str, query: &str, limit: usize) -> Result<Vec<Found>, Error> {
     let fail = |why: String| Error::Unreachable {
         url: base.to_owned(),
         why,
@@ -94,7 +94,7 @@ pub async fn search(base: &str, query: &str, limit: usize) -> Result<Vec<Found>,
 
 /// The servers of a `/v0/servers` answer (`{"servers": [{"server": {…}, "_meta": …}]}`;
 /// the older flat form `{"servers": [{…}]}` too).
-pub fn parse(answer: &Value, limit: usize) -> Vec<Found> {
+pub(crate) fn parse(answer: &Value, limit: usize) -> Vec<Found> {
     answer
         .get("servers")
         .and_then(Value::as_array)

@@ -9,14 +9,14 @@
 //! Files are read and parsed on one thread, or on every core for large catalogs; the merge
 //! is sequential and deterministic (directories in precedence order, files sorted by path).
 
-pub mod builtin;
+pub(crate) mod builtin;
 #[cfg(target_os = "linux")]
-pub mod bus;
-pub mod checks;
-pub mod mcp_registry;
-pub mod paths;
-pub mod skills;
-pub mod web;
+pub(crate) mod bus;
+pub(crate) mod checks;
+pub(crate) mod mcp_registry;
+pub(crate) mod paths;
+pub(crate) mod skills;
+pub(crate) mod web;
 
 use std::collections::HashMap;
 use std::fs;
@@ -97,7 +97,7 @@ impl SearchDir {
 
 /// The text of the descriptor at `source` as written: the file (at most 1 MiB), or a
 /// built-in's compiled-in JSON.
-pub fn descriptor_text(source: &Path) -> std::io::Result<String> {
+pub(crate) fn descriptor_text(source: &Path) -> std::io::Result<String> {
     let name = source.to_string_lossy();
     if name.starts_with("builtin:") {
         return builtin::text_of(&name, |p| crate::host::on_path(p).is_some()).ok_or_else(|| {
@@ -178,7 +178,7 @@ pub struct Inactive {
 /// The id of an access-form file that names none, from its place (docs/descriptors.md,
 /// access): the folder's name for `<folder>/aai.json` (the `.app` bundle's name, without
 /// `.app`, in the macOS layout), else the file's name without `.json`.
-pub fn fallback_id(path: &Path, layout: Layout) -> Option<String> {
+pub(crate) fn fallback_id(path: &Path, layout: Layout) -> Option<String> {
     let name = path.file_name()?.to_string_lossy();
     if name != "aai.json" {
         return name.strip_suffix(".json").map(str::to_owned);
@@ -193,7 +193,7 @@ pub fn fallback_id(path: &Path, layout: Layout) -> Option<String> {
 
 /// What the parser is told of a file whose place gives `id` (an access-form file names
 /// neither its id nor its platform; the platform is the host's, as for built-ins).
-pub fn origin_of<'a>(id: Option<&'a str>) -> aai_descriptor::Origin<'a> {
+pub(crate) fn origin_of<'a>(id: Option<&'a str>) -> aai_descriptor::Origin<'a> {
     aai_descriptor::Origin {
         id,
         platform: aai_descriptor::Platform::parse(builtin::host_platform()),
@@ -566,7 +566,7 @@ fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
 const OWN_FOLDERS: [&str; 5] = ["web", "logs", "cache", "skills", "trash"];
 
 /// The candidate descriptor files of one directory that exist, sorted (for `validate`).
-pub fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {
+pub(crate) fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {
     let mut ignored = Vec::new();
     list(dir, &mut ignored)
         .into_iter()

@@ -12,7 +12,7 @@ use crate::host::Os;
 /// The search directories in precedence order: the user dir (`home`), config
 /// `scanPaths`, this OS's system paths (re-rooted at `$AAI_SYSTEM_ROOT` when set, for
 /// tests), then the web cache.
-pub fn search_dirs(home: &Path, scan_paths: &[PathBuf], os: Os) -> Vec<SearchDir> {
+pub(crate) fn search_dirs(home: &Path, scan_paths: &[PathBuf], os: Os) -> Vec<SearchDir> {
     let mut dirs = vec![SearchDir {
         kind: SourceKind::User,
         dir: home.to_owned(),
@@ -31,7 +31,7 @@ pub fn search_dirs(home: &Path, scan_paths: &[PathBuf], os: Os) -> Vec<SearchDir
 }
 
 /// Where system paths start: `$AAI_SYSTEM_ROOT`, else `/`.
-pub fn system_root() -> PathBuf {
+pub(crate) fn system_root() -> PathBuf {
     std::env::var_os("AAI_SYSTEM_ROOT")
         .filter(|r| !r.is_empty())
         .map(PathBuf::from)
@@ -40,7 +40,11 @@ pub fn system_root() -> PathBuf {
 
 /// The system search directories of `os`, in precedence order (per-user before
 /// system-wide). `env` looks up environment variables; every path is put under `root`.
-pub fn system_dirs(os: Os, env: &dyn Fn(&str) -> Option<String>, root: &Path) -> Vec<SearchDir> {
+pub(crate) fn system_dirs(
+    os: Os,
+    env: &dyn Fn(&str) -> Option<String>,
+    root: &Path,
+) -> Vec<SearchDir> {
     let var = |name: &str| env(name).filter(|v| !v.is_empty());
     let dir = |path: PathBuf, layout: Layout| SearchDir {
         kind: SourceKind::System,
@@ -86,7 +90,7 @@ pub fn system_dirs(os: Os, env: &dyn Fn(&str) -> Option<String>, root: &Path) ->
 }
 
 /// The user directory `$AAI_HOME` defaults to: `~/.aai` (Windows `%USERPROFILE%\.aai`).
-pub fn default_home(os: Os, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn default_home(os: Os, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let base = match os {
         Os::Windows => env("USERPROFILE"),
         _ => env("HOME"),

@@ -21,7 +21,7 @@ const WALKED_MAX: usize = 10_000;
 const MAX_SKILL: u64 = 1024 * 1024;
 
 /// The folders skills are found in, for the AAI home `home` and the user's home `user`.
-pub fn roots(home: &Path, user: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn roots(home: &Path, user: Option<&Path>) -> Vec<PathBuf> {
     let mut roots = vec![home.join("skills")];
     if let Some(user) = user {
         roots.push(user.join(".claude").join("skills"));
@@ -32,7 +32,7 @@ pub fn roots(home: &Path, user: Option<&Path>) -> Vec<PathBuf> {
 
 /// The skills in `roots`, as apps with their `SKILL.md` as source. A folder whose
 /// `SKILL.md` cannot be read or has no front matter with a name is left out (logged).
-pub fn apps(roots: &[PathBuf]) -> Vec<(App, PathBuf)> {
+pub(crate) fn apps(roots: &[PathBuf]) -> Vec<(App, PathBuf)> {
     let mut out: Vec<(App, PathBuf)> = Vec::new();
     for root in roots {
         let Ok(entries) = std::fs::read_dir(root) else {
@@ -76,7 +76,7 @@ pub fn apps(roots: &[PathBuf]) -> Vec<(App, PathBuf)> {
 
 /// The descriptor the gateway writes for the skill in `folder` (what `resources/read`
 /// serves for it), or `None` when its `SKILL.md` has no usable front matter.
-pub fn descriptor_text(folder: &Path) -> Option<String> {
+pub(crate) fn descriptor_text(folder: &Path) -> Option<String> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     let file = std::fs::File::open(folder.join("SKILL.md")).ok()?;
@@ -151,7 +151,7 @@ pub fn descriptor_text(folder: &Path) -> Option<String> {
 
 /// The folder name a skill whose `SKILL.md` is `text` takes (its app id is `skill.<it>`):
 /// its front matter's `name`, lower-cased, other characters than letters and digits as `-`.
-pub fn folder_name(text: &str) -> Option<String> {
+pub(crate) fn folder_name(text: &str) -> Option<String> {
     let (front, _) = crate::text::front_matter(text)?;
     named(&fields(front)).map(|(_, slug)| slug)
 }

@@ -24,7 +24,7 @@ use crate::error::{Code, GatewayError};
 use crate::net::{self, BodyError, Purpose};
 
 /// How long a fetched descriptor is fresh.
-pub const TTL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// Why a web descriptor or the registry catalog could not be had. `From<Error> for
 /// GatewayError` below gives the wire codes.
@@ -182,7 +182,7 @@ impl From<Error> for GatewayError {
 }
 
 /// The `.well-known` URL for what the user typed: a URL, or a bare domain.
-pub fn well_known(input: &str) -> Result<reqwest::Url, Error> {
+pub(crate) fn well_known(input: &str) -> Result<reqwest::Url, Error> {
     let input = input.trim();
     let with_scheme = if input.contains("://") {
         input.to_owned()
@@ -203,17 +203,15 @@ fn check_fetchable(url: &reqwest::Url) -> Result<(), Error> {
 }
 
 /// The cache directory of the web apps.
-pub fn cache_dir(home: &Path) -> PathBuf {
+pub(crate) fn cache_dir(home: &Path) -> PathBuf {
     home.join("web")
 }
 
 /// What a fetch produced.
 #[derive(Debug)]
-pub struct Fetched {
+pub(crate) struct Fetched {
     /// The app id the descriptor declares.
     pub app_id: String,
-    /// Where it was cached.
-    pub file: PathBuf,
     /// Served from the cache because the site could not be reached.
     pub stale: bool,
     /// A descriptor was written (new or changed): the catalog must be rescanned.
@@ -222,7 +220,7 @@ pub struct Fetched {
 
 /// Fetches descriptors (through the shared client of `net`) into the cache.
 #[derive(Debug)]
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     home: PathBuf,
     /// `sourceUrl → app id` of the cache, built on first use and kept current, so a
     /// lookup reads one entry instead of every entry.
@@ -231,7 +229,7 @@ pub struct Fetcher {
 
 impl Fetcher {
     /// A fetcher caching under `home/web`.
-    pub fn new(home: &Path) -> Fetcher {
+    pub(crate) fn new(home: &Path) -> Fetcher {
         Fetcher {
             home: home.to_owned(),
             index: Default::default(),
@@ -284,7 +282,7 @@ impl Fetcher {
 
     /// Fetches, validates and caches the descriptor at `url`. `known_id` is the app id a
     /// catalog promised (checked), or `None` for `web_discover`.
-    pub async fn fetch(
+    pub(crate) async fn fetch(
         &self,
         url: &reqwest::Url,
         known_id: Option<&str>,
@@ -295,7 +293,6 @@ impl Fetcher {
             && age(meta) < TTL
         {
             return Ok(Fetched {
-                file: self.file(id),
                 app_id: id.clone(),
                 stale: false,
                 changed: false,
@@ -316,7 +313,6 @@ impl Fetcher {
                     Some((id, _)) => {
                         tracing::warn!(%url, "cannot fetch the descriptor ({}); using the cached copy", net::describe(&e));
                         Ok(Fetched {
-                            file: self.file(&id),
                             app_id: id,
                             stale: true,
                             changed: false,
@@ -335,7 +331,6 @@ impl Fetcher {
             meta["fetchedAt"] = json!(now());
             self.write_meta(&id, &meta)?;
             return Ok(Fetched {
-                file: self.file(&id),
                 app_id: id,
                 stale: false,
                 changed: false,
@@ -406,7 +401,6 @@ impl Fetcher {
         self.remember(url.as_str(), &app.id);
         tracing::info!(app = %app.id, %url, "cached a web app descriptor");
         Ok(Fetched {
-            file: dir.join("aai.json"),
             app_id: app.id,
             stale: false,
             changed: true,
@@ -415,7 +409,10 @@ impl Fetcher {
 
     /// Fetches the registry catalog and every descriptor in it (8 at a time). One bad
     /// entry does not stop the others; returns the ids cached and the problems.
-    pub async fn registry(&self, registry_url: &str) -> Result<(Vec<String>, Vec<String>), Error> {
+    pub(crate) async fn registry(
+        &self,
+        registry_url: &str,
+    ) -> Result<(Vec<String>, Vec<String>), Error> {
         let url = reqwest::Url::parse(&format!(
             "{}/api/v1/apps",
             registry_url.trim_end_matches('/')
@@ -472,7 +469,7 @@ impl Fetcher {
     }
 
     /// Removes the cached copy of `id` (one that may not be served).
-    pub fn forget(&self, id: &str) {
+    pub(crate) fn forget(&self, id: &str) {
         let dir = cache_dir(&self.home).join(id);
         if dir.parent() == Some(cache_dir(&self.home).as_path()) {
             let _ = std::fs::remove_dir_all(dir);
@@ -480,10 +477,6 @@ impl Fetcher {
         if let Some(map) = self.index.lock().expect("index lock").as_mut() {
             map.retain(|_, v| v != id);
         }
-    }
-
-    fn file(&self, id: &str) -> PathBuf {
-        cache_dir(&self.home).join(id).join("aai.json")
     }
 
     fn cached(&self, id: &str) -> Option<(String, Value)> {
@@ -579,7 +572,7 @@ fn within(host: &str, source: &reqwest::Url) -> bool {
 /// id a built-in app has, one that a local descriptor uses or has used (`reserved`, the
 /// ids of this scan's other sources and broken files included), and a descriptor whose
 /// URLs left the origin it came from (`meta.json`'s `sourceUrl`).
-pub fn guard(catalog: &mut super::Catalog, reserved: &std::collections::HashSet<String>) {
+pub(crate) fn guard(catalog: &mut super::Catalog, reserved: &std::collections::HashSet<String>) {
     use super::SourceKind;
     let local: std::collections::HashSet<String> = catalog
         .apps

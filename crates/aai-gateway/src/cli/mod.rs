@@ -345,7 +345,7 @@ enum AuthCommand {
 
 /// Everything a command needs to know about where it runs.
 #[derive(Debug)]
-pub struct Context {
+pub(crate) struct Context {
     /// `$AAI_HOME`.
     pub home: PathBuf,
     /// Loaded settings.
@@ -361,7 +361,7 @@ pub struct Context {
 impl Context {
     /// The gateway these settings describe (not scanned yet); on the shared store when
     /// the config names one (refused without its key).
-    pub fn into_gateway(
+    pub(crate) fn into_gateway(
         self,
     ) -> Result<std::sync::Arc<crate::gateway::Gateway>, crate::store::Error> {
         crate::gateway::Gateway::open(self.config, self.home, self.locale, self.host)
@@ -369,7 +369,7 @@ impl Context {
 
     /// The search directories in precedence order: user dir, config paths, system paths,
     /// web cache.
-    pub fn search_dirs(&self) -> Vec<SearchDir> {
+    pub(crate) fn search_dirs(&self) -> Vec<SearchDir> {
         catalog::paths::search_dirs(&self.home, &self.config.scan_paths, self.host.os())
     }
 }

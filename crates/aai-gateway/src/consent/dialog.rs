@@ -35,7 +35,7 @@ const TITLE: &str = "aai-gateway: allow this call?";
 
 /// A dialog program and how to ask with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialog {
+pub(crate) enum Dialog {
     /// GNOME's zenity.
     Zenity,
     /// KDE's kdialog.
@@ -48,7 +48,7 @@ pub enum Dialog {
 
 /// A dialog ready to run: the program, its arguments, extra environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     /// The program (looked up on `PATH`).
     pub program: &'static str,
     /// Its arguments.
@@ -60,7 +60,7 @@ pub struct Rendered {
 impl Dialog {
     /// The dialog this machine can show, if any: `AAI_CONSENT_DIALOG`, else this OS's own
     /// (on Linux only with a display).
-    pub fn available() -> Option<Dialog> {
+    pub(crate) fn available() -> Option<Dialog> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let chosen = match env("AAI_CONSENT_DIALOG").as_deref() {
             Some("none") => return None,
@@ -104,7 +104,7 @@ impl Dialog {
     }
 
     /// The name `AAI_CONSENT_DIALOG` uses.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Dialog::Zenity => "zenity",
             Dialog::Kdialog => "kdialog",
@@ -114,7 +114,7 @@ impl Dialog {
     }
 
     /// The program it runs.
-    pub fn program(self) -> &'static str {
+    pub(crate) fn program(self) -> &'static str {
         match self {
             Dialog::Zenity => "zenity",
             Dialog::Kdialog => "kdialog",
@@ -124,7 +124,7 @@ impl Dialog {
     }
 
     /// The program, arguments and environment for `question` (pure: tested on every OS).
-    pub fn render(self, question: &Question) -> Rendered {
+    pub(crate) fn render(self, question: &Question) -> Rendered {
         let mut args: Vec<String> = Vec::new();
         let mut env = Vec::new();
         match self {

@@ -20,21 +20,22 @@
 //!   Search and lists never ask and never start anything.
 
 mod ask;
-pub mod dialog;
-pub mod fingerprint;
+pub(crate) mod dialog;
+pub(crate) mod fingerprint;
 mod gate;
 mod pending;
 mod question;
-pub mod shared;
-pub mod site;
+pub(crate) mod shared;
+pub(crate) mod site;
 pub mod state;
 
 use crate::identity::Caller;
 pub use gate::Gate;
 pub(crate) use pending::REFUSED_KEPT_MS;
 use pending::Slot;
-pub use pending::{NotPending, Pending};
-pub use question::{ANY_CALLER, Choice, Fixed, Prompter, Question, Reply, START, SharedPrompter};
+pub(crate) use pending::{NotPending, Pending};
+pub(crate) use question::{ANY_CALLER, Prompter, START, SharedPrompter};
+pub use question::{Choice, Fixed, Question, Reply};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -104,7 +105,7 @@ impl From<Error> for GatewayError {
         }
     }
 }
-pub use crate::exec::start::Start;
+pub(crate) use crate::exec::start::Start;
 
 /// `(caller key, app, tool)`.
 type Key = (String, String, String);
@@ -187,7 +188,7 @@ impl Decision {
 }
 
 /// Told of each [`Decision`] with the app id it was about (an id of the catalog).
-pub type Observer = Arc<dyn Fn(&str, Decision) + Send + Sync>;
+pub(crate) type Observer = Arc<dyn Fn(&str, Decision) + Send + Sync>;
 
 /// The gate's observer, once set.
 #[derive(Default)]

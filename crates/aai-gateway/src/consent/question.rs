@@ -128,11 +128,11 @@ impl Question {
 
 /// The tool name of a question about starting an app only (its guide or tool list needs
 /// it running): no tool can have it, `@` is outside tool names.
-pub const START: &str = "@start";
+pub(crate) const START: &str = "@start";
 
 /// The caller of start grants: starting an app is allowed for every client alike (one
 /// server process serves them all).
-pub const ANY_CALLER: &str = "*";
+pub(crate) const ANY_CALLER: &str = "*";
 
 impl Question {
     /// `args` as a question shows them: masked like history (docs/history.md), one line,
@@ -229,4 +229,4 @@ impl Prompter for Fixed {
 }
 
 /// The prompter of a call, shared.
-pub type SharedPrompter = Arc<dyn Prompter>;
+pub(crate) type SharedPrompter = Arc<dyn Prompter>;

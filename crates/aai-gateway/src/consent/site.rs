@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 /// How long a certificate read stays valid.
-pub const FRESH: Duration = Duration::from_secs(300);
+pub(crate) const FRESH: Duration = Duration::from_secs(300);
 /// Connect and handshake deadline.
 const TIMEOUT: Duration = Duration::from_secs(10);
 

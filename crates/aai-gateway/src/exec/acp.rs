@@ -584,7 +584,7 @@ type AgentSlot = Arc<tokio::sync::Mutex<Option<Arc<Agent>>>>;
 
 /// Runs ACP agents.
 #[derive(Default)]
-pub struct AcpExecutor {
+pub(crate) struct AcpExecutor {
     agents: Mutex<HashMap<String, AgentSlot>>,
     failures: super::Failures<Error>,
 }
@@ -857,7 +857,7 @@ impl AcpExecutor {
     }
 
     /// After a reload: stops the agents of apps that are gone or now start differently.
-    pub fn retire_stale(&self, live: &HashMap<String, Started>) {
+    pub(crate) fn retire_stale(&self, live: &HashMap<String, Started>) {
         let mut agents = self.agents.lock().expect("agents lock");
         agents.retain(|app, slot| {
             let Ok(current) = slot.try_lock() else {
@@ -876,7 +876,7 @@ impl AcpExecutor {
     }
 
     /// Stops every agent and its process group.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         let slots: Vec<_> = self
             .agents
             .lock()

@@ -128,7 +128,7 @@ const BUSY_PAUSE: Duration = Duration::from_millis(250);
 
 /// A PowerShell run, ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     /// The arguments of PowerShell (the script, encoded, is the last).
     pub args: Vec<String>,
     /// Standard input: the JSON document with every value.
@@ -138,7 +138,7 @@ pub struct Rendered {
 }
 
 /// The arguments every PowerShell run gets before its script.
-pub const ARGS: [&str; 5] = [
+pub(crate) const ARGS: [&str; 5] = [
     "-NoProfile",
     "-NonInteractive",
     "-ExecutionPolicy",
@@ -184,7 +184,7 @@ const EPILOGUE: &str =
 ";
 
 /// The PowerShell run of a D0 action list with `args`.
-pub fn render_steps(steps: &[ComStep], args: &Value) -> Result<Rendered, Error> {
+pub(crate) fn render_steps(steps: &[ComStep], args: &Value) -> Result<Rendered, Error> {
     let mut values = Vec::new();
     let mut value = |v: &Value| {
         values.push(super::template::fill(v, args));
@@ -263,7 +263,7 @@ pub fn render_steps(steps: &[ComStep], args: &Value) -> Result<Rendered, Error> 
 }
 
 /// The PowerShell run of a D2 `progId` binding: `Execute(<envelope>)` on the object.
-pub fn render_envelope(prog_id: &str, envelope: &Value) -> Rendered {
+pub(crate) fn render_envelope(prog_id: &str, envelope: &Value) -> Rendered {
     let mut script = String::from(PROLOGUE);
     let _ = writeln!(
         script,
@@ -288,7 +288,7 @@ fn finish(script: String, values: Value) -> Rendered {
 }
 
 /// What went wrong, from the `HRESULT 0x…: message` the script prints.
-pub fn failure(app: &str, stderr: &str) -> Error {
+pub(crate) fn failure(app: &str, stderr: &str) -> Error {
     let said = crate::text::excerpt(stderr.trim(), 500);
     let hresult = stderr
         .find("HRESULT 0x")
@@ -307,7 +307,7 @@ pub fn failure(app: &str, stderr: &str) -> Error {
 /// that itself holds a JSON object or array (the `return` of `"{\"success\":true}"` in the
 /// Outlook example, `fixtures/valid/d0-mail.json`) is that object or array, as
 /// `result as text` reads it on macOS.
-pub fn read(stdout: &str) -> Value {
+pub(crate) fn read(stdout: &str) -> Value {
     let text = stdout.trim();
     if text.is_empty() {
         return Value::Null;
@@ -324,7 +324,7 @@ pub fn read(stdout: &str) -> Value {
 
 /// Runs COM tools.
 #[derive(Debug, Default)]
-pub struct ComExecutor;
+pub(crate) struct ComExecutor;
 
 impl Execute for ComExecutor {
     async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {

@@ -15,7 +15,7 @@ use super::Progress;
 use crate::error::{Code, GatewayError};
 
 /// The request envelope.
-pub fn request(tool: &str, params: &Value, request_id: &str) -> Value {
+pub(crate) fn request(tool: &str, params: &Value, request_id: &str) -> Value {
     json!({
         "version": "1.0",
         "tool": tool,
@@ -26,7 +26,7 @@ pub fn request(tool: &str, params: &Value, request_id: &str) -> Value {
 
 /// What a reply envelope says.
 #[derive(Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A final answer.
     Done(Result<Value, Failure>),
     /// Progress of a running request.
@@ -74,7 +74,7 @@ pub enum Malformed {
 }
 
 /// The `request_id` of a reply, as text (numbers are accepted).
-pub fn request_id(envelope: &Value) -> Option<String> {
+pub(crate) fn request_id(envelope: &Value) -> Option<String> {
     match envelope.get("request_id")? {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -83,7 +83,7 @@ pub fn request_id(envelope: &Value) -> Option<String> {
 }
 
 /// Parses a reply line into a JSON object; `Malformed::NotJson` carries an excerpt.
-pub fn parse(text: &str) -> Result<Value, Malformed> {
+pub(crate) fn parse(text: &str) -> Result<Value, Malformed> {
     match serde_json::from_str(text) {
         Ok(v @ Value::Object(_)) => Ok(v),
         _ => Err(Malformed::NotJson(excerpt(text, 200))),
@@ -92,7 +92,7 @@ pub fn parse(text: &str) -> Result<Value, Malformed> {
 
 /// What a parsed reply envelope means. `who` names the other side in messages ("the
 /// adapter", "the app").
-pub fn reply(envelope: &Value, who: &'static str) -> Reply {
+pub(crate) fn reply(envelope: &Value, who: &'static str) -> Reply {
     let status = envelope.get("status").and_then(Value::as_str).unwrap_or("");
     match status {
         "success" => Reply::Done(Ok(envelope.get("result").cloned().unwrap_or(Value::Null))),
@@ -125,7 +125,7 @@ fn error(error: Option<&Value>, who: &str) -> Failure {
     Failure::Reported { code, message }
 }
 
-pub use crate::text::excerpt;
+pub(crate) use crate::text::excerpt;
 
 #[cfg(test)]
 mod tests {

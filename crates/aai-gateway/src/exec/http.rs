@@ -192,7 +192,7 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// Makes HTTP requests for web apps (through the shared client of `net`).
 #[derive(Debug, Default)]
-pub struct HttpExecutor;
+pub(crate) struct HttpExecutor;
 
 impl Execute for HttpExecutor {
     async fn execute(&self, mut req: Request<'_>) -> Result<Value, super::Error> {
@@ -382,7 +382,7 @@ fn reqwest_method(m: HttpMethod) -> Method {
 
 /// A tool's HTTP binding: where each argument goes.
 #[derive(Debug)]
-pub struct Binding<'a> {
+pub(crate) struct Binding<'a> {
     /// The method.
     pub method: HttpMethod,
     /// Path below the base URL with `{name}` segments.
@@ -397,7 +397,7 @@ pub struct Binding<'a> {
 
 /// One request as it goes on the wire (before auth).
 #[derive(Debug)]
-pub struct Wire {
+pub(crate) struct Wire {
     /// `baseUrl` + the filled path + the query string.
     pub url: Url,
     /// The tool's headers, filled.
@@ -411,7 +411,7 @@ impl Wire {
     /// the binding's `query` names; then the `body` argument, with what is left going to
     /// the query string; without `body`, what is left is the query string for GET,
     /// DELETE and HEAD and a JSON object body otherwise.
-    pub fn new(
+    pub(crate) fn new(
         base: &str,
         binding: &Binding<'_>,
         mut args: Map<String, Value>,

@@ -63,12 +63,12 @@ impl From<Error> for GatewayError {
 const MAX_OUTPUT: usize = 4 * 1024 * 1024;
 
 /// One word for the device's shell.
-pub fn quote(word: &str) -> String {
+pub(crate) fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// The `adb` arguments of one intent.
-pub fn render(
+pub(crate) fn render(
     serial: Option<&str>,
     package: &str,
     action: &str,
@@ -115,7 +115,7 @@ pub fn render(
 }
 
 /// `adb [-s serial] shell content query --uri <uri>`.
-pub fn render_query(serial: Option<&str>, uri: &str) -> Vec<String> {
+pub(crate) fn render_query(serial: Option<&str>, uri: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     if let Some(serial) = serial {
         words.extend(["-s".to_owned(), serial.to_owned()]);
@@ -130,7 +130,7 @@ pub fn render_query(serial: Option<&str>, uri: &str) -> Vec<String> {
 }
 
 /// `Row: 0 id=1, title=Hi, there` lines → objects (a value runs to the next `, key=`).
-pub fn read_rows(text: &str) -> Value {
+pub(crate) fn read_rows(text: &str) -> Value {
     let rows = text
         .lines()
         .filter_map(|line| line.trim().strip_prefix("Row: "))
@@ -172,7 +172,7 @@ pub fn read_rows(text: &str) -> Value {
 }
 
 /// The result data of `am broadcast`'s `Broadcast completed: result=0, data="…"`.
-pub fn read_broadcast(text: &str) -> Result<Value, Error> {
+pub(crate) fn read_broadcast(text: &str) -> Result<Value, Error> {
     let line = text
         .lines()
         .find(|l| l.starts_with("Broadcast completed"))
@@ -187,7 +187,7 @@ pub fn read_broadcast(text: &str) -> Result<Value, Error> {
 
 /// Runs Android tools.
 #[derive(Debug, Default)]
-pub struct IntentExecutor;
+pub(crate) struct IntentExecutor;
 
 impl Execute for IntentExecutor {
     async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {

@@ -20,7 +20,7 @@ fn file(dir: &Path, app: &str) -> PathBuf {
 
 /// `app`'s list as listed from the command `pin` names, when one was kept: each tool as
 /// MCP lists it (`name`, `description`, `inputSchema`, `outputSchema`).
-pub fn read(dir: &Path, app: &str, pin: &str) -> Option<Vec<Value>> {
+pub(crate) fn read(dir: &Path, app: &str, pin: &str) -> Option<Vec<Value>> {
     let path = file(dir, app);
     if std::fs::metadata(&path).ok()?.len() > MAX_FILE {
         tracing::warn!(
@@ -43,7 +43,7 @@ pub fn read(dir: &Path, app: &str, pin: &str) -> Option<Vec<Value>> {
 }
 
 /// Keeps `tools` (as MCP lists them) as `app`'s list from the command `pin` names.
-pub fn write(dir: &Path, app: &str, pin: &str, tools: &[Value]) -> std::io::Result<()> {
+pub(crate) fn write(dir: &Path, app: &str, pin: &str, tools: &[Value]) -> std::io::Result<()> {
     let body = json!({
         "app": app,
         "pin": pin,

@@ -4,24 +4,24 @@
 //! Executors never ask for consent and never read the secret store: they get an
 //! already-validated call. They create processes only through [`process`].
 
-pub mod acp;
+pub(crate) mod acp;
 mod child;
-pub mod com;
+pub(crate) mod com;
 #[cfg(target_os = "linux")]
-pub mod dbus;
-pub mod envelope;
-pub mod http;
-pub mod intent;
-pub mod listed;
-pub mod mcp;
-pub mod process;
-pub mod reach;
-pub mod script;
-pub mod skill;
+pub(crate) mod dbus;
+pub(crate) mod envelope;
+pub(crate) mod http;
+pub(crate) mod intent;
+pub(crate) mod listed;
+pub(crate) mod mcp;
+pub(crate) mod process;
+pub(crate) mod reach;
+pub(crate) mod script;
+pub(crate) mod skill;
 pub mod start;
-pub mod stdio;
-pub mod template;
-pub mod url_scheme;
+pub(crate) mod stdio;
+pub(crate) mod template;
+pub(crate) mod url_scheme;
 
 use std::future::Future;
 use std::path::Path;
@@ -46,7 +46,7 @@ pub struct Progress {
 }
 
 /// Where progress goes.
-pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+pub(crate) type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
 /// What a downstream MCP server may ask of the client a call came from, mid-call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,7 @@ pub trait Upstream: Send + Sync {
 }
 
 /// A shared [`Upstream`].
-pub type UpstreamRef = Arc<dyn Upstream>;
+pub(crate) type UpstreamRef = Arc<dyn Upstream>;
 
 /// An app's request, mid-call, to do something that needs the user's permission (an ACP
 /// agent about to edit a file or run a command).
@@ -142,7 +142,7 @@ impl Refused {
 
 /// Asks the user about a [`Permission`] on behalf of the call; `Err` says why it was not
 /// allowed. It never waits longer than consent waits (`consentWait`).
-pub type Asker = Arc<
+pub(crate) type Asker = Arc<
     dyn Fn(Permission) -> std::pin::Pin<Box<dyn Future<Output = Result<(), Refused>> + Send>>
         + Send
         + Sync,
@@ -330,7 +330,7 @@ fn said(program: &str, said: &str) -> String {
 }
 
 /// An executor type.
-pub trait Execute {
+pub(crate) trait Execute {
     /// Runs one call; the result is the tool's JSON result.
     fn execute(&self, req: Request<'_>) -> impl Future<Output = Result<Value, Error>> + Send;
 }
@@ -414,7 +414,7 @@ pub struct Live {
 /// caller that was already waiting for that start takes its answer instead of starting
 /// (and waiting) again; a caller that comes later tries anew.
 #[derive(Debug)]
-pub struct Failures<E>(
+pub(crate) struct Failures<E>(
     std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, E)>>,
 );
 
@@ -427,14 +427,14 @@ impl<E> Default for Failures<E> {
 impl<E: Clone> Failures<E> {
     /// The failure of a start of `app` that ended after `asked` (when the caller began
     /// to wait), if any.
-    pub fn since(&self, app: &str, asked: std::time::Instant) -> Option<E> {
+    pub(crate) fn since(&self, app: &str, asked: std::time::Instant) -> Option<E> {
         let failures = self.0.lock().expect("failures lock");
         let (at, why) = failures.get(app)?;
         (*at >= asked).then(|| why.clone())
     }
 
     /// Records that a start of `app` failed now.
-    pub fn record(&self, app: &str, why: &E) {
+    pub(crate) fn record(&self, app: &str, why: &E) {
         self.0
             .lock()
             .expect("failures lock")

@@ -104,7 +104,7 @@ async fn drain_stderr(stderr: tokio::process::ChildStderr, label: String, tail: 
 
 /// What to start.
 #[derive(Debug)]
-pub struct Spec<'a> {
+pub(crate) struct Spec<'a> {
     /// Program: a name looked up on `PATH`, or a path (relative to `base_dir`).
     pub program: &'a str,
     /// Arguments.
@@ -119,7 +119,7 @@ pub struct Spec<'a> {
 
 /// A started child with its pipes.
 #[derive(Debug)]
-pub struct Spawned {
+pub(crate) struct Spawned {
     /// Kills the process group when dropped.
     pub guard: ChildGuard,
     /// The child's stdin.
@@ -132,17 +132,17 @@ pub struct Spawned {
 
 /// The last lines of a child's stderr.
 #[derive(Debug, Clone, Default)]
-pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 impl StderrTail {
     /// The kept lines, oldest first, joined by ` | `; empty when there are none.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let lines = self.0.lock().expect("stderr tail lock");
         lines.iter().cloned().collect::<Vec<_>>().join(" | ")
     }
 
     /// `; its last stderr lines: …` for an error message, or nothing when there are none.
-    pub fn note(&self) -> String {
+    pub(crate) fn note(&self) -> String {
         let tail = self.text();
         if tail.is_empty() {
             String::new()
@@ -165,7 +165,7 @@ impl StderrTail {
 
 /// Owns a child; stops its whole process group when dropped or killed.
 #[derive(Debug)]
-pub struct ChildGuard {
+pub(crate) struct ChildGuard {
     child: Child,
     pid: Option<u32>,
     label: String,
@@ -173,12 +173,12 @@ pub struct ChildGuard {
 
 impl ChildGuard {
     /// The child's process id (also its process group id on Unix).
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.pid
     }
 
     /// Stops the child and everything in its process group, now.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         self.kill_group();
         let _ = self.child.start_kill();
     }
@@ -196,7 +196,7 @@ impl ChildGuard {
     }
 
     /// Waits for the child to exit; says how it ended and whether that was a clean exit.
-    pub async fn wait(&mut self) -> (String, bool) {
+    pub(crate) async fn wait(&mut self) -> (String, bool) {
         match self.child.wait().await {
             Ok(status) => (status.to_string(), status.success()),
             Err(e) => (format!("unknown status ({e})"), false),
@@ -246,7 +246,7 @@ fn start(spec: &Spec<'_>) -> Result<(Child, PathBuf), StartError> {
 
 /// Starts a long-lived child as described by `spec` (an adapter): its stdin and stdout
 /// are the caller's, its stderr goes to the log.
-pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, StartError> {
+pub(crate) fn spawn(spec: &Spec<'_>) -> Result<Spawned, StartError> {
     let (mut child, program) = start(spec)?;
     let pid = child.id();
     let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -275,7 +275,7 @@ pub fn spawn(spec: &Spec<'_>) -> Result<Spawned, StartError> {
 
 /// Limits of a one-shot [`run`].
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Kill the child (and its group) after this long.
     pub deadline: Duration,
     /// Keep at most this many bytes of stdout and of stderr each; the rest is read and
@@ -287,7 +287,7 @@ pub struct Limits {
 
 /// What a one-shot child produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Output {
+pub(crate) struct Output {
     /// The exit code (`None` when a signal ended it).
     pub code: Option<i32>,
     /// Its stdout, at most `max_output` bytes.
@@ -300,7 +300,7 @@ pub struct Output {
 
 impl Output {
     /// Whether it exited with status 0.
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.code == Some(0)
     }
 }
@@ -369,7 +369,11 @@ impl From<RunError> for GatewayError {
 /// Runs a child to completion (a script interpreter, `adb`, `xcrun`): writes `stdin` and
 /// closes it, collects capped stdout and stderr, and kills the whole process group at the
 /// deadline, on cancellation, or when the returned future is dropped.
-pub async fn run(spec: &Spec<'_>, stdin: &[u8], limits: &Limits) -> Result<Output, RunError> {
+pub(crate) async fn run(
+    spec: &Spec<'_>,
+    stdin: &[u8],
+    limits: &Limits,
+) -> Result<Output, RunError> {
     let (mut child, program) = start(spec)?;
     let pid = child.id();
     tracing::debug!(app = %spec.label, ?pid, program = %program.display(), "started one-shot child");
@@ -442,7 +446,7 @@ async fn capped(
 /// an adapter's grandchild that left the adapter's process group (`setsid`) is reparented
 /// here when the adapter dies, instead of to init, so [`reap_all`] can stop it. For the
 /// server process only — never for a process that hosts other work (a test harness).
-pub fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     #[cfg(target_os = "linux")]
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         tracing::debug!("cannot become a child subreaper: {e}");
@@ -452,7 +456,7 @@ pub fn become_subreaper() {
 /// At exit: kills every process that is still a child of this one (adapters' leftovers,
 /// escaped grandchildren reparented here) and waits for them, at most `deadline`, so none
 /// outlives the gateway or stays a zombie. For the server and CLI processes only.
-pub fn reap_all(deadline: std::time::Duration) {
+pub(crate) fn reap_all(deadline: std::time::Duration) {
     #[cfg(target_os = "linux")]
     {
         use nix::sys::signal::{Signal, kill};
@@ -511,7 +515,7 @@ fn parent_of(pid: i32) -> Option<i32> {
 /// `command` is split on white space; `%s` in it is replaced by `arg`, else `arg` is
 /// appended (the `$BROWSER` convention).
 #[allow(clippy::disallowed_methods)] // the one place processes are created
-pub fn launch(command: &str, arg: &str) -> Result<(), StartError> {
+pub(crate) fn launch(command: &str, arg: &str) -> Result<(), StartError> {
     let mut words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     if words.is_empty() {
         return Err(StartError::NoCommand);

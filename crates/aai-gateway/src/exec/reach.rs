@@ -15,7 +15,7 @@ const MAX_TARGETS: usize = 8;
 /// One phrase per binding of `app` (whose descriptor sits in `base_dir`), each naming the
 /// platform when the app has more than one binding: the command it starts, the folder it
 /// reads, the host or service it reaches.
-pub fn of_app(app: &App, base_dir: &Path) -> Vec<String> {
+pub(crate) fn of_app(app: &App, base_dir: &Path) -> Vec<String> {
     let many = app.bindings.len() > 1;
     app.bindings
         .iter()
@@ -31,7 +31,7 @@ pub fn of_app(app: &App, base_dir: &Path) -> Vec<String> {
 }
 
 /// What `binding`'s calls run, read or reach; `None` for the gateway's own tools.
-pub fn of_binding(binding: &Binding, base_dir: &Path) -> Option<String> {
+pub(crate) fn of_binding(binding: &Binding, base_dir: &Path) -> Option<String> {
     let quoted = |s: &str| format!("`{}`", crate::text::excerpt(s, 200));
     Some(match &binding.executor {
         Executor::Stdio(_) | Executor::Acp(_) | Executor::Mcp(_) => {

@@ -19,7 +19,7 @@
 //!   app once and is sent again: it never reached the app, so it had no effect. A
 //!   script is not run again (it may have done part of its work).
 
-pub mod record;
+pub(crate) mod record;
 
 use std::fmt::Write as _;
 
@@ -126,7 +126,7 @@ const MAX_OUTPUT: usize = 4 * 1024 * 1024;
 
 /// A script ready to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     /// The program.
     pub program: &'static str,
     /// Its arguments.
@@ -136,7 +136,7 @@ pub struct Rendered {
 }
 
 /// Fills `source` with `args` for `lang`; `output` decides how osascript prints.
-pub fn render(
+pub(crate) fn render(
     lang: Lang,
     source: &str,
     output: ScriptOutput,
@@ -180,7 +180,7 @@ pub fn render(
 /// event `«event <class><id>»` to the app `bundle_id` (D2 `apple-events`, D1 `ipc` on
 /// macOS). Class and id are four checked characters; the bundle id and the envelope are
 /// escaped string literals.
-pub fn render_event(events: &aai_descriptor::AppleEvents, envelope: &Value) -> Rendered {
+pub(crate) fn render_event(events: &aai_descriptor::AppleEvents, envelope: &Value) -> Rendered {
     let mut script = String::from("tell application id \"");
     applescript_text(&mut script, &events.bundle_id);
     script.push_str("\" to return «event ");
@@ -198,7 +198,7 @@ pub fn render_event(events: &aai_descriptor::AppleEvents, envelope: &Value) -> R
 
 /// The app's reply to an Apple event: the JSON envelope it returned, read like the D-Bus
 /// JSON convention's.
-pub fn read_event_reply(stdout: &str) -> Result<Value, Error> {
+pub(crate) fn read_event_reply(stdout: &str) -> Result<Value, Error> {
     let envelope =
         super::envelope::parse(stdout.trim()).map_err(|e| Error::Reply(e.to_string()))?;
     match super::envelope::reply(&envelope, "the app") {
@@ -268,7 +268,7 @@ fn javascript_text(out: &mut String, text: &str, _quote: Quote) {
 }
 
 /// What the script printed, as the tool's result.
-pub fn read(output: ScriptOutput, stdout: &str) -> Result<Value, Error> {
+pub(crate) fn read(output: ScriptOutput, stdout: &str) -> Result<Value, Error> {
     let text = stdout.strip_suffix('\n').unwrap_or(stdout);
     let json = || serde_json::from_str::<Value>(text.trim()).ok();
     match output {
@@ -301,7 +301,7 @@ fn error_number(stderr: &str) -> Option<i32> {
 }
 
 /// osascript's error (`… execution error: Not authorized … (-1743)`), by its number.
-pub fn failure(app: &str, stderr: &str) -> Error {
+pub(crate) fn failure(app: &str, stderr: &str) -> Error {
     let message = stderr.trim();
     let said = crate::text::excerpt(message, 500);
     let app = app.to_owned();
@@ -331,7 +331,7 @@ pub(crate) fn applescript_code(script: &str) -> String {
 
 /// Runs AppleScript and JXA tools, and sends Apple events.
 #[derive(Debug, Default)]
-pub struct ScriptExecutor;
+pub(crate) struct ScriptExecutor;
 
 impl ScriptExecutor {
     /// One tool call as an Apple event carrying the JSON envelope.
@@ -362,7 +362,7 @@ impl ScriptExecutor {
 }
 
 /// `tell application id "…" to launch`: starts the app without bringing it forward.
-pub fn render_launch(bundle_id: &str) -> Rendered {
+pub(crate) fn render_launch(bundle_id: &str) -> Rendered {
     let mut script = String::from("tell application id \"");
     applescript_text(&mut script, bundle_id);
     script.push_str("\" to launch");

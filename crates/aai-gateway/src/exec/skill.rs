@@ -63,7 +63,7 @@ impl From<Error> for GatewayError {
 
 /// Reads skills.
 #[derive(Debug, Default)]
-pub struct SkillExecutor;
+pub(crate) struct SkillExecutor;
 
 impl Execute for SkillExecutor {
     async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {
@@ -142,7 +142,7 @@ fn read_file(folder: &Path, file: &str) -> Result<String, Error> {
 }
 
 /// `SKILL.md` without its front matter (`---` … `---` at the top).
-pub fn body(text: &str) -> &str {
+pub(crate) fn body(text: &str) -> &str {
     crate::text::front_matter(text).map_or(text, |(_, rest)| rest)
 }
 

@@ -148,7 +148,7 @@ impl Adapter {
 
 /// Runs stdio adapters.
 #[derive(Default)]
-pub struct StdioExecutor {
+pub(crate) struct StdioExecutor {
     adapters: Mutex<HashMap<String, Arc<Adapter>>>,
     next_id: AtomicU64,
 }
@@ -310,7 +310,7 @@ impl StdioExecutor {
     /// After a reload: retires every adapter whose app is gone or was started differently
     /// than `live` now says (`app id → how it would start now`). A retired adapter
     /// finishes its in-flight calls, then stops.
-    pub fn retire_stale(&self, live: &HashMap<String, Started>) {
+    pub(crate) fn retire_stale(&self, live: &HashMap<String, Started>) {
         let mut adapters = self.adapters.lock().expect("adapters lock");
         adapters.retain(|app, adapter| {
             let keep = live.get(app).is_some_and(|s| *s == adapter.started);
@@ -323,7 +323,7 @@ impl StdioExecutor {
     }
 
     /// Stops every adapter.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         let adapters: Vec<Arc<Adapter>> = self
             .adapters
             .lock()

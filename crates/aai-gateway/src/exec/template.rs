@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// Fills a template value: one placeholder keeps its type, mixed strings are text, arrays
 /// and objects are filled inside.
-pub fn fill(template: &Value, args: &Value) -> Value {
+pub(crate) fn fill(template: &Value, args: &Value) -> Value {
     match template {
         Value::String(s) => match sole_placeholder(s) {
             Some(name) => args.get(name).cloned().unwrap_or(Value::Null),
@@ -24,7 +24,7 @@ pub fn fill(template: &Value, args: &Value) -> Value {
 }
 
 /// Replaces every `${name}` of `template` with `encode(argument as text)`.
-pub fn fill_text(template: &str, args: &Value, encode: impl Fn(&str) -> String) -> String {
+pub(crate) fn fill_text(template: &str, args: &Value, encode: impl Fn(&str) -> String) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(at) = rest.find("${") {

@@ -63,10 +63,10 @@ impl From<Error> for GatewayError {
 /// How often a result is looked for.
 const POLL: Duration = Duration::from_millis(200);
 /// The file an app writes its result to in its app group.
-pub const RESULT_FILE: &str = "aai-result.json";
+pub(crate) const RESULT_FILE: &str = "aai-result.json";
 
 /// The URL of one call.
-pub fn render(scheme: &str, template: &str, args: &Value) -> Result<String, Error> {
+pub(crate) fn render(scheme: &str, template: &str, args: &Value) -> Result<String, Error> {
     let url = super::template::fill_text(template, args, crate::text::percent_encode);
     if !url
         .to_ascii_lowercase()
@@ -78,7 +78,7 @@ pub fn render(scheme: &str, template: &str, args: &Value) -> Result<String, Erro
 }
 
 /// `xcrun` arguments.
-pub fn openurl(url: &str) -> Vec<String> {
+pub(crate) fn openurl(url: &str) -> Vec<String> {
     ["simctl", "openurl", "booted", url]
         .map(str::to_owned)
         .to_vec()
@@ -86,7 +86,7 @@ pub fn openurl(url: &str) -> Vec<String> {
 
 /// Runs iOS tools in the booted Simulator.
 #[derive(Debug, Default)]
-pub struct UrlSchemeExecutor;
+pub(crate) struct UrlSchemeExecutor;
 
 impl Execute for UrlSchemeExecutor {
     async fn execute(&self, req: Request<'_>) -> Result<Value, super::Error> {

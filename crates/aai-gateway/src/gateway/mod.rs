@@ -9,7 +9,7 @@
 //! the one teardown. One call's path lives in `pipeline`.
 
 mod handle;
-pub mod watch;
+pub(crate) mod watch;
 
 pub use handle::Handle;
 

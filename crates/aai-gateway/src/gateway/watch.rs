@@ -24,7 +24,7 @@ const SETTLE: Duration = Duration::from_millis(150);
 
 /// Stops watching when dropped.
 #[derive(Debug)]
-pub struct Watcher {
+pub(crate) struct Watcher {
     /// Filled in by the first scan's thread once the folders are watched.
     _fs: Arc<Mutex<Option<notify::RecommendedWatcher>>>,
     task: tokio::task::JoinHandle<()>,
@@ -45,7 +45,7 @@ impl Drop for Watcher {
 /// Both happen on a blocking thread, off the handshake: watching a folder recursively
 /// walks it (1,000 apps are 1,000 watches), and a client's `initialize` need not wait for
 /// that. The watches come first, so no change on disk can fall between them and the scan.
-pub fn start(gateway: Arc<Gateway>) -> Watcher {
+pub(crate) fn start(gateway: Arc<Gateway>) -> Watcher {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     #[cfg(target_os = "linux")]
     let bus_task = {

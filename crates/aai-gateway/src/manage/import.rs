@@ -65,7 +65,7 @@ impl Home<'_> {
 
 /// What a source is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// MCP servers (`mcpServers`, `servers`, Codex's TOML, or one server's entry).
     Mcp,
     /// An OpenAPI 3.x document.
@@ -78,7 +78,7 @@ pub enum Kind {
 
 impl Kind {
     /// The name used in arguments and results.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Mcp => "mcp",
             Kind::OpenApi => "openapi",
@@ -104,7 +104,7 @@ impl Kind {
 
 /// What an import is asked to read.
 #[derive(Debug)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The `source` argument: an object (MCP configuration) or a URL or path.
     pub source: &'a Value,
     /// `kind`, when the caller said.
@@ -117,7 +117,7 @@ pub struct Request<'a> {
 
 /// What one draft writes.
 #[derive(Debug, Clone)]
-pub enum Payload {
+pub(crate) enum Payload {
     /// `<folder>/aai.json` (and its fingerprint, as `import` writes).
     Descriptor(String),
     /// `<folder>/SKILL.md` alone.
@@ -128,7 +128,7 @@ pub enum Payload {
 
 /// One app an import would add.
 #[derive(Debug, Clone)]
-pub struct Draft {
+pub(crate) struct Draft {
     /// Its app id.
     pub id: String,
     /// What it came from.
@@ -157,7 +157,7 @@ pub struct Draft {
 
 impl Draft {
     /// The names of the credentials stored with it (never a value).
-    pub fn secret_names(&self) -> Vec<&str> {
+    pub(crate) fn secret_names(&self) -> Vec<&str> {
         self.secrets
             .iter()
             .map(|(key, _)| crate::auth::fill::name_of(&self.id, key).unwrap_or("its API key"))
@@ -165,7 +165,7 @@ impl Draft {
     }
 
     /// The preview of this draft, as the tool returns it.
-    pub fn preview(&self) -> Value {
+    pub(crate) fn preview(&self) -> Value {
         let mut out = json!({
             "app": self.id,
             "kind": self.kind.as_str(),
@@ -193,7 +193,7 @@ impl Draft {
 }
 
 /// The drafts `request` makes for the home `home` on `platform` (`linux`, `macos`, …).
-pub async fn drafts(
+pub(crate) async fn drafts(
     dir: &Path,
     platform: &str,
     request: &Request<'_>,
@@ -470,7 +470,7 @@ fn mcp(home: &Home<'_>, platform: &str, text: &str) -> Result<Vec<Draft>, Error>
 
 /// The credential store entries of an imported server `id`: its credential under its id,
 /// each placeholder's value under its own entry.
-pub fn store_entries(
+pub(crate) fn store_entries(
     id: &str,
     credential: Option<String>,
     placeholders: Vec<(String, String)>,
@@ -639,7 +639,7 @@ fn count_files(folder: &Path) -> Result<(usize, u64), Error> {
 /// Copies the skill folder `from` to `to`: regular files and folders only, owner-only,
 /// within the limits. `to` is created here and must not exist (two imports of one name
 /// cannot mix); the copy is made beside it and renamed into place whole.
-pub fn copy_skill(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_skill(from: &Path, to: &Path) -> std::io::Result<()> {
     let (entries, _) = walk(from).map_err(|e| std::io::Error::other(e.to_string()))?;
     let parent = to.parent().unwrap_or(to);
     crate::files::private_dir(parent)?;
@@ -672,7 +672,7 @@ pub fn copy_skill(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Whether writing app `id` into `folder` replaces a descriptor an earlier import wrote;
 /// one the user wrote or edited is never replaced.
-pub fn ours(folder: &Path, id: &str) -> Result<bool, Error> {
+pub(crate) fn ours(folder: &Path, id: &str) -> Result<bool, Error> {
     check_id(folder.parent().unwrap_or(folder), id)?;
     let current = std::fs::read_to_string(folder.join("aai.json")).ok();
     if current.is_none() {
@@ -767,7 +767,7 @@ fn pretty(doc: &Value) -> String {
 }
 
 /// A text from an https (or loopback http) URL, at most `max` bytes.
-pub async fn fetch(source: &str, max: usize) -> Result<String, Error> {
+pub(crate) async fn fetch(source: &str, max: usize) -> Result<String, Error> {
     let url = reqwest::Url::parse(source)
         .map_err(|e| Error::Args(format!("`{source}` is not a URL: {e}")))?;
     crate::net::check_fetchable(&url).map_err(|e| Error::Fetch(e.to_string()))?;

@@ -9,9 +9,9 @@
 //! will be written, moved or hidden and what its first use will run —, which is what the
 //! user approves; [`Manager::apply`] then does exactly that.
 
-pub mod import;
-pub mod overlay;
-pub mod trash;
+pub(crate) mod import;
+pub(crate) mod overlay;
+pub(crate) mod trash;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -22,10 +22,10 @@ use crate::error::{Code, GatewayError};
 use crate::registry::Snapshot;
 
 /// The gateway's own app id.
-pub const APP_ID: &str = crate::catalog::builtin::GATEWAY_ID;
+pub(crate) const APP_ID: &str = crate::catalog::builtin::GATEWAY_ID;
 
 /// The client name that means everyone.
-pub const EVERYONE: &str = "*";
+pub(crate) const EVERYONE: &str = "*";
 
 /// Why a management call failed.
 #[derive(Debug, thiserror::Error)]
@@ -522,7 +522,7 @@ fn write(d: &import::Draft) -> Result<(), Error> {
 
 /// Writes `text` to `dir/aai.json` with its fingerprint (`.generated`), so that a later
 /// import or `--discover` knows the file is the gateway's until the user edits it.
-pub fn write_descriptor(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
+pub(crate) fn write_descriptor(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
     crate::files::private_dir(dir)?;
     let file = dir.join("aai.json");
     crate::files::write_private(&file, text.as_bytes())?;

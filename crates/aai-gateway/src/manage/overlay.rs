@@ -16,14 +16,14 @@ use serde::{Deserialize, Serialize};
 use crate::visibility::Rules;
 
 /// The file's name under `$AAI_HOME`.
-pub const FILE: &str = "apps.json";
+pub(crate) const FILE: &str = "apps.json";
 /// The largest file read.
 const MAX_FILE: u64 = 1024 * 1024;
 
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Overlay {
+pub(crate) struct Overlay {
     /// Per client name (`"*"`: everyone): the apps and tools hidden from it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub clients: BTreeMap<String, Hidden>,
@@ -35,7 +35,7 @@ pub struct Overlay {
 /// What one client does not see.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Hidden {
+pub(crate) struct Hidden {
     /// `apps.deny`.
     #[serde(default, skip_serializing_if = "List::is_empty")]
     pub apps: List,
@@ -47,7 +47,7 @@ pub struct Hidden {
 /// `{"deny": […]}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct List {
+pub(crate) struct List {
     /// The ids (or `<appId>:<tool>`).
     #[serde(default)]
     pub deny: BTreeSet<String>,
@@ -81,12 +81,12 @@ pub enum Error {
 }
 
 /// The file in `home`.
-pub fn path(home: &Path) -> PathBuf {
+pub(crate) fn path(home: &Path) -> PathBuf {
     home.join(FILE)
 }
 
 /// Reads the overlay in `home` (none: empty).
-pub fn read(home: &Path) -> Result<Overlay, Error> {
+pub(crate) fn read(home: &Path) -> Result<Overlay, Error> {
     use std::io::Read as _;
     let path = path(home);
     let invalid = |why: String| Error::Invalid {
@@ -117,7 +117,7 @@ pub fn read(home: &Path) -> Result<Overlay, Error> {
 }
 
 /// Writes `overlay` whole, owner-only.
-pub fn write(home: &Path, overlay: &Overlay) -> Result<(), Error> {
+pub(crate) fn write(home: &Path, overlay: &Overlay) -> Result<(), Error> {
     let path = path(home);
     let text = format!(
         "{}\n",
@@ -134,7 +134,7 @@ pub fn write(home: &Path, overlay: &Overlay) -> Result<(), Error> {
 impl Overlay {
     /// Hides app `app` (or its `tool`) from `client` (`"*"`: everyone); false when it was
     /// hidden already.
-    pub fn hide(&mut self, client: &str, app: &str, tool: Option<&str>) -> bool {
+    pub(crate) fn hide(&mut self, client: &str, app: &str, tool: Option<&str>) -> bool {
         let hidden = self.clients.entry(client.to_owned()).or_default();
         match tool {
             Some(t) => hidden.tools.deny.insert(format!("{app}:{t}")),
@@ -143,7 +143,7 @@ impl Overlay {
     }
 
     /// Undoes [`Overlay::hide`]; false when it was not hidden that way.
-    pub fn show(&mut self, client: &str, app: &str, tool: Option<&str>) -> bool {
+    pub(crate) fn show(&mut self, client: &str, app: &str, tool: Option<&str>) -> bool {
         let Some(hidden) = self.clients.get_mut(client) else {
             return false;
         };
@@ -158,7 +158,7 @@ impl Overlay {
     }
 
     /// The rules per client, in the shape of config `clients`.
-    pub fn rules(&self) -> BTreeMap<String, Rules> {
+    pub(crate) fn rules(&self) -> BTreeMap<String, Rules> {
         self.clients
             .iter()
             .map(|(client, hidden)| {

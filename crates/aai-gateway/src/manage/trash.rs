@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// The trash folder's name under `$AAI_HOME`.
-pub const FOLDER: &str = "trash";
+pub(crate) const FOLDER: &str = "trash";
 
 /// One removed app.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Trashed {
+pub(crate) struct Trashed {
     /// Its app id.
     pub app: String,
     /// When it was removed (unix ms).
@@ -57,7 +57,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 }
 
 /// Moves `folder` (app `app`'s) into the trash of `home`; returns where it went.
-pub fn put(home: &Path, app: &str, folder: &Path) -> Result<PathBuf, Error> {
+pub(crate) fn put(home: &Path, app: &str, folder: &Path) -> Result<PathBuf, Error> {
     let trash = home.join(FOLDER);
     crate::files::private_dir(&trash).map_err(io(&trash))?;
     let mut at = crate::history::now_ms();
@@ -96,7 +96,7 @@ fn note_of(folder: &Path) -> PathBuf {
 }
 
 /// What the trash of `home` holds, newest first.
-pub fn list(home: &Path) -> Vec<Trashed> {
+pub(crate) fn list(home: &Path) -> Vec<Trashed> {
     let Ok(entries) = std::fs::read_dir(home.join(FOLDER)) else {
         return Vec::new();
     };
@@ -125,7 +125,7 @@ pub fn list(home: &Path) -> Vec<Trashed> {
 }
 
 /// Puts the latest removal of `app` back where it was; returns that place.
-pub fn restore(home: &Path, app: &str) -> Result<PathBuf, Error> {
+pub(crate) fn restore(home: &Path, app: &str) -> Result<PathBuf, Error> {
     let trashed = list(home)
         .into_iter()
         .find(|t| t.app == app)

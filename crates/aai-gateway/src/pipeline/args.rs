@@ -30,7 +30,7 @@ pub(super) async fn validate(tool: &Tool, args: Option<Value>) -> Result<Value, 
 }
 
 /// Applies schema defaults and validates; errors name the field, never the value.
-pub fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayError> {
+pub(crate) fn prepare_args(tool: &Tool, args: Option<Value>) -> Result<Value, GatewayError> {
     let mut args = match args {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v,

@@ -11,8 +11,8 @@
 
 pub mod guide;
 pub mod search;
-pub mod slug;
-pub mod view;
+pub(crate) mod slug;
+pub(crate) mod view;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -327,25 +327,18 @@ fn choose_binding(app: &App, host: &Host) -> Option<usize> {
 
 /// The current snapshot, replaceable at any time.
 #[derive(Debug, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     current: RwLock<Arc<Snapshot>>,
 }
 
 impl Registry {
-    /// A registry serving `snapshot`.
-    pub fn new(snapshot: Snapshot) -> Registry {
-        Registry {
-            current: RwLock::new(Arc::new(snapshot)),
-        }
-    }
-
     /// The current snapshot (cheap: one `Arc` clone).
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.current.read().expect("registry lock").clone()
     }
 
     /// Installs `snapshot`; returns whether what agents see changed.
-    pub fn replace(&self, snapshot: Snapshot) -> bool {
+    pub(crate) fn replace(&self, snapshot: Snapshot) -> bool {
         let mut current = self.current.write().expect("registry lock");
         // A change of who sees what changes what some client sees.
         let changed = current.fingerprint() != snapshot.fingerprint()

@@ -8,11 +8,11 @@ use std::collections::HashMap;
 use super::Entry;
 
 /// Longest listed `app_<slug>` name.
-pub const MAX_LISTED_NAME: usize = 48;
+pub(crate) const MAX_LISTED_NAME: usize = 48;
 
 /// `text` with every character outside `[A-Za-z0-9_-]` turned into `_`: the one rule for
 /// every name a client sees (`app_<slug>`, flat `<slug>__<tool>`).
-pub fn sanitize(text: &str) -> String {
+pub(crate) fn sanitize(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
@@ -30,7 +30,7 @@ fn short_hash(id: &str) -> String {
 }
 
 /// Gives colliding or over-long slugs a stable hash suffix.
-pub fn assign(entries: &mut [Entry]) {
+pub(crate) fn assign(entries: &mut [Entry]) {
     let max_slug = MAX_LISTED_NAME - "app_".len();
     let mut count: HashMap<String, usize> = HashMap::new();
     for e in entries.iter() {

@@ -7,7 +7,7 @@ use super::Snapshot;
 use crate::visibility::Visibility;
 
 /// `snapshot` as `client` sees it, or `None` when no rule applies to it (it sees all).
-pub fn view(visibility: &Visibility, snapshot: &Snapshot, client: &str) -> Option<Snapshot> {
+pub(crate) fn view(visibility: &Visibility, snapshot: &Snapshot, client: &str) -> Option<Snapshot> {
     if !visibility.limits(client) {
         return None;
     }

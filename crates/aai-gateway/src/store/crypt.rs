@@ -11,7 +11,7 @@ use sha2::Digest;
 use crate::store::Error;
 
 /// The environment variable holding the key.
-pub const KEY_VAR: &str = "AAI_STORE_KEY";
+pub(crate) const KEY_VAR: &str = "AAI_STORE_KEY";
 
 /// The credential key. `Debug` shows its id only.
 #[derive(Clone)]

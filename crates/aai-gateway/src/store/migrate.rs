@@ -8,7 +8,7 @@
 use crate::store::Error;
 
 /// Every migration: version (1, 2, … with no gap), what it does, its SQL.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "grants, pending consent, history, credentials",
@@ -25,13 +25,13 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
 const LOCK: i64 = 0x6161_692d_6777_2d6d;
 
 /// The newest version this binary knows.
-pub fn latest() -> i64 {
+pub(crate) fn latest() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.0)
 }
 
 /// The migrations a database at `found` needs, in order; an error for one newer than this
 /// binary.
-pub fn plan(
+pub(crate) fn plan(
     found: i64,
     at: &str,
 ) -> Result<Vec<&'static (i64, &'static str, &'static str)>, Error> {

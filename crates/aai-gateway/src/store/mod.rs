@@ -13,8 +13,8 @@
 //! Nothing here shows the URL's password: every message names the store by its redacted
 //! URL, and the driver's words are scrubbed of the password.
 
-pub mod crypt;
-pub mod migrate;
+pub(crate) mod crypt;
+pub(crate) mod migrate;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -126,7 +126,7 @@ impl From<Error> for GatewayError {
 }
 
 /// The channel every replica listens on.
-pub const CHANNEL: &str = "aai_gateway";
+pub(crate) const CHANNEL: &str = "aai_gateway";
 
 /// What the notification listener reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

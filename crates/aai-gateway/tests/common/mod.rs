@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use aai_gateway::catalog::{Layout, SearchDir, SourceKind};
-use aai_gateway::host::{Host, Os};
-use aai_gateway::registry::Snapshot;
+use aai_gateway::testing::catalog::{Layout, SearchDir, SourceKind};
+use aai_gateway::testing::host::{Host, Os};
+use aai_gateway::testing::registry::Snapshot;
 use serde_json::Value;
 
 /// Writes `doc` to `home/<its app id>/aai.json`.
@@ -31,7 +31,7 @@ pub(crate) fn dirs(home: &Path) -> Vec<SearchDir> {
 
 /// One scan of `home` as a Linux machine serves it; a broken descriptor fails the test.
 pub(crate) fn snapshot_of(home: &Path, locale: Option<&str>) -> Snapshot {
-    let catalog = aai_gateway::catalog::load(&dirs(home), &Default::default());
+    let catalog = aai_gateway::testing::catalog::load(&dirs(home), &Default::default());
     assert!(
         catalog.diagnostics.iter().all(|d| !d.is_error()),
         "{:?}",

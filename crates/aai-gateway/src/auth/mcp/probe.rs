@@ -77,7 +77,7 @@ fn challenge_of(response: &reqwest::Response) -> Challenge {
 /// server of the 2026-07-28 revision does) and challenge the first request that needs
 /// one, with the scope it needs: then `tools/list` is asked too, in the session
 /// `initialize` opened (closed after).
-pub async fn probe(url: &str) -> Result<Option<Challenge>, Error> {
+pub(crate) async fn probe(url: &str) -> Result<Option<Challenge>, Error> {
     let parsed = fetchable("the MCP server URL", url)?;
     let refused = |r: &reqwest::Response| matches!(r.status().as_u16(), 401 | 403);
     let first = post_mcp(&parsed, initialize_body(), None, None).await?;
@@ -129,7 +129,7 @@ async fn close_session(server: &reqwest::Url, session: Option<String>, token: Op
 
 /// What the server says of a token.
 #[derive(Debug)]
-pub enum Access {
+pub(crate) enum Access {
     /// It serves `initialize` and `tools/list` with it.
     Granted,
     /// It wants more scopes (403 `insufficient_scope`).
@@ -138,7 +138,7 @@ pub enum Access {
 
 /// Checks a fresh token against the server: `initialize`, `notifications/initialized` and
 /// `tools/list` in one session (closed after).
-pub async fn check(url: &str, token: &Secret) -> Result<Access, Error> {
+pub(crate) async fn check(url: &str, token: &Secret) -> Result<Access, Error> {
     let server = fetchable("the MCP server URL", url)?;
     let verdict = |response: &reqwest::Response| -> Result<Option<Access>, Error> {
         match response.status().as_u16() {

@@ -14,7 +14,7 @@ use serde_json::{Map, Number, Value as Json};
 use zbus::zvariant::{Array, Dict, ObjectPath, Signature, Str, StructureBuilder, Value};
 
 /// A human name of a D-Bus type, for messages.
-pub fn describe(sig: &Signature) -> String {
+pub(crate) fn describe(sig: &Signature) -> String {
     let name = match sig {
         Signature::U8 => "byte",
         Signature::Bool => "boolean",
@@ -204,7 +204,7 @@ fn json_kind(json: &Json) -> &'static str {
 }
 
 /// Converts a D-Bus value to JSON.
-pub fn to_json(value: &Value<'_>) -> Json {
+pub(crate) fn to_json(value: &Value<'_>) -> Json {
     match value {
         Value::U8(n) => Json::from(*n),
         Value::Bool(b) => Json::Bool(*b),

@@ -17,7 +17,7 @@
 //! the error name and message (InvalidArgs → INVALID_PARAMS, AccessDenied →
 //! PERMISSION_DENIED, NoReply/Timeout → TIMEOUT, ServiceUnknown → APP_NOT_RUNNING).
 
-pub mod convert;
+pub(crate) mod convert;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -229,7 +229,7 @@ struct ObjectInfo {
 
 /// Calls D-Bus apps.
 #[derive(Debug, Default)]
-pub struct DbusExecutor {
+pub(crate) struct DbusExecutor {
     session: OnceCell<Connection>,
     system: OnceCell<Connection>,
     objects: Mutex<HashMap<(Bus, String, String), std::sync::Arc<ObjectInfo>>>,

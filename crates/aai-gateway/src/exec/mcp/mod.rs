@@ -40,9 +40,9 @@ const LIST_DEADLINE: Duration = Duration::from_secs(30);
 /// The app's tool that reads one of its server's resources (when the server has
 /// resources and no tool of this name): its description lists them, so they cost a
 /// client nothing until it reads that app's guide.
-pub const RESOURCES_TOOL: &str = "mcp.resources.read";
+pub(crate) const RESOURCES_TOOL: &str = "mcp.resources.read";
 /// The app's tool that gets one of its server's prompts, the same way.
-pub const PROMPTS_TOOL: &str = "mcp.prompts.get";
+pub(crate) const PROMPTS_TOOL: &str = "mcp.prompts.get";
 /// Most characters of the listing in such a tool's description.
 const LISTING_MAX: usize = 6000;
 
