@@ -24,10 +24,17 @@
 //!   `client.rs` says which requests wait ([`Pending`]).
 //! * The stream ends when the server closes it or the session is dropped.
 //!
-//! The `sse-stream` crate (rmcp's, in the lock file) is not used: it keeps an unfinished
-//! line and an event's data without limit, and it ends the stream at lines the
-//! event-stream format says to ignore (an unknown field, a line without `:`, a second
-//! `event:` line).
+//! The `sse-stream` crate (0.2.6, rmcp's, in the lock file) is not used, and a byte-limit
+//! adapter in front of it would not be enough:
+//! * it ends the stream with an error at lines the event-stream format says to ignore or
+//!   accept: an unknown field, a line without `:` (`InvalidLine`), a second `event:`,
+//!   `id:` or `retry:` line in one event (`Duplicated…`), a `retry:` that is not a number,
+//!   and bytes that are not UTF-8 (the format decodes them with U+FFFD);
+//! * it keeps an unfinished line without limit, so the 16 MiB bound would have to find
+//!   line ends itself, which is this parser's work;
+//! * it has no hook for the idle-stream byte count above.
+//!
+//! `a_stream_goes_on_past_lines_sse_stream_refuses` pins each of these lines.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -526,6 +533,22 @@ mod tests {
                 event("", "x\ny"),
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_stream_goes_on_past_lines_sse_stream_refuses() {
+        // Each of these ends an `sse-stream` 0.2.6 stream; the format ignores or accepts
+        // them, and so do we.
+        let got = parse(&[
+            "unknown: field\nno colon here\nevent: first\nevent: message\n",
+            "id: 1\nid: 2\nretry: soon\nretry: 10\ndata: {\"ok\":1}\n\n",
+        ])
+        .await
+        .unwrap();
+        assert_eq!(got, [event("message", "{\"ok\":1}")]);
+        let bytes: Vec<Result<Vec<u8>, String>> = vec![Ok(b"data: a\xffb\n\n".to_vec())];
+        let mut events = Events::new(futures_util::stream::iter(bytes));
+        assert_eq!(events.next().await.unwrap(), Some(event("", "a\u{FFFD}b")));
     }
 
     #[tokio::test]
