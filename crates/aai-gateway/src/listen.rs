@@ -569,29 +569,42 @@ impl Guard {
         Response::from_parts(parts, axum::body::Body::from_stream(body))
     }
 
-    async fn check_access(&self, req: Request, next: Next) -> Response {
+    /// A refusal of a request whose `Host` is not served here, or that comes from
+    /// another origin; `None` when both are fine.
+    fn refused_host_or_origin(&self, req: &Request) -> Option<Response> {
         let host = req
             .headers()
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
             .map(host_name);
         if !host.is_some_and(|h| self.host_allowed(&h)) {
-            return (
-                StatusCode::FORBIDDEN,
-                "Forbidden: this Host is not served here\n",
-            )
-                .into_response();
+            return Some(
+                (
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: this Host is not served here\n",
+                )
+                    .into_response(),
+            );
         }
         if let Some(origin) = req.headers().get(header::ORIGIN)
             && !origin
                 .to_str()
                 .is_ok_and(|o| self.origins.iter().any(|a| a.eq_ignore_ascii_case(o)))
         {
-            return (
-                StatusCode::FORBIDDEN,
-                "Forbidden: cross-origin requests are refused\n",
-            )
-                .into_response();
+            return Some(
+                (
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: cross-origin requests are refused\n",
+                )
+                    .into_response(),
+            );
+        }
+        None
+    }
+
+    async fn check_access(&self, req: Request, next: Next) -> Response {
+        if let Some(refused) = self.refused_host_or_origin(&req) {
+            return refused;
         }
         if self.token.is_none() && self.resource.is_none() {
             return next.run(req).await;

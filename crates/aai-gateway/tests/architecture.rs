@@ -76,12 +76,25 @@ fn test_modules(files: &[PathBuf]) -> std::collections::HashSet<PathBuf> {
             if !test_only(line) {
                 continue;
             }
+            let attributes = lines[n + 1..]
+                .iter()
+                .take_while(|l| l.trim_start().starts_with("#["));
+            // `#[path = "x_tests.rs"]`: relative to the declaring file's folder.
+            let path = attributes.clone().find_map(|l| {
+                l.trim()
+                    .strip_prefix("#[path = \"")
+                    .and_then(|rest| rest.strip_suffix("\"]"))
+            });
             let Some(item) = lines[n + 1..]
                 .iter()
                 .find(|l| !l.trim_start().starts_with("#["))
             else {
                 continue;
             };
+            if let Some(path) = path {
+                found.insert(f.parent().unwrap().join(path));
+                continue;
+            }
             let Some(name) = item
                 .trim()
                 .strip_prefix("mod ")
@@ -263,6 +276,11 @@ fn the_checker_sees_what_it_checks() {
     ] {
         assert!(!users(needle).is_empty(), "`{needle}` is used nowhere");
     }
+    // Sibling test files (`#[path = "x_tests.rs"] mod tests;`) are tests, not production.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let production = production_sources(&src);
+    assert!(production.iter().any(|(f, _)| f == "config.rs"));
+    assert!(!production.iter().any(|(f, _)| f == "config_tests.rs"));
 }
 
 #[test]

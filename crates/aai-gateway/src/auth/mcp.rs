@@ -1140,3 +1140,6 @@ pub(crate) fn widen(scopes: Option<Vec<String>>, more: Option<Vec<String>>) -> O
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+#[path = "mcp_tests.rs"]
+mod sign_in_tests;

@@ -211,98 +211,9 @@ impl Server {
             .pipeline
             .view(self.gateway.snapshot().await, &self.caller(ctx));
         match tools::lookup(name) {
-            Some(Meta::Search) => {
-                let query = string_arg(&args, "query")?;
-                let limit = match args.get("limit") {
-                    None | Some(Value::Null) => 10,
-                    Some(v) => v.as_u64().filter(|n| (1..=50).contains(n)).ok_or_else(|| {
-                        invalid("limit", "`limit` must be an integer from 1 to 50")
-                    })? as usize,
-                };
-                let mut result = search_result(&snapshot, query, limit);
-                if args.get("remote").and_then(Value::as_bool) == Some(true) {
-                    let found = self.gateway.search_mcp_registry(query, limit).await;
-                    add_registry_hits(&mut result, found);
-                }
-                Ok(result.into())
-            }
-            Some(Meta::Guide) => {
-                if matches!(args.get("app"), None | Some(Value::Null)) {
-                    return Ok(text(crate::registry::guide::GATEWAY.to_owned()).into());
-                }
-                let app = string_arg(&args, "app")?;
-                // A downstream MCP server is asked for its tools on first use (once it may
-                // start).
-                let (snapshot, note) = match self.guide_snapshot(snapshot, app, ctx, round).await? {
-                    Ok(ready) => ready,
-                    Err(ask) => return Ok(ask.into()),
-                };
-                let entry = find(&snapshot, app, self.gateway.os())?;
-                let mut guide = match args.get("tool") {
-                    None | Some(Value::Null) => crate::registry::guide::render(&snapshot, entry),
-                    Some(_) => {
-                        let tool = string_arg(&args, "tool")?;
-                        crate::registry::guide::render_tool(&snapshot, entry, tool).ok_or_else(
-                            || crate::pipeline::no_such_tool(&entry.app.id, entry.binding(), tool),
-                        )?
-                    }
-                };
-                if let Some(note) = note {
-                    guide.insert_str(0, &format!("{note}\n\n"));
-                }
-                Ok(text(guide).into())
-            }
-            Some(Meta::WebDiscover) => {
-                let url = string_arg(&args, "url")?;
-                // A client limited by config `clients` learns nothing of the apps it may
-                // not see from a refusal, and one held to an allow list adds no web app
-                // for the others.
-                let caller = self.caller(ctx);
-                // A web app found here is added for everyone: with the team's tokens, only
-                // the admin scope may (it also keeps a person from making the gateway
-                // fetch what they choose).
-                if caller.person.as_ref().is_some_and(|p| !p.admin) {
-                    return Err(GatewayError::new(
-                        Code::PermissionDenied,
-                        "web_discover adds a web app for everyone: it needs the team's admin scope",
-                    ));
-                }
-                let visibility = self.gateway.registry_snapshot().visibility.clone();
-                if visibility.allow_listed(&caller.name) {
-                    return Err(GatewayError::new(
-                        Code::PermissionDenied,
-                        "web_discover is not available to this client (config `clients` allows it a list of apps)",
-                    ));
-                }
-                let limited = visibility.limits(&caller.name);
-                let (app_id, stale) = self.gateway.discover_web(url).await.map_err(|e| {
-                    if limited && e.code == Code::PermissionDenied {
-                        GatewayError::new(
-                            Code::PermissionDenied,
-                            "the site's descriptor cannot be served to this client",
-                        )
-                    } else {
-                        e
-                    }
-                })?;
-                // The new app is announced before its guide is returned: on this session,
-                // or on the open subscriptions (2026-07-28).
-                let generation = self.gateway.generation();
-                if asking(ctx).1 {
-                    self.shared.streams.announced_all(generation).await;
-                } else {
-                    self.announce_up_to(&ctx.peer, generation).await;
-                }
-                let snapshot = self
-                    .pipeline
-                    .view(self.gateway.snapshot().await, &self.caller(ctx));
-                let entry = find(&snapshot, &app_id, self.gateway.os())?;
-                let mut guide = crate::registry::guide::render(&snapshot, entry);
-                if stale {
-                    guide.insert_str(0, "> The site could not be reached; this is the cached copy of its descriptor.\n\n");
-                }
-                Ok(text(guide).into())
-            }
+            Some(Meta::Search) => self.search(&snapshot, &args).await,
+            Some(Meta::Guide) => self.guide(snapshot, &args, ctx, round).await,
+            Some(Meta::WebDiscover) => self.web_discover(&args, ctx).await,
             Some(Meta::Exec) => {
                 let app = string_arg(&args, "app")?;
                 let tool = string_arg(&args, "tool")?;
@@ -310,43 +221,172 @@ impl Server {
                 self.exec(app, tool, call_args, ctx, round).await
             }
             Some(Meta::Batch) => self.batch(&args, ctx, round).await,
-            None => {
-                if let Some(app) = name
-                    .strip_prefix("app_")
-                    .or_else(|| name.strip_prefix("app:"))
-                    && snapshot.find(app).is_some()
-                {
-                    let (snapshot, note) = match self
-                        .guide_snapshot(snapshot.clone(), app, ctx, round)
-                        .await?
-                    {
-                        Ok(ready) => ready,
-                        Err(ask) => return Ok(ask.into()),
-                    };
-                    let entry = find(&snapshot, app, self.gateway.os())?;
-                    let mut guide = crate::registry::guide::render(&snapshot, entry);
-                    if let Some(note) = note {
-                        guide.insert_str(0, &format!("{note}\n\n"));
-                    }
-                    return Ok(text(guide).into());
-                }
-                if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
-                    let (app, tool) = (entry.app.id.clone(), tool.to_owned());
-                    return self
-                        .exec(&app, &tool, Some(Value::Object(args)), ctx, round)
-                        .await;
-                }
-                if let Some((app, tool)) = name.split_once(':') {
-                    return self
-                        .exec(app, tool, Some(Value::Object(args)), ctx, round)
-                        .await;
-                }
-                Err(GatewayError::new(
-                    Code::ToolNotFound,
-                    format!("no tool `{name}`; use aai_search, aai_guide and aai_exec"),
-                ))
-            }
+            None => self.by_name(name, snapshot, args, ctx, round).await,
         }
+    }
+
+    /// `aai_search`: the served apps that match, and with `remote` the MCP Registry's.
+    async fn search(
+        &self,
+        snapshot: &Snapshot,
+        args: &Map<String, Value>,
+    ) -> Result<CallToolResponse, GatewayError> {
+        let query = string_arg(args, "query")?;
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => 10,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=50).contains(n))
+                .ok_or_else(|| invalid("limit", "`limit` must be an integer from 1 to 50"))?
+                as usize,
+        };
+        let mut result = search_result(snapshot, query, limit);
+        if args.get("remote").and_then(Value::as_bool) == Some(true) {
+            let found = self.gateway.search_mcp_registry(query, limit).await;
+            add_registry_hits(&mut result, found);
+        }
+        Ok(result.into())
+    }
+
+    /// `aai_guide`: the gateway's own guide, an app's, or one tool's.
+    async fn guide(
+        &self,
+        snapshot: Arc<Snapshot>,
+        args: &Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+        round: Round<'_>,
+    ) -> Result<CallToolResponse, GatewayError> {
+        if matches!(args.get("app"), None | Some(Value::Null)) {
+            return Ok(text(crate::registry::guide::GATEWAY.to_owned()).into());
+        }
+        let app = string_arg(args, "app")?;
+        // A downstream MCP server is asked for its tools on first use (once it may
+        // start).
+        let (snapshot, note) = match self.guide_snapshot(snapshot, app, ctx, round).await? {
+            Ok(ready) => ready,
+            Err(ask) => return Ok(ask.into()),
+        };
+        let entry = find(&snapshot, app, self.gateway.os())?;
+        let mut guide = match args.get("tool") {
+            None | Some(Value::Null) => crate::registry::guide::render(&snapshot, entry),
+            Some(_) => {
+                let tool = string_arg(args, "tool")?;
+                crate::registry::guide::render_tool(&snapshot, entry, tool).ok_or_else(|| {
+                    crate::pipeline::no_such_tool(&entry.app.id, entry.binding(), tool)
+                })?
+            }
+        };
+        if let Some(note) = note {
+            guide.insert_str(0, &format!("{note}\n\n"));
+        }
+        Ok(text(guide).into())
+    }
+
+    /// `web_discover`: fetches a site's descriptor, announces the new app, returns its
+    /// guide.
+    async fn web_discover(
+        &self,
+        args: &Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, GatewayError> {
+        let url = string_arg(args, "url")?;
+        // A client limited by config `clients` learns nothing of the apps it may
+        // not see from a refusal, and one held to an allow list adds no web app
+        // for the others.
+        let caller = self.caller(ctx);
+        // A web app found here is added for everyone: with the team's tokens, only
+        // the admin scope may (it also keeps a person from making the gateway
+        // fetch what they choose).
+        if caller.person.as_ref().is_some_and(|p| !p.admin) {
+            return Err(GatewayError::new(
+                Code::PermissionDenied,
+                "web_discover adds a web app for everyone: it needs the team's admin scope",
+            ));
+        }
+        let visibility = self.gateway.registry_snapshot().visibility.clone();
+        if visibility.allow_listed(&caller.name) {
+            return Err(GatewayError::new(
+                Code::PermissionDenied,
+                "web_discover is not available to this client (config `clients` allows it a list of apps)",
+            ));
+        }
+        let limited = visibility.limits(&caller.name);
+        let (app_id, stale) = self.gateway.discover_web(url).await.map_err(|e| {
+            if limited && e.code == Code::PermissionDenied {
+                GatewayError::new(
+                    Code::PermissionDenied,
+                    "the site's descriptor cannot be served to this client",
+                )
+            } else {
+                e
+            }
+        })?;
+        // The new app is announced before its guide is returned: on this session,
+        // or on the open subscriptions (2026-07-28).
+        let generation = self.gateway.generation();
+        if asking(ctx).1 {
+            self.shared.streams.announced_all(generation).await;
+        } else {
+            self.announce_up_to(&ctx.peer, generation).await;
+        }
+        let snapshot = self
+            .pipeline
+            .view(self.gateway.snapshot().await, &self.caller(ctx));
+        let entry = find(&snapshot, &app_id, self.gateway.os())?;
+        let mut guide = crate::registry::guide::render(&snapshot, entry);
+        if stale {
+            guide.insert_str(
+                0,
+                "> The site could not be reached; this is the cached copy of its descriptor.\n\n",
+            );
+        }
+        Ok(text(guide).into())
+    }
+
+    /// A tool called by its own name: an app's `app_<slug>` guide, a `flat` tool, or a
+    /// colon spelling (`<appId>:<tool>`).
+    async fn by_name(
+        &self,
+        name: &str,
+        snapshot: Arc<Snapshot>,
+        args: Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+        round: Round<'_>,
+    ) -> Result<CallToolResponse, GatewayError> {
+        if let Some(app) = name
+            .strip_prefix("app_")
+            .or_else(|| name.strip_prefix("app:"))
+            && snapshot.find(app).is_some()
+        {
+            let (snapshot, note) = match self
+                .guide_snapshot(snapshot.clone(), app, ctx, round)
+                .await?
+            {
+                Ok(ready) => ready,
+                Err(ask) => return Ok(ask.into()),
+            };
+            let entry = find(&snapshot, app, self.gateway.os())?;
+            let mut guide = crate::registry::guide::render(&snapshot, entry);
+            if let Some(note) = note {
+                guide.insert_str(0, &format!("{note}\n\n"));
+            }
+            return Ok(text(guide).into());
+        }
+        if let Some((entry, tool)) = names::flat_target(&snapshot, name) {
+            let (app, tool) = (entry.app.id.clone(), tool.to_owned());
+            return self
+                .exec(&app, &tool, Some(Value::Object(args)), ctx, round)
+                .await;
+        }
+        if let Some((app, tool)) = name.split_once(':') {
+            return self
+                .exec(app, tool, Some(Value::Object(args)), ctx, round)
+                .await;
+        }
+        Err(GatewayError::new(
+            Code::ToolNotFound,
+            format!("no tool `{name}`; use aai_search, aai_guide and aai_exec"),
+        ))
     }
 
     /// The snapshot to show `app`'s guide from, and a note for above it

@@ -18,6 +18,8 @@
 //! PERMISSION_DENIED, NoReply/Timeout → TIMEOUT, ServiceUnknown → APP_NOT_RUNNING).
 
 pub(crate) mod convert;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -254,6 +256,17 @@ impl Execute for DbusExecutor {
 }
 
 impl DbusExecutor {
+    /// An executor whose session and system buses are both `conn` (tests: one end of a
+    /// peer-to-peer connection whose other end serves the app's object).
+    #[cfg(test)]
+    fn over(conn: Connection) -> DbusExecutor {
+        DbusExecutor {
+            session: OnceCell::new_with(Some(conn.clone())),
+            system: OnceCell::new_with(Some(conn)),
+            objects: Mutex::default(),
+        }
+    }
+
     async fn run(&self, req: &Request<'_>, target: &Dbus) -> Result<Json, Error> {
         let conn = self.connection(target.bus).await?;
         let owner = ensure_running(conn, target).await?;
@@ -436,6 +449,11 @@ fn rand_id() -> u64 {
 
 /// The service's unique owner; starts an activatable service; APP_NOT_RUNNING otherwise.
 async fn ensure_running(conn: &Connection, target: &Dbus) -> Result<String, Error> {
+    // A peer-to-peer connection has no bus to ask about names: the peer is the app, and
+    // its connection's GUID stands for the owner. A bus connection is never peer-to-peer.
+    if !conn.is_bus() {
+        return Ok(conn.server_guid().to_string());
+    }
     let owner = |conn: &Connection| {
         let service = target.service.clone();
         let conn = conn.clone();

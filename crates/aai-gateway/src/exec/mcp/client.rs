@@ -371,126 +371,23 @@ async fn handshake(
     let oversized = Arc::new(AtomicBool::new(false));
     let (service, child, stderr, secrets) = match transport {
         Transport::Stdio(spawned) => {
-            let Spawned {
-                guard,
-                stdin,
-                stdout,
-                stderr_tail,
-            } = *spawned;
-            let stdout = Capped::new(stdout, oversized.clone());
-            let started = tokio::time::timeout(
-                deadline,
-                handler.serve_with_lifecycle((stdout, stdin), start),
-            )
-            .await;
-            let note = stderr_tail.note();
-            let service = match started {
-                Ok(Ok(s)) => s,
-                Ok(Err(_)) if oversized.load(Ordering::SeqCst) => {
-                    return Err(format!("{OVERSIZED}{note}").into());
-                }
-                Ok(Err(e)) => {
-                    let why = handshake_error(&e);
-                    return Err(Failed {
-                        why: format!("the MCP handshake failed: {why}{note}"),
-                        misread: misread(&e),
-                    });
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "the server did not finish the MCP handshake within {} s{note}",
-                        deadline.as_secs()
-                    )
-                    .into());
-                }
-            };
-            (service, Some(guard), Some(stderr_tail), Vec::new())
+            let (service, guard, tail) =
+                over_stdio(*spawned, handler, oversized.clone(), deadline, start).await?;
+            (service, Some(guard), Some(tail), Vec::new())
         }
         Transport::Http {
             url,
             headers,
-            mut secrets,
+            secrets,
             mode,
         } => {
-            secrets.extend(url_secrets(&url));
-            secrets.sort_by_key(|f| std::cmp::Reverse(f.len()));
-            let client = crate::net::client(crate::net::Purpose::Api)
-                .map_err(|e| Failed::from(e.to_string()))?
-                .clone();
-            let mut custom = HashMap::new();
-            for (name, value) in &headers {
-                let name =
-                    reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                        format!(
-                            "the header name `{}` is not valid (letters, digits and `-` only)",
-                            crate::text::excerpt(&name.escape_debug().to_string(), 40)
-                        )
-                    })?;
-                let mut value = reqwest::header::HeaderValue::from_str(value)
-                    .map_err(|_| format!("the value of header `{name}` is not valid"))?;
-                value.set_sensitive(true);
-                custom.insert(name, value);
-            }
-            let begun = tokio::time::Instant::now();
-            let timed_out = || {
-                format!(
-                    "the server did not finish the MCP handshake within {} s",
-                    deadline.as_secs()
-                )
+            let http = Http {
+                url,
+                headers,
+                secrets,
+                mode,
             };
-            let streamable = match mode {
-                aai_descriptor::HttpMode::Sse => None,
-                _ => {
-                    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                        .custom_headers(custom.clone());
-                    let watched = Watched {
-                        client: client.clone(),
-                        refused: refused.clone(),
-                    };
-                    let transport = StreamableHttpClientTransport::with_client(watched, config);
-                    let started = handler.clone().serve_with_lifecycle(transport, start);
-                    match tokio::time::timeout(deadline, started).await {
-                        Ok(Ok(s)) => Some(Ok(s)),
-                        Ok(Err(e)) => Some(Err(e)),
-                        Err(_) => return Err(timed_out().into()),
-                    }
-                }
-            };
-            let service = match (streamable, mode) {
-                (Some(Ok(service)), _) => service,
-                (Some(Err(e)), mode)
-                    if mode == aai_descriptor::HttpMode::Streamable || misread(&e) =>
-                {
-                    let why = crate::text::scrub(&http_error(&e), &secrets);
-                    return Err(Failed {
-                        why: format!("the MCP handshake failed: {why}"),
-                        misread: misread(&e),
-                    });
-                }
-                // The MCP specification's backwards compatibility: a server that does not
-                // take the streamable handshake may be an HTTP+SSE one.
-                (Some(Err(e)), _) if e.is_authorization_required() => {
-                    return Err(format!("the MCP handshake failed: {}", http_error(&e)).into());
-                }
-                (streamable, _) => {
-                    let left = deadline.saturating_sub(begun.elapsed());
-                    let sse = tokio::time::timeout(left, serve_sse(handler, client, &url, custom));
-                    match (sse.await, streamable) {
-                        (Ok(Ok(service)), _) => service,
-                        (Err(_), _) => return Err(timed_out().into()),
-                        // Not an SSE server either: the streamable attempt's error says
-                        // more.
-                        (Ok(Err(_)), Some(Err(e))) => {
-                            let why = crate::text::scrub(&http_error(&e), &secrets);
-                            return Err(format!("the MCP handshake failed: {why}").into());
-                        }
-                        (Ok(Err(why)), _) => {
-                            let why = crate::text::scrub(&why, &secrets);
-                            return Err(format!("the MCP handshake over SSE failed: {why}").into());
-                        }
-                    }
-                }
-            };
+            let (service, secrets) = http.handshake(handler, &refused, deadline, start).await?;
             (service, None, None, secrets)
         }
     };
@@ -507,6 +404,154 @@ async fn handshake(
         oversized,
         _listening: listening.drop_guard(),
     })
+}
+
+/// The handshake with a started stdio server.
+async fn over_stdio(
+    spawned: Spawned,
+    handler: Handler,
+    oversized: Arc<AtomicBool>,
+    deadline: Duration,
+    start: ClientLifecycleMode,
+) -> Result<(RunningService<RoleClient, Handler>, ChildGuard, StderrTail), Failed> {
+    let Spawned {
+        guard,
+        stdin,
+        stdout,
+        stderr_tail,
+    } = spawned;
+    let stdout = Capped::new(stdout, oversized.clone());
+    let started = tokio::time::timeout(
+        deadline,
+        handler.serve_with_lifecycle((stdout, stdin), start),
+    )
+    .await;
+    let note = stderr_tail.note();
+    let service = match started {
+        Ok(Ok(s)) => s,
+        Ok(Err(_)) if oversized.load(Ordering::SeqCst) => {
+            return Err(format!("{OVERSIZED}{note}").into());
+        }
+        Ok(Err(e)) => {
+            let why = handshake_error(&e);
+            return Err(Failed {
+                why: format!("the MCP handshake failed: {why}{note}"),
+                misread: misread(&e),
+            });
+        }
+        Err(_) => {
+            return Err(format!(
+                "the server did not finish the MCP handshake within {} s{note}",
+                deadline.as_secs()
+            )
+            .into());
+        }
+    };
+    Ok((service, guard, stderr_tail))
+}
+
+/// An HTTP server's endpoint as the handshake reaches it.
+struct Http {
+    url: String,
+    headers: Vec<(String, String)>,
+    secrets: Vec<String>,
+    mode: aai_descriptor::HttpMode,
+}
+
+impl Http {
+    /// The handshake over Streamable HTTP, or HTTP+SSE (as `mode` says, or when the
+    /// streamable one is not taken); the service and the secrets its errors hide.
+    async fn handshake(
+        self,
+        handler: Handler,
+        refused: &Refused,
+        deadline: Duration,
+        start: ClientLifecycleMode,
+    ) -> Result<(RunningService<RoleClient, Handler>, Vec<String>), Failed> {
+        let Http {
+            url,
+            headers,
+            mut secrets,
+            mode,
+        } = self;
+        secrets.extend(url_secrets(&url));
+        secrets.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        let client = crate::net::client(crate::net::Purpose::Api)
+            .map_err(|e| Failed::from(e.to_string()))?
+            .clone();
+        let mut custom = HashMap::new();
+        for (name, value) in &headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                format!(
+                    "the header name `{}` is not valid (letters, digits and `-` only)",
+                    crate::text::excerpt(&name.escape_debug().to_string(), 40)
+                )
+            })?;
+            let mut value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| format!("the value of header `{name}` is not valid"))?;
+            value.set_sensitive(true);
+            custom.insert(name, value);
+        }
+        let begun = tokio::time::Instant::now();
+        let timed_out = || {
+            format!(
+                "the server did not finish the MCP handshake within {} s",
+                deadline.as_secs()
+            )
+        };
+        let streamable = match mode {
+            aai_descriptor::HttpMode::Sse => None,
+            _ => {
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom.clone());
+                let watched = Watched {
+                    client: client.clone(),
+                    refused: refused.clone(),
+                };
+                let transport = StreamableHttpClientTransport::with_client(watched, config);
+                let started = handler.clone().serve_with_lifecycle(transport, start);
+                match tokio::time::timeout(deadline, started).await {
+                    Ok(Ok(s)) => Some(Ok(s)),
+                    Ok(Err(e)) => Some(Err(e)),
+                    Err(_) => return Err(timed_out().into()),
+                }
+            }
+        };
+        let service = match (streamable, mode) {
+            (Some(Ok(service)), _) => service,
+            (Some(Err(e)), mode) if mode == aai_descriptor::HttpMode::Streamable || misread(&e) => {
+                let why = crate::text::scrub(&http_error(&e), &secrets);
+                return Err(Failed {
+                    why: format!("the MCP handshake failed: {why}"),
+                    misread: misread(&e),
+                });
+            }
+            // The MCP specification's backwards compatibility: a server that does not
+            // take the streamable handshake may be an HTTP+SSE one.
+            (Some(Err(e)), _) if e.is_authorization_required() => {
+                return Err(format!("the MCP handshake failed: {}", http_error(&e)).into());
+            }
+            (streamable, _) => {
+                let left = deadline.saturating_sub(begun.elapsed());
+                let sse = tokio::time::timeout(left, serve_sse(handler, client, &url, custom));
+                match (sse.await, streamable) {
+                    (Ok(Ok(service)), _) => service,
+                    (Err(_), _) => return Err(timed_out().into()),
+                    // Not an SSE server either: the streamable attempt's error says
+                    // more.
+                    (Ok(Err(_)), Some(Err(e))) => {
+                        let why = crate::text::scrub(&http_error(&e), &secrets);
+                        return Err(format!("the MCP handshake failed: {why}").into());
+                    }
+                    (Ok(Err(why)), _) => {
+                        let why = crate::text::scrub(&why, &secrets);
+                        return Err(format!("the MCP handshake over SSE failed: {why}").into());
+                    }
+                }
+            }
+        };
+        Ok((service, secrets))
+    }
 }
 
 /// At 2026-07-28 a server announces list changes only on a `subscriptions/listen`
