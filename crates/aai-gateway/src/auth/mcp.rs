@@ -912,7 +912,7 @@ pub(crate) async fn authorize(
         authorization_url: url.as_str(),
         owner_of,
     };
-    let code = tokio::time::timeout(
+    let answered = tokio::time::timeout(
         oauth::LOGIN_TIMEOUT,
         oauth::wait_for_code(listener, &expected),
     )
@@ -920,12 +920,14 @@ pub(crate) async fn authorize(
     .map_err(|_| oauth::Error::NobodySignedIn)??;
     let form = vec![
         ("grant_type", "authorization_code".to_owned()),
-        ("code", code),
+        ("code", answered.code.clone()),
         ("redirect_uri", redirect_uri),
         ("code_verifier", verifier),
         ("resource", resource.to_owned()),
     ];
-    Ok(exchange(&server.token_endpoint, client, form, None).await?)
+    let tokens = exchange(&server.token_endpoint, client, form, None).await;
+    answered.finish(tokens.is_ok()).await;
+    Ok(tokens?)
 }
 
 /// Redeems an authorization `code` the user's browser brought to `redirect_uri` (a
@@ -1139,7 +1141,7 @@ pub(crate) fn widen(scopes: Option<Vec<String>>, more: Option<Vec<String>>) -> O
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 #[path = "mcp_tests.rs"]
 mod sign_in_tests;
+#[cfg(test)]
+mod tests;

@@ -877,10 +877,13 @@ async fn a_refused_code_is_a_clear_error_and_nothing_is_stored() {
     })
     .await;
     let store = Store::memory();
-    let (open, _visits) = browser(|_| {});
+    let (open, mut visits) = browser(|_| {});
     let e = sign_in_and_store(&world, &store, &open, &no_step_up)
         .await
         .unwrap_err();
+    // The browser is not told it signed in: it waited for the exchange.
+    let visit = next_visit(&mut visits).await;
+    assert!(visit.page.contains("did not complete"), "{}", visit.page);
     // The server echoed the code: it never reaches the error.
     assert_eq!(
         e.to_string(),

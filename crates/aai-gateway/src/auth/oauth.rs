@@ -239,17 +239,19 @@ pub(crate) async fn login(
         authorization_url: url.as_str(),
         owner_of,
     };
-    let code = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_code(&listener, &expected))
+    let answered = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_code(&listener, &expected))
         .await
         .map_err(|_| Error::NobodySignedIn)??;
     let form = [
         ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
+        ("code", answered.code.as_str()),
         ("redirect_uri", redirect_uri.as_str()),
         ("client_id", client_id),
         ("code_verifier", verifier.as_str()),
     ];
-    token_request(&oauth.token_endpoint, &form, None).await
+    let tokens = token_request(&oauth.token_endpoint, &form, None).await;
+    answered.finish(tokens.is_ok()).await;
+    tokens
 }
 
 /// Why tokens could not be obtained.
@@ -496,13 +498,35 @@ pub(crate) fn judge(query: &str, expected: &Expected<'_>) -> Verdict {
     })
 }
 
+/// The authorization code a browser brought, with that browser's request still open: it
+/// is told how the sign-in ended only once the code was exchanged ([`Answered::finish`]).
+#[derive(Debug)]
+pub(crate) struct Answered {
+    /// The code.
+    pub code: String,
+    socket: tokio::net::TcpStream,
+}
+
+impl Answered {
+    /// Tells the browser whether the sign-in ended with tokens.
+    pub(crate) async fn finish(mut self, signed_in: bool) {
+        let page = if signed_in {
+            "Signed in. You can close this tab and go back to your agent."
+        } else {
+            "The sign-in did not complete: the code could not be exchanged for tokens. Your agent was told why; you can close this tab."
+        };
+        answer_page(&mut self.socket, "200 OK", page).await;
+    }
+}
+
 /// Accepts connections until one brings `/callback` with this sign-in's `state`; answers
-/// each. Another user's connections are closed unread; `/start` sends the owner's browser
-/// to the authorization URL.
+/// each (a code's browser only once it is exchanged: [`Answered`]). Another user's
+/// connections are closed unread; `/start` sends the owner's browser to the
+/// authorization URL.
 pub(crate) async fn wait_for_code(
     listener: &tokio::net::TcpListener,
     expected: &Expected<'_>,
-) -> Result<String, Error> {
+) -> Result<Answered, Error> {
     loop {
         let (mut socket, remote) = listener.accept().await.map_err(Error::Redirect)?;
         let Ok(local) = socket.local_addr() else {
@@ -547,10 +571,7 @@ pub(crate) async fn wait_for_code(
                 ),
                 Verdict::Answer(answer) => {
                     let (page, result) = match answer {
-                        Ok(code) => (
-                            "Signed in. You can close this tab and go back to your agent.",
-                            Ok(code),
-                        ),
+                        Ok(code) => return Ok(Answered { code, socket }),
                         Err(AnswerError::Issuer(found)) => (
                             "The sign-in answer came from another authorization server; it was refused.",
                             Err(Error::WrongIssuer {

@@ -135,14 +135,16 @@ async fn stray_answers_do_not_end_the_sign_in() {
         let done = ask(port, &get(&format!("/callback?code=real&state={STATE}"))).await;
         assert!(done.contains("Signed in"), "{done}");
     });
-    let code = tokio::time::timeout(
+    let answered = tokio::time::timeout(
         Duration::from_secs(10),
         wait_for_code(&listener, &expected(&issuer, me)),
     )
     .await
     .expect("the real answer ends the wait")
     .unwrap();
-    assert_eq!(code, "real");
+    assert_eq!(answered.code, "real");
+    // The browser hears how it ended only after the exchange.
+    answered.finish(true).await;
     client.await.unwrap();
 }
 
@@ -190,15 +192,17 @@ async fn an_unproven_connection_may_answer_but_not_start() {
         assert!(!start.contains(STATE), "{start}");
         ask(port, &get(&format!("/callback?code=c&state={STATE}"))).await
     });
-    let code = tokio::time::timeout(
+    let answered = tokio::time::timeout(
         Duration::from_secs(10),
         wait_for_code(&listener, &expected(&issuer, unknown)),
     )
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(code, "c");
-    client.await.unwrap();
+    assert_eq!(answered.code, "c");
+    answered.finish(false).await;
+    let page = client.await.unwrap();
+    assert!(page.contains("did not complete"), "{page}");
 }
 
 #[test]
