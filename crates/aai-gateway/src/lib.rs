@@ -100,7 +100,10 @@ pub mod testing {
         pub use crate::gateway::{Gateway, Handle, Lifecycle, Running};
     }
     pub mod history {
-        pub use crate::history::{Record, Retention, Sink, Sqlite, count, excerpt, mask, now_ms};
+        pub use crate::history::{
+            Filter, Postgres, Record, Retention, Sink, Sqlite, count, excerpt, mask, now_ms,
+            rows_shared,
+        };
     }
     pub mod host {
         pub use crate::host::{Host, Os};
@@ -125,6 +128,9 @@ pub mod testing {
     }
     pub mod registry {
         pub use crate::registry::{Snapshot, guide, search};
+    }
+    pub mod store {
+        pub use crate::store::{Error, Shared, migrate::latest};
     }
     pub mod ui {
         pub use crate::ui::Ui;

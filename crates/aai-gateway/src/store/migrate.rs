@@ -25,7 +25,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
 const LOCK: i64 = 0x6161_692d_6777_2d6d;
 
 /// The newest version this binary knows.
-pub(crate) fn latest() -> i64 {
+pub fn latest() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.0)
 }
 
