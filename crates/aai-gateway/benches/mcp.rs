@@ -5,7 +5,9 @@
 //! * `tools/list` bytes in each exposure mode at 10/100/1,000 apps;
 //! * `aai_exec` round trip to a warm stdio adapter (median, p99) and throughput with 8
 //!   calls in flight — beside the same adapter called directly, so the difference is the
-//!   gateway's overhead.
+//!   gateway's overhead;
+//! * a gateway over its life (`AAI_BENCH_ONLY=life`): RSS after init, changes, a full
+//!   rescan and `web_discover`, and how soon a written descriptor is callable.
 //!
 //! This binary is also the adapter (`--adapter`): a minimal envelope echo server.
 //! Run: `cargo bench -p aai-gateway --bench mcp`.
@@ -1088,6 +1090,127 @@ fn adapter() {
     }
 }
 
+/// A web app's descriptor on a loopback site (`web_discover` fetches it).
+async fn descriptor_site(id: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let body = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"web",
+        "app":{"id":id,"name":"Site","description":"A web app found by web_discover"},
+        "execution":{"type":"http","baseUrl":format!("http://127.0.0.1:{port}")},
+        "tools":[{"name":"get","description":"Gets it","parameters":{"type":"object"},
+                  "execution":{"path":"/x","method":"GET"}}]})
+    .to_string();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = socket.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+/// Waits until `app` is callable (its guide answers); how long that took from `since`.
+async fn callable(gw: &Client, app: &str, since: Instant) -> Duration {
+    loop {
+        let (r, _) = gw
+            .rpc(
+                "tools/call",
+                json!({"name":"aai_guide","arguments":{"app": app}}),
+            )
+            .await;
+        if r["result"]["isError"] != json!(true) && r.get("error").is_none() {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "{app} never came"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// RSS once the gateway has settled (a second after the last step).
+async fn settled_mib(gw: &Client) -> f64 {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gw.rss_kib().0 as f64 / 1024.0
+}
+
+/// A gateway over its life (docs/performance.md, "Over a gateway's life"): RSS after
+/// init, after 10 single-file changes, after a full rescan (every file rewritten) and
+/// after `web_discover`, at 1,000 and 10,000 apps; and the time from a descriptor
+/// written to its app being callable (the watcher's wait plus the apply).
+async fn life(tmp: &Path, adapter: &Path) {
+    for n in [1_000, 10_000] {
+        let home = tmp.join(format!("life{n}"));
+        write_apps(&home, n, adapter);
+        let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
+        gw.initialize().await;
+        callable(&gw, "com.bench.app0", Instant::now()).await;
+        let init = settled_mib(&gw).await;
+        let mut latency = Vec::new();
+        for k in 0..10 {
+            let id = format!("com.bench.new{k}");
+            let doc = fs::read_to_string(home.join("com.bench.app1/aai.json"))
+                .unwrap()
+                .replace("com.bench.app1", &id);
+            fs::create_dir_all(home.join(&id)).unwrap();
+            let written = Instant::now();
+            fs::write(home.join(&id).join("aai.json"), doc).unwrap();
+            latency.push(callable(&gw, &id, written).await.as_secs_f64() * 1e3);
+        }
+        let changed = settled_mib(&gw).await;
+        // Every file rewritten (and one more, to know when the rescan is done).
+        let started = Instant::now();
+        for i in 0..n {
+            let file = home.join(format!("com.bench.app{i}/aai.json"));
+            let text = fs::read_to_string(&file).unwrap();
+            fs::write(
+                &file,
+                text.replace("Benchmark app number", "Benchmark app no."),
+            )
+            .unwrap();
+        }
+        let doc = fs::read_to_string(home.join("com.bench.app1/aai.json"))
+            .unwrap()
+            .replace("com.bench.app1", "com.bench.last");
+        fs::create_dir_all(home.join("com.bench.last")).unwrap();
+        fs::write(home.join("com.bench.last/aai.json"), doc).unwrap();
+        let rescan = callable(&gw, "com.bench.last", started).await;
+        let rescanned = settled_mib(&gw).await;
+        let port = descriptor_site("com.bench.site").await;
+        let discovered_at = Instant::now();
+        let (r, _) = gw
+            .rpc(
+                "tools/call",
+                json!({"name":"web_discover","arguments":{"url": format!("http://127.0.0.1:{port}")}}),
+            )
+            .await;
+        assert_ne!(r["result"]["isError"], json!(true), "{r}");
+        let discover = discovered_at.elapsed();
+        let discovered = settled_mib(&gw).await;
+        let (_, peak) = gw.rss_kib();
+        latency.sort_by(f64::total_cmp);
+        println!(
+            "life {n} apps: RSS after init {init:.1} MiB, after 10 changes {changed:.1}, after a full rescan {rescanned:.1}, after web_discover {discovered:.1} (peak {:.1}); written -> callable median {:.0} ms (max {:.0}); full rescan -> callable {:.0} ms; web_discover {:.0} ms",
+            peak as f64 / 1024.0,
+            latency[latency.len() / 2],
+            latency[latency.len() - 1],
+            rescan.as_secs_f64() * 1e3,
+            discover.as_secs_f64() * 1e3,
+        );
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--adapter") {
         return adapter();
@@ -1123,6 +1246,9 @@ fn main() {
         }
         if only.is_empty() || only == "memory" {
             memory(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "life" {
+            life(tmp.path(), &adapter).await;
         }
         if only.is_empty() || only == "list" {
             list_bytes(tmp.path(), &adapter).await;

@@ -337,7 +337,7 @@ pub(crate) fn add_to(catalog: &mut Catalog, apps: Vec<(App, PathBuf)>) {
         }
         let binding_sources = vec![source; app.bindings.len()];
         catalog.apps.push(Loaded {
-            app,
+            app: std::sync::Arc::new(app),
             kind: SourceKind::BuiltIn,
             binding_sources,
         });

@@ -15,12 +15,14 @@ pub(crate) mod bus;
 pub(crate) mod checks;
 pub(crate) mod mcp_registry;
 pub(crate) mod paths;
+pub(crate) mod reads;
 pub(crate) mod skills;
 pub(crate) mod web;
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use aai_descriptor::{App, Diagnostic, Sink};
 use rayon::prelude::*;
@@ -129,8 +131,8 @@ pub(crate) fn descriptor_text(source: &Path) -> std::io::Result<String> {
 /// An app as loaded, with where each binding came from.
 #[derive(Debug, Clone)]
 pub struct Loaded {
-    /// The merged app.
-    pub app: App,
+    /// The merged app (shared with the scan's [`reads::Reads`]).
+    pub app: Arc<App>,
     /// The precedence class it was found in.
     pub kind: SourceKind,
     /// The file each binding came from (same order as `app.bindings`).
@@ -275,7 +277,16 @@ impl Broken {
 /// Web apps it may not serve are left out with an error each (`web::guard`): `reserved`
 /// holds the ids local descriptors used in earlier scans.
 pub fn load(dirs: &[SearchDir], reserved: &std::collections::HashSet<String>) -> Catalog {
-    let mut catalog = scan(dirs);
+    complete(scan(dirs), dirs, reserved)
+}
+
+/// `catalog`, a scan of `dirs`, made whole: the web apps it may not serve left out, the
+/// built-in apps and skills added (see [`load`]).
+pub(crate) fn complete(
+    mut catalog: Catalog,
+    dirs: &[SearchDir],
+    reserved: &std::collections::HashSet<String>,
+) -> Catalog {
     web::guard(&mut catalog, reserved);
     // The gateway's own app cannot be shadowed: a file that takes its id is left out.
     let mut taken = Vec::new();
@@ -318,6 +329,24 @@ pub fn load(dirs: &[SearchDir], reserved: &std::collections::HashSet<String>) ->
 
 /// Scans `dirs` (in precedence order) and loads every descriptor.
 pub fn scan(dirs: &[SearchDir]) -> Catalog {
+    scan_with(dirs, &mut reads::Reads::default()).0
+}
+
+/// One descriptor file as a scan found it.
+struct Scanned {
+    index: usize,
+    path: PathBuf,
+    app: Option<Arc<App>>,
+    diagnostics: Vec<Diagnostic>,
+    /// It could not be read (an I/O error other than its absence).
+    unread: bool,
+    /// Read and parsed now (not reused), with the stamp it had.
+    fresh: Option<reads::Stamp>,
+}
+
+/// [`scan`], reading only the files that changed since the scan `reads` remembers, and
+/// remembering this one's; what it read, reused and lost.
+pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalog, reads::Counts) {
     let mut listing_problems = Vec::new();
     let mut seen_dirs: Vec<PathBuf> = Vec::new();
     let mut files: Vec<(usize, PathBuf)> = Vec::new();
@@ -335,42 +364,89 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
     }
     let mut unreadable: Vec<String> = listing_problems.iter().map(ToString::to_string).collect();
 
-    let parse = |(index, path): (usize, PathBuf)| {
+    let now = std::time::SystemTime::now();
+    let known = &*reads;
+    let parse = |(index, path): (usize, PathBuf)| -> Option<Scanned> {
         let source = path.display().to_string();
+        let unread = |e: std::io::Error| Scanned {
+            index,
+            app: None,
+            diagnostics: failed(&source, format!("cannot read the file: {e}")).diagnostics,
+            unread: true,
+            fresh: None,
+            path: path.clone(),
+        };
+        // The stamp is taken before the read: a write in between is seen by the next scan.
+        let stamp = match fs::metadata(&path) {
+            Ok(meta) => reads::Stamp::of(&meta, now),
+            // Layouts probe `<dir>/<name>/aai.json` without listing it first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(unread(e)),
+        };
+        if let Some(read) = known.reusable(&path, &stamp) {
+            return Some(Scanned {
+                index,
+                app: read.app.clone(),
+                diagnostics: read.diagnostics.clone(),
+                unread: false,
+                fresh: None,
+                path,
+            });
+        }
         let id = fallback_id(&path, dirs[index].layout);
         let origin = origin_of(id.as_deref());
-        let (parsed, unread) = match fs::read(&path) {
+        let parsed = match fs::read(&path) {
             Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => (aai_descriptor::parse_with(&text, &source, &origin), false),
-                Err(_) => (
-                    failed(&source, "the file is not UTF-8 text".to_owned()),
-                    false,
-                ),
+                Ok(text) => aai_descriptor::parse_with(&text, &source, &origin),
+                Err(_) => failed(&source, "the file is not UTF-8 text".to_owned()),
             },
-            // Layouts probe `<dir>/<name>/aai.json` without a stat first.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => (failed(&source, format!("cannot read the file: {e}")), true),
+            Err(e) => return Some(unread(e)),
         };
-        Some((index, path, parsed, unread))
+        Some(Scanned {
+            index,
+            app: parsed.app.map(Arc::new),
+            diagnostics: parsed.diagnostics,
+            unread: false,
+            fresh: Some(stamp),
+            path,
+        })
     };
     // Small catalogs are read on this one thread: what a parse leaves behind is reused by
     // the next, so the apps kept sit in one malloc arena instead of three, and the other
     // core stays free for the client's handshake. Large ones are read by every core.
-    let parsed: Vec<(usize, PathBuf, aai_descriptor::Parsed, bool)> =
-        if files.len() < PARALLEL_SCAN_FROM {
-            files.into_iter().filter_map(parse).collect()
-        } else {
-            files.into_par_iter().filter_map(parse).collect()
-        };
-    unreadable.extend(
-        parsed
+    let scanned: Vec<Scanned> = if files.len() < PARALLEL_SCAN_FROM {
+        files.into_iter().filter_map(parse).collect()
+    } else {
+        files.into_par_iter().filter_map(parse).collect()
+    };
+    let seen: std::collections::HashSet<PathBuf> = scanned.iter().map(|s| s.path.clone()).collect();
+    let fresh: Vec<_> = scanned
+        .iter()
+        .filter_map(|s| {
+            let stamp = s.fresh?;
+            let read = reads::Read::new(stamp, s.app.clone(), s.diagnostics.clone());
+            Some((s.path.clone(), read))
+        })
+        .collect();
+    let mut counts = reads::Counts {
+        read: fresh.len(),
+        reused: scanned
             .iter()
-            .filter(|(.., unread)| *unread)
-            .map(|(_, path, ..)| path.display().to_string()),
+            .filter(|s| s.fresh.is_none() && !s.unread)
+            .count(),
+        gone: 0,
+    };
+    counts.gone = reads.keep(fresh, &seen);
+    unreadable.extend(
+        scanned
+            .iter()
+            .filter(|s| s.unread)
+            .map(|s| s.path.display().to_string()),
     );
 
     let mut catalog = Catalog {
-        files: parsed.len(),
+        files: scanned.len(),
         unreadable,
         ..Catalog::default()
     };
@@ -378,16 +454,23 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
     let mut by_id: HashMap<String, (usize, usize)> = HashMap::new(); // id -> (app index, dir index)
     let mut notes = Vec::new();
     let home = checks::user_home();
-    for (index, path, parsed, _) in parsed {
+    for Scanned {
+        index,
+        path,
+        app,
+        diagnostics,
+        ..
+    } in scanned
+    {
         let dir = &dirs[index];
-        let Some(app) = parsed.app else {
+        let Some(app) = app else {
             catalog
                 .broken
-                .push(Broken::new(&path, dir.layout, &parsed.diagnostics));
-            catalog.diagnostics.extend(parsed.diagnostics);
+                .push(Broken::new(&path, dir.layout, &diagnostics));
+            catalog.diagnostics.extend(diagnostics);
             continue;
         };
-        catalog.diagnostics.extend(parsed.diagnostics);
+        catalog.diagnostics.extend(diagnostics);
         // Not active here: left out before precedence, as if the file were not there.
         let folder = path.parent().unwrap_or(Path::new(""));
         if let Some((i, why)) =
@@ -404,7 +487,7 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
             );
             notes.extend(sink.into_vec());
             catalog.inactive.push(Inactive {
-                id: app.id,
+                id: app.id.clone(),
                 file: path,
                 why,
             });
@@ -447,7 +530,7 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
     }
     catalog.diagnostics.extend(notes);
     catalog.apps.sort_by(|a, b| a.app.id.cmp(&b.app.id));
-    catalog
+    (catalog, counts)
 }
 
 fn failed(source: &str, message: String) -> aai_descriptor::Parsed {
@@ -461,8 +544,8 @@ fn failed(source: &str, message: String) -> aai_descriptor::Parsed {
 }
 
 /// Adds `app`'s bindings to `into`; a platform that is already bound is reported.
-fn merge(into: &mut Loaded, app: App, path: PathBuf, notes: &mut Vec<Diagnostic>) {
-    for binding in app.bindings {
+fn merge(into: &mut Loaded, app: Arc<App>, path: PathBuf, notes: &mut Vec<Diagnostic>) {
+    for binding in &app.bindings {
         if let Some(i) = into
             .app
             .bindings
@@ -482,7 +565,7 @@ fn merge(into: &mut Loaded, app: App, path: PathBuf, notes: &mut Vec<Diagnostic>
             notes.extend(sink.into_vec());
             continue;
         }
-        into.app.bindings.push(binding);
+        Arc::make_mut(&mut into.app).bindings.push(binding.clone());
         into.binding_sources.push(path.clone());
     }
 }

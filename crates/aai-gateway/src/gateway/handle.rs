@@ -86,6 +86,11 @@ impl Handle {
         self.gateway.rescan_async().await
     }
 
+    /// Scans again reading every descriptor, changed or not (the web UI's Rescan).
+    pub async fn rescan_everything(&self) -> bool {
+        self.gateway.rescan_async_for(super::Why::Everything).await
+    }
+
     /// Adds a web app by its domain (`web_discover`): its id, and whether the cached copy
     /// was used because the site is unreachable.
     pub async fn discover_web(&self, input: &str) -> Result<(String, bool), GatewayError> {

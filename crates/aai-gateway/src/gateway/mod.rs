@@ -9,6 +9,7 @@
 //! the one teardown. One call's path lives in `pipeline`.
 
 mod handle;
+mod scanner;
 pub(crate) mod watch;
 
 pub use handle::Handle;
@@ -57,8 +58,11 @@ pub struct Gateway {
     rescans: AtomicU64,
     /// Held for a whole scan: one scan at a time, so an older scan that finishes later
     /// cannot replace a newer one's apps (a file written during the first scan is seen by
-    /// the rescan its event starts, which then goes second).
-    scanning: std::sync::Mutex<()>,
+    /// the rescan its event starts, which then goes second). It holds what the last scan
+    /// read, so a scan re-reads only the files that changed.
+    scanning: std::sync::Mutex<catalog::reads::Reads>,
+    /// The thread scans run on.
+    scanner: scanner::Scanner,
     shutdown: CancellationToken,
     /// The call path (every front door's).
     pipeline: crate::pipeline::Pipeline,
@@ -273,7 +277,8 @@ impl Gateway {
             generation: AtomicU64::new(0),
             reported: std::sync::Mutex::new(Vec::new()),
             rescans: AtomicU64::new(0),
-            scanning: std::sync::Mutex::new(()),
+            scanning: std::sync::Mutex::default(),
+            scanner: scanner::Scanner::default(),
             shutdown: CancellationToken::new(),
         })
     }
@@ -286,10 +291,30 @@ impl Gateway {
     /// Scans now (blocking) and installs the result. When what agents see changed, every
     /// subscriber hears of it; returns whether it changed. The first call also releases
     /// everything waiting for the catalog.
-    pub fn rescan(&self) -> bool {
-        let _one_at_a_time = self.scanning.lock().unwrap_or_else(|e| e.into_inner());
+    pub fn rescan(self: &Arc<Self>) -> bool {
+        self.rescan_for(Why::Other)
+    }
+
+    /// [`Gateway::rescan`], for `why`: a file event that finds no descriptor changed
+    /// (the gateway's own write, seen again by the watcher) rebuilds nothing. Every scan
+    /// runs on the one scanning thread (`scanner.rs`).
+    pub(crate) fn rescan_for(self: &Arc<Self>, why: Why) -> bool {
+        let me = self.clone();
+        self.scanner.run(move || me.scan_now(why))
+    }
+
+    fn scan_now(&self, why: Why) -> bool {
+        let mut reads = self.scanning.lock().unwrap_or_else(|e| e.into_inner());
+        if why == Why::Everything {
+            reads.clear();
+        }
         self.rescans.fetch_add(1, Ordering::Relaxed);
-        let catalog = catalog::load(&self.search_dirs, &self.reserved_ids());
+        let (scanned, counts) = catalog::scan_with(&self.search_dirs, &mut reads);
+        if why == Why::Files && counts.unchanged() && self.loaded.load(Ordering::SeqCst) {
+            tracing::debug!("no descriptor changed; nothing to reload");
+            return false;
+        }
+        let catalog = catalog::complete(scanned, &self.search_dirs, &self.reserved_ids());
         // A scan that could not read everything (too many open files, an I/O error) says
         // nothing about what it missed: the apps served stay as they were.
         if !catalog.unreadable.is_empty() && self.loaded.load(Ordering::SeqCst) {
@@ -318,7 +343,12 @@ impl Gateway {
         self.fold_in_remote_tools(&mut catalog);
         let mut snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
         snapshot.visibility = Arc::new(self.visibility());
-        tracing::info!(apps = snapshot.entries.len(), "catalog loaded");
+        tracing::info!(
+            apps = snapshot.entries.len(),
+            read = counts.read,
+            reused = counts.reused,
+            "catalog loaded"
+        );
         let mut live = crate::exec::Live::default();
         for e in &snapshot.entries {
             let started = |process: &aai_descriptor::Process| crate::exec::stdio::Started {
@@ -408,19 +438,25 @@ impl Gateway {
     /// the server listed, when it has been asked (see [`Gateway::remote_tools`]) in this
     /// run or in an earlier one from the same command (kept on disk; nothing starts).
     fn fold_in_remote_tools(&self, catalog: &mut catalog::Catalog) {
+        let mcp = self.pipeline.executors().mcp();
         for loaded in &mut catalog.apps {
-            let id = loaded.app.id.clone();
-            for (binding, source) in loaded.app.bindings.iter_mut().zip(&loaded.binding_sources) {
-                if let aai_descriptor::Executor::Mcp(server) = &binding.executor
-                    && binding.tools.is_empty()
-                    && let Some(tools) = self.pipeline.executors().mcp().tools_of(
-                        &id,
-                        server,
-                        crate::pipeline::folder_of(source),
-                    )
-                {
-                    binding.tools = tools;
-                }
+            let listed: Vec<(usize, Vec<aai_descriptor::Tool>)> = loaded
+                .app
+                .bindings
+                .iter()
+                .zip(&loaded.binding_sources)
+                .enumerate()
+                .filter_map(|(i, (binding, source))| match &binding.executor {
+                    aai_descriptor::Executor::Mcp(server) if binding.tools.is_empty() => {
+                        let folder = crate::pipeline::folder_of(source);
+                        Some((i, mcp.tools_of(&loaded.app.id, server, folder)?))
+                    }
+                    _ => None,
+                })
+                .collect();
+            // The app is copied only when it gains tools (the scan's parse stays as read).
+            for (i, tools) in listed {
+                std::sync::Arc::make_mut(&mut loaded.app).bindings[i].tools = tools;
             }
         }
     }
@@ -596,8 +632,13 @@ impl Gateway {
 
     /// Rescans on a blocking thread.
     pub async fn rescan_async(self: &Arc<Self>) -> bool {
+        self.rescan_async_for(Why::Other).await
+    }
+
+    /// [`Gateway::rescan_for`] on a blocking thread.
+    pub(crate) async fn rescan_async_for(self: &Arc<Self>, why: Why) -> bool {
         let me = self.clone();
-        tokio::task::spawn_blocking(move || me.rescan())
+        tokio::task::spawn_blocking(move || me.rescan_for(why))
             .await
             .unwrap_or(false)
     }
@@ -821,6 +862,18 @@ impl crate::pipeline::Apps for AppsOf {
     }
 }
 
+/// Why a scan runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// The watcher saw files change: when no descriptor did, nothing is rebuilt.
+    Files,
+    /// Anything else: the first scan, the interval, the session bus, the gateway's own
+    /// writes, a downstream server's tools.
+    Other,
+    /// Every file is read again, whatever its stamp (the web UI's Rescan).
+    Everything,
+}
+
 /// The background work of a running server; dropping it ends that work and stops the
 /// gateway.
 #[derive(Debug)]
@@ -950,7 +1003,11 @@ fn warn_of_breaking_releases(old: &Snapshot, new: &Snapshot) {
         let Some(before) = before.get(entry.app.id.as_str()) else {
             continue;
         };
-        if matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_)) {
+        // An app whose file did not change is the very same parse: nothing to compare
+        // (comparing reads every tool's schema into a JSON tree, which the schema keeps).
+        if Arc::ptr_eq(&before.app, &entry.app)
+            || matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_))
+        {
             continue;
         }
         let report = versions::compare(&before.app, &entry.app);
@@ -1022,5 +1079,68 @@ mod tests {
                 .any(|e| e.app.id == "com.example.late"),
             "the app written during the scan under way is served"
         );
+    }
+
+    #[test]
+    fn a_file_event_that_changed_no_descriptor_reloads_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_owned();
+        let (config, _) = Config::parse("{}", &home.join("config.json")).unwrap();
+        let app = home.join("com.example.once");
+        std::fs::create_dir(&app).unwrap();
+        let file = app.join("aai.json");
+        std::fs::write(
+            &file,
+            r#"{"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+                "app":{"id":"com.example.once","name":{"en":"Once"},"defaultLang":"en",
+                       "description":"Read once"},
+                "execution":{"type":"stdio","command":"true"},
+                "tools":[{"name":"t","description":"A tool","parameters":{"type":"object"}}]}"#,
+        )
+        .unwrap();
+        // Written a minute ago: not so recent that it must be read again.
+        let then = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
+        let gw = Gateway::with_parts(
+            config,
+            home.clone(),
+            None,
+            Host::new(crate::host::Os::Linux),
+            vec![SearchDir {
+                kind: SourceKind::User,
+                dir: home.clone(),
+                layout: Layout::AppDirs,
+            }],
+            crate::auth::store::Store::memory(),
+        );
+        gw.rescan();
+        let first = gw.registry_snapshot();
+        // The gateway's own write seen again by the watcher: the same snapshot stays.
+        assert!(!gw.rescan_for(Why::Files));
+        assert!(Arc::ptr_eq(&first, &gw.registry_snapshot()));
+        // Any other reason rebuilds it, sharing the app the file still holds.
+        assert!(!gw.rescan());
+        let second = gw.registry_snapshot();
+        assert!(!Arc::ptr_eq(&first, &second));
+        let shared = |s: &Snapshot| {
+            s.entries
+                .iter()
+                .find(|e| e.app.id == "com.example.once")
+                .unwrap()
+                .app
+                .clone()
+        };
+        assert!(Arc::ptr_eq(&shared(&first), &shared(&second)));
+        // Everything is read again when asked.
+        gw.rescan_for(Why::Everything);
+        assert!(!Arc::ptr_eq(
+            &shared(&second),
+            &shared(&gw.registry_snapshot())
+        ));
     }
 }

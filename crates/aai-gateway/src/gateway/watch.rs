@@ -16,7 +16,7 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 
-use super::Gateway;
+use super::{Gateway, Why};
 use crate::catalog::SourceKind;
 
 /// How long to wait for an event burst to settle before rescanning.
@@ -46,14 +46,14 @@ impl Drop for Watcher {
 /// walks it (1,000 apps are 1,000 watches), and a client's `initialize` need not wait for
 /// that. The watches come first, so no change on disk can fall between them and the scan.
 pub(crate) fn start(gateway: Arc<Gateway>) -> Watcher {
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Why>();
     #[cfg(target_os = "linux")]
     let bus_task = {
         let tx = tx.clone();
         tokio::spawn(crate::catalog::bus::watch_names(
             crate::catalog::builtin::watches,
             move || {
-                let _ = tx.send(());
+                let _ = tx.send(Why::Other);
             },
         ))
     };
@@ -74,22 +74,28 @@ pub(crate) fn start(gateway: Arc<Gateway>) -> Watcher {
         });
         let mut files = true;
         loop {
-            tokio::select! {
+            let why = tokio::select! {
                 event = rx.recv(), if files => {
-                    if event.is_none() {
+                    let Some(mut why) = event else {
                         // No file watcher: only the interval remains.
                         files = false;
                         if ticker.is_none() {
                             return;
                         }
                         continue;
-                    }
+                    };
                     tokio::time::sleep(SETTLE).await;
-                    while rx.try_recv().is_ok() {}
+                    // A burst with a bus change in it rescans as one.
+                    while let Ok(more) = rx.try_recv() {
+                        if more != Why::Files {
+                            why = more;
+                        }
+                    }
+                    why
                 }
-                () = tick(&mut ticker) => {}
-            }
-            gateway.rescan_async().await;
+                () = tick(&mut ticker) => Why::Other,
+            };
+            gateway.rescan_async_for(why).await;
         }
     });
     Watcher {
@@ -124,7 +130,7 @@ fn is_change(kind: &notify::EventKind) -> bool {
 
 fn file_watcher(
     gateway: &Gateway,
-    tx: mpsc::UnboundedSender<()>,
+    tx: mpsc::UnboundedSender<Why>,
 ) -> Option<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
@@ -141,7 +147,7 @@ fn file_watcher(
                 || (event.kind.is_create() && p.is_dir())
         });
         if relevant {
-            let _ = tx.send(());
+            let _ = tx.send(Why::Files);
         }
     })
     .map_err(|e| {

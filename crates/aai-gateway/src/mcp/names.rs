@@ -131,7 +131,10 @@ mod tests {
             "app":{"id": id,"name":"N","description":"d"},
             "execution":{"type":"http","baseUrl":"https://x.example"},"tools": tools});
         let mut entries = vec![Entry {
-            app: aai_descriptor::parse(&text.to_string(), "t").app.unwrap(),
+            app: aai_descriptor::parse(&text.to_string(), "t")
+                .app
+                .unwrap()
+                .into(),
             binding: 0,
             slug: crate::registry::slug::sanitize(id),
             source: std::path::PathBuf::new(),
@@ -165,8 +168,9 @@ mod tests {
     fn a_huge_description_is_cut_where_it_is_listed() {
         let huge = format!("{}é", "Adds numbers. ".repeat(900_000 / 14));
         let mut e = entry("com.example.huge", &["add"]);
-        e.app.description = huge.clone();
-        let tool = &mut e.app.bindings[0].tools[0];
+        let app = std::sync::Arc::make_mut(&mut e.app);
+        app.description = huge.clone();
+        let tool = &mut app.bindings[0].tools[0];
         tool.description = huge.clone();
         tool.parameters =
             aai_descriptor::Schema::load(&json!({"type": "object", "description": huge,

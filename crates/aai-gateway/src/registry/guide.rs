@@ -403,7 +403,10 @@ mod tests {
             "app":{"id": "com.example.t","name":"T","description": description},
             "execution":{"type":"http","baseUrl":"https://x.example"},"tools": tools});
         Entry {
-            app: aai_descriptor::parse(&text.to_string(), "t").app.unwrap(),
+            app: aai_descriptor::parse(&text.to_string(), "t")
+                .app
+                .unwrap()
+                .into(),
             binding: 0,
             slug: "com_example_t".to_owned(),
             source: std::path::PathBuf::new(),

@@ -27,8 +27,8 @@ use crate::host::{Host, Os};
 /// One served app.
 #[derive(Debug)]
 pub struct Entry {
-    /// The app, all bindings included.
-    pub app: App,
+    /// The app, all bindings included (shared with the scan that read it).
+    pub app: Arc<App>,
     /// Index of the binding calls go through.
     pub binding: usize,
     /// Client-safe name part.
@@ -137,8 +137,14 @@ impl Snapshot {
             .iter()
             .filter(|e| keep_app(&e.app.id))
             .map(|e| {
+                // Shared with the full snapshot unless the view hides some of its tools.
                 let mut app = e.app.clone();
-                if let Some(binding) = app.bindings.get_mut(e.binding) {
+                if e.binding()
+                    .tools
+                    .iter()
+                    .any(|t| !keep_tool(&e.app.id, &t.name))
+                    && let Some(binding) = Arc::make_mut(&mut app).bindings.get_mut(e.binding)
+                {
                     binding.tools.retain(|t| keep_tool(&e.app.id, &t.name));
                 }
                 let mut entry = Entry {

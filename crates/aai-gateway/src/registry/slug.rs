@@ -70,7 +70,7 @@ mod tests {
         ]
         .iter()
         .map(|id| Entry {
-            app: app(id),
+            app: app(id).into(),
             binding: 0,
             slug: sanitize(id),
             source: PathBuf::new(),

@@ -114,7 +114,7 @@ pub(in super::super) async fn rescan(State(ui): State<Ui>, Form(form): Form<Back
         return forbidden_csrf();
     }
     let gateway = ui.inner.gateway.clone();
-    let changed = gateway.rescan().await;
+    let changed = gateway.rescan_everything().await;
     let snapshot = gateway.snapshot().await;
     let back = back_to(form.back.as_deref(), "/ui");
     ui.flash(

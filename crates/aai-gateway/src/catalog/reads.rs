@@ -1,0 +1,239 @@
+//! What the last scan read, by file: a scan reuses a descriptor's parse while the file is
+//! unchanged, so a change re-reads only the files it touched, and a scan of an unchanged
+//! catalog reads none. The apps are shared (`Arc`) with the snapshot served from them, so
+//! keeping the parses costs no second copy.
+//!
+//! A file counts as unchanged when its size, modification time, change time and inode are
+//! what they were, and it was not modified just before it was read: a file written again
+//! within the same timestamp tick could look unchanged, so one that recent is read again
+//! rather than trusted, as git does with its index. "Just before" is [`RACY_FINE`] where
+//! times have sub-second parts (the kernel's clock still ticks every few milliseconds),
+//! [`RACY_COARSE`] where they are whole seconds (FAT, HFS+).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aai_descriptor::{App, Diagnostic};
+
+/// How recent a modification with a sub-second time must be to be read again anyway.
+const RACY_FINE: Duration = Duration::from_millis(50);
+/// The same, for whole-second times.
+const RACY_COARSE: Duration = Duration::from_secs(2);
+
+/// The parses of the last scan, by file.
+#[derive(Debug, Default)]
+pub(crate) struct Reads {
+    files: HashMap<PathBuf, Read>,
+}
+
+/// One file's parse, and the stamp the file had when it was read.
+#[derive(Debug, Clone)]
+pub(super) struct Read {
+    stamp: Stamp,
+    /// The app, when the file loaded.
+    pub(super) app: Option<Arc<App>>,
+    /// What the parser said of it.
+    pub(super) diagnostics: Vec<Diagnostic>,
+}
+
+impl Read {
+    /// A parse of a file that had `stamp`.
+    pub(super) fn new(stamp: Stamp, app: Option<Arc<App>>, diagnostics: Vec<Diagnostic>) -> Read {
+        Read {
+            stamp,
+            app,
+            diagnostics,
+        }
+    }
+}
+
+/// What says a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    changed: Option<(i64, i64)>,
+    inode: u64,
+    /// Modified just before it was read: never reused.
+    racy: bool,
+}
+
+impl Stamp {
+    /// The stamp of `meta`, read at `now`.
+    pub(super) fn of(meta: &std::fs::Metadata, now: SystemTime) -> Stamp {
+        let modified = meta.modified().ok();
+        let racy = modified.is_none_or(|m| {
+            let coarse = m
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .is_ok_and(|t| t.subsec_nanos() == 0);
+            let window = if coarse { RACY_COARSE } else { RACY_FINE };
+            // A time in the future (a clock set back) is racy too.
+            !now.duration_since(m).is_ok_and(|d| d >= window)
+        });
+        #[cfg(unix)]
+        let (changed, inode) = {
+            use std::os::unix::fs::MetadataExt as _;
+            (Some((meta.ctime(), meta.ctime_nsec())), meta.ino())
+        };
+        #[cfg(not(unix))]
+        let (changed, inode) = (None, 0);
+        Stamp {
+            len: meta.len(),
+            modified,
+            changed,
+            inode,
+            racy,
+        }
+    }
+}
+
+/// What one scan did with the reads.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Files read and parsed (new or changed).
+    pub(crate) read: usize,
+    /// Files whose last parse was reused.
+    pub(crate) reused: usize,
+    /// Files the last scan had that this one did not find.
+    pub(crate) gone: usize,
+}
+
+impl Counts {
+    /// Whether the scan found every file as the last scan left it.
+    pub(crate) fn unchanged(&self) -> bool {
+        self.read == 0 && self.gone == 0
+    }
+}
+
+impl Reads {
+    /// The last parse of `path`, when its stamp is still `stamp`.
+    pub(super) fn reusable(&self, path: &Path, stamp: &Stamp) -> Option<&Read> {
+        self.files
+            .get(path)
+            .filter(|read| !stamp.racy && !read.stamp.racy && read.stamp == *stamp)
+    }
+
+    /// Keeps this scan's reads: `fresh` ones replace the old, and files not `seen` are
+    /// forgotten. Returns how many were forgotten.
+    pub(super) fn keep(&mut self, fresh: Vec<(PathBuf, Read)>, seen: &HashSet<PathBuf>) -> usize {
+        let before = self.files.len();
+        self.files.retain(|path, _| seen.contains(path));
+        let gone = before - self.files.len();
+        self.files.extend(fresh);
+        gone
+    }
+
+    /// Forgets every parse: the next scan reads every file.
+    pub(crate) fn clear(&mut self) {
+        self.files = HashMap::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::super::{Layout, SearchDir, SourceKind, scan_with};
+    use super::Reads;
+
+    fn descriptor(id: &str, description: &str) -> String {
+        serde_json::json!({"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": id, "name": {"en": id}, "defaultLang": "en", "description": description},
+            "execution": {"type": "stdio", "command": "true"},
+            "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}]})
+        .to_string()
+    }
+
+    /// Writes `id`'s descriptor under `dir`, last modified a minute ago (not racy).
+    fn write(dir: &std::path::Path, id: &str, description: &str) {
+        let folder = dir.join(id);
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("aai.json");
+        std::fs::write(&file, descriptor(id, description)).unwrap();
+        let then = SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_scan_reads_only_the_files_that_changed_and_shares_the_rest() {
+        let home = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            write(home.path(), &format!("com.example.a{i}"), "first");
+        }
+        let dirs = [SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        }];
+        let mut reads = Reads::default();
+        let (first, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused, counts.gone), (3, 0, 0));
+        let (second, counts) = scan_with(&dirs, &mut reads);
+        assert!(counts.unchanged());
+        assert_eq!(counts.reused, 3);
+        // Not a copy: the very apps of the first scan.
+        for (a, b) in first.apps.iter().zip(&second.apps) {
+            assert!(std::sync::Arc::ptr_eq(&a.app, &b.app));
+        }
+        // One file changed (same size, new time), one removed, one added.
+        write(home.path(), "com.example.a1", "secnd");
+        std::fs::remove_dir_all(home.path().join("com.example.a2")).unwrap();
+        write(home.path(), "com.example.b", "new");
+        let (third, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused, counts.gone), (2, 1, 1));
+        let ids: Vec<(&str, &str)> = third
+            .apps
+            .iter()
+            .map(|l| (l.app.id.as_str(), l.app.description.as_str()))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("com.example.a0", "first"),
+                ("com.example.a1", "secnd"),
+                ("com.example.b", "new")
+            ]
+        );
+        assert!(std::sync::Arc::ptr_eq(
+            &first.apps[0].app,
+            &third.apps[0].app
+        ));
+    }
+
+    #[test]
+    fn a_file_modified_just_now_is_read_again_and_clear_reads_everything() {
+        let home = tempfile::tempdir().unwrap();
+        let folder = home.path().join("com.example.racy");
+        std::fs::create_dir_all(&folder).unwrap();
+        // Modified "now" (here: later than now, as after a clock step): a second write
+        // within the same timestamp tick could look the same.
+        let file = folder.join("aai.json");
+        std::fs::write(&file, descriptor("com.example.racy", "d")).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(SystemTime::now() + Duration::from_secs(3600))
+            .unwrap();
+        write(home.path(), "com.example.old", "d");
+        let dirs = [SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        }];
+        let mut reads = Reads::default();
+        scan_with(&dirs, &mut reads);
+        let (_, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused), (1, 1));
+        reads.clear();
+        let (_, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused), (2, 0));
+    }
+}
