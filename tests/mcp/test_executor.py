@@ -186,7 +186,11 @@ async def test_descriptors_written_during_the_first_scan_of_a_large_catalog_all_
     log = gw.home / "logs" / "aai-gateway.log"
 
     def scans():
-        return log.read_text().count("catalog loaded") if log.exists() else 0
+        # A rescan that finds every descriptor as the last one read it reloads nothing.
+        if not log.exists():
+            return 0
+        text = log.read_text()
+        return text.count("catalog loaded") + text.count("no descriptor changed")
 
     late = [f"com.example.late{i}" for i in range(8)]
 

@@ -340,8 +340,10 @@ struct Scanned {
     diagnostics: Vec<Diagnostic>,
     /// It could not be read (an I/O error other than its absence).
     unread: bool,
-    /// Read and parsed now (not reused), with the stamp it had.
-    fresh: Option<reads::Stamp>,
+    /// Read now, with the stamp it had and its bytes' hash (`None`: reused by stamp).
+    fresh: Option<(reads::Stamp, u64)>,
+    /// Its bytes were parsed (new or changed), not only read again.
+    parsed: bool,
 }
 
 /// [`scan`], reading only the files that changed since the scan `reads` remembers, and
@@ -374,6 +376,7 @@ pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalo
             diagnostics: failed(&source, format!("cannot read the file: {e}")).diagnostics,
             unread: true,
             fresh: None,
+            parsed: false,
             path: path.clone(),
         };
         // The stamp is taken before the read: a write in between is seen by the next scan.
@@ -390,25 +393,41 @@ pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalo
                 diagnostics: read.diagnostics.clone(),
                 unread: false,
                 fresh: None,
+                parsed: false,
+                path,
+            });
+        }
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(unread(e)),
+        };
+        let hash = reads::Read::hash_of(&bytes);
+        // Read again with the same bytes (a racy stamp, a rewrite of the same text).
+        if let Some(read) = known.same_bytes(&path, hash) {
+            return Some(Scanned {
+                index,
+                app: read.app.clone(),
+                diagnostics: read.diagnostics.clone(),
+                unread: false,
+                fresh: Some((stamp, hash)),
+                parsed: false,
                 path,
             });
         }
         let id = fallback_id(&path, dirs[index].layout);
         let origin = origin_of(id.as_deref());
-        let parsed = match fs::read(&path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => aai_descriptor::parse_with(&text, &source, &origin),
-                Err(_) => failed(&source, "the file is not UTF-8 text".to_owned()),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => return Some(unread(e)),
+        let parsed = match String::from_utf8(bytes) {
+            Ok(text) => aai_descriptor::parse_with(&text, &source, &origin),
+            Err(_) => failed(&source, "the file is not UTF-8 text".to_owned()),
         };
         Some(Scanned {
             index,
             app: parsed.app.map(Arc::new),
             diagnostics: parsed.diagnostics,
             unread: false,
-            fresh: Some(stamp),
+            fresh: Some((stamp, hash)),
+            parsed: true,
             path,
         })
     };
@@ -424,20 +443,17 @@ pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalo
     let fresh: Vec<_> = scanned
         .iter()
         .filter_map(|s| {
-            let stamp = s.fresh?;
-            let read = reads::Read::new(stamp, s.app.clone(), s.diagnostics.clone());
+            let (stamp, hash) = s.fresh?;
+            let read = reads::Read::new(stamp, hash, s.app.clone(), s.diagnostics.clone());
             Some((s.path.clone(), read))
         })
         .collect();
     let mut counts = reads::Counts {
-        read: fresh.len(),
-        reused: scanned
-            .iter()
-            .filter(|s| s.fresh.is_none() && !s.unread)
-            .count(),
+        read: scanned.iter().filter(|s| s.parsed).count(),
+        reused: scanned.iter().filter(|s| !s.parsed && !s.unread).count(),
         gone: 0,
     };
-    counts.gone = reads.keep(fresh, &seen);
+    counts.gone = reads.keep(fresh, counts.read > 0, &seen);
     unreadable.extend(
         scanned
             .iter()

@@ -26,12 +26,18 @@ const RACY_COARSE: Duration = Duration::from_secs(2);
 #[derive(Debug, Default)]
 pub(crate) struct Reads {
     files: HashMap<PathBuf, Read>,
+    /// A scan read or lost files since the last snapshot was installed: the next scan
+    /// must rebuild even if it reads nothing new itself.
+    unapplied: bool,
 }
 
-/// One file's parse, and the stamp the file had when it was read.
+/// One file's parse, the stamp the file had when it was read, and a hash of its bytes.
 #[derive(Debug, Clone)]
 pub(super) struct Read {
     stamp: Stamp,
+    /// A file read again (its stamp changed, or it was racy) with the same bytes keeps
+    /// its parse: the gateway's own writes, seen again by the watcher, change nothing.
+    hash: u64,
     /// The app, when the file loaded.
     pub(super) app: Option<Arc<App>>,
     /// What the parser said of it.
@@ -40,12 +46,26 @@ pub(super) struct Read {
 
 impl Read {
     /// A parse of a file that had `stamp`.
-    pub(super) fn new(stamp: Stamp, app: Option<Arc<App>>, diagnostics: Vec<Diagnostic>) -> Read {
+    pub(super) fn new(
+        stamp: Stamp,
+        hash: u64,
+        app: Option<Arc<App>>,
+        diagnostics: Vec<Diagnostic>,
+    ) -> Read {
         Read {
             stamp,
+            hash,
             app,
             diagnostics,
         }
+    }
+
+    /// The hash of a file's bytes (within one run: the reads are not kept across runs).
+    pub(super) fn hash_of(bytes: &[u8]) -> u64 {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::hash::DefaultHasher::new();
+        bytes.hash(&mut h);
+        h.finish()
     }
 }
 
@@ -55,7 +75,8 @@ pub(super) struct Stamp {
     len: u64,
     modified: Option<SystemTime>,
     changed: Option<(i64, i64)>,
-    inode: u64,
+    /// Device and inode.
+    inode: (u64, u64),
     /// Modified just before it was read: never reused.
     racy: bool,
 }
@@ -75,10 +96,16 @@ impl Stamp {
         #[cfg(unix)]
         let (changed, inode) = {
             use std::os::unix::fs::MetadataExt as _;
-            (Some((meta.ctime(), meta.ctime_nsec())), meta.ino())
+            (
+                Some((meta.ctime(), meta.ctime_nsec())),
+                (meta.dev(), meta.ino()),
+            )
         };
+        // Without a change time and an inode, size and modification time alone could
+        // miss an edit (a copy that keeps times): every file is read again and hashed,
+        // and parsed only when its bytes changed.
         #[cfg(not(unix))]
-        let (changed, inode) = (None, 0);
+        let (changed, inode, racy) = (None, (0, 0), true);
         Stamp {
             len: meta.len(),
             modified,
@@ -108,6 +135,11 @@ impl Counts {
 }
 
 impl Reads {
+    /// The last parse of `path`, when its bytes still hash to `hash`.
+    pub(super) fn same_bytes(&self, path: &Path, hash: u64) -> Option<&Read> {
+        self.files.get(path).filter(|read| read.hash == hash)
+    }
+
     /// The last parse of `path`, when its stamp is still `stamp`.
     pub(super) fn reusable(&self, path: &Path, stamp: &Stamp) -> Option<&Read> {
         self.files
@@ -117,17 +149,36 @@ impl Reads {
 
     /// Keeps this scan's reads: `fresh` ones replace the old, and files not `seen` are
     /// forgotten. Returns how many were forgotten.
-    pub(super) fn keep(&mut self, fresh: Vec<(PathBuf, Read)>, seen: &HashSet<PathBuf>) -> usize {
+    /// `changed` says whether any fresh read parsed new bytes (not only a new stamp).
+    pub(super) fn keep(
+        &mut self,
+        fresh: Vec<(PathBuf, Read)>,
+        changed: bool,
+        seen: &HashSet<PathBuf>,
+    ) -> usize {
         let before = self.files.len();
         self.files.retain(|path, _| seen.contains(path));
         let gone = before - self.files.len();
+        self.unapplied |= gone > 0 || changed;
         self.files.extend(fresh);
         gone
+    }
+
+    /// Whether what the scans read since the last install is all served: a scan that
+    /// reads nothing new may then rebuild nothing.
+    pub(crate) fn applied(&self) -> bool {
+        !self.unapplied
+    }
+
+    /// Notes that a snapshot of everything read so far is served.
+    pub(crate) fn installed(&mut self) {
+        self.unapplied = false;
     }
 
     /// Forgets every parse: the next scan reads every file.
     pub(crate) fn clear(&mut self) {
         self.files = HashMap::new();
+        self.unapplied = true;
     }
 }
 
@@ -208,20 +259,24 @@ mod tests {
     }
 
     #[test]
-    fn a_file_modified_just_now_is_read_again_and_clear_reads_everything() {
+    fn a_file_modified_just_now_is_read_again_and_parsed_only_when_its_bytes_changed() {
         let home = tempfile::tempdir().unwrap();
         let folder = home.path().join("com.example.racy");
         std::fs::create_dir_all(&folder).unwrap();
-        // Modified "now" (here: later than now, as after a clock step): a second write
-        // within the same timestamp tick could look the same.
         let file = folder.join("aai.json");
-        std::fs::write(&file, descriptor("com.example.racy", "d")).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_modified(SystemTime::now() + Duration::from_secs(3600))
-            .unwrap();
+        // Modified "now" (here: later than now, as after a clock step): a second write
+        // within the same timestamp tick would leave the stamp as it was.
+        let future = SystemTime::now() + Duration::from_secs(3600);
+        let write_racy = |description: &str| {
+            std::fs::write(&file, descriptor("com.example.racy", description)).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(future)
+                .unwrap();
+        };
+        write_racy("one");
         write(home.path(), "com.example.old", "d");
         let dirs = [SearchDir {
             kind: SourceKind::User,
@@ -229,9 +284,25 @@ mod tests {
             layout: Layout::AppDirs,
         }];
         let mut reads = Reads::default();
-        scan_with(&dirs, &mut reads);
-        let (_, counts) = scan_with(&dirs, &mut reads);
+        let (first, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused), (2, 0));
+        // Read again, the same bytes: the same parse, nothing to reload.
+        let (second, counts) = scan_with(&dirs, &mut reads);
+        assert!(counts.unchanged(), "{counts:?}");
+        let racy = |c: &crate::catalog::Catalog| {
+            c.apps
+                .iter()
+                .find(|l| l.app.id == "com.example.racy")
+                .unwrap()
+                .app
+                .clone()
+        };
+        assert!(std::sync::Arc::ptr_eq(&racy(&first), &racy(&second)));
+        // Rewritten with the same size and time: seen all the same.
+        write_racy("two");
+        let (third, counts) = scan_with(&dirs, &mut reads);
         assert_eq!((counts.read, counts.reused), (1, 1));
+        assert_eq!(racy(&third).description, "two");
         reads.clear();
         let (_, counts) = scan_with(&dirs, &mut reads);
         assert_eq!((counts.read, counts.reused), (2, 0));

@@ -310,8 +310,12 @@ impl Gateway {
         }
         self.rescans.fetch_add(1, Ordering::Relaxed);
         let (scanned, counts) = catalog::scan_with(&self.search_dirs, &mut reads);
-        if why == Why::Files && counts.unchanged() && self.loaded.load(Ordering::SeqCst) {
-            tracing::debug!("no descriptor changed; nothing to reload");
+        if why == Why::Files
+            && counts.unchanged()
+            && reads.applied()
+            && self.loaded.load(Ordering::SeqCst)
+        {
+            tracing::info!("rescan: no descriptor changed, nothing to reload");
             return false;
         }
         let catalog = catalog::complete(scanned, &self.search_dirs, &self.reserved_ids());
@@ -372,6 +376,7 @@ impl Gateway {
         self.pipeline.executors().retire_stale(&live);
         warn_of_breaking_releases(&self.registry.snapshot(), &snapshot);
         let changed = self.registry.replace(snapshot);
+        reads.installed();
         let first = !self.loaded.swap(true, Ordering::SeqCst);
         if first {
             self.loaded_notify.notify_waiters();

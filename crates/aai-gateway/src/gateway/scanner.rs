@@ -23,18 +23,17 @@ impl Scanner {
     /// a job (it would wait for itself).
     pub(super) fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> T {
         let (tx, rx) = mpsc::sync_channel(1);
+        // A job that panics fails its caller, with its own panic; the thread goes on.
         let job: Job = Box::new(move || {
-            let _ = tx.send(job());
+            let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)));
         });
-        match self.jobs().send(job) {
-            Ok(()) => rx
-                .recv()
-                .expect("the scanning thread runs every job it takes"),
+        if let Err(mpsc::SendError(job)) = self.jobs().send(job) {
             // The thread could not be started: the job runs here.
-            Err(mpsc::SendError(job)) => {
-                job();
-                rx.recv().expect("the job ran here")
-            }
+            job();
+        }
+        match rx.recv().expect("every job sends its outcome") {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 
@@ -75,5 +74,12 @@ mod tests {
         for caller in callers {
             assert_eq!(caller.join().unwrap(), first);
         }
+        // A job's panic reaches its caller, and the thread still runs the next job.
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            scanner.run(|| panic!("the scan failed"))
+        }));
+        let message = failed.unwrap_err();
+        assert_eq!(message.downcast_ref::<&str>(), Some(&"the scan failed"));
+        assert_eq!(scanner.run(|| std::thread::current().id()), first);
     }
 }

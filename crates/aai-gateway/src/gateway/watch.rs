@@ -115,6 +115,25 @@ async fn tick(ticker: &mut Option<tokio::time::Interval>) {
     }
 }
 
+/// What a relevant event asks of the scan. Only descriptor files may find nothing to
+/// reload (`Why::Files`); anything else the snapshot depends on and the scan of
+/// descriptors does not see changes through `Why::Other`: `apps.json` (who sees what),
+/// a web app's `meta.json` (where it came from), a new folder (a skill, a path a
+/// `discovery.checks` entry looks for).
+fn why(event: &notify::Event) -> Why {
+    let descriptor = |p: &std::path::Path| {
+        p.extension().is_some_and(|e| e == "json")
+            && p.file_name()
+                .is_some_and(|n| n != "apps.json" && n != "meta.json")
+            && !(event.kind.is_create() && p.is_dir())
+    };
+    if event.paths.iter().all(|p| descriptor(p)) {
+        Why::Files
+    } else {
+        Why::Other
+    }
+}
+
 /// Whether an event kind means something on disk changed (created, written, renamed,
 /// removed) rather than was looked at (opened, read, closed, its times touched).
 fn is_change(kind: &notify::EventKind) -> bool {
@@ -147,7 +166,7 @@ fn file_watcher(
                 || (event.kind.is_create() && p.is_dir())
         });
         if relevant {
-            let _ = tx.send(Why::Files);
+            let _ = tx.send(why(&event));
         }
     })
     .map_err(|e| {
@@ -169,4 +188,35 @@ fn file_watcher(
         }
     }
     Some(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Why, why};
+    use notify::event::{CreateKind, ModifyKind};
+    use notify::{Event, EventKind};
+
+    #[test]
+    fn only_events_on_descriptor_files_may_find_nothing_to_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = |paths: &[std::path::PathBuf]| {
+            let mut event = Event::new(EventKind::Modify(ModifyKind::Any));
+            event.paths = paths.to_vec();
+            why(&event)
+        };
+        let descriptor = dir.path().join("com.example.a/aai.json");
+        assert_eq!(written(std::slice::from_ref(&descriptor)), Why::Files);
+        // Who sees what, and where a web app came from: not descriptors, but the
+        // snapshot depends on them.
+        for other in ["apps.json", "web/com.example.w/meta.json"] {
+            let path = dir.path().join(other);
+            assert_eq!(written(&[descriptor.clone(), path]), Why::Other, "{other}");
+        }
+        // A new folder: a skill, or a path a `discovery.checks` entry looks for.
+        let folder = dir.path().join("skills/new");
+        std::fs::create_dir_all(&folder).unwrap();
+        let mut event = Event::new(EventKind::Create(CreateKind::Folder));
+        event.paths = vec![folder];
+        assert_eq!(why(&event), Why::Other);
+    }
 }
