@@ -67,7 +67,7 @@ impl Grants {
         match self {
             Grants::Local(state) => state.grant(grant).map_err(|e| e.to_string()),
             Grants::Shared(shared, rt) => rt
-                .block_on(crate::consent::shared::grant(shared, grant))
+                .block_on(crate::consent::shared::grant(shared, grant, || {}))
                 .map_err(|e| e.to_string()),
         }
     }

@@ -36,9 +36,10 @@ pub struct Gate {
     /// The shared store (config `store`): grants and pending calls in PostgreSQL
     /// (`shared.rs`); `state` is then unused.
     pub(super) shared: Option<Arc<crate::store::Shared>>,
-    /// With the shared store: grants given here that a reload has not shown stored yet
-    /// (being written, or kept for this run when the write failed); a reload keeps them.
-    pub(super) unsaved: Mutex<HashMap<Key, Pins>>,
+    /// With the shared store: grants given here whose write has not committed yet (or
+    /// failed: kept for this run); a reload keeps them. A committed grant leaves at once,
+    /// so a revoke on another replica that a reload then shows is not undone here.
+    pub(super) unsaved: Arc<Mutex<HashMap<Key, Pins>>>,
     /// Told of every decision (metrics).
     pub(super) watch: Watch,
 }
@@ -69,7 +70,7 @@ impl Gate {
             started: Mutex::default(),
             asking: Mutex::default(),
             shared: None,
-            unsaved: Mutex::default(),
+            unsaved: Arc::default(),
             watch: Watch::default(),
         }
     }
@@ -324,10 +325,18 @@ impl Gate {
             pins.clone(),
         );
         if let Some(store) = &self.shared {
+            let key = (caller.to_owned(), app.to_owned(), tool.to_owned());
             self.unsaved
                 .lock()
                 .expect("unsaved lock")
-                .insert((caller.to_owned(), app.to_owned(), tool.to_owned()), pins);
+                .insert(key.clone(), pins.clone());
+            let unsaved = self.unsaved.clone();
+            let saved = move || {
+                let mut unsaved = unsaved.lock().expect("unsaved lock");
+                if unsaved.get(&key) == Some(&pins) {
+                    unsaved.remove(&key);
+                }
+            };
             shared::store_grant(
                 store,
                 Grant {
@@ -338,6 +347,7 @@ impl Gate {
                     cert: cert.map(str::to_owned),
                     definition: definition.map(|d| (**d).clone()),
                 },
+                saved,
             );
             return;
         }

@@ -72,8 +72,13 @@ pub(crate) async fn grants(shared: &Shared) -> Result<Vec<Grant>, crate::store::
         .collect())
 }
 
-/// Records `grant` and tells the other replicas.
-pub(crate) async fn grant(shared: &Shared, grant: &Grant) -> Result<(), crate::store::Error> {
+/// Records `grant` and tells the other replicas; `saved` runs once the row is committed,
+/// before they are told.
+pub(crate) async fn grant(
+    shared: &Shared,
+    grant: &Grant,
+    saved: impl FnOnce(),
+) -> Result<(), crate::store::Error> {
     let client = shared.client().await?;
     shared
         .timed(client.execute(
@@ -90,6 +95,7 @@ pub(crate) async fn grant(shared: &Shared, grant: &Grant) -> Result<(), crate::s
             ],
         ))
         .await?;
+    saved();
     shared.notify("grants").await
 }
 
@@ -284,14 +290,14 @@ pub(crate) fn settle(shared: &Arc<Shared>, id: u64, refused: bool) {
 }
 
 /// Stores a grant in the background (the gate already holds it in memory).
-pub(crate) fn store_grant(shared: &Arc<Shared>, g: Grant) {
+pub(crate) fn store_grant(shared: &Arc<Shared>, g: Grant, saved: impl FnOnce() + Send + 'static) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::warn!("the grant is kept for this run only: no runtime to store it");
         return;
     };
     let shared = shared.clone();
     runtime.spawn(async move {
-        if let Err(e) = grant(&shared, &g).await {
+        if let Err(e) = grant(&shared, &g, saved).await {
             tracing::warn!("the grant is kept for this run only: {e}");
         }
     });
