@@ -242,6 +242,30 @@ async def test_flat_exposure_lists_and_calls_the_servers_tools(gw):
         assert r.content[0].text == "Echo: flat"
 
 
+async def test_a_kept_tool_list_serves_flat_calls_at_once_and_outlives_a_moved_home(gw, tmp_path):
+    """A server's list, kept on disk from an earlier run, names its flat tools before the
+    session's first `tools/list`; and it is filed by the home's own folders, not their
+    absolute path, so a moved home lists the server without starting it."""
+    marker = tmp_path / "starts"
+    mcp_app(gw, "dev.mcp.marker", {"command": sys.executable,
+                                   "args": [str(Path(__file__).with_name("marker_server.py")), str(marker)]})
+    gw.config(exposure="flat")
+    starts = lambda: marker.read_text().count("started") if marker.exists() else 0
+    async with gw.session() as s:
+        assert "dev_mcp_marker__hello" in [t.name for t in (await s.list_tools()).tools]
+    assert starts() == 1
+    async with gw.session() as s:
+        r = await s.call_tool("dev_mcp_marker__hello", {"name": "first"})
+        assert not r.is_error and r.content[0].text == "hello first", r
+    assert starts() == 2
+    moved = tmp_path / "moved"
+    gw.home.rename(moved)
+    gw.home = moved
+    async with gw.session() as s:
+        assert "dev_mcp_marker__hello" in [t.name for t in (await s.list_tools()).tools]
+    assert starts() == 2, "the kept list was used: nothing started for the list"
+
+
 def start_everything(tmp_path, transport):
     """server-everything over HTTP (`streamableHttp` or `sse`) on a free port."""
     need_npm_peer(EVERYTHING)

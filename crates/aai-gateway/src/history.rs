@@ -1,5 +1,7 @@
 //! Call history in `$AAI_HOME/state.db`, written on a thread of its own so a call never
-//! waits for the disk.
+//! waits for the disk. A record after a quiet spell is committed at once; in a burst of
+//! calls the writer commits at most every [`GROUP_COMMIT`] (10 ms), all that came meanwhile
+//! in one transaction.
 //!
 //! Each record: time, caller, app, tool, arguments (values of secret-looking fields masked,
 //! long values cut), status, error type, duration, and a result excerpt. Credentials never
@@ -25,6 +27,10 @@ const MAX_VALUE: usize = 200;
 const MAX_RESULT: usize = 500;
 /// Longest kept caller, app or tool name.
 const MAX_NAME: usize = 200;
+/// The shortest time between two commits of the local history in a burst of calls: a
+/// commit costs an fsync and 100–150 µs of CPU, which one record per call would pay at
+/// every call (docs/performance.md, "The proxy path").
+const GROUP_COMMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// What went wrong with the history.
 #[derive(Debug, thiserror::Error)]
@@ -569,7 +575,16 @@ fn write_loop(
 ) {
     prune(conn, retention);
     let mut since_prune = 0;
+    let mut committed: Option<std::time::Instant> = None;
     while let Ok(first) = rx.recv() {
+        // A record after a quiet spell is written at once; in a burst, the writer sleeps
+        // until GROUP_COMMIT has passed since its last commit, so that the records of
+        // many calls share one transaction (one fsync, one wake of this thread).
+        if let Some(wait) = committed.and_then(|at| GROUP_COMMIT.checked_sub(at.elapsed()))
+            && !matches!(first, Message::Flush(_))
+        {
+            std::thread::sleep(wait);
+        }
         // Whatever else is waiting goes in the same transaction; flushes are answered
         // once it is committed.
         let mut batch = Vec::new();
@@ -581,10 +596,11 @@ fn write_loop(
             }
         }
         queued.fetch_sub(batch.len(), Ordering::Relaxed);
-        if !batch.is_empty()
-            && let Err(e) = insert(conn, &batch)
-        {
-            tracing::warn!("cannot write the call history: {e}");
+        if !batch.is_empty() {
+            if let Err(e) = insert(conn, &batch) {
+                tracing::warn!("cannot write the call history: {e}");
+            }
+            committed = Some(std::time::Instant::now());
         }
         for done in flushes {
             let _ = done.send(());

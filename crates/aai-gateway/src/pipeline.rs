@@ -32,6 +32,7 @@ use crate::telemetry::{self, Kind};
 
 mod args;
 mod call;
+mod memo;
 use args::validate;
 
 /// Why the call path refused a call before any executor ran. `From<Error> for
@@ -290,6 +291,8 @@ pub struct Pipeline {
     views: Arc<std::sync::Mutex<Views>>,
     /// Where call spans go (config `telemetry.otlp`); `None`: traces are off.
     telemetry: Option<Arc<telemetry::Telemetry>>,
+    /// Fingerprints and starts worked out per served app.
+    memo: Arc<memo::Memo>,
 }
 
 /// Each limited client's view, with the snapshot it was made from, by client name (and
@@ -360,6 +363,7 @@ impl Pipeline {
             limits: parts.limits,
             settings: Arc::new(parts.settings),
             views: Arc::default(),
+            memo: Arc::default(),
             telemetry: None,
         }
     }
@@ -495,7 +499,7 @@ impl Pipeline {
         &self,
         entry: &crate::registry::Entry,
     ) -> Option<crate::consent::Start> {
-        let start = crate::exec::start::start_of(&entry.binding().executor, base_dir(entry))?;
+        let start = self.memo.start(entry)?;
         (!self.consent.start_allowed(&entry.app.id, &start)).then_some(start)
     }
 
@@ -503,7 +507,7 @@ impl Pipeline {
     /// unless it may start in every run: an "always" answer then covers the command it
     /// named, and a start allowed for this run only is named again.
     pub fn start_to_name(&self, entry: &crate::registry::Entry) -> Option<crate::consent::Start> {
-        let mut start = crate::exec::start::start_of(&entry.binding().executor, base_dir(entry))?;
+        let mut start = self.memo.start(entry)?;
         if self.consent.start_remembered(&entry.app.id, &start) {
             return None;
         }

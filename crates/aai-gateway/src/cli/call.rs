@@ -26,7 +26,7 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
     let life = match ctx
         .into_gateway()
         .map_err(|e| e.to_string())
-        .and_then(|g| Lifecycle::new(g).map_err(|e| e.to_string()))
+        .and_then(|g| Lifecycle::for_one_client(g).map_err(|e| e.to_string()))
     {
         Ok(life) => life,
         Err(e) => {

@@ -666,7 +666,7 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
         );
     }
     let gateway = ctx.into_gateway().map_err(|e| e.to_string())?;
-    let life = Lifecycle::new(gateway).map_err(|e| format!("cannot start: {e}"))?;
+    let life = Lifecycle::for_one_client(gateway).map_err(|e| format!("cannot start: {e}"))?;
     life.block_on(life.gateway().open_store())
         .map_err(|e| format!("cannot start: {e}"))?;
     let gateway = life.gateway().clone();

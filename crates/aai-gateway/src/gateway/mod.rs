@@ -211,9 +211,7 @@ impl Gateway {
             }
         };
         let executors = Arc::new(Executors::default());
-        executors
-            .mcp()
-            .keep_lists_in(home.join("cache").join("mcp-tools"));
+        executors.mcp().keep_lists_in(&home);
         let sites = Arc::new(crate::consent::site::Sites::default());
         let settings = crate::pipeline::Settings {
             default_timeout: config.default_timeout,
@@ -466,6 +464,14 @@ impl Gateway {
         }
     }
 
+    /// Whether [`Gateway::remote_tools`] may list `app`'s tools now: a downstream MCP
+    /// server whose tools are not known in this run, and which may start.
+    fn may_list(&self, snapshot: &Snapshot, app: &str) -> bool {
+        snapshot.find(app).is_some_and(|entry| {
+            self.unlisted_server(entry).is_some() && self.pipeline.start_to_approve(entry).is_none()
+        })
+    }
+
     /// The server to ask for `entry`'s tools, when it is a downstream MCP server whose
     /// descriptor declares none and whose list is not known in this run (or changed
     /// since).
@@ -491,15 +497,15 @@ impl Gateway {
         snapshot: Arc<Snapshot>,
         app: &str,
     ) -> Result<Arc<Snapshot>, GatewayError> {
-        let Some(entry) = snapshot.find(app) else {
-            return Ok(snapshot);
-        };
-        let Some(server) = self.unlisted_server(entry) else {
-            return Ok(snapshot);
-        };
-        if self.pipeline.start_to_approve(entry).is_some() {
+        if !self.may_list(&snapshot, app) {
             return Ok(snapshot);
         }
+        let Some((entry, server)) = snapshot
+            .find(app)
+            .and_then(|entry| Some((entry, self.unlisted_server(entry)?)))
+        else {
+            return Ok(snapshot);
+        };
         let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
         let secrets = self
             .pipeline
@@ -848,7 +854,15 @@ impl crate::pipeline::Apps for AppsOf {
         snapshot: Arc<Snapshot>,
         app: &'a str,
     ) -> crate::pipeline::AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>> {
-        Box::pin(async move { self.gateway()?.remote_tools(snapshot, app).await })
+        // Most calls find the tools listed: answered without building (and moving to the
+        // heap) the listing's future, 10 KiB of state.
+        match self.gateway() {
+            Ok(gateway) if !gateway.may_list(&snapshot, app) => {
+                Box::pin(std::future::ready(Ok(snapshot)))
+            }
+            Ok(gateway) => Box::pin(async move { gateway.remote_tools(snapshot, app).await }),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
     }
 
     fn discover_web<'a>(
@@ -911,8 +925,27 @@ impl Lifecycle {
     /// Takes charge of `gateway`: this process adopts orphaned descendants, and a runtime
     /// is made for it.
     pub fn new(gateway: Arc<Gateway>) -> std::io::Result<Lifecycle> {
+        Lifecycle::with(gateway, tokio::runtime::Builder::new_multi_thread())
+    }
+
+    /// [`Lifecycle::new`] for one client (the stdio server, `call`): one worker thread.
+    /// A client's requests hop between a handful of tasks (its pipe, rmcp, the call, a
+    /// downstream server's pipe); on one thread each hop is a function call, on two it
+    /// often wakes the other thread: 60–80 µs of CPU per forwarded call, for no more
+    /// calls per second (docs/performance.md, "The proxy path"). Scans, the history and
+    /// disk work have threads of their own.
+    pub fn for_one_client(gateway: Arc<Gateway>) -> std::io::Result<Lifecycle> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(1);
+        Lifecycle::with(gateway, builder)
+    }
+
+    fn with(
+        gateway: Arc<Gateway>,
+        mut builder: tokio::runtime::Builder,
+    ) -> std::io::Result<Lifecycle> {
         crate::exec::process::become_subreaper();
-        let runtime = tokio::runtime::Runtime::new()?;
+        let runtime = builder.enable_all().build()?;
         Ok(Lifecycle {
             runtime: Some(runtime),
             gateway,

@@ -215,7 +215,7 @@ impl Pipeline {
         let app_id = entry.app.id.as_str();
         let binding = entry.binding();
         // What an "always" answer is tied to, and history records.
-        let definition = Arc::new(crate::consent::fingerprint::Definition::of(tool));
+        let definition = self.memo.definition(entry, tool);
         trace.fingerprint = Some(definition.fingerprint.clone());
         let args = validate(tool, args).await?;
         if matches!(binding.executor, Executor::Gateway) {

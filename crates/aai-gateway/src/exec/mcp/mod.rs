@@ -238,8 +238,9 @@ pub struct McpExecutor {
     kept: Mutex<std::collections::HashSet<String>>,
     /// `(app, tool)` → the gateway's own tools for a server's resources and prompts.
     listings: Mutex<HashMap<(String, String), Listing>>,
-    /// Where tool lists are kept on disk (none: only in memory).
-    lists_dir: std::sync::OnceLock<PathBuf>,
+    /// Where tool lists are kept on disk, and the home that folder is in (none: lists are
+    /// kept in memory only).
+    lists_dir: std::sync::OnceLock<(PathBuf, PathBuf)>,
     changed_tx: mpsc::UnboundedSender<String>,
     changed_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
 }
@@ -289,9 +290,25 @@ impl McpExecutor {
         to_tool(app, t)
     }
 
-    /// Keeps tool lists in `dir` from now on (the first folder given stays).
-    pub fn keep_lists_in(&self, dir: PathBuf) {
-        let _ = self.lists_dir.set(dir);
+    /// Keeps tool lists in `home`'s `cache/mcp-tools` from now on (the first home given
+    /// stays).
+    pub fn keep_lists_in(&self, home: &Path) {
+        let _ = self
+            .lists_dir
+            .set((home.join("cache").join("mcp-tools"), home.to_owned()));
+    }
+
+    /// Where lists are kept, and the pin `server` (described in `base_dir`) files its list
+    /// under: its start's, with a folder inside the home named relative to the home, so
+    /// that a moved home keeps its lists (the command that starts is the same).
+    fn kept_list(&self, server: &McpServer, base_dir: &Path) -> Option<(&Path, String)> {
+        let (dir, home) = self.lists_dir.get()?;
+        let base = match base_dir.strip_prefix(home) {
+            Ok(inside) => Path::new("$AAI_HOME").join(inside),
+            Err(_) => base_dir.to_owned(),
+        };
+        let start = super::start::start_of(&Executor::Mcp(server.clone()), &base)?;
+        Some((dir, start.pin))
     }
 
     /// The tools of `app`'s server, when they have been listed: in this run, or in an
@@ -301,9 +318,8 @@ impl McpExecutor {
         if let Some(tools) = self.tools.lock().expect("tools lock").get(app) {
             return Some(tools.clone());
         }
-        let dir = self.lists_dir.get()?;
-        let start = super::start::start_of(&Executor::Mcp(server.clone()), base_dir)?;
-        let listed = super::listed::read(dir, app, &start.pin)?;
+        let (dir, pin) = self.kept_list(server, base_dir)?;
+        let listed = super::listed::read(dir, app, &pin)?;
         let tools: Vec<Tool> = listed
             .iter()
             .filter_map(kept_tool)
@@ -396,14 +412,11 @@ impl McpExecutor {
                 Err(why) => tracing::warn!(app, "{why}; its {key} are not offered"),
             }
         }
-        if let (Some(dir), Some(start)) = (
-            self.lists_dir.get(),
-            super::start::start_of(&Executor::Mcp(server.clone()), base_dir),
-        ) {
-            let (dir, app_id) = (dir.clone(), app.to_owned());
+        if let Some((dir, pin)) = self.kept_list(server, base_dir) {
+            let (dir, app_id) = (dir.to_owned(), app.to_owned());
             let kept: Vec<Value> = listed.iter().map(keep_tool).collect();
             let written = tokio::task::spawn_blocking(move || {
-                super::listed::write(&dir, &app_id, &start.pin, &kept)
+                super::listed::write(&dir, &app_id, &pin, &kept)
             })
             .await;
             if let Ok(Err(e)) = written {

@@ -1,0 +1,135 @@
+//! What a call works out from an app's definition alone, kept while that app is served:
+//! each called tool's consent fingerprint ([`Definition`]: SHA-256 over canonical JSON)
+//! and what starting the app runs ([`Start`]: a digest and a shell-quoted command line).
+//! Made afresh they were a fifth of a forwarded call's instructions.
+//!
+//! Kept per app *object*: a reload that changes a descriptor makes a new `App`, so its
+//! tools are worked out again, and an app dropped from the catalog is forgotten (its slot
+//! is found empty, by its weak reference, and given up).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use aai_descriptor::{App, Tool};
+
+use crate::consent::Start;
+use crate::consent::fingerprint::Definition;
+use crate::registry::Entry;
+
+/// Past this many apps, the slots of apps no longer served are given up.
+const PRUNE_AT: usize = 1024;
+
+#[derive(Debug, Default)]
+pub(super) struct Memo {
+    apps: Mutex<HashMap<usize, Kept>>,
+}
+
+#[derive(Debug)]
+struct Kept {
+    app: Weak<App>,
+    /// By binding and tool name.
+    definitions: HashMap<(usize, String), Arc<Definition>>,
+    /// By binding.
+    starts: HashMap<usize, Option<Start>>,
+}
+
+impl Memo {
+    /// The definition of `tool`, one of the tools of `entry`'s binding.
+    pub(super) fn definition(&self, entry: &Entry, tool: &Tool) -> Arc<Definition> {
+        self.with(&entry.app, |kept| {
+            kept.definitions
+                .entry((entry.binding, tool.name.clone()))
+                .or_insert_with(|| Arc::new(Definition::of(tool)))
+                .clone()
+        })
+    }
+
+    /// What starting `entry`'s app runs ([`crate::exec::start::start_of`]).
+    pub(super) fn start(&self, entry: &Entry) -> Option<Start> {
+        self.with(&entry.app, |kept| {
+            kept.starts
+                .entry(entry.binding)
+                .or_insert_with(|| {
+                    crate::exec::start::start_of(&entry.binding().executor, super::base_dir(entry))
+                })
+                .clone()
+        })
+    }
+
+    fn with<T>(&self, app: &Arc<App>, f: impl FnOnce(&mut Kept) -> T) -> T {
+        let mut apps = self.apps.lock().expect("memo lock");
+        if apps.len() >= PRUNE_AT {
+            apps.retain(|_, kept| kept.app.strong_count() > 0);
+        }
+        let key = Arc::as_ptr(app) as usize;
+        // A slot whose app is gone may hold another app at the same address now.
+        let fresh = apps.get(&key).is_none_or(|kept| {
+            !std::ptr::eq(kept.app.as_ptr(), Arc::as_ptr(app)) || kept.app.strong_count() == 0
+        });
+        if fresh {
+            apps.insert(
+                key,
+                Kept {
+                    app: Arc::downgrade(app),
+                    definitions: HashMap::new(),
+                    starts: HashMap::new(),
+                },
+            );
+        }
+        f(apps.get_mut(&key).expect("inserted above"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, command: &str) -> Entry {
+        let text = serde_json::json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+            "app":{"id": id,"name":"N","description":"d"},
+            "execution":{"type":"stdio","command": command},
+            "tools":[{"name":"t","description":"d","parameters":{"type":"object"}}]});
+        Entry {
+            app: aai_descriptor::parse(&text.to_string(), "t")
+                .app
+                .unwrap()
+                .into(),
+            binding: 0,
+            slug: id.to_owned(),
+            source: std::path::PathBuf::from("/apps/x/aai.json"),
+            keys: Default::default(),
+        }
+    }
+
+    #[test]
+    fn an_app_is_worked_out_once_and_a_changed_one_again() {
+        let memo = Memo::default();
+        let a = entry("com.example.a", "one");
+        let tool = &a.app.bindings[0].tools[0];
+        let first = memo.definition(&a, tool);
+        assert!(Arc::ptr_eq(&first, &memo.definition(&a, tool)));
+        assert_eq!(memo.start(&a).unwrap().shown, "one");
+        // The same id, changed: another app object, worked out again.
+        let b = entry("com.example.a", "two");
+        assert_eq!(memo.start(&b).unwrap().shown, "two");
+        assert_eq!(memo.start(&a).unwrap().shown, "one");
+        assert!(!Arc::ptr_eq(
+            &first,
+            &memo.definition(&b, &b.app.bindings[0].tools[0])
+        ));
+    }
+
+    #[test]
+    fn apps_no_longer_served_are_given_up() {
+        let memo = Memo::default();
+        let served: Vec<Entry> = (0..PRUNE_AT)
+            .map(|i| entry(&format!("com.example.a{i}"), "x"))
+            .collect();
+        served.iter().for_each(|e| drop(memo.start(e)));
+        assert_eq!(memo.apps.lock().unwrap().len(), PRUNE_AT);
+        drop(served);
+        let late = entry("com.example.late", "x");
+        memo.start(&late);
+        assert_eq!(memo.apps.lock().unwrap().len(), 1);
+    }
+}
