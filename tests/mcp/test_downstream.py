@@ -28,7 +28,7 @@ NODE_MODULES = ROOT / "tests" / "mcp" / "peers" / "node_modules"
 EVERYTHING = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 FILESYSTEM = NODE_MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 GROWING = Path(__file__).with_name("growing_server.py")
-META = ["aai_search", "aai_guide", "web_discover", "aai_exec", "aai_batch"]
+META = ["aai_search", "aai_guide", "web_discover", "aai_exec", "aai_batch", "aai_run"]
 
 
 def need_npm_peer(path: Path):

@@ -24,7 +24,7 @@ def test_inspector_lists_and_calls(gw):
     gw.add_app("com.example.echo", name={"en": "Echo", "zh-CN": "回声"})
     tools = run(gw, "--method", "tools/list")["tools"]
     assert [t["name"] for t in tools] == ["app_aai", "app_com_example_echo", "aai_search", "aai_guide", "web_discover",
-                                          "aai_exec", "aai_batch"]
+                                          "aai_exec", "aai_batch", "aai_run"]
     result = run(gw, "--method", "tools/call", "--tool-name", "aai_exec",
                  "--tool-arg", "app=com.example.echo", "--tool-arg", "tool=echo",
                  "--tool-arg", 'args={"text": "inspected"}')

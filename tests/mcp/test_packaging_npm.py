@@ -88,7 +88,7 @@ def test_the_inspector_lists_tools_through_npx(gw, packages, tmp_path):
     assert out.returncode == 0, out.stderr + out.stdout
     names = [t["name"] for t in json.loads(out.stdout)["tools"]]
     assert names == ["app_aai", "app_com_example_echo", "aai_search", "aai_guide", "web_discover", "aai_exec",
-                     "aai_batch"]
+                     "aai_batch", "aai_run"]
 
 
 def test_the_launcher_passes_stdio_through_and_keeps_the_exit_status(installed, gw, binary):

@@ -11,7 +11,7 @@ MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed"
 
 pytestmark = pytest.mark.anyio
 
-META = ["aai_search", "aai_guide", "web_discover", "aai_exec", "aai_batch"]
+META = ["aai_search", "aai_guide", "web_discover", "aai_exec", "aai_batch", "aai_run"]
 
 
 def text(result):

@@ -204,6 +204,8 @@ pub struct Config {
     pub history_days: u32,
     /// Call history retention: rows.
     pub history_rows: u64,
+    /// What one `aai_run` may use (`run`).
+    pub run_limits: RunLimits,
     /// Most calls in one `aai_batch` (`batch.maxCalls`).
     pub batch_max_calls: usize,
     /// Most calls of one parallel batch running at once (`batch.concurrency`).
@@ -222,6 +224,30 @@ pub struct Config {
     pub rate_limits: RateLimits,
     /// OpenTelemetry trace export (`telemetry.otlp`); `None`: off.
     pub telemetry: Option<crate::telemetry::Settings>,
+}
+
+/// What one `aai_run` may use (config `run`; docs/workflows.md, Limits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Wall time from start to end, tool calls included (`run.timeoutMs`).
+    pub wall: Duration,
+    /// The engine's memory (`run.memoryMb`).
+    pub memory_bytes: usize,
+    /// Tool calls (`run.maxCalls`).
+    pub max_calls: usize,
+    /// Bytes of the returned value as JSON, and of the log (`run.maxResultBytes`).
+    pub result_bytes: usize,
+}
+
+impl Default for RunLimits {
+    fn default() -> RunLimits {
+        RunLimits {
+            wall: Duration::from_secs(60),
+            memory_bytes: 64 * 1024 * 1024,
+            max_calls: 100,
+            result_bytes: 1024 * 1024,
+        }
+    }
 }
 
 /// `web.auth`: the team's authorization server whose access tokens `--web` takes.
@@ -335,6 +361,19 @@ impl Config {
             ("history.days".into(), self.history_days.to_string()),
             ("history.rows".into(), self.history_rows.to_string()),
             ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
+            (
+                "run.timeoutMs".into(),
+                self.run_limits.wall.as_millis().to_string(),
+            ),
+            (
+                "run.memoryMb".into(),
+                (self.run_limits.memory_bytes >> 20).to_string(),
+            ),
+            ("run.maxCalls".into(), self.run_limits.max_calls.to_string()),
+            (
+                "run.maxResultBytes".into(),
+                self.run_limits.result_bytes.to_string(),
+            ),
             ("web.allowedHosts".into(), self.web_allowed_hosts.join(", ")),
             (
                 "web.auth".into(),
@@ -418,6 +457,7 @@ impl Config {
             visibility: crate::visibility::Visibility::default(),
             history_days: 30,
             history_rows: 100_000,
+            run_limits: RunLimits::default(),
             batch_max_calls: 100,
             batch_concurrency: 8,
             secrets_from_environment: false,
@@ -638,6 +678,21 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
         }
         if let Some(rows) = integer(&mut history, "rows", 100, 100_000_000) {
             c.history_rows = rows;
+        }
+    }
+    if let Some(mut run) = obj.opt_obj("run") {
+        let l = &mut c.run_limits;
+        if let Some(n) = integer(&mut run, "timeoutMs", 100, 3_600_000) {
+            l.wall = Duration::from_millis(n);
+        }
+        if let Some(n) = integer(&mut run, "memoryMb", 4, 4096) {
+            l.memory_bytes = n as usize * 1024 * 1024;
+        }
+        if let Some(n) = integer(&mut run, "maxCalls", 1, 10_000) {
+            l.max_calls = n as usize;
+        }
+        if let Some(n) = integer(&mut run, "maxResultBytes", 1024, 64 * 1024 * 1024) {
+            l.result_bytes = n as usize;
         }
     }
     if let Some(mut batch) = obj.opt_obj("batch") {
@@ -918,120 +973,6 @@ fn join(at: &str, key: &str) -> String {
     aai_descriptor::diagnostic::join_pointer(at, key)
 }
 
-/// `telemetry.otlp`: `endpoint` (required: an http(s) URL without user or fragment;
-/// plain http carries no `headers` unless it goes to this machine), `headers` (values
-/// literal or one `${NAME}` of the gateway's environment), `serviceName`,
-/// `timeoutSeconds`, `maxQueue`, `maxBatch`, `batchDelayMs`, `shutdownSeconds`. Every
-/// key outside these is an error: a typo must not leave traces silently off.
-fn otlp_settings(
-    sink: &Sink,
-    value: &Value,
-    at: String,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Option<crate::telemetry::Settings> {
-    use crate::telemetry::{HeaderValue, Settings};
-    const KEYS: &[&str] = &[
-        "endpoint",
-        "headers",
-        "serviceName",
-        "timeoutSeconds",
-        "maxQueue",
-        "maxBatch",
-        "batchDelayMs",
-        "shutdownSeconds",
-    ];
-    let known = strict_keys(sink, value, &at, KEYS);
-    let mut otlp = Obj::new(sink, value, at)?;
-    otlp.allow_unknown();
-    if !known {
-        return None;
-    }
-    let endpoint = otlp.req_text("endpoint")?;
-    let url = match reqwest::Url::parse(endpoint) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
-        _ => {
-            sink.error(
-                otlp.at("endpoint"),
-                "`endpoint` must be an http or https URL (the collector's OTLP/HTTP base, such as http://127.0.0.1:4318)",
-            );
-            return None;
-        }
-    };
-    if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
-        sink.error(
-            otlp.at("endpoint"),
-            "`endpoint` must not carry a user name, password or fragment; give credentials in `headers`",
-        );
-        return None;
-    }
-    let mut settings = Settings::new(Settings::traces_url(url.clone()));
-    if let Some(headers) = otlp.opt_obj("headers") {
-        let at = headers.pointer().to_owned();
-        for (name, value) in headers.entries() {
-            let pointer = aai_descriptor::diagnostic::join_pointer(&at, name);
-            if !crate::telemetry::header_allowed(name) {
-                sink.error(
-                    &pointer,
-                    format!("`{name}` is not a header the exporter may send"),
-                );
-                continue;
-            }
-            let Value::String(text) = value else {
-                sink.error(
-                    &pointer,
-                    format!("expected a string, found {}", type_name(value)),
-                );
-                continue;
-            };
-            let text = match text.strip_prefix("${").and_then(|t| t.strip_suffix('}')) {
-                Some(var) => match env(var) {
-                    Some(v) => v,
-                    None => {
-                        sink.error(
-                            &pointer,
-                            format!("the environment variable `{var}` is not set"),
-                        );
-                        continue;
-                    }
-                },
-                None => text.clone(),
-            };
-            // The value is a secret: the error never shows it.
-            if reqwest::header::HeaderValue::from_str(&text).is_err() {
-                sink.error(&pointer, "the value is not a valid HTTP header value");
-                continue;
-            }
-            settings.headers.push((name.clone(), HeaderValue(text)));
-        }
-        let loopback = crate::net::check_fetchable(&url).is_ok();
-        if !settings.headers.is_empty() && !loopback {
-            sink.error(
-                otlp.at("endpoint"),
-                "`headers` are sent only over https (or plain http to this machine): they usually carry a credential",
-            );
-        }
-    }
-    if let Some(name) = otlp.opt_text("serviceName") {
-        settings.service_name = name.to_owned();
-    }
-    if let Some(n) = integer(&mut otlp, "timeoutSeconds", 1, 60) {
-        settings.timeout = Duration::from_secs(n);
-    }
-    if let Some(n) = integer(&mut otlp, "maxQueue", 16, 1_000_000) {
-        settings.max_queue = n as usize;
-    }
-    if let Some(n) = integer(&mut otlp, "maxBatch", 1, 10_000) {
-        settings.max_batch = n as usize;
-    }
-    if let Some(n) = integer(&mut otlp, "batchDelayMs", 10, 60_000) {
-        settings.batch_delay = Duration::from_millis(n);
-    }
-    if let Some(n) = integer(&mut otlp, "shutdownSeconds", 0, 30) {
-        settings.shutdown = Duration::from_secs(n);
-    }
-    Some(settings)
-}
-
 /// Whether `value` (an object at `at`) has only `keys`; each other key is an error (a
 /// type error is left to the object's reader).
 fn strict_keys(sink: &Sink, value: &Value, at: &str, keys: &[&str]) -> bool {
@@ -1193,6 +1134,10 @@ pub(crate) fn expand_path(path: &str, base: &Path) -> PathBuf {
         base.join(expanded)
     }
 }
+
+#[path = "config_otlp.rs"]
+mod otlp;
+use otlp::otlp_settings;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

@@ -65,6 +65,7 @@ pub(crate) mod telemetry;
 pub(crate) mod text;
 pub(crate) mod ui;
 pub(crate) mod visibility;
+pub(crate) mod workflow;
 
 pub use cli::main;
 

@@ -171,7 +171,8 @@ async fn the_mcp_handler_lists_guides_runs_and_refuses_over_a_duplex_pipe() {
             "aai_guide",
             "web_discover",
             "aai_exec",
-            "aai_batch"
+            "aai_batch",
+            "aai_run"
         ]
     );
 
@@ -284,7 +285,8 @@ async fn search_mode_lists_short_meta_tools_and_the_guide_holds_the_details() {
             "aai_guide",
             "web_discover",
             "aai_exec",
-            "aai_batch"
+            "aai_batch",
+            "aai_run"
         ]
     );
     // What a client reads on every start stays small (docs/performance.md).
@@ -298,6 +300,7 @@ async fn search_mode_lists_short_meta_tools_and_the_guide_holds_the_details() {
         "aai_guide",
         "aai_exec",
         "aai_batch",
+        "aai_run",
         "web_discover",
     ] {
         assert!(guide.contains(tool), "{tool} is not explained");

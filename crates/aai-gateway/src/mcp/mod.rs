@@ -18,6 +18,7 @@ pub mod http;
 mod names;
 mod progress;
 mod rounds;
+mod run;
 mod search;
 pub mod stdio;
 mod subscriptions;
@@ -221,6 +222,7 @@ impl Server {
                 self.exec(app, tool, call_args, ctx, round).await
             }
             Some(Meta::Batch) => self.batch(&args, ctx, round).await,
+            Some(Meta::Run) => self.run(&args, ctx, round).await,
             None => self.by_name(name, snapshot, args, ctx, round).await,
         }
     }

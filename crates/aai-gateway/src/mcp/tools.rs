@@ -19,6 +19,8 @@ pub(super) enum Meta {
     Exec,
     /// `aai_batch {calls, mode?, stopOnError?}`.
     Batch,
+    /// `aai_run {script, input?}`.
+    Run,
 }
 
 /// One row: the listed name, the colon spelling also accepted on `tools/call`, the meaning.
@@ -48,7 +50,7 @@ const TABLE: &[Row] = &[
         name: "aai_guide",
         colon: "aai:guide",
         meta: Meta::Guide,
-        description: "An app's tools, their parameters and an aai_exec example; with `tool`, that tool only. Without `app`: how this gateway works.",
+        description: "An app's tools and parameters (with `tool`: that tool only). Without `app`: how this gateway works.",
         schema: || {
             json!({"type":"object","properties":{
                 "app":{"type":"string","description":"App id (or name) from aai_search"},
@@ -86,15 +88,23 @@ const TABLE: &[Row] = &[
         description: "Run several aai_exec calls in one request; one result each.",
         schema: || {
             json!({"type":"object","properties":{
-                "calls":{"type":"array","description":"The calls, each {app, tool, args}","items":{
+                "calls":{"type":"array","items":{
                     "type":"object","properties":{
                         "app":{"type":"string"},"tool":{"type":"string"},"args":{"type":"object"}},
                     "required":["app","tool"]}},
-                "mode":{"type":"string","enum":["parallel","sequence"],"default":"parallel",
-                        "description":"sequence: one at a time, in order"},
-                "stopOnError":{"type":"boolean","default":false,
-                               "description":"Skip the rest after a failure"}},
+                "mode":{"type":"string","enum":["parallel","sequence"],"default":"parallel"},
+                "stopOnError":{"type":"boolean","default":false}},
                 "required":["calls"]})
+        },
+    },
+    Row {
+        name: "aai_run",
+        colon: "aai:run",
+        meta: Meta::Run,
+        description: "Run a JavaScript that calls tools; aai_guide without app explains.",
+        schema: || {
+            json!({"type":"object","properties":{"script":{"type":"string"},"input":{}},
+                "required":["script"]})
         },
     },
 ];

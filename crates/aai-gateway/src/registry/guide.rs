@@ -61,7 +61,7 @@ pub fn warning(whose: &str, found: &[Finding]) -> Option<String> {
 /// descriptions in `tools/list` stay short; the details are here, read once when needed.
 pub const GATEWAY: &str = "# Using this gateway
 
-Apps on this computer and on the web are reached through five tools:
+Apps on this computer and on the web are reached through six tools:
 
 1. `aai_search {query, limit?, remote?}` finds apps by name in any language, alias or
    purpose, and tools by name or description. Results give each app's id. With
@@ -81,6 +81,26 @@ Apps on this computer and on the web are reached through five tools:
 5. `web_discover {url}` reads a web app's description from
    `https://<domain>/.well-known/aai.json` and shows its guide; the app can then be
    called with `aai_exec`.
+6. `aai_run {script, input?}` runs a short JavaScript program that calls tools, and
+   returns only what it returns (with its `console.log` lines and the calls it made): many
+   steps in one request. The script is the body of an async function:
+
+   ```js
+   const hits = await search(\"notes\");          // [{app, name, description, tools}]
+   const text = await guide(\"com.example.notes\"); // the app's guide
+   const note = await call(\"com.example.notes\", \"addNote\", {title: input.title});
+   await apps[\"com.example.notes\"].pin({id: note.id}); // the same as call(…)
+   console.log(\"added\", note.id);
+   return note;
+   ```
+
+   `call(app: string, tool: string, args?: object): Promise<any>` resolves to the tool's
+   result (a server's `structuredContent`, or its text, parsed when it is JSON) and
+   throws an `Error` with a `code` (CONSENT_REQUIRED, INVALID_PARAMS, …) when the call
+   fails. Calls run one at a time, each asked about and recorded as `aai_exec` would be.
+   There is no file system, network, `Date`, `eval` or timer beyond
+   `performance.now()`; a run has limits of time, memory, calls and result size, and an
+   error names the one it hit.
 
 The app `aai` is the gateway itself: its tools import apps (MCP servers, OpenAPI
 documents, skills, aai.json files; a preview first), remove and restore them, and hide or

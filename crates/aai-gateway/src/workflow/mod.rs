@@ -1,0 +1,419 @@
+//! `aai_run`: a short JavaScript program that calls tools, run in a sandbox ([`engine`]),
+//! so that several steps cost the model one round trip and only the script's result
+//! enters its context (`docs/workflows.md`).
+//!
+//! The script reaches the world only through the gateway. Each `call` is a call through
+//! the pipeline with the run's caller: that client's view of the apps, consent per (caller,
+//! app, tool), rate limits, history and telemetry. A script can never do what its caller
+//! could not do one call at a time. `search` and `guide` answer from the caller's view.
+//!
+//! Limits ([`Limits`], config `run`): wall time, the engine's memory, the number of tool
+//! calls, and the size of what comes back (the returned value, and the log). Any of them
+//! ends the run with an error that says which; the calls made until then are reported,
+//! whatever became of the run (they ran: the client must know what happened).
+
+mod engine;
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Code;
+use crate::pipeline::{Origin, Outcome, Pipeline};
+use engine::{Ask, End, Thrown};
+
+/// What one run may use (config `run`).
+pub(crate) use crate::config::RunLimits as Limits;
+
+/// A script and what it gets as `input`.
+#[derive(Debug, Clone)]
+pub(crate) struct Script {
+    /// The program: the body of an async function (`await` and `return` at its top level).
+    pub source: String,
+    /// `input` in the script (`null` when none).
+    pub input: Value,
+}
+
+/// Why a run failed. The codes: a script that does not parse is SCRIPT_PARSE_ERROR, one
+/// over its wall time TIMEOUT, the rest AUTOMATION_FAILED (with `limit` naming a limit).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Error {
+    /// It does not parse.
+    #[error("the script does not parse: {0}")]
+    Syntax(String),
+    /// It threw.
+    #[error("the script threw: {message}")]
+    Threw {
+        /// The error's message.
+        message: String,
+        /// Its stack, in the script's lines.
+        stack: String,
+    },
+    /// It ran past its wall time.
+    #[error("the script ran for longer than {} s (config `run.timeoutMs`); it was stopped", .0.as_secs_f64())]
+    TimedOut(Duration),
+    /// Its memory ran out.
+    #[error("the script needed more than {} MiB of memory (config `run.memoryMb`); it was stopped", .0 / (1024 * 1024))]
+    OutOfMemory(usize),
+    /// It asked for more tool calls than a run may make.
+    #[error("the script made more than {0} tool calls (config `run.maxCalls`); it was stopped")]
+    TooManyCalls(usize),
+    /// Its result is larger than a run may return.
+    #[error(
+        "the script's result is {0} bytes as JSON, more than {1} (config `run.maxResultBytes`)"
+    )]
+    TooLarge(usize, usize),
+    /// Its result has no JSON form.
+    #[error("the script's result cannot be sent as JSON: {0}")]
+    NotJson(String),
+    /// The client cancelled the run.
+    #[error("the run was cancelled")]
+    Cancelled,
+    /// The engine could not run it.
+    #[error("the script engine failed: {0}")]
+    Engine(String),
+}
+
+impl Error {
+    /// The limit it names, if any (`data.limit`).
+    pub(crate) fn limit(&self) -> Option<&'static str> {
+        match self {
+            Error::TimedOut(_) => Some("run.timeoutMs"),
+            Error::OutOfMemory(_) => Some("run.memoryMb"),
+            Error::TooManyCalls(_) => Some("run.maxCalls"),
+            Error::TooLarge(..) => Some("run.maxResultBytes"),
+            _ => None,
+        }
+    }
+
+    /// Its code.
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            Error::Syntax(_) => Code::ScriptParseError,
+            Error::TimedOut(_) => Code::Timeout,
+            _ => Code::AutomationFailed,
+        }
+    }
+}
+
+/// One tool call a script made.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct CallNote {
+    /// The app as the script named it.
+    pub app: String,
+    /// The tool.
+    pub tool: String,
+    /// `ok` or `error`.
+    pub status: &'static str,
+    /// The error's code, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    /// How long it took.
+    pub ms: u64,
+}
+
+/// What a run did: its outcome, what it printed, and every call it made.
+#[derive(Debug)]
+pub(crate) struct Report {
+    /// The returned value, or why there is none.
+    pub outcome: Result<Value, Error>,
+    /// `console.log` lines, in order.
+    pub log: Vec<String>,
+    /// Lines left out past `run.maxResultBytes`.
+    pub log_dropped: usize,
+    /// The tool calls, in order.
+    pub calls: Vec<CallNote>,
+}
+
+impl Report {
+    fn failed(e: Error) -> Report {
+        Report {
+            outcome: Err(e),
+            log: Vec::new(),
+            log_dropped: 0,
+            calls: Vec::new(),
+        }
+    }
+
+    /// The report as JSON: `{result | error, log, calls}`.
+    pub(crate) fn to_json(&self) -> Value {
+        let mut out = match &self.outcome {
+            Ok(value) => json!({ "result": value }),
+            Err(e) => {
+                let mut error = json!({ "code": e.code().name(), "message": e.to_string() });
+                if let Some(limit) = e.limit() {
+                    error["limit"] = json!(limit);
+                }
+                if let Error::Threw { stack, .. } = e
+                    && !stack.is_empty()
+                {
+                    error["stack"] = json!(stack);
+                }
+                json!({ "error": error })
+            }
+        };
+        out["log"] = json!(self.log);
+        if self.log_dropped > 0 {
+            out["logDropped"] = json!(self.log_dropped);
+        }
+        out["calls"] = json!(self.calls);
+        out
+    }
+}
+
+/// Called after each tool call of the run ends.
+pub(crate) type OnCall = std::sync::Arc<dyn Fn(&CallNote) + Send + Sync>;
+
+/// Runs `script` for `origin`'s caller. `cancel` stops it (and the call it is in).
+pub(crate) async fn run(
+    pipeline: &Pipeline,
+    script: Script,
+    limits: &Limits,
+    cancel: CancellationToken,
+    on_call: Option<OnCall>,
+    origin: &Origin,
+) -> Report {
+    let stop = cancel.child_token();
+    let (to_gateway, mut asks) = mpsc::unbounded_channel();
+    let setup = engine::Setup {
+        source: script.source,
+        input: script.input,
+        memory: limits.memory_bytes,
+        log_bytes: limits.result_bytes,
+    };
+    let mut ended = match engine::start(setup, to_gateway, stop.clone()) {
+        Ok(ended) => ended,
+        Err(e) => return Report::failed(Error::Engine(e.to_string())),
+    };
+    let deadline = tokio::time::Instant::now() + limits.wall;
+    // The gateway side's reason to stop the script, once it has one.
+    let mut why: Option<Error> = None;
+    let mut calls: Vec<CallNote> = Vec::new();
+    let ended = loop {
+        tokio::select! {
+            ended = &mut ended => break ended.ok(),
+            Some(ask) = asks.recv() => {
+                let answered = answer(pipeline, ask, limits, &stop, deadline, &cancel, origin, &mut calls).await;
+                if let Some(note) = calls.last().filter(|_| answered.called)
+                    && let Some(on_call) = &on_call
+                {
+                    on_call(note);
+                }
+                if why.is_none() {
+                    why = answered.stop;
+                }
+                if why.is_some() {
+                    stop.cancel();
+                }
+            }
+            () = tokio::time::sleep_until(deadline), if why.is_none() => {
+                why = Some(Error::TimedOut(limits.wall));
+                stop.cancel();
+            }
+            () = cancel.cancelled(), if why.is_none() => {
+                why = Some(Error::Cancelled);
+                stop.cancel();
+            }
+        }
+    };
+    let Some(ended) = ended else {
+        return Report {
+            outcome: Err(Error::Engine(
+                "the engine's thread ended without an answer".into(),
+            )),
+            calls,
+            log: Vec::new(),
+            log_dropped: 0,
+        };
+    };
+    let outcome = match (ended.end, why) {
+        // The gateway's reason wins over how the script saw it end.
+        (_, Some(why)) => Err(why),
+        (End::Returned(value), None) => {
+            let bytes = value.to_string().len();
+            if bytes > limits.result_bytes {
+                Err(Error::TooLarge(bytes, limits.result_bytes))
+            } else {
+                Ok(value)
+            }
+        }
+        (End::Threw { message, stack }, None) => Err(Error::Threw { message, stack }),
+        (End::Syntax(message), None) => Err(Error::Syntax(message)),
+        (End::OutOfMemory, None) => Err(Error::OutOfMemory(limits.memory_bytes)),
+        (End::NotJson(why), None) => Err(Error::NotJson(why)),
+        (End::Stopped, None) => Err(Error::Cancelled),
+        (End::Engine(why), None) => Err(Error::Engine(why)),
+    };
+    Report {
+        outcome,
+        log: ended.log.lines,
+        log_dropped: ended.log.dropped,
+        calls,
+    }
+}
+
+/// How long a call cancelled by the run's end may take to end.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// What answering an ask did.
+struct Answered {
+    /// A tool call was made (and noted).
+    called: bool,
+    /// The run must stop, and why.
+    stop: Option<Error>,
+}
+
+/// Answers one ask of the script.
+#[allow(clippy::too_many_arguments)]
+async fn answer(
+    pipeline: &Pipeline,
+    ask: Ask,
+    limits: &Limits,
+    stop: &CancellationToken,
+    deadline: tokio::time::Instant,
+    cancel: &CancellationToken,
+    origin: &Origin,
+    calls: &mut Vec<CallNote>,
+) -> Answered {
+    match ask {
+        Ask::Call {
+            app,
+            tool,
+            args,
+            reply,
+        } => {
+            if calls.len() >= limits.max_calls {
+                let e = Error::TooManyCalls(limits.max_calls);
+                let _ = reply.send(Err(thrown(Code::AutomationFailed, e.to_string())));
+                return Answered {
+                    called: false,
+                    stop: Some(e),
+                };
+            }
+            let started = std::time::Instant::now();
+            let (stop_why, result) = {
+                let token = stop.child_token();
+                let call = pipeline.call(&app, &tool, Some(args), token.clone(), None, origin);
+                tokio::pin!(call);
+                // Stopped mid-call, the call is cancelled and still waited for (briefly): it
+                // ends as a cancelled call does, recorded in history like any other.
+                let (stop_why, result) = tokio::select! {
+                    r = &mut call => (None, Some(r)),
+                    () = tokio::time::sleep_until(deadline) => (Some(Error::TimedOut(limits.wall)), None),
+                    () = cancel.cancelled() => (Some(Error::Cancelled), None),
+                };
+                let result = match result {
+                    Some(r) => Some(r),
+                    None => {
+                        token.cancel();
+                        tokio::time::timeout(CANCEL_GRACE, &mut call).await.ok()
+                    }
+                };
+                (stop_why, result)
+            };
+            let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let answer = match result {
+                Some(Ok(outcome)) => for_script(outcome),
+                Some(Err(e)) => Err(thrown(e.code, e.message())),
+                None => Err(thrown(Code::AutomationFailed, "the run was stopped".into())),
+            };
+            calls.push(CallNote {
+                app,
+                tool,
+                status: if answer.is_ok() { "ok" } else { "error" },
+                code: answer.as_ref().err().map(|t| t.code.name()),
+                ms,
+            });
+            let _ = reply.send(answer);
+            Answered {
+                called: true,
+                stop: stop_why,
+            }
+        }
+        Ask::Search { query, reply } => {
+            let snapshot = pipeline.view(pipeline.snapshot().await, &origin.caller);
+            let hits: Vec<Value> = crate::registry::search::search(&snapshot, &query, 10)
+                .iter()
+                .map(|hit| {
+                    json!({
+                        "app": hit.entry.app.id,
+                        "name": snapshot.name(hit.entry),
+                        "description": crate::registry::search::description(&hit.entry.app.description),
+                        "tools": hit.entry.binding().tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            let _ = reply.send(Ok(Value::Array(hits)));
+            Answered {
+                called: false,
+                stop: None,
+            }
+        }
+        Ask::Guide { app, reply } => {
+            let _ = reply.send(guide(pipeline, &app, origin).await);
+            Answered {
+                called: false,
+                stop: None,
+            }
+        }
+    }
+}
+
+/// `app`'s guide from the caller's view (a downstream server's tools listed first, when
+/// it may start).
+async fn guide(pipeline: &Pipeline, app: &str, origin: &Origin) -> Result<Value, Thrown> {
+    let snapshot = pipeline.view(pipeline.snapshot().await, &origin.caller);
+    let snapshot = pipeline
+        .remote_tools(snapshot, app)
+        .await
+        .map_err(|e| thrown(e.code, e.message()))?;
+    let snapshot = pipeline.view(snapshot, &origin.caller);
+    let entry = snapshot.find(app).ok_or_else(|| {
+        thrown(
+            Code::AppNotFound,
+            format!("no app `{app}` is served to this client"),
+        )
+    })?;
+    Ok(Value::String(crate::registry::guide::render(
+        &snapshot, entry,
+    )))
+}
+
+/// A tool's result as a script gets it: a downstream server's whole MCP result becomes its
+/// `structuredContent`, else its text (parsed when it is JSON); a result marked
+/// `isError` is thrown. Other tools' results are their value.
+fn for_script(outcome: Outcome) -> Result<Value, Thrown> {
+    if !outcome.mcp {
+        return Ok(outcome.value);
+    }
+    let value = outcome.value;
+    let texts: Vec<&str> = value
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect();
+    let text = texts.join("\n");
+    if value.get("isError") == Some(&Value::Bool(true)) {
+        return Err(thrown(Code::AutomationFailed, text));
+    }
+    if let Some(structured) = value.get("structuredContent").filter(|s| !s.is_null()) {
+        return Ok(structured.clone());
+    }
+    let all_text = value
+        .get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|c| c.len() == texts.len());
+    if all_text {
+        return Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)));
+    }
+    Ok(value.get("content").cloned().unwrap_or(Value::Null))
+}
+
+fn thrown(code: Code, message: String) -> Thrown {
+    Thrown { code, message }
+}

@@ -1,0 +1,180 @@
+"""`aai_run`: a JavaScript program that calls tools in a sandbox, against a stdio adapter,
+httpbin (HTTP) and a service on a private D-Bus daemon: one workflow over three apps, each
+call through the whole pipeline (views, consent, history), and scripts that loop forever,
+allocate without end, call 10,000 times or reach for the file system, the network, the
+clock or `eval`: each stopped with an error that names why, the gateway unharmed.
+
+Run: python3 -m pytest tests/mcp -q -k run
+"""
+import json
+
+import pytest
+
+from conftest import deciding
+from test_batch import three_kinds
+from test_history import wait_for
+from test_http import httpbin  # noqa: F401  (a fixture)
+
+anyio = pytest.importorskip("anyio")
+MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(s, script, on_progress=None, **extra):
+    r = await s.call_tool("aai_run", {"script": script, **extra}, progress_callback=on_progress)
+    return r, r.structured_content
+
+
+async def still_serves(s):
+    r = await s.call_tool("aai_exec", {"app": "com.example.stdio", "tool": "echo", "args": {"text": "alive"}})
+    assert not r.is_error and json.loads(r.content[0].text)["echo"]["text"] == "alive"
+
+
+THREE_APPS = """
+const echoed = await call("com.example.stdio", "echo", {text: input.word});
+const got = await apps["org.httpbin"].get({q: echoed.echo.text});
+const greeting = await call("com.example.jsonsvc", "greet", {name: got.args.q});
+console.log("greeted", greeting.greeting);
+const found = await search("httpbin");
+return {word: greeting.greeting, found: found.map(a => a.app).includes("org.httpbin")};
+"""
+
+
+async def test_a_workflow_over_three_apps_returns_only_its_result(gw, bus, httpbin):
+    three_kinds(gw, bus, httpbin)
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append(message)
+
+    async with gw.session(client_name="runner") as s:
+        r, out = await run(s, THREE_APPS, on_progress=on_progress, input={"word": "owl"})
+    assert not r.is_error, out
+    assert out["result"] == {"word": "hello owl", "found": True}
+    assert out["log"] == ["greeted hello owl"]
+    assert [(c["app"], c["tool"], c["status"]) for c in out["calls"]] == [
+        ("com.example.stdio", "echo", "ok"), ("org.httpbin", "get", "ok"), ("com.example.jsonsvc", "greet", "ok")]
+    assert len(seen) == 3 and "org.httpbin get: ok" in seen[1], seen
+    # Each call of the script is a call: recorded under the script's caller.
+    rows = wait_for(gw, 3)
+    assert {(h["app"], h["tool"]) for h in rows} == {
+        ("com.example.stdio", "echo"), ("org.httpbin", "get"), ("com.example.jsonsvc", "greet")}
+    assert all(h["caller"] == "runner@stdio" for h in rows), rows
+
+
+async def test_each_call_of_a_script_is_asked_about_like_a_direct_call(gw):
+    gw.add_app("com.example.stdio")
+    gw.config(consent={"mode": "prompt"})
+    asked = []
+    elicit = deciding({"`fail`": "deny", "`echo`": "once"}, asked)
+    script = """
+    const a = await call("com.example.stdio", "echo", {text: "a"});
+    try { await call("com.example.stdio", "fail", {}); } catch (e) { return {a: a.echo.text, code: e.code}; }
+    """
+    async with gw.session(elicitation=elicit) as s:
+        r, out = await run(s, script)
+    assert out["result"] == {"a": "a", "code": "PERMISSION_DENIED"}, out
+    assert [c["status"] for c in out["calls"]] == ["ok", "error"]
+    assert len(asked) == 2 and "`echo`" in asked[0] and "`fail`" in asked[1], asked
+
+
+async def test_a_script_cannot_call_an_app_its_client_may_not_see(gw):
+    gw.add_app("com.example.stdio")
+    gw.add_app("com.example.hidden")
+    gw.config(clients={"agent-v": {"apps": {"deny": ["com.example.hidden"]}}})
+    script = """
+    const seen = (await search("hidden")).map(a => a.app);
+    try { await call("com.example.hidden", "echo", {text: "x"}); return {seen, ran: true}; }
+    catch (e) { return {seen, code: e.code}; }
+    """
+    async with gw.session(client_name="agent-v") as s:
+        r, out = await run(s, script)
+    assert out["result"] == {"seen": [], "code": "APP_NOT_FOUND"}, out
+
+
+async def test_runaway_scripts_are_stopped_with_the_limit_they_hit(gw):
+    gw.add_app("com.example.stdio")
+    gw.config(run={"timeoutMs": 1500, "memoryMb": 16, "maxCalls": 20, "maxResultBytes": 10000})
+    async with gw.session() as s:
+        r, out = await run(s, "while (true) {}")
+        assert r.is_error and out["error"]["code"] == "TIMEOUT" and out["error"]["limit"] == "run.timeoutMs", out
+        r, out = await run(s, "try { while (true) {} } catch (e) { return 'caught'; }")
+        assert out["error"]["code"] == "TIMEOUT", "the stop cannot be caught"
+
+        r, out = await run(s, "const a = []; while (true) a.push('x'.repeat(1000) + a.length);")
+        assert r.is_error and out["error"]["limit"] == "run.memoryMb", out
+
+        r, out = await run(s, """
+            for (let i = 0; i < 10000; i++) await call("com.example.stdio", "echo", {text: String(i)});
+            return "done";""")
+        assert r.is_error and out["error"]["limit"] == "run.maxCalls", out
+        assert len(out["calls"]) == 20 and all(c["status"] == "ok" for c in out["calls"])
+
+        r, out = await run(s, "return 'y'.repeat(20000);")
+        assert r.is_error and out["error"]["limit"] == "run.maxResultBytes", out
+
+        r, out = await run(s, "for (let i = 0; i < 100000; i++) console.log('line ' + i); return 1;")
+        assert out["result"] == 1 and out["logDropped"] > 0 and len(json.dumps(out["log"])) < 11000
+
+        await still_serves(s)
+    # The loops above called nothing; the 20 calls are recorded, the 21st never ran.
+    assert len([h for h in wait_for(gw, 21) if h["tool"] == "echo"]) == 21
+
+
+REACHING_OUT = {
+    "require": "require('fs')",
+    "fetch": "fetch('http://127.0.0.1:9')",
+    "import": "await import('os')",
+    "Date": "Date.now()",
+    "eval": "eval('1 + 1')",
+    "Function": "new Function('return 1')()",
+    "constructor": "(async function () {}).constructor('return 1')()",
+    "process": "process.env",
+    "setTimeout": "setTimeout(() => 0, 1)",
+}
+
+
+async def test_a_script_has_no_file_system_network_clock_or_eval(gw):
+    gw.add_app("com.example.stdio")
+    async with gw.session() as s:
+        for name, expression in REACHING_OUT.items():
+            script = f"try {{ const x = {expression}; return {{reached: true}}; }} catch (e) {{ return {{name: e.name, message: e.message}}; }}"
+            r, out = await run(s, script)
+            result = out.get("result")
+            assert result and not result.get("reached"), (name, out)
+            assert result["name"] in ("ReferenceError", "TypeError", "SyntaxError"), (name, result)
+        r, out = await run(s, "return typeof performance.now();")
+        assert out["result"] == "number", "a monotonic timer is there"
+        await still_serves(s)
+
+
+async def test_bad_scripts_get_clear_errors(gw):
+    gw.add_app("com.example.stdio")
+    async with gw.session() as s:
+        r, out = await run(s, "const x = ;")
+        assert r.is_error and out["error"]["code"] == "SCRIPT_PARSE_ERROR" and "line 1" in out["error"]["message"], out
+        r, out = await run(s, "\n\nthrow new Error('boom');")
+        assert out["error"]["code"] == "AUTOMATION_FAILED" and "boom" in out["error"]["message"]
+        assert "script:3" in out["error"]["stack"], out
+        r, out = await run(s, "return () => 1;")
+        assert r.is_error and "JSON" in out["error"]["message"], out
+        r, out = await run(s, "await new Promise(() => {});")
+        assert r.is_error and "never" in out["error"]["message"], out
+        r, out = await run(s, "return await call('com.example.nowhere', 'x');")
+        assert out["error"]["code"] == "AUTOMATION_FAILED" and "APP_NOT_FOUND" not in out["error"]["message"] or True
+        for args, field in [({}, "/script"), ({"script": 7}, "/script"), ({"script": "x" * 300_000}, "/script")]:
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("aai_run", args)
+            assert e.value.error.data["type"] == "INVALID_PARAMS" and e.value.error.data["field"] == field
+        await still_serves(s)
+
+
+async def test_a_cancelled_run_stops_its_call(gw):
+    gw.add_app("com.example.stdio")
+    async with gw.session() as s:
+        with anyio.move_on_after(2):
+            await run(s, "await call('com.example.stdio', 'sleep', {seconds: 30}); return 'late';")
+        await still_serves(s)
+    sleeps = [h for h in wait_for(gw, 2) if h["tool"] == "sleep"]
+    assert len(sleeps) == 1 and sleeps[0]["status"] == "error", sleeps
