@@ -178,3 +178,52 @@ async def test_a_cancelled_run_stops_its_call(gw):
         await still_serves(s)
     sleeps = [h for h in wait_for(gw, 2) if h["tool"] == "sleep"]
     assert len(sleeps) == 1 and sleeps[0]["status"] == "error", sleeps
+
+
+async def test_a_stopped_run_makes_no_more_calls_and_its_report_stays_small(gw):
+    """A script that catches the stop and goes on calling (with megabyte-long app names,
+    each copied into the report) is answered soon after its limit, with a small report."""
+    gw.add_app("com.example.stdio")
+    gw.config(run={"timeoutMs": 1500, "maxCalls": 50, "maxResultBytes": 100000})
+    script = """
+    const name = 'a'.repeat(1000000); let failed = 0;
+    for (let i = 0; i < 50; i++) { try { await call(name, 'echo', {}); } catch (e) { failed++; } }
+    while (true) { try { await call('com.example.stdio', 'echo', {text: 'again'}); } catch (e) {} }
+    """
+    async with gw.session() as s:
+        started = anyio.current_time()
+        r, out = await run(s, script)
+        assert anyio.current_time() - started < 10, "answered soon after the time limit"
+        assert r.is_error and out["error"]["code"] == "TIMEOUT", out["error"]
+        assert len(json.dumps(out)) < 100_000, "names are cut in the report"
+        assert all(len(c["app"]) <= 201 for c in out["calls"])
+        await still_serves(s)
+    assert not [h for h in wait_for(gw, 1) if h["args"].get("text") == "again" and h["status"] == "ok"]
+
+
+async def test_arguments_that_are_not_json_are_refused_not_dropped(gw):
+    gw.add_app("com.example.stdio")
+    script = """
+    try { await call('com.example.stdio', 'echo', {text: 'keep me', bad: '\\ud800'}); return 'ran'; }
+    catch (e) { return [e.name, e.message]; }
+    """
+    async with gw.session() as s:
+        r, out = await run(s, script)
+        assert out["result"][0] == "TypeError" and "JSON" in out["result"][1], out
+        assert out["calls"] == [], "nothing was called"
+        await still_serves(s)
+
+
+async def test_runs_at_once_are_bounded(gw):
+    gw.add_app("com.example.stdio")
+    gw.config(run={"timeoutMs": 3000})
+    async with gw.session() as s:
+        results = []
+
+        async def one():
+            results.append(await run(s, "const t = performance.now(); while (performance.now() - t < 1500) {} return 1;"))
+        async with anyio.create_task_group() as tg:
+            for _ in range(6):
+                tg.start_soon(one)
+    codes = sorted((out.get("error") or {}).get("code", "ok") for _, out in results)
+    assert codes == ["RATE_LIMITED", "RATE_LIMITED", "ok", "ok", "ok", "ok"], codes

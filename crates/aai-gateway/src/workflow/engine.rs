@@ -101,6 +101,9 @@ const MAX_STACK: usize = 1024 * 1024;
 /// The engine thread's own stack.
 const THREAD_STACK: usize = 8 * 1024 * 1024;
 
+/// Most characters of a thrown error's message, and of its stack, in the report.
+const MAX_ERROR_TEXT: usize = 4000;
+
 /// Why nothing more can be asked: the run ended on the gateway side.
 const STOPPED: &str = "the run was stopped";
 
@@ -215,7 +218,14 @@ fn install<'js>(
         Function::new(
             ctx.clone(),
             move |ctx: Ctx<'js>, app: String, tool: String, args: String| {
-                let args = serde_json::from_str(&args).unwrap_or(Value::Null);
+                // Arguments that do not read back as JSON (a lone surrogate, nesting past
+                // the parser's depth) are refused: never sent as no arguments.
+                let args: Value = serde_json::from_str(&args).map_err(|e| {
+                    Exception::throw_type(
+                        &ctx,
+                        &format!("the arguments cannot be sent as JSON: {e}"),
+                    )
+                })?;
                 ask(&ctx, &to, |reply| Ask::Call {
                     app,
                     tool,
@@ -293,6 +303,8 @@ fn thrown(ctx: &Ctx<'_>, e: rquickjs::Error) -> End {
             ex.message().unwrap_or_default(),
             ex.stack().unwrap_or_default(),
         ),
+        // QuickJS throws `null` when an allocation fails past the limit.
+        None if caught.is_null() => return End::OutOfMemory,
         None => (
             String::new(),
             ctx.json_stringify(caught.clone())
@@ -303,6 +315,10 @@ fn thrown(ctx: &Ctx<'_>, e: rquickjs::Error) -> End {
             String::new(),
         ),
     };
+    let (message, stack) = (
+        crate::text::excerpt(&message, MAX_ERROR_TEXT),
+        crate::text::excerpt(&stack, MAX_ERROR_TEXT),
+    );
     match (name.as_str(), message.as_str()) {
         ("SyntaxError", _) => End::Syntax(format!("{message}{}", where_in(&stack))),
         (_, "out of memory") => End::OutOfMemory,

@@ -72,6 +72,9 @@ pub(crate) enum Error {
     /// The client cancelled the run.
     #[error("the run was cancelled")]
     Cancelled,
+    /// Too many runs are under way.
+    #[error("{0} runs are under way, the most at once; run this one when one has ended")]
+    Busy(usize),
     /// The engine could not run it.
     #[error("the script engine failed: {0}")]
     Engine(String),
@@ -94,6 +97,7 @@ impl Error {
         match self {
             Error::Syntax(_) => Code::ScriptParseError,
             Error::TimedOut(_) => Code::Timeout,
+            Error::Busy(_) => Code::RateLimited,
             _ => Code::AutomationFailed,
         }
     }
@@ -176,6 +180,9 @@ pub(crate) async fn run(
     on_call: Option<OnCall>,
     origin: &Origin,
 ) -> Report {
+    let Some(_slot) = Slot::take() else {
+        return Report::failed(Error::Busy(MAX_RUNS));
+    };
     let stop = cancel.child_token();
     let (to_gateway, mut asks) = mpsc::unbounded_channel();
     let setup = engine::Setup {
@@ -255,8 +262,39 @@ pub(crate) async fn run(
     }
 }
 
+/// Most characters of an app or tool name in the report.
+const MAX_NAME: usize = 200;
+
+/// How many runs may be under way at once (each may hold `run.memoryMb`); one more is
+/// refused at once.
+const MAX_RUNS: usize = 4;
+
+/// Runs under way.
+static RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// How long a call cancelled by the run's end may take to end.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// A place among the [`MAX_RUNS`] runs under way, given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        use std::sync::atomic::Ordering;
+        RUNNING
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_RUNS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
 
 /// What answering an ask did.
 struct Answered {
@@ -285,6 +323,18 @@ async fn answer(
             args,
             reply,
         } => {
+            // A stopped run makes no more calls, whatever the script does with the error
+            // its last one threw.
+            if stop.is_cancelled() {
+                let _ = reply.send(Err(thrown(
+                    Code::AutomationFailed,
+                    "the run was stopped".into(),
+                )));
+                return Answered {
+                    called: false,
+                    stop: None,
+                };
+            }
             if calls.len() >= limits.max_calls {
                 let e = Error::TooManyCalls(limits.max_calls);
                 let _ = reply.send(Err(thrown(Code::AutomationFailed, e.to_string())));
@@ -317,12 +367,15 @@ async fn answer(
             let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             let answer = match result {
                 Some(Ok(outcome)) => for_script(outcome),
-                Some(Err(e)) => Err(thrown(e.code, e.message())),
+                Some(Err(e)) => Err(thrown(
+                    e.code,
+                    crate::text::excerpt(&e.message(), MAX_NAME * 4),
+                )),
                 None => Err(thrown(Code::AutomationFailed, "the run was stopped".into())),
             };
             calls.push(CallNote {
-                app,
-                tool,
+                app: crate::text::excerpt(&app, MAX_NAME),
+                tool: crate::text::excerpt(&tool, MAX_NAME),
                 status: if answer.is_ok() { "ok" } else { "error" },
                 code: answer.as_ref().err().map(|t| t.code.name()),
                 ms,
