@@ -497,15 +497,15 @@ impl Gateway {
         snapshot: Arc<Snapshot>,
         app: &str,
     ) -> Result<Arc<Snapshot>, GatewayError> {
-        if !self.may_list(&snapshot, app) {
-            return Ok(snapshot);
-        }
-        let Some((entry, server)) = snapshot
-            .find(app)
-            .and_then(|entry| Some((entry, self.unlisted_server(entry)?)))
-        else {
+        let Some(entry) = snapshot.find(app) else {
             return Ok(snapshot);
         };
+        let Some(server) = self.unlisted_server(entry) else {
+            return Ok(snapshot);
+        };
+        if self.pipeline.start_to_approve(entry).is_some() {
+            return Ok(snapshot);
+        }
         let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
         let secrets = self
             .pipeline

@@ -8,13 +8,12 @@ use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use serde_json::{Map, Value, json};
 
-use super::call::{asking, driven_response, outcome_result};
+use super::call::{asking, outcome_result};
 use super::progress::progress_sink;
-use super::rounds::{self, Round};
-use super::{Server, incoming_trace, invalid};
-use crate::error::{Code, GatewayError};
+use super::rounds::Round;
+use super::{Server, invalid};
+use crate::error::GatewayError;
 use crate::exec::Progress;
-use crate::pipeline::Outcome;
 
 impl Server {
     /// `aai_batch`: every call through the pipeline; progress after each call ends.
@@ -54,49 +53,19 @@ impl Server {
             }
             return Ok(batch_result(&labels, statuses).into());
         }
-        // A 2026-07-28 client: the batch runs parked between rounds, each consent question
-        // (and each downstream server's request) one round of this `aai_batch` call.
-        let bound = rounds::bound_to(&caller, "aai", "batch");
-        let (_, parked) = self.resumed(round, &bound)?;
-        let parking = &self.shared.parking;
-        let driven = match parked {
-            Some(running) => {
-                parking
-                    .drive(running, round.responses, &ctx.ct, &bound)
-                    .await
-            }
-            None => {
-                let pipeline = self.pipeline.clone();
-                let trace = incoming_trace(ctx);
-                let running = rounds::Running::start(
-                    ctx.client_capabilities(),
-                    self.session,
-                    move |client, cancel| async move {
-                        let origin = crate::pipeline::Origin {
-                            caller,
-                            prompter: Some(Arc::new(rounds::Prompter::new(None, client.clone()))),
-                            client: Some(client),
-                            trace,
-                        };
-                        let statuses = pipeline.batch(batch, cancel, on_done, &origin).await?;
-                        let result = batch_result(&labels, statuses);
-                        Ok(Outcome {
-                            value: serde_json::to_value(result).map_err(|e| {
-                                GatewayError::new(Code::AutomationFailed, e.to_string())
-                            })?,
-                            structured: false,
-                            mcp: true,
-                        })
-                    },
-                );
-                let driven = parking.drive(running, None, &ctx.ct, &bound).await;
-                if let Some(progress) = &progress {
-                    progress.flush().await;
-                }
-                driven
-            }
-        };
-        driven.map(driven_response)
+        // A 2026-07-28 client: each consent question is a round of this `aai_batch` call.
+        let pipeline = self.pipeline.clone();
+        self.many_in_rounds(
+            "batch",
+            ctx,
+            round,
+            progress.as_ref(),
+            move |origin, cancel| async move {
+                let statuses = pipeline.batch(batch, cancel, on_done, &origin).await?;
+                Ok(batch_result(&labels, statuses))
+            },
+        )
+        .await
     }
 }
 

@@ -14,7 +14,7 @@ use super::progress::{ProgressForwarder, progress_sink};
 use super::rounds::{self, Round};
 use super::upstream::{Client, Elicit};
 use super::{Server, incoming_trace};
-use crate::error::GatewayError;
+use crate::error::{Code, GatewayError};
 use crate::pipeline::Outcome;
 
 impl Server {
@@ -84,6 +84,66 @@ impl Server {
             None => None,
         };
         Ok((nonce, parked))
+    }
+
+    /// One of the gateway's own tools of many calls (`aai_batch`, `aai_run`) for a
+    /// 2026-07-28 client: `work` (given the origin its calls carry and the token that
+    /// cancels it) runs parked between rounds, each consent question and each downstream
+    /// server's request one round of this call; a retry resumes it.
+    pub(super) async fn many_in_rounds<F, Fut>(
+        &self,
+        tool: &str,
+        ctx: &RequestContext<RoleServer>,
+        round: Round<'_>,
+        progress: Option<&ProgressForwarder>,
+        work: F,
+    ) -> Result<CallToolResponse, GatewayError>
+    where
+        F: FnOnce(crate::pipeline::Origin, tokio_util::sync::CancellationToken) -> Fut,
+        Fut: std::future::Future<Output = Result<CallToolResult, GatewayError>> + Send + 'static,
+    {
+        let caller = self.caller(ctx);
+        let bound = rounds::bound_to(&caller, "aai", tool);
+        let (_, parked) = self.resumed(round, &bound)?;
+        let parking = &self.shared.parking;
+        let driven = match parked {
+            Some(running) => {
+                parking
+                    .drive(running, round.responses, &ctx.ct, &bound)
+                    .await
+            }
+            None => {
+                let trace = incoming_trace(ctx);
+                let running = rounds::Running::start(
+                    ctx.client_capabilities(),
+                    self.session,
+                    move |client, cancel| {
+                        let origin = crate::pipeline::Origin {
+                            caller,
+                            prompter: Some(Arc::new(rounds::Prompter::new(None, client.clone()))),
+                            client: Some(client),
+                            trace,
+                        };
+                        let done = work(origin, cancel);
+                        async move {
+                            Ok(Outcome {
+                                value: serde_json::to_value(done.await?).map_err(|e| {
+                                    GatewayError::new(Code::AutomationFailed, e.to_string())
+                                })?,
+                                structured: false,
+                                mcp: true,
+                            })
+                        }
+                    },
+                );
+                let driven = parking.drive(running, None, &ctx.ct, &bound).await;
+                if let Some(progress) = progress {
+                    progress.flush().await;
+                }
+                driven
+            }
+        };
+        driven.map(driven_response)
     }
 
     /// A call of a 2026-07-28 client: the consent question, then a downstream server's

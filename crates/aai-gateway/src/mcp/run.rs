@@ -8,13 +8,12 @@ use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use serde_json::{Map, Value};
 
-use super::call::{asking, driven_response};
+use super::call::asking;
 use super::progress::progress_sink;
-use super::rounds::{self, Round};
-use super::{Server, incoming_trace, invalid};
-use crate::error::{Code, GatewayError};
+use super::rounds::Round;
+use super::{Server, invalid};
+use crate::error::GatewayError;
 use crate::exec::Progress;
-use crate::pipeline::Outcome;
 use crate::workflow::{CallNote, Report, Script};
 
 /// Longest script taken.
@@ -65,51 +64,21 @@ impl Server {
             }
             return Ok(run_result(&report).into());
         }
-        // A 2026-07-28 client: the run is parked between rounds, each consent question
-        // (and each downstream server's request) one round of this `aai_run` call.
-        let bound = rounds::bound_to(&caller, "aai", "run");
-        let (_, parked) = self.resumed(round, &bound)?;
-        let parking = &self.shared.parking;
-        let driven = match parked {
-            Some(running) => {
-                parking
-                    .drive(running, round.responses, &ctx.ct, &bound)
-                    .await
-            }
-            None => {
-                let pipeline = self.pipeline.clone();
-                let trace = incoming_trace(ctx);
-                let running = rounds::Running::start(
-                    ctx.client_capabilities(),
-                    self.session,
-                    move |client, cancel| async move {
-                        let origin = crate::pipeline::Origin {
-                            caller,
-                            prompter: Some(Arc::new(rounds::Prompter::new(None, client.clone()))),
-                            client: Some(client),
-                            trace,
-                        };
-                        let report = crate::workflow::run(
-                            &pipeline, script, &limits, cancel, on_call, &origin,
-                        )
+        // A 2026-07-28 client: each consent question is a round of this `aai_run` call.
+        let pipeline = self.pipeline.clone();
+        self.many_in_rounds(
+            "run",
+            ctx,
+            round,
+            progress.as_ref(),
+            move |origin, cancel| async move {
+                let report =
+                    crate::workflow::run(&pipeline, script, &limits, cancel, on_call, &origin)
                         .await;
-                        Ok(Outcome {
-                            value: serde_json::to_value(run_result(&report)).map_err(|e| {
-                                GatewayError::new(Code::AutomationFailed, e.to_string())
-                            })?,
-                            structured: false,
-                            mcp: true,
-                        })
-                    },
-                );
-                let driven = parking.drive(running, None, &ctx.ct, &bound).await;
-                if let Some(progress) = &progress {
-                    progress.flush().await;
-                }
-                driven
-            }
-        };
-        driven.map(driven_response)
+                Ok(run_result(&report))
+            },
+        )
+        .await
     }
 }
 
