@@ -3,7 +3,8 @@
 Requests are handled in threads, so replies can come back in a different order than
 requests were sent (the gateway must match them by request_id). Behaviour by tool:
 echo, sleep, hang (records its pid and a grandchild's pid, then never replies),
-crash (exits with status 3), garbage (prints a non-JSON line), progress, fail.
+crash (exits with status 3), garbage (prints a non-JSON line), progress, fail; add,
+remove and entries keep a ledger (a JSON list in the file `$AAI_LEDGER`).
 With --oneshot the adapter serves a single request and exits.
 """
 import json
@@ -82,12 +83,42 @@ def handle(req):
             send({"request_id": req["request_id"], "status": "progress", "progress": i + 1, "total": 3, "message": f"step {i + 1}"})
             time.sleep(0.05)
         reply(req, "done")
+    elif tool in ("add", "remove", "entries"):
+        ledger(req, tool, p)
     elif tool == "fail":
         send({"version": "1.0", "request_id": req["request_id"], "status": "error",
               "error": {"code": p.get("code", -32001), "message": p.get("message", "it failed")}})
     else:
         send({"version": "1.0", "request_id": req["request_id"], "status": "error",
               "error": {"code": "TOOL_NOT_FOUND", "message": f"unknown tool {tool}"}})
+
+
+def ledger(req, tool, p):
+    path = os.environ["AAI_LEDGER"]
+    with lock:
+        try:
+            with open(path) as f:
+                entries = json.load(f)
+        except FileNotFoundError:
+            entries = []
+        error = None
+        if tool == "add":
+            result = {"id": max([e["id"] for e in entries], default=0) + 1, "text": p["text"]}
+            entries.append(result)
+        elif tool == "remove":
+            if all(e["id"] != p["id"] for e in entries):
+                error = f"no entry {p['id']}"
+            entries = [e for e in entries if e["id"] != p["id"]]
+            result = {"removed": p["id"]}
+        else:
+            result = {"entries": entries}
+        with open(path, "w") as f:
+            json.dump(entries, f)
+    if error:
+        send({"version": "1.0", "request_id": req["request_id"], "status": "error",
+              "error": {"code": -32001, "message": error}})
+    else:
+        reply(req, result)
 
 
 for line in sys.stdin:

@@ -110,7 +110,7 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
     dump = subprocess.run([str(bin_dir() / "pg_dump"), "-h", str(pg.dir),
                            "-p", str(pg.port), "-U", "aai", "aai"], capture_output=True, timeout=60)
     assert dump.returncode == 0 and SECRET.encode() not in dump.stdout
-    assert pg.sql("SELECT version FROM aai_schema_migrations ORDER BY 1") == [["1"], ["2"]]
+    assert pg.sql("SELECT version FROM aai_schema_migrations ORDER BY 1") == [["1"], ["2"], ["3"]]
     with web(gw) as (url, proc):
         ui = ui_of(url)
         # A call that needs consent waits; the UI (reading PostgreSQL) approves it.
@@ -419,7 +419,8 @@ async def test_replicas_starting_together_migrate_once(gw, pg):
         assert json.loads(out) == {"grants": []}
     assert pg.sql("SELECT version, description FROM aai_schema_migrations ORDER BY 1", db="race") == [
         ["1", "grants, pending consent, history, credentials"],
-        ["2", "tool definitions of grants, fingerprints in history"]]
+        ["2", "tool definitions of grants, fingerprints in history"],
+        ["3", "the script run or batch of each call in history"]]
     tables = pg.sql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'aai_%' ORDER BY 1", db="race")
     assert [t[0] for t in tables] == ["aai_credentials", "aai_grants", "aai_history", "aai_pending",
                                       "aai_schema_migrations"]

@@ -377,3 +377,38 @@ async def test_streamable_http_servers_get_the_header_too(gw, collector):
     expected = f"00-{TRACE}-{execute.span_id.hex()}-01"
     assert seen["traceparent"] == expected and seen["header:traceparent"] == expected, seen
     assert seen["tracestate"] == "vendor=abc" and seen["header:tracestate"] == "vendor=abc", seen
+
+
+async def test_a_script_run_is_one_span_with_a_child_per_call(gw, collector):
+    """`aai_run`: one `aai.run` span under the caller's trace, and each call the script
+    makes an `aai.call` span under it (a local parent); the same for a batch."""
+    gw.config(consent={"mode": "allow"}, telemetry=telemetry(gw, collector.url))
+    gw.add_app("com.example.echo")
+    script = """
+    await call("com.example.echo", "echo", {text: "one"});
+    await call("com.example.echo", "echo", {text: "two"});
+    return 2;
+    """
+    async with gw.session() as s:
+        r = await s.call_tool("aai_run", {"script": script}, meta={"traceparent": TP})
+        assert not r.is_error, r.structured_content
+        run_id = r.structured_content["run"]
+        b = await s.call_tool("aai_batch", {"calls": [
+            {"app": "com.example.echo", "tool": "echo", "args": {"text": "three"}}]})
+        batch_id = b.structured_content["batch"]
+    collector.wait(3, seconds=5)
+    spans = collector.spans()
+    run = next(s for s in spans if s.name == "aai.run")
+    batch = next(s for s in spans if s.name == "aai.batch")
+    assert run.trace_id.hex() == TRACE and run.parent_span_id.hex() == PARENT
+    assert attrs(run)["aai.run.id"] == run_id and attrs(run)["aai.run.calls"] == 2
+    assert run.status.code == run.status.STATUS_CODE_OK
+    calls = [s for s in spans if s.name == "aai.call"]
+    under_run = [c for c in calls if c.parent_span_id == run.span_id]
+    assert len(under_run) == 2 and all(c.trace_id == run.trace_id for c in under_run)
+    # A local parent: not flagged as remote (bit 9 of the flags).
+    assert all(c.flags & 0x300 == 0x100 for c in under_run), [hex(c.flags) for c in under_run]
+    assert all(run.start_time_unix_nano <= c.start_time_unix_nano
+               and c.end_time_unix_nano <= run.end_time_unix_nano for c in under_run)
+    assert attrs(batch)["aai.batch.id"] == batch_id
+    assert [c for c in calls if c.parent_span_id == batch.span_id], "the batch's call is under it"

@@ -19,6 +19,7 @@
 //! * [`model`] — the normalized App → Binding → Tool model every dialect becomes.
 //! * [`name`] — localized names and locale fallback.
 //! * [`schema`] — compiled draft-07 schemas of tool parameters and results.
+//! * [`undo`] — a tool's inverse, and its arguments made from a call.
 //! * [`diagnostic`] — what is wrong, where (file + JSON pointer), how bad.
 //! * [`lint`] — description text that addresses the model ("tool poisoning"): warnings.
 //! * [`read`] — a JSON reader that reports as it goes (also reads the gateway config).
@@ -37,6 +38,7 @@ pub mod name;
 pub mod read;
 pub mod schema;
 pub mod script;
+pub mod undo;
 pub mod versions;
 
 pub use diagnostic::{Diagnostic, Severity, Sink};
@@ -48,6 +50,7 @@ pub use failure::Failure;
 pub use model::*;
 pub use name::{AppName, locale_from_posix};
 pub use schema::Schema;
+pub use undo::{Undo, UndoArg};
 
 /// The outcome of parsing one file: the app if the file has no errors, and every
 /// diagnostic (warnings too) in the order found.

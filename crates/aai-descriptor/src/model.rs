@@ -430,6 +430,9 @@ pub struct Tool {
     /// `readOnlyHint`): with `consent.readOnly: "allow"` it runs without asking.
     #[serde(rename = "readOnly", skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
+    /// The tool that undoes a call of this one (descriptor `undo`), for atomic runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undo: Option<crate::undo::Undo>,
     /// What running the tool means for its executor.
     pub call: ToolCall,
 }

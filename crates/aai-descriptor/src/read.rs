@@ -358,6 +358,11 @@ impl<'a> Arr<'a> {
         format!("{}/{index}", self.pointer)
     }
 
+    /// The elements as written, for checks across them.
+    pub fn raw(&self) -> &'a [Value] {
+        self.items
+    }
+
     /// The elements read as objects; non-objects are reported and skipped.
     pub fn objects(&self) -> impl Iterator<Item = (usize, Obj<'a>)> + '_ {
         let sink = self.sink;

@@ -74,6 +74,7 @@ fn main() {
             duration_ms: 0,
             excerpt,
             fingerprint: None,
+            run: None,
         });
         us.push(t.elapsed().as_secs_f64() * 1e6);
         if !full {
@@ -161,6 +162,7 @@ fn main() {
                 duration_ms: 1,
                 excerpt: "{\"ok\":true}".into(),
                 fingerprint: None,
+                run: None,
             });
             sent += 1;
         }

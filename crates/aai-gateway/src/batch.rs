@@ -6,6 +6,9 @@
 //! `skipped`); calls already running finish, since stopping one midway may leave half an
 //! effect. Cancelling the batch cancels the running calls and skips the rest.
 //!
+//! An atomic batch runs in sequence and stops at the first failure; then (or when it is
+//! cancelled) its completed calls are undone, newest first ([`crate::rollback`]).
+//!
 //! The results of one batch add up to at most [`RESULT_BUDGET`] bytes (as JSON): a call
 //! that finishes once the budget is spent still ran, but its result is left out
 //! ([`Status::Cut`]), so that a hundred large results cannot make a reply of gigabytes.
@@ -17,7 +20,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Code, GatewayError};
-use crate::pipeline::{Origin, Outcome, Pipeline};
+use crate::pipeline::{Origin, Outcome, Pipeline, Within};
+use crate::rollback::Step;
+use crate::telemetry;
 
 /// Why a batch was refused whole. `From<Error> for GatewayError` below gives the codes.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +117,21 @@ pub struct Batch {
     pub mode: Mode,
     /// Stop starting calls after the first failure.
     pub stop_on_error: bool,
+    /// Undo the completed calls unless all of them succeed (implies [`Mode::Sequence`]
+    /// and `stop_on_error`).
+    pub atomic: bool,
+}
+
+/// What a batch did.
+#[derive(Debug)]
+pub struct Ran {
+    /// Each call's status, in the calls' order.
+    pub statuses: Vec<Status>,
+    /// The batch's id (`batch-…`: its calls' history records name it).
+    pub id: String,
+    /// For an atomic batch that did not finish: what became of each completed call's
+    /// undo, newest first.
+    pub(crate) undone: Option<Vec<crate::rollback::Undone>>,
 }
 
 /// Called after each call ends: (calls done, calls in all, that call's status).
@@ -119,14 +139,16 @@ pub(crate) type OnDone = Arc<dyn Fn(usize, usize, &Status) + Send + Sync>;
 
 impl Pipeline {
     /// Runs `batch`; the statuses are in the calls' order. `cancel` stops the batch.
-    /// Fails as a whole only when it has no calls or more than `batch.maxCalls`.
+    /// Fails as a whole only when it has no calls or more than `batch.maxCalls`. Its
+    /// calls are part of one batch ([`Within`]): each names it in its question and
+    /// history record, under one span.
     pub async fn batch(
         &self,
         batch: Batch,
         cancel: CancellationToken,
         on_done: Option<OnDone>,
         origin: &Origin,
-    ) -> Result<Vec<Status>, GatewayError> {
+    ) -> Result<Ran, GatewayError> {
         let max = self.settings().batch_max_calls;
         let total = batch.calls.len();
         if total == 0 {
@@ -135,16 +157,37 @@ impl Pipeline {
         if total > max {
             return Err(Error::TooMany { total, max }.into());
         }
-        let width = match batch.mode {
-            Mode::Parallel => self.settings().batch_concurrency,
-            Mode::Sequence => 1,
+        let irreversible = if batch.atomic {
+            let named = batch.calls.iter().flatten();
+            self.irreversible(named.map(|c| (c.app.as_str(), c.tool.as_str())), origin)
+                .await
+        } else {
+            Vec::new()
         };
+        let within = Arc::new(Within::batch(batch.atomic, irreversible));
+        let mut span =
+            telemetry::Call::start_as(telemetry::BATCH, self.telemetry(), origin.trace.as_ref());
+        span.span().set("aai.batch.id", within.id.clone());
+        span.span().set("aai.batch.calls", total as i64);
+        let origin = &Origin {
+            within: Some(within.clone()),
+            trace: span.span().context().cloned(),
+            ..origin.clone()
+        };
+        let stop_on_error = batch.stop_on_error || batch.atomic;
+        let width = match batch.mode {
+            Mode::Parallel if !batch.atomic => self.settings().batch_concurrency,
+            _ => 1,
+        };
+        let atomic = batch.atomic;
+        let steps = std::sync::Mutex::new(Vec::new());
         // Stops calls from starting (after a failure with stopOnError, or on cancel).
         let stop = cancel.child_token();
         let done = std::sync::atomic::AtomicUsize::new(0);
         let spent = std::sync::atomic::AtomicUsize::new(0);
         let run = |(index, call): (usize, Result<Call, GatewayError>)| {
             let (stop, cancel, on_done, done, spent) = (&stop, &cancel, &on_done, &done, &spent);
+            let steps = &steps;
             async move {
                 let status = if stop.is_cancelled() {
                     Status::Skipped(if cancel.is_cancelled() {
@@ -156,6 +199,7 @@ impl Pipeline {
                     match call {
                         Err(e) => Status::Failed(e),
                         Ok(call) => {
+                            let args = atomic.then(|| call.args.clone());
                             match self
                                 .call(
                                     &call.app,
@@ -167,13 +211,31 @@ impl Pipeline {
                                 )
                                 .await
                             {
-                                Ok(outcome) => keep_within(outcome, spent),
+                                Ok(outcome) => {
+                                    if let Some(args) = args
+                                        && crate::rollback::value_of(&outcome).is_ok()
+                                    {
+                                        let args = args.unwrap_or(Value::Null);
+                                        let plan = self
+                                            .undo_plan(
+                                                &call.app, &call.tool, &args, &outcome, origin,
+                                            )
+                                            .await;
+                                        steps.lock().expect("steps lock").push(Step {
+                                            index,
+                                            app: call.app,
+                                            tool: call.tool,
+                                            plan,
+                                        });
+                                    }
+                                    keep_within(outcome, spent)
+                                }
                                 Err(e) => Status::Failed(e),
                             }
                         }
                     }
                 };
-                if batch.stop_on_error && status.failed() {
+                if stop_on_error && status.failed() {
                     stop.cancel();
                 }
                 let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
@@ -190,7 +252,29 @@ impl Pipeline {
                 .collect()
                 .await;
         statuses.sort_by_key(|(index, _)| *index);
-        Ok(statuses.into_iter().map(|(_, status)| status).collect())
+        let statuses: Vec<Status> = statuses.into_iter().map(|(_, status)| status).collect();
+        // All or nothing: a failed or skipped call undoes the completed ones.
+        let finished = statuses
+            .iter()
+            .all(|s| matches!(s, Status::Ok(_) | Status::Cut { .. }) && !s.failed());
+        let undone = if within.atomic && !finished {
+            let steps = steps.into_inner().expect("steps lock");
+            Some(self.roll_back(steps, origin).await)
+        } else {
+            None
+        };
+        let failed = statuses.iter().filter(|s| s.failed()).count();
+        span.span().set("aai.batch.failed", failed as i64);
+        span.finish(if failed == 0 {
+            Ok(())
+        } else {
+            Err("BATCH_FAILED")
+        });
+        Ok(Ran {
+            statuses,
+            id: within.id.clone(),
+            undone,
+        })
     }
 }
 

@@ -90,6 +90,9 @@ pub struct Record {
     /// tool was not found.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<String>,
+    /// The script run or batch the call was part of (`run-…`, `batch-…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 /// Where records go.
@@ -405,8 +408,8 @@ async fn pg_insert(
             let tx = client.transaction().await?;
             let stmt = tx
                 .prepare(
-                    "INSERT INTO aai_history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, replica, seq, person, fingerprint)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                    "INSERT INTO aai_history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, replica, seq, person, fingerprint, run)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                      ON CONFLICT (replica, seq) DO NOTHING",
                 )
                 .await?;
@@ -415,7 +418,7 @@ async fn pg_insert(
                 .iter()
                 .map(|(seq, r)| (clamp(r.at_ms), r.args.to_string(), clamp(r.duration_ms), *seq, r))
                 .collect();
-            let params: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 14]> = rows
+            let params: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 15]> = rows
                 .iter()
                 .map(|(at, args, duration, seq, r)| {
                     [
@@ -433,6 +436,7 @@ async fn pg_insert(
                         seq,
                         &r.person,
                         &r.fingerprint,
+                        &r.run,
                     ]
                 })
                 .collect();
@@ -469,10 +473,10 @@ pub async fn rows_shared(
     let client = shared.client().await?;
     let rows = shared
         .timed(client.query(
-            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint FROM aai_history
+            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint, run FROM aai_history
              WHERE ($1::TEXT IS NULL OR app = $1) AND ($2::TEXT IS NULL OR tool = $2) AND ($3::TEXT IS NULL OR caller = $3)
                AND ($4::TEXT IS NULL OR status = $4) AND ($5::BIGINT IS NULL OR at_ms >= $5)
-               AND ($7::TEXT IS NULL OR person = $7)
+               AND ($7::TEXT IS NULL OR person = $7) AND ($8::TEXT IS NULL OR run = $8)
              ORDER BY at_ms DESC, id DESC LIMIT $6",
             &[
                 &filter.app,
@@ -482,6 +486,7 @@ pub async fn rows_shared(
                 &filter.since_ms.map(clamp),
                 &clamp(filter.limit as u64),
                 &filter.person,
+                &filter.run,
             ],
         ))
         .await?;
@@ -496,7 +501,7 @@ pub(crate) async fn get_shared(
     let client = shared.client().await?;
     let row = shared
         .timed(client.query_opt(
-            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint FROM aai_history WHERE id = $1",
+            "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint, run FROM aai_history WHERE id = $1",
             &[&clamp(id)],
         ))
         .await?;
@@ -519,6 +524,7 @@ fn pg_record(r: &tokio_postgres::Row) -> (u64, Record) {
             asked: r.get(10),
             person: r.get(11),
             fingerprint: r.get(12),
+            run: r.get(13),
         },
     )
 }
@@ -563,6 +569,16 @@ fn connect(file: &Path) -> rusqlite::Result<Connection> {
         if !has_fingerprint {
             conn.execute_batch("ALTER TABLE history ADD COLUMN fingerprint TEXT")?;
         }
+        // Added with script runs: the run or batch each call was part of.
+        let has_run = conn
+            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'run'")?
+            .exists([])?;
+        if !has_run {
+            conn.execute_batch("ALTER TABLE history ADD COLUMN run TEXT")?;
+        }
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS history_run ON history (run) WHERE run IS NOT NULL",
+        )?;
         Ok(())
     })
 }
@@ -617,8 +633,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            "INSERT INTO history (at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint, run)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )?;
         for r in batch {
             stmt.execute(params![
@@ -633,7 +649,8 @@ fn insert(conn: &Connection, batch: &[Record]) -> rusqlite::Result<()> {
                 r.excerpt,
                 r.asked,
                 r.person,
-                r.fingerprint
+                r.fingerprint,
+                r.run
             ])?;
         }
     }
@@ -679,6 +696,8 @@ pub struct Filter {
     pub person: Option<String>,
     /// Only `ok` or `error`.
     pub status: Option<String>,
+    /// Only the calls of this script run or batch.
+    pub run: Option<String>,
     /// Only records at or after this Unix time (ms).
     pub since_ms: Option<u64>,
     /// At most this many, newest first.
@@ -696,7 +715,7 @@ pub(crate) fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, E
         file,
         "WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR caller = ?3)
            AND (?4 IS NULL OR status = ?4) AND (?5 IS NULL OR at_ms >= ?5)
-           AND (?7 IS NULL OR person = ?7)
+           AND (?7 IS NULL OR person = ?7) AND (?8 IS NULL OR run = ?8)
          ORDER BY at_ms DESC, id DESC LIMIT ?6",
         params![
             filter.app,
@@ -705,7 +724,8 @@ pub(crate) fn rows(file: &Path, filter: &Filter) -> Result<Vec<(u64, Record)>, E
             filter.status,
             filter.since_ms.map(clamp),
             clamp(filter.limit as u64),
-            filter.person
+            filter.person,
+            filter.run
         ],
     )
 }
@@ -728,7 +748,7 @@ fn select(
         source,
     })?;
     let mut stmt = conn.prepare(&format!(
-        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint FROM history {rest}"
+        "SELECT id, at_ms, caller, app, tool, args, status, code, duration_ms, excerpt, asked, person, fingerprint, run FROM history {rest}"
     ))?;
     let rows = stmt.query_map(params, |r| {
         Ok((
@@ -746,6 +766,7 @@ fn select(
                 asked: r.get(10)?,
                 person: r.get(11)?,
                 fingerprint: r.get(12)?,
+                run: r.get(13)?,
             },
         ))
     })?;

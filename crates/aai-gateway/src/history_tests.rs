@@ -136,6 +136,7 @@ fn a_token_in_a_tool_name_or_a_stored_excerpt_is_masked() {
         duration_ms: 0,
         excerpt: format!("no tool `{sk}` here"),
         fingerprint: None,
+        run: None,
     });
     assert_eq!(kept.tool, "search.***");
     assert_eq!(kept.excerpt, "no tool `***` here");
@@ -169,6 +170,7 @@ fn records_are_written_off_thread_filtered_and_pruned() {
             duration_ms: i,
             excerpt: String::new(),
             fingerprint: None,
+            run: None,
         });
     }
     let all = |f: &Filter| query(&file, f).unwrap();

@@ -60,6 +60,7 @@ pub(crate) mod peer;
 pub(crate) mod pipeline;
 pub(crate) mod ratelimit;
 pub(crate) mod registry;
+pub(crate) mod rollback;
 pub(crate) mod store;
 pub(crate) mod telemetry;
 pub(crate) mod text;
@@ -122,7 +123,9 @@ pub mod testing {
         pub use crate::net::install_crypto;
     }
     pub mod pipeline {
-        pub use crate::pipeline::{Apps, AppsFuture, Origin, Parts, Pipeline, Settings, base_dir};
+        pub use crate::pipeline::{
+            Apps, AppsFuture, Origin, Parts, Pipeline, Settings, Within, base_dir,
+        };
     }
     pub mod ratelimit {
         pub use crate::ratelimit::Limiter;

@@ -33,6 +33,7 @@ use crate::telemetry::{self, Kind};
 mod args;
 mod call;
 mod memo;
+pub use crate::consent::Within;
 use args::validate;
 
 /// Why the call path refused a call before any executor ran. `From<Error> for
@@ -177,6 +178,8 @@ pub struct Origin {
     pub client: Option<exec::UpstreamRef>,
     /// The caller's W3C trace context (`traceparent`), when it sent a valid one.
     pub trace: Option<crate::telemetry::Context>,
+    /// The script run or batch the call is part of.
+    pub within: Option<Arc<Within>>,
 }
 
 impl std::fmt::Debug for Origin {
@@ -186,6 +189,7 @@ impl std::fmt::Debug for Origin {
             .field("prompter", &self.prompter.is_some())
             .field("client", &self.client.is_some())
             .field("trace", &self.trace)
+            .field("within", &self.within.as_ref().map(|w| &w.id))
             .finish()
     }
 }
@@ -391,6 +395,11 @@ impl Pipeline {
     /// Where calls are counted, when they are.
     pub fn metrics(&self) -> Option<&Arc<crate::metrics::Metrics>> {
         self.metrics.as_ref()
+    }
+
+    /// Where spans go, when they are exported.
+    pub(crate) fn telemetry(&self) -> Option<&Arc<telemetry::Telemetry>> {
+        self.telemetry.as_ref()
     }
 
     /// The settings calls run with.
@@ -621,6 +630,7 @@ impl Pipeline {
                 duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
                 excerpt,
                 fingerprint: trace.fingerprint,
+                run: origin.within.as_ref().map(|w| w.id.clone()),
             });
         }
         result

@@ -116,6 +116,8 @@ pub struct Context {
     pub flags: u8,
     /// The vendors' `tracestate`, passed on as it came (when it is well formed).
     pub state: Option<Arc<str>>,
+    /// A span of this gateway (a script run's): a span under it has a local parent.
+    pub(crate) local: bool,
 }
 
 impl std::fmt::Debug for Context {
@@ -168,6 +170,7 @@ impl Context {
             // Version 00 defines only `sampled`; other bits are not passed on.
             flags: flags & 1,
             state: tracestate.and_then(valid_tracestate).map(Arc::from),
+            local: false,
         })
     }
 
@@ -585,6 +588,10 @@ pub(crate) const CONSENT: &str = "aai.consent";
 pub(crate) const CREDENTIALS: &str = "aai.credentials";
 /// The executor's span.
 pub(crate) const EXECUTE: &str = "aai.execute";
+/// A script run's span, the parent of its calls'.
+pub(crate) const RUN: &str = "aai.run";
+/// A batch's span, the parent of its calls'.
+pub(crate) const BATCH: &str = "aai.batch";
 
 /// One call's trace: the call span when it is recorded, and the context its executor
 /// passes on. Without an exporter (or under a caller's unsampled trace) nothing is
@@ -627,13 +634,14 @@ impl Call {
             span_id: random_bytes(),
             flags: 1,
             state: incoming.and_then(|c| c.state.clone()),
+            local: false,
         };
         Call {
             telemetry: Some(telemetry.clone()),
             span: Span {
                 recorded: true,
                 parent: incoming.map(|c| c.span_id),
-                remote_parent: incoming.is_some(),
+                remote_parent: incoming.is_some_and(|c| !c.local),
                 ctx: Some(ctx),
                 name: CALL,
                 kind: Kind::Server,
@@ -642,6 +650,25 @@ impl Call {
                 attributes: Vec::with_capacity(8),
             },
         }
+    }
+
+    /// Starts a span named `name` that is not a call's (a script run's), under
+    /// `incoming` as [`Call::start`] does: the spans of the calls under it have it as
+    /// their local parent (pass on [`Span::context`]).
+    pub(crate) fn start_as(
+        name: &'static str,
+        telemetry: Option<&Arc<Telemetry>>,
+        incoming: Option<&Context>,
+    ) -> Call {
+        let mut call = Call::start(telemetry, incoming);
+        if call.span.recorded {
+            call.span.name = name;
+            call.span.kind = Kind::Internal;
+            if let Some(ctx) = &mut call.span.ctx {
+                ctx.local = true;
+            }
+        }
+        call
     }
 
     /// Whether this call's spans are recorded.

@@ -103,6 +103,7 @@ async fn ask(
         prompter: None,
         client: None,
         trace: None,
+        within: None,
     };
     gateway
         .pipeline()

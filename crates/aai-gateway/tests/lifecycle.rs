@@ -81,6 +81,7 @@ fn serving_ends_on_stop_and_the_teardown_leaves_nothing_running() {
             prompter: None,
             client: None,
             trace: None,
+            within: None,
         };
         let called = gateway
             .pipeline()

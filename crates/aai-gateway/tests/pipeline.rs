@@ -159,6 +159,7 @@ fn origin() -> Origin {
         prompter: None,
         client: None,
         trace: None,
+        within: None,
     }
 }
 
@@ -278,18 +279,21 @@ async fn a_batch_keeps_the_order_and_stops_after_a_failure_when_asked() {
         calls: vec![call(json!("a")), call(json!(1)), call(json!("c"))],
         mode: Mode::Sequence,
         stop_on_error: true,
+        atomic: false,
     };
     let statuses = b
         .pipeline
         .batch(batch, CancellationToken::new(), None, &origin())
         .await
-        .unwrap();
+        .unwrap()
+        .statuses;
     let names: Vec<&str> = statuses.iter().map(|s| s.name()).collect();
     assert_eq!(names, ["ok", "error", "skipped"]);
     let empty = Batch {
         calls: Vec::new(),
         mode: Mode::Parallel,
         stop_on_error: false,
+        atomic: false,
     };
     let e = b
         .pipeline
@@ -492,13 +496,15 @@ async fn an_app_limit_counts_every_caller_and_each_call_of_a_batch() {
                 calls: vec![call(), call(), call(), call()],
                 mode: Mode::Sequence,
                 stop_on_error: false,
+                atomic: false,
             },
             CancellationToken::new(),
             None,
             &origin(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .statuses;
     let codes: Vec<Option<Code>> = results
         .iter()
         .map(|r| match r {

@@ -436,6 +436,7 @@ fn call(tool: &str, at_ms: u64, ok: bool) -> Record {
         duration_ms: 12,
         excerpt: format!("{tool} done"),
         fingerprint: Some(format!("fp-{tool}")),
+        run: None,
     }
 }
 

@@ -449,6 +449,7 @@ fn skill_tool(sink: &crate::diagnostic::Sink) -> Option<Tool> {
         returns: None,
         timeout: None,
         read_only: true,
+        undo: None,
         call: ToolCall::Forward,
     })
 }
@@ -476,6 +477,7 @@ fn agent_tool(sink: &crate::diagnostic::Sink, name: &str, id: &str) -> Option<To
         returns: None,
         timeout: None,
         read_only: false,
+        undo: None,
         call: ToolCall::Envelope,
     })
 }

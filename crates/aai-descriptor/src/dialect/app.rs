@@ -169,6 +169,7 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
                 .values()
                 .filter_map(|(i, v)| Some((i, v.get("name")?.as_str()?))),
         );
+        crate::undo::check_all(sink, tools_array.pointer(), tools_array.raw());
         tools
     };
 
@@ -636,6 +637,7 @@ fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
         returns: base.returns,
         timeout: None,
         read_only: base.read_only,
+        undo: base.undo,
         call: call?,
     })
 }

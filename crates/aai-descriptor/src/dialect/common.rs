@@ -20,6 +20,8 @@ pub(crate) struct ToolBase<'a> {
     pub returns: Option<Schema>,
     /// `readOnly`: the tool only reads.
     pub read_only: bool,
+    /// `undo`: the tool that undoes a call.
+    pub undo: Option<crate::undo::Undo>,
 }
 
 /// Reads and checks an app id.
@@ -84,6 +86,7 @@ pub(crate) fn tool_base<'a>(tool: &mut Obj<'a>) -> Option<ToolBase<'a>> {
         .and_then(|v| schema(tool.sink(), v, tool.at("returns"), false));
     let returns_ok = returns.is_some() || !tool.has("returns");
     let read_only = tool.opt_bool("readOnly").unwrap_or(false);
+    let undo = crate::undo::read(tool);
     Some(ToolBase {
         name: name?.to_owned(),
         description,
@@ -91,6 +94,7 @@ pub(crate) fn tool_base<'a>(tool: &mut Obj<'a>) -> Option<ToolBase<'a>> {
         params_json: params_json?,
         returns: if returns_ok { returns } else { return None },
         read_only,
+        undo,
     })
 }
 

@@ -145,6 +145,7 @@ fn binding(section: &mut Obj<'_>, platform: Platform) -> Option<Binding> {
             .values()
             .filter_map(|(i, v)| Some((i, v.get("name")?.as_str()?))),
     );
+    crate::undo::check_all(section.sink(), tools_array.pointer(), tools_array.raw());
     Some(Binding {
         platform,
         executor: executor?,
@@ -218,6 +219,7 @@ fn tool(
         parameters,
         returns,
         read_only,
+        undo,
         ..
     } = base?;
     Some(Tool {
@@ -227,6 +229,7 @@ fn tool(
         returns,
         timeout,
         read_only,
+        undo,
         call: call?,
     })
 }

@@ -61,6 +61,7 @@ pub(super) fn run(ctx: Context, app: &str, tool: &str, args: Option<&str>) -> Ex
                 .then(|| std::sync::Arc::new(Terminal) as crate::consent::SharedPrompter),
             client: None,
             trace: None,
+            within: None,
         };
         gateway
             .pipeline()

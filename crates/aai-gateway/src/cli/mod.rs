@@ -156,6 +156,9 @@ enum Command {
         /// Only `ok` or `error`.
         #[arg(long, value_parser = ["ok", "error"])]
         status: Option<String>,
+        /// Only the calls of one script run or batch (`run-…`, `batch-…`).
+        #[arg(long)]
+        run: Option<String>,
         /// Only the last while: 30m, 2h, 7d.
         #[arg(long, value_name = "DURATION")]
         since: Option<String>,
@@ -468,6 +471,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             caller,
             person,
             status,
+            run,
             since,
             limit,
             json,
@@ -484,6 +488,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 caller,
                 person,
                 status,
+                run,
                 since_ms,
                 limit,
             };

@@ -12,6 +12,7 @@ fn tool(description: &str, parameters: Value, read_only: bool) -> Tool {
         returns: None,
         timeout: None,
         read_only,
+        undo: None,
         call: ToolCall::Forward,
     }
 }
@@ -163,6 +164,7 @@ fn asking(t: &Tool) -> Question {
         remember: true,
         definition: Some(Arc::new(Definition::of(t))),
         changed: None,
+        within: None,
     }
 }
 

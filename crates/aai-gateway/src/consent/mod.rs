@@ -28,6 +28,7 @@ mod question;
 pub(crate) mod shared;
 pub(crate) mod site;
 pub mod state;
+mod within;
 
 use crate::identity::Caller;
 pub use gate::Gate;
@@ -36,6 +37,8 @@ use pending::Slot;
 pub(crate) use pending::{NotPending, Pending};
 pub(crate) use question::{ANY_CALLER, Prompter, START, SharedPrompter};
 pub use question::{Choice, Fixed, Question, Reply};
+pub(crate) use within::Note;
+pub use within::Within;
 
 use std::collections::HashMap;
 use std::future::Future;

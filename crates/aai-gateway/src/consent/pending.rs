@@ -41,6 +41,10 @@ pub struct Pending {
     cert: Option<String>,
     /// What an allowing answer also starts (a command line, or the server reached).
     pub start: Option<String>,
+    /// The script run or batch the call is part of (the first question of a run shows
+    /// its script).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<String>,
     /// The digest an "always" answer ties the start to.
     #[serde(skip)]
     start_pin: Option<String>,
@@ -220,6 +224,7 @@ impl Gate {
             cert: question.cert().map(str::to_owned),
             start: question.start.as_ref().map(Start::describe),
             start_pin: question.start.as_ref().map(|s| s.pin.clone()),
+            within: question.within.as_ref().map(|(w, note)| w.describe(note)),
             at_ms: now_ms(),
             waiting: true,
             lasting: question.remember,

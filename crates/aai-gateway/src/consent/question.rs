@@ -70,6 +70,8 @@ pub struct Question {
     /// What changed in the tool since the caller's grant for it was given (the gate fills
     /// it in when it asks, [`Gate::explain`]).
     pub changed: Option<String>,
+    /// The script run or batch the call is part of, and what the question says of it.
+    pub within: Option<(Arc<super::Within>, super::Note)>,
 }
 
 impl Question {
@@ -97,6 +99,7 @@ impl Question {
             remember: true,
             definition: None,
             changed: None,
+            within: None,
         }
     }
 
@@ -176,6 +179,10 @@ impl Question {
         }
         if !self.remember {
             text.push_str(" (asked each time: an answer allows this change only)");
+        }
+        if let Some((within, note)) = &self.within {
+            text.push_str(" — ");
+            text.push_str(&within.describe(note));
         }
         text
     }

@@ -434,6 +434,7 @@ mod tests {
             returns: None,
             timeout: None,
             read_only: false,
+            undo: None,
             call: aai_descriptor::ToolCall::Forward,
         };
         let first = crate::consent::fingerprint::Definition::of(&tool("Send"));

@@ -44,14 +44,14 @@ impl Server {
         });
         if !round_trips {
             let origin = self.session_origin(caller, elicits, ctx);
-            let statuses = self
+            let ran = self
                 .pipeline
                 .batch(batch, ctx.ct.clone(), on_done, &origin)
                 .await?;
             if let Some(progress) = &progress {
                 progress.flush().await;
             }
-            return Ok(batch_result(&labels, statuses).into());
+            return Ok(batch_result(&labels, ran).into());
         }
         // A 2026-07-28 client: each consent question is a round of this `aai_batch` call.
         let pipeline = self.pipeline.clone();
@@ -61,8 +61,8 @@ impl Server {
             round,
             progress.as_ref(),
             move |origin, cancel| async move {
-                let statuses = pipeline.batch(batch, cancel, on_done, &origin).await?;
-                Ok(batch_result(&labels, statuses))
+                let ran = pipeline.batch(batch, cancel, on_done, &origin).await?;
+                Ok(batch_result(&labels, ran))
             },
         )
         .await
@@ -85,8 +85,16 @@ fn read_batch(
         }
         None => return Err(invalid("calls", "`calls` is required")),
     };
+    let atomic = super::run::atomic(args)?;
     let mode = match args.get("mode") {
+        None | Some(Value::Null) if atomic => Mode::Sequence,
         None | Some(Value::Null) => Mode::Parallel,
+        Some(Value::String(m)) if m == "parallel" && atomic => {
+            return Err(invalid(
+                "mode",
+                "an atomic batch runs in sequence: leave `mode` out or make it \"sequence\"",
+            ));
+        }
         Some(Value::String(m)) if m == "parallel" => Mode::Parallel,
         Some(Value::String(m)) if m == "sequence" => Mode::Sequence,
         Some(_) => {
@@ -152,19 +160,23 @@ fn read_batch(
             calls: read,
             mode,
             stop_on_error,
+            atomic,
         },
         labels,
     ))
 }
 
 /// A batch's result: one line per call in the text, and in `structuredContent`
-/// `{results: [{index, app, tool, status, result | error | reason}], ok, failed, skipped}`
-/// with each error in the shape of docs/design.md, Errors, and each result as the
-/// `aai_exec` result it would be.
-fn batch_result(
-    labels: &[(String, String)],
-    statuses: Vec<crate::batch::Status>,
-) -> CallToolResult {
+/// `{results: [{index, app, tool, status, result | error | reason}], ok, failed, skipped,
+/// batch, undone?}` with each error in the shape of docs/design.md, Errors, and each
+/// result as the `aai_exec` result it would be; `undone` says what became of the
+/// completed calls of an atomic batch that did not finish.
+fn batch_result(labels: &[(String, String)], ran: crate::batch::Ran) -> CallToolResult {
+    let crate::batch::Ran {
+        statuses,
+        id,
+        undone,
+    } = ran;
     use crate::batch::Status;
     let (mut ok, mut failed, mut skipped) = (0, 0, 0);
     let mut lines = Vec::with_capacity(statuses.len());
@@ -218,14 +230,22 @@ fn batch_result(
         lines.push(format!("{index}. {app} {tool}: {name}: {line}"));
         results.push(item);
     }
-    let summary = format!(
+    let mut summary = format!(
         "{}: {ok} ok, {failed} failed, {skipped} skipped\n\n{}",
         crate::text::count(results.len(), "call", "calls"),
         lines.join("\n")
     );
+    if let Some(undone) = &undone {
+        summary.push_str("\n\nAtomic, and not every call succeeded: the completed calls were undone, newest first:\n");
+        summary.push_str(&crate::rollback::lines(undone));
+    }
     let mut result = CallToolResult::success(vec![ContentBlock::text(summary)]);
-    result.structured_content = Some(json!({
-        "results": results, "ok": ok, "failed": failed, "skipped": skipped,
-    }));
+    let mut structured = json!({
+        "results": results, "ok": ok, "failed": failed, "skipped": skipped, "batch": id,
+    });
+    if let Some(undone) = undone {
+        structured["undone"] = json!(undone);
+    }
+    result.structured_content = Some(structured);
     result
 }

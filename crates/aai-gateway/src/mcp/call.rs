@@ -68,6 +68,7 @@ impl Server {
                 call: ctx.id.clone(),
             })),
             trace: incoming_trace(ctx),
+            within: None,
         }
     }
 
@@ -123,6 +124,7 @@ impl Server {
                             prompter: Some(Arc::new(rounds::Prompter::new(None, client.clone()))),
                             client: Some(client),
                             trace,
+                            within: None,
                         };
                         let done = work(origin, cancel);
                         async move {
@@ -197,6 +199,7 @@ impl Server {
                             prompter: Some(Arc::new(prompter)),
                             client: Some(client),
                             trace,
+                            within: None,
                         };
                         pipeline
                             .call(&app, &tool, args, cancel, sink, &origin)

@@ -433,6 +433,7 @@ impl Server {
             prompter,
             client: None,
             trace: incoming_trace(ctx),
+            within: None,
         };
         let ready = self.pipeline.guide_snapshot(snapshot, app, &origin).await?;
         Ok(Ok(ready))

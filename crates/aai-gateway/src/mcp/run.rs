@@ -101,7 +101,17 @@ fn read_script(args: &Map<String, Value>) -> Result<Script, GatewayError> {
     Ok(Script {
         source: source.clone(),
         input: args.get("input").cloned().unwrap_or(Value::Null),
+        atomic: atomic(args)?,
     })
+}
+
+/// `atomic`: a boolean, false when left out (also read by `aai_batch`).
+pub(super) fn atomic(args: &Map<String, Value>) -> Result<bool, GatewayError> {
+    match args.get("atomic") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(invalid("atomic", "`atomic` must be true or false")),
+    }
 }
 
 /// The report as a tool result: the JSON as text and as `structuredContent`, marked

@@ -17,9 +17,9 @@ pub(super) enum Meta {
     WebDiscover,
     /// `aai_exec {app, tool, args}`.
     Exec,
-    /// `aai_batch {calls, mode?, stopOnError?}`.
+    /// `aai_batch {calls, mode?, stopOnError?, atomic?}`.
     Batch,
-    /// `aai_run {script, input?}`.
+    /// `aai_run {script, input?, atomic?}`.
     Run,
 }
 
@@ -92,8 +92,8 @@ const TABLE: &[Row] = &[
                     "type":"object","properties":{
                         "app":{"type":"string"},"tool":{"type":"string"},"args":{"type":"object"}},
                     "required":["app","tool"]}},
-                "mode":{"type":"string","enum":["parallel","sequence"],"default":"parallel"},
-                "stopOnError":{"type":"boolean","default":false}},
+                "mode":{"type":"string","enum":["parallel","sequence"]},
+                "stopOnError":{"type":"boolean"},"atomic":{"type":"boolean"}},
                 "required":["calls"]})
         },
     },
@@ -103,7 +103,8 @@ const TABLE: &[Row] = &[
         meta: Meta::Run,
         description: "Run a JavaScript that calls tools; aai_guide without app explains.",
         schema: || {
-            json!({"type":"object","properties":{"script":{"type":"string"},"input":{}},
+            json!({"type":"object","properties":{"script":{"type":"string"},"input":{},
+                "atomic":{"type":"boolean"}},
                 "required":["script"]})
         },
     },

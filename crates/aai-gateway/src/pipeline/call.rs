@@ -230,6 +230,7 @@ impl Pipeline {
             site: self.site_to_check(app_id, binding, &origin.caller).await?,
             start: self.start_to_name(entry),
             definition: Some(definition),
+            within: origin.within.as_ref().map(|w| (w.clone(), w.note(tool))),
             ..Question::for_call(
                 &origin.caller,
                 app_id,

@@ -73,11 +73,14 @@ Apps on this computer and on the web are reached through six tools:
 3. `aai_exec {app, tool, args}` runs one tool. `args` follows the tool's parameters;
    defaults are filled in and the arguments are checked before anything runs. `app` may
    also be a web app's URL.
-4. `aai_batch {calls, mode?, stopOnError?}` runs many `aai_exec` calls in one request and
-   returns one result per call, in the order given. `mode` `parallel` (the default) runs
-   them side by side, `sequence` one after the other. With `stopOnError`, the calls after
-   a failure are not started and are reported as skipped. Each call is asked about and
-   recorded as `aai_exec` would be.
+4. `aai_batch {calls, mode?, stopOnError?, atomic?}` runs many `aai_exec` calls in one
+   request and returns one result per call, in the order given. `mode` `parallel` (the
+   default) runs them side by side, `sequence` one after the other. With `stopOnError`,
+   the calls after a failure are not started and are reported as skipped. With `atomic`,
+   they run in sequence and, unless all succeed, the completed ones are undone (newest
+   first) by the tools their guides name as their undo; `undone` in the result says what
+   was and what could not be. Each call is asked about and recorded as `aai_exec` would
+   be.
 5. `web_discover {url}` reads a web app's description from
    `https://<domain>/.well-known/aai.json` and shows its guide; the app can then be
    called with `aai_exec`.
@@ -100,7 +103,8 @@ Apps on this computer and on the web are reached through six tools:
    fails. Calls run one at a time, each asked about and recorded as `aai_exec` would be.
    There is no file system, network, `Date`, `eval` or timer beyond
    `performance.now()`; a run has limits of time, memory, calls and result size, and an
-   error names the one it hit.
+   error names the one it hit. With `atomic: true`, a run that fails (throws, or hits a
+   limit) undoes its completed calls as an atomic `aai_batch` does.
 
 The app `aai` is the gateway itself: its tools import apps (MCP servers, OpenAPI
 documents, skills, aai.json files; a preview first), remove and restore them, and hide or
@@ -280,6 +284,13 @@ fn tool_section(out: &mut String, app_id: &str, tool: &Tool) {
             out,
             "\nReturns: {}",
             type_text(returns.json(), returns.json())
+        );
+    }
+    if let Some(undo) = &tool.undo {
+        let _ = writeln!(
+            out,
+            "\nUndone by `{}` (an atomic `aai_batch` or `aai_run` calls it when a later step fails).",
+            undo.tool
         );
     }
     let call = json!({ "app": app_id, "tool": tool.name, "args": example(schema, schema, 0) });

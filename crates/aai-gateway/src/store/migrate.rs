@@ -19,6 +19,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tool definitions of grants, fingerprints in history",
         include_str!("migrations/0002_tool_fingerprints.sql"),
     ),
+    (
+        3,
+        "the script run or batch of each call in history",
+        include_str!("migrations/0003_history_runs.sql"),
+    ),
 ];
 
 /// The advisory lock key of migrations (any constant every replica shares: "aai-gw-m").

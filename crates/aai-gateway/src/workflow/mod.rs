@@ -21,8 +21,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
 use crate::error::Code;
-use crate::pipeline::{Origin, Outcome, Pipeline};
+use crate::pipeline::{Origin, Outcome, Pipeline, Within};
+use crate::rollback::Step;
+use crate::telemetry;
 use engine::{Ask, End, Thrown};
 
 /// What one run may use (config `run`).
@@ -35,6 +39,8 @@ pub(crate) struct Script {
     pub source: String,
     /// `input` in the script (`null` when none).
     pub input: Value,
+    /// When the run fails, its completed calls are undone (newest first).
+    pub atomic: bool,
 }
 
 /// Why a run failed. The codes: a script that does not parse is SCRIPT_PARSE_ERROR, one
@@ -130,15 +136,22 @@ pub(crate) struct Report {
     pub log_dropped: usize,
     /// The tool calls, in order.
     pub calls: Vec<CallNote>,
+    /// The run's id (`run-…`: its calls' history records name it).
+    pub id: String,
+    /// For an atomic run that failed: what became of each completed call's undo, newest
+    /// first.
+    pub undone: Option<Vec<crate::rollback::Undone>>,
 }
 
 impl Report {
-    fn failed(e: Error) -> Report {
+    fn failed(e: Error, id: &str) -> Report {
         Report {
             outcome: Err(e),
             log: Vec::new(),
             log_dropped: 0,
             calls: Vec::new(),
+            id: id.to_owned(),
+            undone: None,
         }
     }
 
@@ -164,6 +177,10 @@ impl Report {
             out["logDropped"] = json!(self.log_dropped);
         }
         out["calls"] = json!(self.calls);
+        out["run"] = json!(self.id);
+        if let Some(undone) = &self.undone {
+            out["undone"] = json!(undone);
+        }
         out
     }
 }
@@ -171,7 +188,9 @@ impl Report {
 /// Called after each tool call of the run ends.
 pub(crate) type OnCall = std::sync::Arc<dyn Fn(&CallNote) + Send + Sync>;
 
-/// Runs `script` for `origin`'s caller. `cancel` stops it (and the call it is in).
+/// Runs `script` for `origin`'s caller. `cancel` stops it (and the call it is in). Its
+/// calls are part of one run ([`Within`]): each names it in its question and history
+/// record, under one span. An atomic run that fails undoes its completed calls.
 pub(crate) async fn run(
     pipeline: &Pipeline,
     script: Script,
@@ -180,8 +199,52 @@ pub(crate) async fn run(
     on_call: Option<OnCall>,
     origin: &Origin,
 ) -> Report {
+    let within = Arc::new(Within::run(&script.source, script.atomic));
+    let mut span =
+        telemetry::Call::start_as(telemetry::RUN, pipeline.telemetry(), origin.trace.as_ref());
+    span.span().set("aai.run.id", within.id.clone());
+    let origin = Origin {
+        within: Some(within.clone()),
+        trace: span.span().context().cloned(),
+        ..origin.clone()
+    };
+    let mut made = Made::default();
+    let mut report = run_script(
+        pipeline, script, limits, cancel, on_call, &origin, &mut made,
+    )
+    .await;
+    if within.atomic && report.outcome.is_err() {
+        report.undone = Some(pipeline.roll_back(made.steps, &origin).await);
+    }
+    span.span().set("aai.run.calls", report.calls.len() as i64);
+    span.finish(
+        report
+            .outcome
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| e.code().name()),
+    );
+    report
+}
+
+/// The calls a run made: as reported, and (atomic) what undoes each.
+#[derive(Default)]
+struct Made {
+    steps: Vec<Step>,
+}
+
+async fn run_script(
+    pipeline: &Pipeline,
+    script: Script,
+    limits: &Limits,
+    cancel: CancellationToken,
+    on_call: Option<OnCall>,
+    origin: &Origin,
+    made: &mut Made,
+) -> Report {
+    let id = origin.within.as_ref().map_or("", |w| w.id.as_str());
     let Some(_slot) = Slot::take() else {
-        return Report::failed(Error::Busy(MAX_RUNS));
+        return Report::failed(Error::Busy(MAX_RUNS), id);
     };
     let stop = cancel.child_token();
     let (to_gateway, mut asks) = mpsc::unbounded_channel();
@@ -193,7 +256,7 @@ pub(crate) async fn run(
     };
     let mut ended = match engine::start(setup, to_gateway, stop.clone()) {
         Ok(ended) => ended,
-        Err(e) => return Report::failed(Error::Engine(e.to_string())),
+        Err(e) => return Report::failed(Error::Engine(e.to_string()), id),
     };
     let deadline = tokio::time::Instant::now() + limits.wall;
     // The gateway side's reason to stop the script, once it has one.
@@ -203,7 +266,7 @@ pub(crate) async fn run(
         tokio::select! {
             ended = &mut ended => break ended.ok(),
             Some(ask) = asks.recv() => {
-                let answered = answer(pipeline, ask, limits, &stop, deadline, &cancel, origin, &mut calls).await;
+                let answered = answer(pipeline, ask, limits, Stops { stop: &stop, deadline, cancel: &cancel }, origin, &mut calls, made).await;
                 if let Some(note) = calls.last().filter(|_| answered.called)
                     && let Some(on_call) = &on_call
                 {
@@ -234,6 +297,8 @@ pub(crate) async fn run(
             calls,
             log: Vec::new(),
             log_dropped: 0,
+            id: id.to_owned(),
+            undone: None,
         };
     };
     let outcome = match (ended.end, why) {
@@ -259,6 +324,8 @@ pub(crate) async fn run(
         log: ended.log.lines,
         log_dropped: ended.log.dropped,
         calls,
+        id: id.to_owned(),
+        undone: None,
     }
 }
 
@@ -304,18 +371,28 @@ struct Answered {
     stop: Option<Error>,
 }
 
+/// What ends a run: the gateway's own stop, the deadline, the client's cancel.
+struct Stops<'a> {
+    stop: &'a CancellationToken,
+    deadline: tokio::time::Instant,
+    cancel: &'a CancellationToken,
+}
+
 /// Answers one ask of the script.
-#[allow(clippy::too_many_arguments)]
 async fn answer(
     pipeline: &Pipeline,
     ask: Ask,
     limits: &Limits,
-    stop: &CancellationToken,
-    deadline: tokio::time::Instant,
-    cancel: &CancellationToken,
+    stops: Stops<'_>,
     origin: &Origin,
     calls: &mut Vec<CallNote>,
+    made: &mut Made,
 ) -> Answered {
+    let Stops {
+        stop,
+        deadline,
+        cancel,
+    } = stops;
     match ask {
         Ask::Call {
             app,
@@ -344,6 +421,8 @@ async fn answer(
                 };
             }
             let started = std::time::Instant::now();
+            let atomic = origin.within.as_ref().is_some_and(|w| w.atomic);
+            let kept_args = atomic.then(|| args.clone());
             let (stop_why, result) = {
                 let token = stop.child_token();
                 let call = pipeline.call(&app, &tool, Some(args), token.clone(), None, origin);
@@ -365,8 +444,18 @@ async fn answer(
                 (stop_why, result)
             };
             let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            if let (Some(args), Some(Ok(outcome))) = (&kept_args, &result)
+                && for_script(outcome).is_ok()
+            {
+                made.steps.push(Step {
+                    index: calls.len(),
+                    app: crate::text::excerpt(&app, MAX_NAME),
+                    tool: crate::text::excerpt(&tool, MAX_NAME),
+                    plan: pipeline.undo_plan(&app, &tool, args, outcome, origin).await,
+                });
+            }
             let answer = match result {
-                Some(Ok(outcome)) => for_script(outcome),
+                Some(Ok(outcome)) => for_script(&outcome),
                 Some(Err(e)) => Err(thrown(
                     e.code,
                     crate::text::excerpt(&e.message(), MAX_NAME * 4),
@@ -435,36 +524,10 @@ async fn guide(pipeline: &Pipeline, app: &str, origin: &Origin) -> Result<Value,
     )))
 }
 
-/// A tool's result as a script gets it: a downstream server's whole MCP result becomes its
-/// `structuredContent`, else its text (parsed when it is JSON); a result marked
-/// `isError` is thrown. Other tools' results are their value.
-fn for_script(outcome: Outcome) -> Result<Value, Thrown> {
-    if !outcome.mcp {
-        return Ok(outcome.value);
-    }
-    let value = outcome.value;
-    let texts: Vec<&str> = value
-        .get("content")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.get("text").and_then(Value::as_str))
-        .collect();
-    let text = texts.join("\n");
-    if value.get("isError") == Some(&Value::Bool(true)) {
-        return Err(thrown(Code::AutomationFailed, text));
-    }
-    if let Some(structured) = value.get("structuredContent").filter(|s| !s.is_null()) {
-        return Ok(structured.clone());
-    }
-    let all_text = value
-        .get("content")
-        .and_then(Value::as_array)
-        .is_some_and(|c| c.len() == texts.len());
-    if all_text {
-        return Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)));
-    }
-    Ok(value.get("content").cloned().unwrap_or(Value::Null))
+/// A tool's result as a script gets it ([`crate::rollback::value_of`]); a result marked
+/// `isError` is thrown.
+fn for_script(outcome: &Outcome) -> Result<Value, Thrown> {
+    crate::rollback::value_of(outcome).map_err(|f| thrown(Code::AutomationFailed, f.0))
 }
 
 fn thrown(code: Code, message: String) -> Thrown {

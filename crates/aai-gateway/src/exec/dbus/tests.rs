@@ -141,6 +141,7 @@ fn method(name: &str, interface: Option<&str>, output: DbusOutput, properties: J
         returns: None,
         timeout: None,
         read_only: false,
+        undo: None,
         call: ToolCall::DbusMethod {
             method: name.to_owned(),
             interface: interface.map(str::to_owned),

@@ -764,6 +764,7 @@ fn to_tool(app: &str, t: RemoteTool) -> Tool {
         returns,
         timeout: None,
         read_only: t.read_only,
+        undo: None,
         call: ToolCall::Forward,
     }
 }

@@ -274,6 +274,7 @@ pub(in super::super) async fn try_tool(
         prompter: None,
         client: None,
         trace: None,
+        within: None,
     };
     let shown = crate::history::mask(&args);
     let outcome = ui

@@ -34,6 +34,9 @@ pub(in super::super) struct HistoryQuery {
     status: String,
     #[serde(default)]
     since: String,
+    /// Only one script run's or batch's calls (a link of a call's page).
+    #[serde(default)]
+    run: String,
     flash: Option<u64>,
 }
 
@@ -64,6 +67,7 @@ pub(in super::super) async fn history(
         since_ms,
         limit: HISTORY_PAGE,
         person: viewer.only(),
+        run: some(&q.run),
     };
     let calls = match calls(&ui, filter).await {
         Ok(c) => c,

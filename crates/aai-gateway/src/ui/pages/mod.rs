@@ -150,6 +150,8 @@ struct PendingRow {
     changed: Option<String>,
     site: Option<String>,
     start: Option<String>,
+    /// The script run or batch the call is part of.
+    within: Option<String>,
     waiting: bool,
     /// "Always" answers are offered (not for changes asked about each time).
     lasting: bool,
@@ -183,6 +185,7 @@ async fn pending_rows(ui: &Ui, viewer: &Viewer, highlight: Option<u64>) -> Vec<P
             changed: p.changed,
             site: p.site,
             start: p.start,
+            within: p.within,
             waiting: p.waiting,
         })
         .collect()

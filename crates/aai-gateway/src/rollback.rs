@@ -1,0 +1,265 @@
+//! Rolling back an atomic script run or batch (docs/workflows.md, "Undo"): each completed
+//! call's undo (descriptor `undo`: another tool of the app, its arguments taken from the
+//! call's arguments and result) runs, newest first, when the run or batch did not finish.
+//!
+//! An undo is a call like any other: through the pipeline as the same caller, within the
+//! same run (views, consent, rate limits, history). A call of a tool that only reads needs
+//! none; one whose tool names no undo, or whose undo's arguments the call did not give,
+//! stays done and is reported so. A failed undo does not stop the others.
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::pipeline::{Origin, Outcome, Pipeline};
+
+/// A completed call of an atomic run or batch, and what would undo it.
+#[derive(Debug)]
+pub(crate) struct Step {
+    /// Its place: the index in the batch, or the number of the run's call (from 0).
+    pub index: usize,
+    /// The app as it was called.
+    pub app: String,
+    /// The tool.
+    pub tool: String,
+    /// What undoes it.
+    pub plan: Plan,
+}
+
+/// What undoes one call.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// Call `tool` of `app` (its id) with `args`.
+    Call {
+        /// The app's id.
+        app: String,
+        /// The undo tool.
+        tool: String,
+        /// Its arguments.
+        args: Value,
+    },
+    /// The tool only reads: nothing to undo.
+    ReadOnly,
+    /// The tool names no undo.
+    None,
+    /// The undo's arguments could not be made from the call: why.
+    Unmade(String),
+}
+
+/// What became of one call's undo.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Undone {
+    /// The call's place (see [`Step::index`]).
+    pub index: usize,
+    /// The app as it was called.
+    pub app: String,
+    /// The tool.
+    pub tool: String,
+    /// `undone`, `failed`, or `not undoable`.
+    pub status: &'static str,
+    /// The undo tool, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undo: Option<String>,
+    /// Why it failed, or why there is no undo.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+/// A downstream result marked `isError`: its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Failed(pub String);
+
+/// A tool's result as a script (and an undo's pointers) read it: a downstream server's
+/// whole MCP result becomes its `structuredContent`, else its text (parsed when it is
+/// JSON); a result marked `isError` is `Err` with its text. Other tools' results are
+/// their value.
+pub(crate) fn value_of(outcome: &Outcome) -> Result<Value, Failed> {
+    let value = &outcome.value;
+    if !outcome.mcp {
+        return Ok(value.clone());
+    }
+    let content = value.get("content").and_then(Value::as_array);
+    let texts: Vec<&str> = content
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect();
+    let text = texts.join("\n");
+    if value.get("isError") == Some(&Value::Bool(true)) {
+        return Err(Failed(text));
+    }
+    if let Some(structured) = value.get("structuredContent").filter(|s| !s.is_null()) {
+        return Ok(structured.clone());
+    }
+    if content.is_some_and(|c| c.len() == texts.len()) {
+        return Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)));
+    }
+    Ok(content.map_or(Value::Null, |c| Value::Array(c.clone())))
+}
+
+/// One line per undo, for a result's text: `2. com.a add: undone (remove)`.
+pub(crate) fn lines(undone: &[Undone]) -> String {
+    let line = |u: &Undone| {
+        let mut line = format!("{}. {} {}: {}", u.index, u.app, u.tool, u.status);
+        if let Some(undo) = &u.undo {
+            line.push_str(&format!(" ({undo})"));
+        }
+        let why = u.error.as_ref().map(|e| match e {
+            Value::String(s) => s.clone(),
+            e => e
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        });
+        if let Some(why) = why.filter(|w| !w.is_empty()) {
+            line.push_str(": ");
+            line.push_str(&crate::text::excerpt(&why, 300));
+        }
+        line
+    };
+    undone.iter().map(line).collect::<Vec<_>>().join("\n")
+}
+
+impl Pipeline {
+    /// What undoes a completed call of `tool` of `app` (as `origin`'s caller sees it) that
+    /// was given `args` and gave `outcome`.
+    pub(crate) async fn undo_plan(
+        &self,
+        app: &str,
+        tool: &str,
+        args: &Value,
+        outcome: &Outcome,
+        origin: &Origin,
+    ) -> Plan {
+        let snapshot = self.view(self.snapshot().await, &origin.caller);
+        let Some(entry) = snapshot.find(app) else {
+            return Plan::None;
+        };
+        let Some(tool) = entry.binding().tool(tool) else {
+            return Plan::None;
+        };
+        if tool.read_only {
+            return Plan::ReadOnly;
+        }
+        let Some(undo) = &tool.undo else {
+            return Plan::None;
+        };
+        let result = value_of(outcome).unwrap_or(Value::Null);
+        match undo.arguments(args, &result) {
+            Ok(args) => Plan::Call {
+                app: entry.app.id.clone(),
+                tool: undo.tool.clone(),
+                args,
+            },
+            Err(missing) => Plan::Unmade(missing.to_string()),
+        }
+    }
+
+    /// The calls an atomic batch of `calls` (`(app, tool)`) could not undo, as `app tool`,
+    /// each once: tools that change something and name no undo.
+    pub(crate) async fn irreversible<'a>(
+        &self,
+        calls: impl Iterator<Item = (&'a str, &'a str)>,
+        origin: &Origin,
+    ) -> Vec<String> {
+        let snapshot = self.view(self.snapshot().await, &origin.caller);
+        let mut out: Vec<String> = Vec::new();
+        for (app, tool) in calls {
+            let found = snapshot
+                .find(app)
+                .and_then(|e| e.binding().tool(tool).map(|t| (e, t)));
+            let undoable = found.is_some_and(|(_, t)| t.read_only || t.undo.is_some());
+            let name = format!("{app} {tool}");
+            if !undoable && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    /// Runs the undos of `steps`, newest first, each as a call of `origin`'s caller; every
+    /// step but those that only read is reported. The undos are not cancelled with the run
+    /// (a cancelled run is what they take back); each has its tool's timeout.
+    pub(crate) async fn roll_back(&self, steps: Vec<Step>, origin: &Origin) -> Vec<Undone> {
+        let mut out = Vec::with_capacity(steps.len());
+        for step in steps.into_iter().rev() {
+            let mut undone = Undone {
+                index: step.index,
+                app: step.app,
+                tool: step.tool,
+                status: "not undoable",
+                undo: None,
+                error: None,
+            };
+            match step.plan {
+                Plan::ReadOnly => continue,
+                Plan::None => {
+                    undone.error = Some(Value::String("the tool names no undo".into()));
+                }
+                Plan::Unmade(why) => undone.error = Some(Value::String(why)),
+                Plan::Call { app, tool, args } => {
+                    let called = self
+                        .call(
+                            &app,
+                            &tool,
+                            Some(args),
+                            CancellationToken::new(),
+                            None,
+                            origin,
+                        )
+                        .await;
+                    undone.undo = Some(tool);
+                    let failed = match called {
+                        Ok(outcome) => value_of(&outcome).err().map(|Failed(text)| {
+                            serde_json::json!({"code": "AUTOMATION_FAILED", "message": text})
+                        }),
+                        Err(e) => Some(e.to_json()),
+                    };
+                    undone.status = if failed.is_some() { "failed" } else { "undone" };
+                    undone.error = failed;
+                }
+            }
+            out.push(undone);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_mcp_result_is_read_as_a_script_reads_it() {
+        let mcp = |value: Value| Outcome {
+            value,
+            structured: false,
+            mcp: true,
+        };
+        let structured = mcp(
+            json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"id": 3}}),
+        );
+        assert_eq!(value_of(&structured), Ok(json!({"id": 3})));
+        let text = mcp(json!({"content": [{"type": "text", "text": "{\"id\": 4}"}]}));
+        assert_eq!(value_of(&text), Ok(json!({"id": 4})));
+        let plain = mcp(json!({"content": [{"type": "text", "text": "done"}]}));
+        assert_eq!(value_of(&plain), Ok(json!("done")));
+        let failed = mcp(json!({"content": [{"type": "text", "text": "no"}], "isError": true}));
+        assert_eq!(value_of(&failed), Err(Failed("no".to_owned())));
+        let image = mcp(json!({"content": [{"type": "image", "data": "AA=="}]}));
+        assert_eq!(
+            value_of(&image),
+            Ok(json!([{"type": "image", "data": "AA=="}]))
+        );
+        let own = Outcome {
+            value: json!({"id": 5}),
+            structured: true,
+            mcp: false,
+        };
+        assert_eq!(value_of(&own), Ok(json!({"id": 5})));
+    }
+}
