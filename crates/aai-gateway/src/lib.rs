@@ -65,6 +65,7 @@ pub(crate) mod store;
 pub(crate) mod telemetry;
 pub(crate) mod text;
 pub(crate) mod ui;
+pub(crate) mod usage;
 pub(crate) mod visibility;
 pub(crate) mod workflow;
 
@@ -104,7 +105,7 @@ pub mod testing {
     pub mod history {
         pub use crate::history::{
             Filter, Postgres, Record, Retention, Sink, Sqlite, count, excerpt, mask, now_ms,
-            rows_shared,
+            rows_shared, usage::Future as UsageFuture,
         };
     }
     pub mod host {

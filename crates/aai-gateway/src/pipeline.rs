@@ -33,6 +33,7 @@ use crate::telemetry::{self, Kind};
 mod args;
 mod call;
 mod memo;
+mod ranked;
 pub use crate::consent::Within;
 use args::validate;
 
@@ -282,6 +283,8 @@ pub struct Pipeline {
     auth: Arc<Authenticator>,
     /// Where finished calls are recorded.
     history: Option<Arc<dyn Sink>>,
+    /// Each client's use of apps and tools, for ranking.
+    usage: Arc<crate::usage::Usage>,
     /// Web apps' servers and certificates, for consent.
     sites: Arc<Sites>,
     /// What the gateway's own app (`aai`) runs; `None`: its calls are refused.
@@ -360,6 +363,7 @@ impl Pipeline {
             executors: parts.executors,
             consent: parts.consent,
             auth: parts.auth,
+            usage: Arc::new(crate::usage::Usage::new(parts.history.clone())),
             history: parts.history,
             sites: parts.sites,
             manage: parts.manage,
@@ -603,6 +607,14 @@ impl Pipeline {
                 }
             }
             spans.finish(result.as_ref().map(|_| ()).map_err(|e| e.code.name()));
+        }
+        if result.is_ok()
+            && let Some(id) = &trace.app_id
+        {
+            let person = origin.caller.person.as_ref().map(|p| p.subject.as_str());
+            let key = origin.caller.key();
+            self.usage
+                .note(&key, person, id, tool, crate::history::now_ms());
         }
         if let (Some(history), Some(args)) = (&self.history, masked) {
             let (status, code, head) = match &result {

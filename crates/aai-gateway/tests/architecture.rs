@@ -253,7 +253,7 @@ fn only_the_store_and_its_users_speak_postgresql() {
         &[
             "store/",
             "consent/shared.rs",
-            "history.rs",
+            "history/",
             "auth/store.rs",
             "config.rs",
         ],

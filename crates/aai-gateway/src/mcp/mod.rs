@@ -212,7 +212,7 @@ impl Server {
             .pipeline
             .view(self.gateway.snapshot().await, &self.caller(ctx));
         match tools::lookup(name) {
-            Some(Meta::Search) => self.search(&snapshot, &args).await,
+            Some(Meta::Search) => self.search(&snapshot, &args, ctx).await,
             Some(Meta::Guide) => self.guide(snapshot, &args, ctx, round).await,
             Some(Meta::WebDiscover) => self.web_discover(&args, ctx).await,
             Some(Meta::Exec) => {
@@ -232,6 +232,7 @@ impl Server {
         &self,
         snapshot: &Snapshot,
         args: &Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, GatewayError> {
         let query = string_arg(args, "query")?;
         let limit = match args.get("limit") {
@@ -242,7 +243,11 @@ impl Server {
                 .ok_or_else(|| invalid("limit", "`limit` must be an integer from 1 to 50"))?
                 as usize,
         };
-        let mut result = search_result(snapshot, query, limit);
+        let hits = self
+            .pipeline
+            .search_for(snapshot, query, limit, &self.caller(ctx))
+            .await;
+        let mut result = search_result(snapshot, query, &hits);
         if args.get("remote").and_then(Value::as_bool) == Some(true) {
             let found = self.gateway.search_mcp_registry(query, limit).await;
             add_registry_hits(&mut result, found);
@@ -270,7 +275,11 @@ impl Server {
         };
         let entry = find(&snapshot, app, self.gateway.os())?;
         let mut guide = match args.get("tool") {
-            None | Some(Value::Null) => crate::registry::guide::render(&snapshot, entry),
+            None | Some(Value::Null) => {
+                self.pipeline
+                    .guide_for(&snapshot, entry, &self.caller(ctx))
+                    .await
+            }
             Some(_) => {
                 let tool = string_arg(args, "tool")?;
                 crate::registry::guide::render_tool(&snapshot, entry, tool).ok_or_else(|| {
@@ -368,7 +377,10 @@ impl Server {
                 Err(ask) => return Ok(ask.into()),
             };
             let entry = find(&snapshot, app, self.gateway.os())?;
-            let mut guide = crate::registry::guide::render(&snapshot, entry);
+            let mut guide = self
+                .pipeline
+                .guide_for(&snapshot, entry, &self.caller(ctx))
+                .await;
             if let Some(note) = note {
                 guide.insert_str(0, &format!("{note}\n\n"));
             }
@@ -520,6 +532,18 @@ impl ServerHandler for Server {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A person behind a team token is known per request, not here.
+        if self.token.is_none()
+            && let Some(info) = context.peer.peer_info()
+            && !info.client_info.name.trim().is_empty()
+        {
+            self.pipeline.prefetch_usage(&crate::identity::Caller {
+                name: info.client_info.name.clone(),
+                transport: self.transport,
+                token: None,
+                person: None,
+            });
+        }
         self.follow_changes(context.peer);
     }
 

@@ -5,9 +5,9 @@ use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 use crate::registry::Snapshot;
+use crate::registry::search::Hit;
 
-pub(super) fn search_result(snapshot: &Snapshot, query: &str, limit: usize) -> CallToolResult {
-    let hits = crate::registry::search::search(snapshot, query, limit);
+pub(super) fn search_result(snapshot: &Snapshot, query: &str, hits: &[Hit<'_>]) -> CallToolResult {
     let mut body = if hits.is_empty() {
         format!(
             "No app matches \"{query}\". There are {}; try other words or another language.",

@@ -118,6 +118,12 @@ help (`data.retryable`).
 
 /// The guide of `entry`.
 pub fn render(snapshot: &Snapshot, entry: &Entry) -> String {
+    render_ranked(snapshot, entry, &[])
+}
+
+/// The guide of `entry` with the tools named in `first` (the client's most used, most
+/// used first) before the others, which keep the descriptor's order.
+pub fn render_ranked(snapshot: &Snapshot, entry: &Entry, first: &[String]) -> String {
     let app = &entry.app;
     let binding = entry.binding();
     let mut out = String::new();
@@ -151,13 +157,21 @@ pub fn render(snapshot: &Snapshot, entry: &Entry) -> String {
         app.id
     );
     let _ = writeln!(out, "## Tools ({})", binding.tools.len());
+    let mut tools: Vec<&Tool> = first.iter().filter_map(|n| binding.tool(n)).collect();
+    let ranked = !tools.is_empty();
+    if ranked {
+        let _ = writeln!(out, "\nThe tools this client uses most come first.");
+        tools.extend(binding.tools.iter().filter(|t| !first.contains(&t.name)));
+    } else {
+        tools.extend(binding.tools.iter());
+    }
     if binding.tools.len() > FULL_GUIDE_MAX {
         let _ = writeln!(
             out,
             "\nOne line per tool; `aai_guide` with `{{\"app\": \"{}\", \"tool\": <name>}}` shows a tool's parameters.\n",
             app.id
         );
-        for tool in &binding.tools {
+        for tool in &tools {
             let first = tool.description.lines().next().unwrap_or("").trim();
             if !lint::tool(tool).is_empty() {
                 let _ = writeln!(
@@ -178,7 +192,7 @@ pub fn render(snapshot: &Snapshot, entry: &Entry) -> String {
         }
         return out;
     }
-    for tool in &binding.tools {
+    for tool in tools {
         tool_section(&mut out, &app.id, tool);
     }
     out

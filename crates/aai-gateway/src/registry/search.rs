@@ -129,6 +129,17 @@ pub struct Hit<'a> {
 
 /// The best `limit` apps for `query`, best first; ties by id.
 pub fn search<'a>(snapshot: &'a Snapshot, query: &str, limit: usize) -> Vec<Hit<'a>> {
+    search_ranked(snapshot, query, limit, &|_| 0)
+}
+
+/// The best `limit` apps for `query`, best first: by relevance, then by how much the
+/// client used the app (`used` of its id), then by id.
+pub fn search_ranked<'a>(
+    snapshot: &'a Snapshot,
+    query: &str,
+    limit: usize,
+    used: &dyn Fn(&str) -> u64,
+) -> Vec<Hit<'a>> {
     let query = query.trim().to_lowercase();
     let mut words: Vec<&str> = query
         .split(|c: char| c.is_whitespace() || (c.is_ascii_punctuation() && c != '-' && c != '_'))
@@ -140,18 +151,23 @@ pub fn search<'a>(snapshot: &'a Snapshot, query: &str, limit: usize) -> Vec<Hit<
     if words.len() > 1 {
         words.push(query.as_str());
     }
-    let mut hits: Vec<Hit<'a>> = snapshot
+    let mut hits: Vec<(Hit<'a>, u64)> = snapshot
         .entries
         .iter()
         .filter_map(|entry| score(entry, &query, &words))
+        .map(|hit| {
+            let used = used(&hit.entry.app.id);
+            (hit, used)
+        })
         .collect();
-    hits.sort_by(|a, b| {
+    hits.sort_by(|(a, a_used), (b, b_used)| {
         b.score
             .cmp(&a.score)
+            .then_with(|| b_used.cmp(a_used))
             .then_with(|| a.entry.app.id.cmp(&b.entry.app.id))
     });
     hits.truncate(limit);
-    hits
+    hits.into_iter().map(|(hit, _)| hit).collect()
 }
 
 fn score<'a>(entry: &'a Entry, query: &str, words: &[&str]) -> Option<Hit<'a>> {

@@ -477,7 +477,9 @@ async fn answer(
         }
         Ask::Search { query, reply } => {
             let snapshot = pipeline.view(pipeline.snapshot().await, &origin.caller);
-            let hits: Vec<Value> = crate::registry::search::search(&snapshot, &query, 10)
+            let hits: Vec<Value> = pipeline
+                .search_for(&snapshot, &query, 10, &origin.caller)
+                .await
                 .iter()
                 .map(|hit| {
                     json!({
@@ -519,9 +521,9 @@ async fn guide(pipeline: &Pipeline, app: &str, origin: &Origin) -> Result<Value,
             format!("no app `{app}` is served to this client"),
         )
     })?;
-    Ok(Value::String(crate::registry::guide::render(
-        &snapshot, entry,
-    )))
+    Ok(Value::String(
+        pipeline.guide_for(&snapshot, entry, &origin.caller).await,
+    ))
 }
 
 /// A tool's result as a script gets it ([`crate::rollback::value_of`]); a result marked

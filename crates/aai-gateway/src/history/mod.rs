@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 
 use rusqlite::{Connection, params};
+
+pub(crate) mod usage;
 use serde_json::{Map, Value};
 
 /// How many records may wait for the writer; beyond, records are dropped (and counted)
@@ -105,6 +107,13 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
     fn flush(&self, wait: std::time::Duration) {
         let _ = wait;
     }
+
+    /// What `caller` (and `person`) used: the calls that succeeded, per app and tool, that
+    /// the store still keeps (none for a store that cannot say).
+    fn usage(&self, caller: String, person: Option<String>) -> usage::Future {
+        let _ = (caller, person);
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
 }
 
 /// What the writer thread receives.
@@ -129,6 +138,8 @@ pub struct Retention {
 pub struct Sqlite {
     queue: Sender<Message>,
     bound: Bound,
+    /// Its file, for reading (the writer has its own connection).
+    file: PathBuf,
 }
 
 /// What every writer's queue shares: records sent and not yet taken by the writer (at
@@ -176,13 +187,14 @@ impl Sqlite {
             file: file.to_owned(),
             source,
         })?;
-        Sqlite::spawn(move || Some(conn), retention)
+        Sqlite::spawn(move || Some(conn), retention, file.to_owned())
     }
 
     /// Starts the writer, which opens `file` itself: nothing waits for the disk (the
     /// server's handshake does not). When the file cannot be opened, the writer says so
     /// and records are dropped.
     pub fn start(file: PathBuf, retention: Retention) -> Result<Sqlite, Error> {
+        let at = file.clone();
         Sqlite::spawn(
             move || {
                 connect(&file)
@@ -192,12 +204,14 @@ impl Sqlite {
                     .ok()
             },
             retention,
+            at,
         )
     }
 
     fn spawn(
         open: impl FnOnce() -> Option<Connection> + Send + 'static,
         retention: Retention,
+        file: PathBuf,
     ) -> Result<Sqlite, Error> {
         // A list channel: memory grows with what waits, not with the bound.
         let (queue, rx) = std::sync::mpsc::channel();
@@ -211,7 +225,7 @@ impl Sqlite {
                 }
             })
             .map_err(Error::Writer)?;
-        Ok(Sqlite { queue, bound })
+        Ok(Sqlite { queue, bound, file })
     }
 }
 
@@ -258,6 +272,15 @@ impl Sink for Sqlite {
         self.bound
             .flush(wait, "its file", |m| self.queue.send(m).is_ok());
     }
+
+    fn usage(&self, caller: String, person: Option<String>) -> usage::Future {
+        let file = self.file.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || usage::sqlite(&file, &caller, person.as_deref()))
+                .await
+                .unwrap_or_else(|e| Err(Error::Writer(std::io::Error::other(e))))
+        })
+    }
 }
 
 /// The history in the shared store (config `store`): the same bounded queue, and a writer
@@ -270,6 +293,7 @@ impl Sink for Sqlite {
 pub struct Postgres {
     queue: tokio::sync::mpsc::UnboundedSender<Message>,
     bound: Bound,
+    shared: Arc<crate::store::Shared>,
 }
 
 /// Most records in one write.
@@ -284,6 +308,7 @@ impl Postgres {
         let (queue, rx) = tokio::sync::mpsc::unbounded_channel();
         let bound = Bound::default();
         let stored = bound.queued.clone();
+        let reader = shared.clone();
         std::thread::Builder::new()
             .name("aai-history".into())
             .spawn(move || {
@@ -296,7 +321,11 @@ impl Postgres {
                 }
             })
             .map_err(Error::Writer)?;
-        Ok(Postgres { queue, bound })
+        Ok(Postgres {
+            queue,
+            bound,
+            shared: reader,
+        })
     }
 }
 
@@ -308,6 +337,11 @@ impl Sink for Postgres {
     fn flush(&self, wait: std::time::Duration) {
         self.bound
             .flush(wait, "PostgreSQL", |m| self.queue.send(m).is_ok());
+    }
+
+    fn usage(&self, caller: String, person: Option<String>) -> usage::Future {
+        let shared = self.shared.clone();
+        Box::pin(async move { usage::postgres(&shared, &caller, person.as_deref()).await })
     }
 }
 
@@ -1067,5 +1101,4 @@ pub fn excerpt(text: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "history_tests.rs"]
 mod tests;

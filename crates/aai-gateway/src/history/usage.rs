@@ -1,0 +1,67 @@
+//! What one client used, read from the history: per app and tool, how many calls
+//! succeeded and when the last one was (for [`crate::usage`]). Only what retention keeps is
+//! there to read.
+
+use std::path::Path;
+use std::pin::Pin;
+
+use super::{Error, connect};
+
+/// One app and tool a client used: `(app, tool, successful calls, last call in Unix ms)`.
+pub(crate) type Row = (String, String, u64, u64);
+
+/// What [`super::Sink::usage`] gives.
+pub type Future = Pin<Box<dyn std::future::Future<Output = Result<Vec<Row>, Error>> + Send>>;
+
+/// Most rows read for one client: its most recent (app, tool) pairs.
+const MAX_ROWS: i64 = 10_000;
+
+/// From the local history in `file`.
+pub(crate) fn sqlite(file: &Path, caller: &str, person: Option<&str>) -> Result<Vec<Row>, Error> {
+    let conn = connect(file).map_err(|source| Error::Open {
+        file: file.to_owned(),
+        source,
+    })?;
+    let mut stmt = conn.prepare(
+        "SELECT app, tool, COUNT(*), MAX(at_ms) FROM history
+         WHERE caller = ?1 AND person IS ?2 AND status = 'ok'
+         GROUP BY app, tool ORDER BY MAX(at_ms) DESC LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(rusqlite::params![caller, person, MAX_ROWS], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?.max(0) as u64,
+            r.get::<_, i64>(3)?.max(0) as u64,
+        ))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// From the shared store (every replica's calls).
+pub(crate) async fn postgres(
+    shared: &crate::store::Shared,
+    caller: &str,
+    person: Option<&str>,
+) -> Result<Vec<Row>, Error> {
+    let client = shared.client().await?;
+    let rows = shared
+        .timed(client.query(
+            "SELECT app, tool, COUNT(*), MAX(at_ms) FROM aai_history
+             WHERE caller = $1 AND person IS NOT DISTINCT FROM $2 AND status = 'ok'
+             GROUP BY app, tool ORDER BY MAX(at_ms) DESC LIMIT $3",
+            &[&caller, &person, &MAX_ROWS],
+        ))
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                r.get(1),
+                r.get::<_, i64>(2).max(0) as u64,
+                r.get::<_, i64>(3).max(0) as u64,
+            )
+        })
+        .collect())
+}

@@ -1,0 +1,54 @@
+//! Search results and guides ranked by the client's own use ([`crate::usage`]).
+
+use std::sync::{Arc, Mutex};
+
+use super::Pipeline;
+use crate::identity::Caller;
+use crate::registry::{Entry, Snapshot, search::Hit};
+use crate::usage::Tally;
+
+impl Pipeline {
+    /// `caller`'s use of apps and tools (read from the history on first use).
+    async fn usage_of(&self, caller: &Caller) -> Arc<Mutex<Tally>> {
+        let person = caller.person.as_ref().map(|p| p.subject.as_str());
+        self.usage.of(&caller.key(), person).await
+    }
+
+    /// Starts reading `caller`'s use from the history (a client that has just connected),
+    /// so that its first search does not wait for it.
+    pub(crate) fn prefetch_usage(&self, caller: &Caller) {
+        if caller.person.is_none() {
+            self.usage.prefetch(caller.key());
+        }
+    }
+
+    /// The best `limit` apps of `snapshot` for `query`: by relevance, then by `caller`'s
+    /// use.
+    pub(crate) async fn search_for<'a>(
+        &self,
+        snapshot: &'a Snapshot,
+        query: &str,
+        limit: usize,
+        caller: &Caller,
+    ) -> Vec<Hit<'a>> {
+        let tally = self.usage_of(caller).await;
+        let now = crate::history::now_ms();
+        let tally = tally.lock().expect("tally lock");
+        crate::registry::search::search_ranked(snapshot, query, limit, &|app| tally.app(app, now))
+    }
+
+    /// `entry`'s guide for `caller`: the tools it uses most first.
+    pub(crate) async fn guide_for(
+        &self,
+        snapshot: &Snapshot,
+        entry: &Entry,
+        caller: &Caller,
+    ) -> String {
+        let tally = self.usage_of(caller).await;
+        let first = tally
+            .lock()
+            .expect("tally lock")
+            .tools(&entry.app.id, crate::history::now_ms());
+        crate::registry::guide::render_ranked(snapshot, entry, &first)
+    }
+}
