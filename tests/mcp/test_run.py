@@ -227,3 +227,21 @@ async def test_runs_at_once_are_bounded(gw):
                 tg.start_soon(one)
     codes = sorted((out.get("error") or {}).get("code", "ok") for _, out in results)
     assert codes == ["RATE_LIMITED", "RATE_LIMITED", "ok", "ok", "ok", "ok"], codes
+
+
+async def test_guides_declare_the_tools_as_a_script_calls_them(gw):
+    """An app's guide ends with its tools as TypeScript signatures, one tool's guide has its
+    signature, and the gateway's guide declares the apps this client sees (not the hidden)."""
+    gw.add_app("com.example.stdio")
+    gw.add_app("com.example.hidden")
+    gw.config(consent={"mode": "allow"}, clients={"typer": {"apps": {"deny": ["com.example.hidden"]}}})
+    async with gw.session(client_name="typer") as s:
+        guide = (await s.call_tool("aai_guide", {"app": "com.example.stdio"})).content[0].text
+        assert "## In a script (`aai_run`)" in guide
+        assert 'apps["com.example.stdio"]: {\n  echo(args: {text: string; n?: number; delay?: number}): Promise<object>;' in guide
+        assert "  crash(args?: {}): Promise<unknown>;" in guide
+        one = (await s.call_tool("aai_guide", {"app": "com.example.stdio", "tool": "fail"})).content[0].text
+        assert 'apps["com.example.stdio"].fail(args?: {code?: unknown; message?: string}): Promise<unknown>' in one
+        gateway = (await s.call_tool("aai_guide", {})).content[0].text
+        assert "## The apps, as a script calls them" in gateway
+        assert 'apps["com.example.stdio"]: {' in gateway and "com.example.hidden" not in gateway

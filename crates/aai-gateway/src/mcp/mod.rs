@@ -264,7 +264,7 @@ impl Server {
         round: Round<'_>,
     ) -> Result<CallToolResponse, GatewayError> {
         if matches!(args.get("app"), None | Some(Value::Null)) {
-            return Ok(text(crate::registry::guide::GATEWAY.to_owned()).into());
+            return Ok(text(crate::registry::guide::gateway(&snapshot)).into());
         }
         let app = string_arg(args, "app")?;
         // A downstream MCP server is asked for its tools on first use (once it may

@@ -104,7 +104,9 @@ Apps on this computer and on the web are reached through six tools:
    There is no file system, network, `Date`, `eval` or timer beyond
    `performance.now()`; a run has limits of time, memory, calls and result size, and an
    error names the one it hit. With `atomic: true`, a run that fails (throws, or hits a
-   limit) undoes its completed calls as an atomic `aai_batch` does.
+   limit) undoes its completed calls as an atomic `aai_batch` does. Each app's guide ends
+   with its tools as TypeScript signatures, and the end of this guide declares the apps
+   you can call.
 
 The app `aai` is the gateway itself: its tools import apps (MCP servers, OpenAPI
 documents, skills, aai.json files; a preview first), remove and restore them, and hide or
@@ -195,8 +197,34 @@ pub fn render_ranked(snapshot: &Snapshot, entry: &Entry, first: &[String]) -> St
     for tool in tools {
         tool_section(&mut out, &app.id, tool);
     }
+    let _ = writeln!(
+        out,
+        "\n## In a script (`aai_run`)\n\n```ts\n{}\n```",
+        crate::registry::typescript::declaration(entry)
+    );
     out
 }
+
+/// The gateway's own guide ([`GATEWAY`]) with the apps of `snapshot` (the caller's view)
+/// declared as a script reaches them, in at most [`DECLARATIONS_MAX`] characters.
+pub fn gateway(snapshot: &Snapshot) -> String {
+    let mut out = GATEWAY.to_owned();
+    if snapshot
+        .entries
+        .iter()
+        .any(|e| !e.binding().tools.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "\n## The apps, as a script calls them\n\n```ts\n{}```",
+            crate::registry::typescript::declarations(snapshot, DECLARATIONS_MAX)
+        );
+    }
+    out
+}
+
+/// Most characters of app declarations the gateway's guide carries.
+pub const DECLARATIONS_MAX: usize = 6_000;
 
 /// The guide of one tool of `entry` (its parameters, returns and an example), or `None`
 /// when the app has no such tool.
@@ -208,6 +236,12 @@ pub fn render_tool(snapshot: &Snapshot, entry: &Entry, tool: &str) -> Option<Str
         entry.app.id
     );
     tool_section(&mut out, &entry.app.id, tool);
+    let id = serde_json::to_string(&entry.app.id).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\nIn a script (`aai_run`):\n```ts\napps[{id}].{}\n```",
+        crate::registry::typescript::signature(tool)
+    );
     Some(out)
 }
 

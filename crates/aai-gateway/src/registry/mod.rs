@@ -12,6 +12,7 @@
 pub mod guide;
 pub mod search;
 pub(crate) mod slug;
+pub(crate) mod typescript;
 pub(crate) mod view;
 
 use std::collections::HashMap;
