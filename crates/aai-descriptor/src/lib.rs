@@ -20,6 +20,7 @@
 //! * [`name`] — localized names and locale fallback.
 //! * [`schema`] — compiled draft-07 schemas of tool parameters and results.
 //! * [`undo`] — a tool's inverse, and its arguments made from a call.
+//! * [`event`] — what an app announces (D-Bus signals, property changes).
 //! * [`diagnostic`] — what is wrong, where (file + JSON pointer), how bad.
 //! * [`lint`] — description text that addresses the model ("tool poisoning"): warnings.
 //! * [`read`] — a JSON reader that reports as it goes (also reads the gateway config).
@@ -30,6 +31,7 @@
 
 pub mod diagnostic;
 mod dialect;
+pub mod event;
 pub mod failure;
 pub mod hash;
 pub mod lint;
@@ -46,6 +48,7 @@ pub use dialect::app::{JSON_INTERFACE, header_name_problem, header_params, path_
 pub use dialect::common::{
     dot_segment, looks_secret, looks_secret_value, placeholder_name, placeholder_names,
 };
+pub use event::{Event, EventSource};
 pub use failure::Failure;
 pub use model::*;
 pub use name::{AppName, locale_from_posix};

@@ -166,6 +166,9 @@ pub struct Binding {
     pub timeout: Option<Duration>,
     /// The binding's tools, in descriptor order, with unique names.
     pub tools: Vec<Tool>,
+    /// The events the app announces (descriptor `events`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<crate::event::Event>,
 }
 
 impl Binding {

@@ -43,6 +43,7 @@ pub(crate) mod clients;
 pub(crate) mod config;
 pub(crate) mod consent;
 pub(crate) mod error;
+pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod files;
 pub(crate) mod gateway;

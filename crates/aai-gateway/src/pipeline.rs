@@ -32,6 +32,7 @@ use crate::telemetry::{self, Kind};
 
 mod args;
 mod call;
+mod events;
 mod memo;
 mod ranked;
 pub use crate::consent::Within;
@@ -91,6 +92,16 @@ pub enum Error {
         /// What it has.
         hint: String,
     },
+    /// No such event of the app (`hint`: its events).
+    #[error("`{app}` has no event `{event}`; {hint}")]
+    NoEvent {
+        /// The id.
+        app: String,
+        /// The name asked for.
+        event: String,
+        /// What it has.
+        hint: String,
+    },
     /// Arguments that are not an object.
     #[error("arguments must be a JSON object, not {0}")]
     NotObject(&'static str),
@@ -128,7 +139,7 @@ impl From<Error> for GatewayError {
             Error::NoApp { .. } => Code::AppNotFound,
             Error::Broken { .. } | Error::Schema(_) => Code::AaiJsonInvalid,
             Error::Unsupported { .. } | Error::Inactive { .. } => Code::AutomationNotSupported,
-            Error::NoTool { .. } => Code::ToolNotFound,
+            Error::NoTool { .. } | Error::NoEvent { .. } => Code::ToolNotFound,
             Error::NotObject(_) | Error::Invalid { .. } | Error::ValidationSlow => {
                 Code::InvalidParams
             }
@@ -285,6 +296,8 @@ pub struct Pipeline {
     history: Option<Arc<dyn Sink>>,
     /// Each client's use of apps and tools, for ranking.
     usage: Arc<crate::usage::Usage>,
+    /// Apps' events that are listened to.
+    events: Arc<crate::events::Hub>,
     /// Web apps' servers and certificates, for consent.
     sites: Arc<Sites>,
     /// What the gateway's own app (`aai`) runs; `None`: its calls are refused.
@@ -360,6 +373,7 @@ impl Pipeline {
         }
         Pipeline {
             apps,
+            events: Arc::new(crate::events::Hub::new(parts.executors.clone())),
             executors: parts.executors,
             consent: parts.consent,
             auth: parts.auth,

@@ -100,6 +100,7 @@ pub(crate) fn parse(root: &mut Obj<'_>, origin: &Origin<'_>) -> Option<App> {
             auth: None,
             timeout,
             tools,
+            events: Vec::new(),
         }],
     })
 }

@@ -172,6 +172,7 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
         crate::undo::check_all(sink, tools_array.pointer(), tools_array.raw());
         tools
     };
+    let events = crate::event::read(root, kind == Some(ExecutorKind::Dbus));
 
     Some(App {
         id: id?,
@@ -189,6 +190,7 @@ pub(crate) fn parse(root: &mut Obj<'_>, case: Case) -> Option<App> {
             auth,
             timeout,
             tools,
+            events,
         }],
     })
 }

@@ -146,12 +146,14 @@ fn binding(section: &mut Obj<'_>, platform: Platform) -> Option<Binding> {
             .filter_map(|(i, v)| Some((i, v.get("name")?.as_str()?))),
     );
     crate::undo::check_all(section.sink(), tools_array.pointer(), tools_array.raw());
+    let events = crate::event::read(section, automation == "dbus");
     Some(Binding {
         platform,
         executor: executor?,
         auth: None,
         timeout: Some(default_timeout),
         tools,
+        events,
     })
 }
 

@@ -35,7 +35,7 @@ pub use gate::Gate;
 pub(crate) use pending::REFUSED_KEPT_MS;
 use pending::Slot;
 pub(crate) use pending::{NotPending, Pending};
-pub(crate) use question::{ANY_CALLER, Prompter, START, SharedPrompter};
+pub(crate) use question::{ANY_CALLER, EVENT, Prompter, START, SharedPrompter};
 pub use question::{Choice, Fixed, Question, Reply};
 pub(crate) use within::Note;
 pub use within::Within;

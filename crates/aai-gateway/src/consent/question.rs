@@ -133,6 +133,10 @@ impl Question {
 /// it running): no tool can have it, `@` is outside tool names.
 pub(crate) const START: &str = "@start";
 
+/// The start of the tool name of a question about listening to an app's event
+/// (`@event/track_changed`): no tool can have it.
+pub(crate) const EVENT: &str = "@event/";
+
 /// The caller of start grants: starting an app is allowed for every client alike (one
 /// server process serves them all).
 pub(crate) const ANY_CALLER: &str = "*";
@@ -154,6 +158,11 @@ impl Question {
             format!(
                 "{} needs {} ({}) running to see its tools",
                 self.caller.name, self.app_name, self.app
+            )
+        } else if let Some(event) = self.tool.strip_prefix(EVENT) {
+            format!(
+                "{} wants to watch the event `{event}` of {} ({}): {}",
+                self.caller.name, self.app_name, self.app, self.description
             )
         } else {
             format!(

@@ -335,6 +335,10 @@ pub(crate) trait Execute {
     fn execute(&self, req: Request<'_>) -> impl Future<Output = Result<Value, Error>> + Send;
 }
 
+/// Where an app's events arrive, each as its data, in order ([`Executors::events`]).
+pub(crate) type EventStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = serde_json::Value> + Send>>;
+
 /// All executors of the gateway.
 #[derive(Debug, Default)]
 pub struct Executors {
@@ -379,6 +383,22 @@ impl Executors {
     /// The downstream MCP servers.
     pub fn mcp(&self) -> &mcp::McpExecutor {
         &self.mcp
+    }
+
+    /// The data of each `source` event of an app reached through `executor`, from now on
+    /// (D-Bus signals and property changes; no other executor has events yet).
+    pub(crate) async fn events(
+        &self,
+        executor: &Executor,
+        source: &aai_descriptor::EventSource,
+    ) -> Result<EventStream, Error> {
+        match executor {
+            #[cfg(target_os = "linux")]
+            Executor::Dbus(target) => Ok(self.dbus.events(target, source).await?),
+            #[cfg(not(target_os = "linux"))]
+            Executor::Dbus(_) => Err(Error::Unsupported("D-Bus", "Linux")),
+            _ => Err(Error::Unsupported("events", "D-Bus apps")),
+        }
     }
 
     /// After a reload: retires adapters whose app is gone or now starts differently

@@ -581,40 +581,39 @@ fn connect(file: &Path) -> rusqlite::Result<Connection> {
              );
              CREATE INDEX IF NOT EXISTS history_at ON history (at_ms);",
         )?;
-        // Added after the first release of the table: the name the caller used.
-        let has_asked = conn
-            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'asked'")?
-            .exists([])?;
-        if !has_asked {
-            conn.execute_batch("ALTER TABLE history ADD COLUMN asked TEXT")?;
-        }
-        // Added with the team gateway: the person behind a call.
-        let has_person = conn
-            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'person'")?
-            .exists([])?;
-        if !has_person {
-            conn.execute_batch("ALTER TABLE history ADD COLUMN person TEXT")?;
-        }
-        conn.execute_batch("CREATE INDEX IF NOT EXISTS history_person ON history (person, at_ms)")?;
-        // Added with tool fingerprints: the definition of the tool each call ran.
-        let has_fingerprint = conn
-            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'fingerprint'")?
-            .exists([])?;
-        if !has_fingerprint {
-            conn.execute_batch("ALTER TABLE history ADD COLUMN fingerprint TEXT")?;
-        }
-        // Added with script runs: the run or batch each call was part of.
-        let has_run = conn
-            .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = 'run'")?
-            .exists([])?;
-        if !has_run {
-            conn.execute_batch("ALTER TABLE history ADD COLUMN run TEXT")?;
+        // Columns added after the first release of the table: the name the caller used;
+        // with the team gateway, the person behind a call; with tool fingerprints, the
+        // definition each call ran; with script runs, the run or batch of each call.
+        for (column, kind) in [
+            ("asked", "TEXT"),
+            ("person", "TEXT"),
+            ("fingerprint", "TEXT"),
+            ("run", "TEXT"),
+        ] {
+            add_column(conn, column, kind)?;
         }
         conn.execute_batch(
-            "CREATE INDEX IF NOT EXISTS history_run ON history (run) WHERE run IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS history_person ON history (person, at_ms);
+             CREATE INDEX IF NOT EXISTS history_run ON history (run) WHERE run IS NOT NULL;",
         )?;
         Ok(())
     })
+}
+
+/// Adds `column` to the history table unless it is there. Another process opening the
+/// same file at the same moment (the gateway's writer, a reader, `history`) may add it
+/// first: that is no error.
+fn add_column(conn: &Connection, column: &str, kind: &str) -> rusqlite::Result<()> {
+    let has = conn
+        .prepare("SELECT 1 FROM pragma_table_info('history') WHERE name = ?1")?
+        .exists([column])?;
+    if has {
+        return Ok(());
+    }
+    match conn.execute_batch(&format!("ALTER TABLE history ADD COLUMN {column} {kind}")) {
+        Err(e) if e.to_string().contains("duplicate column name") => Ok(()),
+        done => done,
+    }
 }
 
 fn write_loop(

@@ -226,3 +226,34 @@ fn records_are_written_off_thread_filtered_and_pruned() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn processes_opening_an_old_history_at_once_all_succeed() {
+    // The writer and a reader (or `history`) open a file of an earlier release at the same
+    // moment: both add the missing columns, and neither may fail for the other's.
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state.db");
+        rusqlite::Connection::open(&file)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE history (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, caller TEXT NOT NULL,
+                 app TEXT NOT NULL, tool TEXT NOT NULL, args TEXT NOT NULL, status TEXT NOT NULL, code TEXT,
+                 duration_ms INTEGER NOT NULL, excerpt TEXT NOT NULL)",
+            )
+            .unwrap();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
+        let opened: Vec<_> = (0..6)
+            .map(|_| {
+                let (file, barrier) = (file.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    connect(&file).map(drop)
+                })
+            })
+            .collect();
+        for o in opened {
+            o.join().unwrap().expect("every opener succeeds");
+        }
+    }
+}

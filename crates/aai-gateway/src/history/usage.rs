@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::pin::Pin;
 
-use super::{Error, connect};
+use super::Error;
 
 /// One app and tool a client used: `(app, tool, successful calls, last call in Unix ms)`.
 pub(crate) type Row = (String, String, u64, u64);
@@ -16,9 +16,21 @@ pub type Future = Pin<Box<dyn std::future::Future<Output = Result<Vec<Row>, Erro
 /// Most rows read for one client: its most recent (app, tool) pairs.
 const MAX_ROWS: i64 = 10_000;
 
-/// From the local history in `file`.
+/// From the local history in `file`, opened read-only: it neither creates the file nor
+/// changes its tables (the writer does, at the same moment, when a client connects).
 pub(crate) fn sqlite(file: &Path, caller: &str, person: Option<&str>) -> Result<Vec<Row>, Error> {
-    let conn = connect(file).map_err(|source| Error::Open {
+    if !file.exists() {
+        return Ok(Vec::new());
+    }
+    let open = || {
+        let conn = rusqlite::Connection::open_with_flags(
+            file,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(conn)
+    };
+    let conn = open().map_err(|source| Error::Open {
         file: file.to_owned(),
         source,
     })?;

@@ -14,6 +14,7 @@
 
 mod batch;
 mod call;
+mod events;
 pub mod http;
 mod names;
 mod progress;
@@ -74,6 +75,8 @@ pub struct Server {
     session: u64,
     /// What the sessions of one listener share.
     shared: Arc<Shared>,
+    /// This session's subscriptions to apps' events.
+    events: Arc<events::Subscriptions>,
 }
 
 /// What the sessions of one listener (stdio, or one HTTP listener, where each request of
@@ -105,6 +108,7 @@ impl Server {
             token: None,
             session: SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             shared: Arc::default(),
+            events: Arc::default(),
         }
     }
 
@@ -519,6 +523,7 @@ impl ServerHandler for Server {
                 .enable_tool_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 // It answers `prompts/list` (with none): 2026-07-28 asks a server that
                 // handles prompts to declare them.
                 .enable_prompts()
@@ -660,9 +665,34 @@ impl ServerHandler for Server {
                 .to_owned(),
         );
         model.mime_type = Some("application/json".to_owned());
+        let mut events = ResourceTemplate::new("app:{appId}/events/{event}", "events");
+        events.description = Some(
+            "An app's event (its guide lists them): the last ones fired; subscribe to hear of the next"
+                .to_owned(),
+        );
+        events.mime_type = Some("application/json".to_owned());
         Ok(ListResourceTemplatesResult::with_all_items(vec![
-            guide, model,
+            guide, model, events,
         ]))
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_event(&request.uri, context).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.unsubscribe_event(&request.uri);
+        Ok(())
     }
 
     async fn read_resource(
@@ -677,6 +707,10 @@ impl ServerHandler for Server {
         let not_found = || {
             McpError::resource_not_found(format!("no resource `{uri}`"), Some(json!({"uri": uri})))
         };
+        if events::parse(uri).is_some() {
+            let contents = self.read_event(uri, &context).await?;
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
         let key = uri.strip_prefix("app:").ok_or_else(not_found)?;
         let (key, part) = match key.rsplit_once('/') {
             Some((k, "guide")) => (k, "guide"),

@@ -106,7 +106,9 @@ Apps on this computer and on the web are reached through six tools:
    error names the one it hit. With `atomic: true`, a run that fails (throws, or hits a
    limit) undoes its completed calls as an atomic `aai_batch` does. Each app's guide ends
    with its tools as TypeScript signatures, and the end of this guide declares the apps
-   you can call.
+   you can call. `waitFor(app, event, {timeout?})` waits for an app's next event (its
+   guide lists them) and resolves to its data; it throws TIMEOUT after `timeout` ms
+   (30000 by default).
 
 The app `aai` is the gateway itself: its tools import apps (MCP servers, OpenAPI
 documents, skills, aai.json files; a preview first), remove and restore them, and hide or
@@ -197,6 +199,7 @@ pub fn render_ranked(snapshot: &Snapshot, entry: &Entry, first: &[String]) -> St
     for tool in tools {
         tool_section(&mut out, &app.id, tool);
     }
+    events_section(&mut out, entry);
     let _ = writeln!(
         out,
         "\n## In a script (`aai_run`)\n\n```ts\n{}\n```",
@@ -309,6 +312,28 @@ fn auth(auth: Option<&Auth>) -> String {
     }
     text.push_str(". The user stores credentials with `aai-gateway auth`; they are never passed as tool arguments.");
     text
+}
+
+/// The app's events: what each means, its resource, and how a script waits for it.
+fn events_section(out: &mut String, entry: &Entry) {
+    let events = &entry.binding().events;
+    if events.is_empty() {
+        return;
+    }
+    let id = &entry.app.id;
+    let _ = writeln!(
+        out,
+        "\n## Events ({})\n\nSubscribe to `app:{id}/events/<name>` (`resources/subscribe`), or wait in a script: `await waitFor(\"{id}\", <name>, {{timeout: 30000}})` gives the event's data.\n",
+        events.len()
+    );
+    for event in events {
+        let what = cut(&event.description, DESCRIPTION_MAX);
+        if what.is_empty() {
+            let _ = writeln!(out, "- `{}`", event.name);
+        } else {
+            let _ = writeln!(out, "- `{}`: {what}", event.name);
+        }
+    }
 }
 
 fn tool_section(out: &mut String, app_id: &str, tool: &Tool) {

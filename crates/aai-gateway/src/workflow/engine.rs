@@ -40,6 +40,14 @@ pub(super) enum Ask {
         app: String,
         reply: oneshot::Sender<Result<Value, Thrown>>,
     },
+    /// `waitFor(app, event, {timeout})`: the data of the app's next such event.
+    Wait {
+        app: String,
+        event: String,
+        /// At most this long (the run's own limit still applies).
+        timeout: std::time::Duration,
+        reply: oneshot::Sender<Result<Value, Thrown>>,
+    },
 }
 
 /// An error the script sees as a thrown `Error` with a `code`.
@@ -242,12 +250,30 @@ fn install<'js>(
             ask(&ctx, &to, |reply| Ask::Search { query, reply })
         })?,
     )?;
-    let to = asks;
+    let to = asks.clone();
     globals.set(
         "__aai_guide",
         Function::new(ctx.clone(), move |ctx: Ctx<'js>, app: String| {
             ask(&ctx, &to, |reply| Ask::Guide { app, reply })
         })?,
+    )?;
+    let to = asks;
+    globals.set(
+        "__aai_wait",
+        Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'js>, app: String, event: String, timeout_ms: f64| {
+                // NaN, negative and huge values become 0 and the cap: the run's limit rules.
+                let timeout =
+                    std::time::Duration::from_millis(timeout_ms.clamp(0.0, 86_400_000.0) as u64);
+                ask(&ctx, &to, |reply| Ask::Wait {
+                    app,
+                    event,
+                    timeout,
+                    reply,
+                })
+            },
+        )?,
     )?;
     let budget = setup.log_bytes;
     globals.set(
@@ -351,8 +377,8 @@ fn out_of_memory_or(e: rquickjs::Error, other: impl FnOnce(String) -> End) -> En
 const PRELUDE: &str = r#""use strict";
 (() => {
   const g = globalThis;
-  const raw = { call: g.__aai_call, search: g.__aai_search, guide: g.__aai_guide, log: g.__aai_log };
-  for (const k of ["__aai_call", "__aai_search", "__aai_guide", "__aai_log"]) delete g[k];
+  const raw = { call: g.__aai_call, search: g.__aai_search, guide: g.__aai_guide, wait: g.__aai_wait, log: g.__aai_log };
+  for (const k of ["__aai_call", "__aai_search", "__aai_guide", "__aai_wait", "__aai_log"]) delete g[k];
   const answer = (text) => {
     const r = JSON.parse(text);
     if (r.error) {
@@ -373,6 +399,10 @@ const PRELUDE: &str = r#""use strict";
   fixed("call", call);
   fixed("search", async (query) => answer(raw.search(String(query))));
   fixed("guide", async (app) => answer(raw.guide(String(app))));
+  fixed("waitFor", async (app, event, options) => {
+    const timeout = options && options.timeout !== undefined ? Number(options.timeout) : 30000;
+    return answer(raw.wait(String(app), String(event), timeout));
+  });
   const tools = (app) => new Proxy({}, {
     get: (_, tool) => (typeof tool === "string" && tool !== "then") ? (args) => call(app, tool, args) : undefined,
   });

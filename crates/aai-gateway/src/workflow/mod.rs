@@ -503,6 +503,63 @@ async fn answer(
                 stop: None,
             }
         }
+        Ask::Wait {
+            app,
+            event,
+            timeout,
+            reply,
+        } => {
+            let waited = tokio::select! {
+                waited = wait_for(pipeline, &app, &event, timeout, origin) => Ok(waited),
+                () = tokio::time::sleep_until(deadline) => Err(Error::TimedOut(limits.wall)),
+                () = cancel.cancelled() => Err(Error::Cancelled),
+            };
+            match waited {
+                Ok(answer) => {
+                    let _ = reply.send(answer);
+                    Answered {
+                        called: false,
+                        stop: None,
+                    }
+                }
+                Err(why) => {
+                    let _ = reply.send(Err(thrown(
+                        Code::AutomationFailed,
+                        "the run was stopped".into(),
+                    )));
+                    Answered {
+                        called: false,
+                        stop: Some(why),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The data of `app`'s next `event` (its app in the caller's view, consent asked as for
+/// a call), or TIMEOUT after `timeout`.
+async fn wait_for(
+    pipeline: &Pipeline,
+    app: &str,
+    event: &str,
+    timeout: Duration,
+    origin: &Origin,
+) -> Result<Value, Thrown> {
+    let mut feed = pipeline
+        .listen(app, event, origin)
+        .await
+        .map_err(|e| thrown(e.code, e.message()))?;
+    match tokio::time::timeout(timeout, feed.next()).await {
+        Ok(Some(fired)) => Ok(fired.data.clone()),
+        Ok(None) => Err(thrown(
+            Code::ServiceUnavailable,
+            format!("`{app}` stopped announcing `{event}` (it or the bus went away)"),
+        )),
+        Err(_) => Err(thrown(
+            Code::Timeout,
+            format!("no `{event}` of `{app}` within {} ms", timeout.as_millis()),
+        )),
     }
 }
 

@@ -18,6 +18,7 @@
 //! PERMISSION_DENIED, NoReply/Timeout → TIMEOUT, ServiceUnknown → APP_NOT_RUNNING).
 
 pub(crate) mod convert;
+mod signals;
 #[cfg(test)]
 mod tests;
 
