@@ -245,3 +245,39 @@ async def test_guides_declare_the_tools_as_a_script_calls_them(gw):
         gateway = (await s.call_tool("aai_guide", {})).content[0].text
         assert "## The apps, as a script calls them" in gateway
         assert 'apps["com.example.stdio"]: {' in gateway and "com.example.hidden" not in gateway
+
+
+def model_bytes(result):
+    """What a client gives its model of a tool result: the text content (clients that read
+    `structuredContent` instead get about as much)."""
+    return sum(len(c.text.encode()) for c in result.content if getattr(c, "text", None))
+
+
+async def test_a_script_returns_less_to_the_model_than_its_calls_one_by_one(gw, bus, httpbin):
+    """The three-step task (echo a word, look it up on httpbin, greet it over D-Bus), done as
+    three `aai_exec` calls and as one `aai_run`: the bytes the model reads back, each way.
+    The figures are printed for the issue's note (`-s`)."""
+    three_kinds(gw, bus, httpbin)
+    async with gw.session() as s:
+        single = []
+        r = await s.call_tool("aai_exec", {"app": "com.example.stdio", "tool": "echo", "args": {"text": "owl"}})
+        single.append(model_bytes(r))
+        word = json.loads(r.content[0].text)["echo"]["text"]
+        r = await s.call_tool("aai_exec", {"app": "org.httpbin", "tool": "get", "args": {"q": word}})
+        single.append(model_bytes(r))
+        q = json.loads(r.content[0].text)["args"]["q"]
+        r = await s.call_tool("aai_exec", {"app": "com.example.jsonsvc", "tool": "greet", "args": {"name": q}})
+        single.append(model_bytes(r))
+        greeting = json.loads(r.content[0].text)["greeting"]
+        script = """
+        const e = await call("com.example.stdio", "echo", {text: input.word});
+        const g = await call("org.httpbin", "get", {q: e.echo.text});
+        return (await call("com.example.jsonsvc", "greet", {name: g.args.q})).greeting;
+        """
+        r = await s.call_tool("aai_run", {"script": script, "input": {"word": "owl"}})
+        assert r.structured_content["result"] == greeting == "hello owl"
+        scripted = model_bytes(r)
+        structured = len(json.dumps(r.structured_content, separators=(",", ":")).encode())
+    print(f"\nbytes back to the model: one by one {single} = {sum(single)}; as one script {scripted} "
+          f"(its structuredContent, which some clients read instead: {structured})")
+    assert scripted < sum(single), (single, scripted)

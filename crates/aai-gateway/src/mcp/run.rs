@@ -114,11 +114,13 @@ pub(super) fn atomic(args: &Map<String, Value>) -> Result<bool, GatewayError> {
     }
 }
 
-/// The report as a tool result: the JSON as text and as `structuredContent`, marked
-/// `isError` when the run failed (the calls it made are in it either way).
+/// The report as a tool result, marked `isError` when the run failed: the whole report as
+/// `structuredContent`; as text, what the model needs and no more (the point of a script
+/// is to spend fewer tokens than its calls): the returned value as JSON (or the error),
+/// the log, one line on the calls, and the failed calls and undos.
 fn run_result(report: &Report) -> CallToolResult {
     let json = report.to_json();
-    let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+    let text = run_text(report, &json);
     let mut result = if report.outcome.is_ok() {
         CallToolResult::success(vec![ContentBlock::text(text)])
     } else {
@@ -126,4 +128,51 @@ fn run_result(report: &Report) -> CallToolResult {
     };
     result.structured_content = Some(json);
     result
+}
+
+fn run_text(report: &Report, json: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut text = match (&report.outcome, json.get("error")) {
+        (Ok(value), _) => value.to_string(),
+        (Err(_), Some(error)) => {
+            let field = |k: &str| error.get(k).and_then(Value::as_str).unwrap_or_default();
+            let mut t = format!("{}: {}", field("code"), field("message"));
+            if !field("stack").is_empty() {
+                let _ = write!(t, "\n{}", field("stack"));
+            }
+            t
+        }
+        (Err(_), None) => String::new(),
+    };
+    if !report.log.is_empty() {
+        let _ = write!(text, "\n\nlog:\n{}", report.log.join("\n"));
+    }
+    if report.log_dropped > 0 {
+        let _ = write!(text, "\n({} more log lines left out)", report.log_dropped);
+    }
+    let failed: Vec<&CallNote> = report.calls.iter().filter(|c| c.status != "ok").collect();
+    let _ = write!(
+        text,
+        "\n\n{}, {} failed; run {}",
+        crate::text::count(report.calls.len(), "call", "calls"),
+        failed.len(),
+        report.id
+    );
+    for (i, call) in report.calls.iter().enumerate().filter(|(_, c)| c.status != "ok") {
+        let _ = write!(
+            text,
+            "\n{i}. {} {}: {}",
+            call.app,
+            call.tool,
+            call.code.unwrap_or("error")
+        );
+    }
+    if let Some(undone) = &report.undone {
+        let _ = write!(
+            text,
+            "\n\nAtomic: the completed calls were undone, newest first:\n{}",
+            crate::rollback::lines(undone)
+        );
+    }
+    text
 }
