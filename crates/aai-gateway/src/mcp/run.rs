@@ -158,7 +158,12 @@ fn run_text(report: &Report, json: &Value) -> String {
         failed.len(),
         report.id
     );
-    for (i, call) in report.calls.iter().enumerate().filter(|(_, c)| c.status != "ok") {
+    for (i, call) in report
+        .calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.status != "ok")
+    {
         let _ = write!(
             text,
             "\n{i}. {} {}: {}",
