@@ -91,7 +91,15 @@ async def test_a_track_change_reaches_a_subscriber_and_a_waiting_script(gw, desk
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(skip_soon)
-            script = f'return await waitFor("{MPV}", "track_changed", {{timeout: 15000}});'
+            # Metadata may change for the playing track too (mpv announces more of it as it
+            # loads): the script waits until another track plays.
+            script = f"""
+            const before = {json.dumps(first["mpris:trackid"])};
+            for (;;) {{
+              const track = await waitFor("{MPV}", "track_changed", {{timeout: 15000}});
+              if (track["mpris:trackid"] !== before) return track;
+            }}
+            """
             r = await s.call_tool("aai_run", {"script": script})
         out = r.structured_content
         assert not r.is_error, out

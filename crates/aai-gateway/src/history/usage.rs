@@ -34,6 +34,14 @@ pub(crate) fn sqlite(file: &Path, caller: &str, person: Option<&str>) -> Result<
         file: file.to_owned(),
         source,
     })?;
+    // The writer creates the table on its own thread when the gateway starts: a client
+    // that connects first finds none yet, which is no use at all.
+    let has_table = conn
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'")?
+        .exists([])?;
+    if !has_table {
+        return Ok(Vec::new());
+    }
     let mut stmt = conn.prepare(
         "SELECT app, tool, COUNT(*), MAX(at_ms) FROM history
          WHERE caller = ?1 AND person IS ?2 AND status = 'ok'
