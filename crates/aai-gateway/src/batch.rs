@@ -215,7 +215,9 @@ impl Pipeline {
                                     if let Some(args) = args
                                         && crate::rollback::value_of(&outcome).is_ok()
                                     {
-                                        let args = args.unwrap_or(Value::Null);
+                                        // No arguments given reads as `{}` for `/args` pointers.
+                                        let args = args
+                                            .unwrap_or_else(|| Value::Object(Default::default()));
                                         let plan = self
                                             .undo_plan(
                                                 &call.app, &call.tool, &args, &outcome, origin,
@@ -223,8 +225,8 @@ impl Pipeline {
                                             .await;
                                         steps.lock().expect("steps lock").push(Step {
                                             index,
-                                            app: call.app,
-                                            tool: call.tool,
+                                            app: crate::text::excerpt(&call.app, 200),
+                                            tool: crate::text::excerpt(&call.tool, 200),
                                             plan,
                                         });
                                     }

@@ -158,23 +158,40 @@ impl Pipeline {
     }
 
     /// The calls an atomic batch of `calls` (`(app, tool)`) could not undo, as `app tool`,
-    /// each once: tools that change something and name no undo.
+    /// each once: tools that change something and name no undo. Names are cut to 200
+    /// characters, and past 20 of them the rest are counted (the list goes into a
+    /// question).
     pub(crate) async fn irreversible<'a>(
         &self,
         calls: impl Iterator<Item = (&'a str, &'a str)>,
         origin: &Origin,
     ) -> Vec<String> {
+        const SHOWN: usize = 20;
         let snapshot = self.view(self.snapshot().await, &origin.caller);
         let mut out: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut more = 0;
         for (app, tool) in calls {
             let found = snapshot
                 .find(app)
                 .and_then(|e| e.binding().tool(tool).map(|t| (e, t)));
             let undoable = found.is_some_and(|(_, t)| t.read_only || t.undo.is_some());
-            let name = format!("{app} {tool}");
-            if !undoable && !out.contains(&name) {
-                out.push(name);
+            let name = format!(
+                "{} {}",
+                crate::text::excerpt(app, 200),
+                crate::text::excerpt(tool, 200)
+            );
+            if undoable || !seen.insert(name.clone()) {
+                continue;
             }
+            if out.len() < SHOWN {
+                out.push(name);
+            } else {
+                more += 1;
+            }
+        }
+        if more > 0 {
+            out.push(format!("and {more} more"));
         }
         out
     }
