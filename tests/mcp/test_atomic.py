@@ -7,6 +7,7 @@ batch carry its id in history, and its first consent question shows the script.
 Run: python3 -m pytest tests/mcp -q -k atomic
 """
 import json
+import time
 
 import pytest
 
@@ -152,3 +153,38 @@ async def test_the_first_question_of_a_run_shows_its_script_and_the_others_refer
     assert "MARKER-7f3a" not in asked[1] and "its script was shown with its first question" in asked[1]
     run_id = r.structured_content["run"]
     assert run_id in asked[0] and run_id in asked[1]
+
+
+def test_a_client_gone_without_a_cancel_still_gets_its_rollback(gw, tmp_path):
+    """The client's input ends mid-run without `notifications/cancelled` (a client killed,
+    a pipe closed): the run is cancelled when its request goes, its completed calls are
+    undone, and the process exits only after that, with the undos in history."""
+    import subprocess
+    entries = ledger(gw, tmp_path)
+    p = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], env=gw.env(), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def send(message):
+        p.stdin.write((json.dumps(message) + "\n").encode())
+        p.stdin.flush()
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "gone", "version": "1"}}})
+    assert json.loads(p.stdout.readline())["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    script = """
+    for (const t of ["a", "b", "c"]) await call("com.example.ledger", "add", {text: t});
+    await call("com.example.ledger", "echo", {text: "slow", delay: 30});
+    """
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+          "params": {"name": "aai_run", "arguments": {"script": script, "atomic": True}}})
+    deadline = time.monotonic() + 15
+    while len(entries()) < 3:
+        assert time.monotonic() < deadline, entries()
+        time.sleep(0.05)
+    p.stdin.close()
+    assert p.wait(timeout=40) == 0
+    assert entries() == [], "the three adds were undone before the process ended"
+    rows = calls(gw)
+    undos = [h for h in rows if h["tool"] == "remove"]
+    assert len(undos) == 3 and all(h["status"] == "ok" and h["run"].startswith("run-") for h in undos), rows

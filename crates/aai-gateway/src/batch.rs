@@ -157,6 +157,31 @@ impl Pipeline {
         if total > max {
             return Err(Error::TooMany { total, max }.into());
         }
+        if !batch.atomic {
+            return self.run_batch(batch, cancel, on_done, origin).await;
+        }
+        // An atomic batch finishes, and undoes, even when its request goes away.
+        let (pipeline, origin) = (self.clone(), origin.clone());
+        let token = cancel.clone();
+        let work = async move { pipeline.run_batch(batch, cancel, on_done, &origin).await };
+        crate::rollback::detached(work, &token)
+            .await
+            .unwrap_or_else(|| {
+                Err(GatewayError::new(
+                    Code::AutomationFailed,
+                    "the batch's task failed",
+                ))
+            })
+    }
+
+    async fn run_batch(
+        &self,
+        batch: Batch,
+        cancel: CancellationToken,
+        on_done: Option<OnDone>,
+        origin: &Origin,
+    ) -> Result<Ran, GatewayError> {
+        let total = batch.calls.len();
         let irreversible = if batch.atomic {
             let named = batch.calls.iter().flatten();
             self.irreversible(named.map(|c| (c.app.as_str(), c.tool.as_str())), origin)

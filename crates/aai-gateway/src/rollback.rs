@@ -7,11 +7,96 @@
 //! none; one whose tool names no undo, or whose undo's arguments the call did not give,
 //! stays done and is reported so. A failed undo does not stop the others.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
 use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::{Origin, Outcome, Pipeline};
+
+/// Atomic runs and batches under way, their rollbacks included; the process waits for them
+/// (a bounded while, [`settled`]) before it ends.
+static UNDERWAY: AtomicUsize = AtomicUsize::new(0);
+/// Told when the last one ends.
+static SETTLED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+/// How each one is cancelled, by its number.
+static CANCELS: std::sync::Mutex<Vec<(u64, CancellationToken)>> = std::sync::Mutex::new(Vec::new());
+/// The number of the next one.
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts one atomic run or batch (and keeps its cancellation) until it is dropped.
+struct Underway(u64);
+
+impl Underway {
+    fn enter(cancel: &CancellationToken) -> Underway {
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        CANCELS
+            .lock()
+            .expect("cancels lock")
+            .push((id, cancel.clone()));
+        UNDERWAY.fetch_add(1, Ordering::SeqCst);
+        Underway(id)
+    }
+}
+
+impl Drop for Underway {
+    fn drop(&mut self) {
+        CANCELS
+            .lock()
+            .expect("cancels lock")
+            .retain(|(id, _)| *id != self.0);
+        if UNDERWAY.fetch_sub(1, Ordering::SeqCst) == 1 {
+            SETTLED.notify_waiters();
+        }
+    }
+}
+
+/// Runs an atomic run or batch (`work`) on a task of its own, so that it finishes — its
+/// rollback included — even when the request waiting for it goes away: a client gone
+/// without a cancel (its input closed) drops the request, which cancels `cancel`, and the
+/// work then stops and undoes what it did. `None` when the task itself failed.
+pub(crate) async fn detached<F>(work: F, cancel: &CancellationToken) -> Option<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let gone = cancel.clone().drop_guard();
+    let underway = Underway::enter(cancel);
+    let task = tokio::spawn(async move {
+        let out = work.await;
+        drop(underway);
+        out
+    });
+    let out = task.await.ok();
+    gone.disarm();
+    out
+}
+
+/// Cancels the atomic runs and batches under way (their sessions are over: nobody waits
+/// for their results) and waits until they have undone what they did, for at most `wait`
+/// (what the process does before it ends).
+pub(crate) async fn settled(wait: Duration) {
+    for (_, cancel) in CANCELS.lock().expect("cancels lock").iter() {
+        cancel.cancel();
+    }
+    let all_done = async {
+        loop {
+            let notified = SETTLED.notified();
+            if UNDERWAY.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    };
+    if tokio::time::timeout(wait, all_done).await.is_err() {
+        tracing::warn!(
+            "{} atomic runs or batches were still undoing their calls {wait:?} after the session ended; the process ends without them",
+            UNDERWAY.load(Ordering::SeqCst)
+        );
+    }
+}
 
 /// A completed call of an atomic run or batch, and what would undo it.
 #[derive(Debug)]

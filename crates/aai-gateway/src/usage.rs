@@ -160,7 +160,9 @@ impl Usage {
                             tally.add(&app, &tool, count, last);
                         }
                     }
-                    Err(e) => tracing::warn!("this client's use of apps cannot be read: {e}"),
+                    // Not a warning: a history being created or migrated by the writer
+                    // at this moment reads so too, and ranking is a nicety.
+                    Err(e) => tracing::info!("this client's use of apps cannot be read: {e}"),
                 }
             })
             .await;

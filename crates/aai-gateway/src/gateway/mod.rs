@@ -37,6 +37,9 @@ const REGISTRY_INTERVAL: Duration = Duration::from_secs(6 * 3600);
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(250);
 /// How long `tools/list` in `flat` exposure waits for downstream MCP servers.
 const FLAT_LISTING_WAIT: Duration = Duration::from_secs(15);
+/// How long the process waits, once its session ended, for atomic runs and batches still
+/// undoing their calls (docs/workflows.md, "Undo").
+const UNDO_GRACE: Duration = Duration::from_secs(30);
 
 /// The running gateway: settings, the served apps, the executors.
 #[derive(Debug)]
@@ -979,7 +982,10 @@ impl Lifecycle {
         let gateway = self.gateway.clone();
         self.block_on(async move {
             let _running = gateway.start();
-            serve(gateway.handle()).await
+            let served = serve(gateway.handle()).await;
+            // An atomic run or batch whose client went away is still undoing its calls.
+            crate::rollback::settled(UNDO_GRACE).await;
+            served
         })
     }
 

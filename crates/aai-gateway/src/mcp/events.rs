@@ -79,13 +79,16 @@ impl Server {
         let target = uri.to_owned();
         let task = tokio::spawn(async move {
             while feed.next().await.is_some() {
-                let updated = ResourceUpdatedNotificationParam::new(target.clone());
-                if peer.notify_resource_updated(updated.clone()).await.is_err() {
-                    return;
-                }
-                tokio::time::sleep(COALESCE).await;
-                if feed.drain() > 0 && peer.notify_resource_updated(updated).await.is_err() {
-                    return;
+                // One notification, then a quiet spell; what fired meanwhile makes one more.
+                loop {
+                    let updated = ResourceUpdatedNotificationParam::new(target.clone());
+                    if peer.notify_resource_updated(updated).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(COALESCE).await;
+                    if feed.drain() == 0 {
+                        break;
+                    }
                 }
             }
         });

@@ -199,6 +199,26 @@ pub(crate) async fn run(
     on_call: Option<OnCall>,
     origin: &Origin,
 ) -> Report {
+    if !script.atomic {
+        return run_whole(pipeline, script, limits, cancel, on_call, origin).await;
+    }
+    // An atomic run finishes, and undoes, even when its request goes away.
+    let (pipeline, limits, origin) = (pipeline.clone(), limits.clone(), origin.clone());
+    let token = cancel.clone();
+    let work = async move { run_whole(&pipeline, script, &limits, cancel, on_call, &origin).await };
+    crate::rollback::detached(work, &token)
+        .await
+        .unwrap_or_else(|| Report::failed(Error::Engine("the run's task failed".into()), ""))
+}
+
+async fn run_whole(
+    pipeline: &Pipeline,
+    script: Script,
+    limits: &Limits,
+    cancel: CancellationToken,
+    on_call: Option<OnCall>,
+    origin: &Origin,
+) -> Report {
     let within = Arc::new(Within::run(&script.source, script.atomic));
     let mut span =
         telemetry::Call::start_as(telemetry::RUN, pipeline.telemetry(), origin.trace.as_ref());
