@@ -38,11 +38,17 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// The task an atomic batch ran on ended without an answer (it panicked).
+    #[error("the batch's task ended without an answer")]
+    Lost,
 }
 
 impl From<Error> for GatewayError {
     fn from(e: Error) -> GatewayError {
-        GatewayError::new(Code::InvalidParams, e.to_string()).with("field", "/calls")
+        match e {
+            Error::Lost => GatewayError::new(Code::AutomationFailed, e.to_string()),
+            e => GatewayError::new(Code::InvalidParams, e.to_string()).with("field", "/calls"),
+        }
     }
 }
 
@@ -166,12 +172,7 @@ impl Pipeline {
         let work = async move { pipeline.run_batch(batch, cancel, on_done, &origin).await };
         crate::rollback::detached(work, &token)
             .await
-            .unwrap_or_else(|| {
-                Err(GatewayError::new(
-                    Code::AutomationFailed,
-                    "the batch's task failed",
-                ))
-            })
+            .unwrap_or_else(|| Err(Error::Lost.into()))
     }
 
     async fn run_batch(
