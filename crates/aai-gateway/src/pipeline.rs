@@ -622,13 +622,14 @@ impl Pipeline {
             }
             spans.finish(result.as_ref().map(|_| ()).map_err(|e| e.code.name()));
         }
+        // The caller's key, made once for its use and its history record.
+        let caller_key = origin.caller.key();
         if result.is_ok()
             && let Some(id) = &trace.app_id
         {
             let person = origin.caller.person.as_ref().map(|p| p.subject.as_str());
-            let key = origin.caller.key();
             self.usage
-                .note(&key, person, id, tool, crate::history::now_ms());
+                .note(&caller_key, person, id, tool, crate::history::now_ms());
         }
         if let (Some(history), Some(args)) = (&self.history, masked) {
             let (status, code, head) = match &result {
@@ -645,7 +646,7 @@ impl Pipeline {
             };
             history.record(crate::history::Record {
                 at_ms: crate::history::now_ms(),
-                caller: origin.caller.key(),
+                caller: caller_key,
                 person: origin.caller.person.as_ref().map(|p| p.subject.clone()),
                 app: id,
                 asked,

@@ -137,13 +137,13 @@ impl Usage {
         let slot = {
             let mut clients = self.clients.lock().expect("usage lock");
             let key = key(caller, person);
-            if !clients.contains_key(&key)
+            if !clients.contains_key(key.as_ref())
                 && clients.len() >= MAX_CLIENTS
                 && let Some(any) = clients.keys().next().cloned()
             {
                 clients.remove(&any);
             }
-            clients.entry(key).or_default().clone()
+            clients.entry(key.into_owned()).or_default().clone()
         };
         slot.read
             .get_or_init(|| async {
@@ -192,7 +192,7 @@ impl Usage {
             .clients
             .lock()
             .expect("usage lock")
-            .get(&key(caller, person))
+            .get(key(caller, person).as_ref())
             .cloned();
         if let Some(slot) = tally {
             slot.tally
@@ -203,10 +203,12 @@ impl Usage {
     }
 }
 
-fn key(caller: &str, person: Option<&str>) -> String {
+/// A client's key: its caller key, and its person when there is one (no copy without:
+/// the common case, on every call).
+fn key<'a>(caller: &'a str, person: Option<&str>) -> std::borrow::Cow<'a, str> {
     match person {
-        Some(p) => format!("{caller}\u{0}{p}"),
-        None => caller.to_owned(),
+        Some(p) => std::borrow::Cow::Owned(format!("{caller}\u{0}{p}")),
+        None => std::borrow::Cow::Borrowed(caller),
     }
 }
 
