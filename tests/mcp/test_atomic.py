@@ -188,3 +188,78 @@ def test_a_client_gone_without_a_cancel_still_gets_its_rollback(gw, tmp_path):
     rows = calls(gw)
     undos = [h for h in rows if h["tool"] == "remove"]
     assert len(undos) == 3 and all(h["status"] == "ok" and h["run"].startswith("run-") for h in undos), rows
+
+
+async def test_a_rollback_has_its_own_bound_and_the_undos_past_it_are_reported(gw, tmp_path):
+    """Undos that hang cannot hold a run forever: together they get `undo.timeoutMs`; the one
+    running then is cancelled, and the rest are reported as not undone, with the limit."""
+    hanging = [
+        tool("add", {"text": {"type": "string"}}, ["text"],
+             undo={"tool": "sleep", "args": {"seconds": {"value": 20}}}),
+        *[t for t in STANDARD_TOOLS if t["name"] in ("sleep",)],
+    ]
+    gw.add_app("com.example.ledger", tools=hanging, env={"AAI_LEDGER": str(tmp_path / "l.json")})
+    gw.config(undo={"timeoutMs": 1000})
+    script = """
+    for (const t of ["a", "b", "c"]) await call("com.example.ledger", "add", {text: t});
+    throw new Error("stop here");
+    """
+    async with gw.session() as s:
+        started = time.monotonic()
+        r = await s.call_tool("aai_run", {"script": script, "atomic": True})
+        took = time.monotonic() - started
+    out = r.structured_content
+    assert took < 12, f"the rollback took {took:.1f} s"
+    assert [(u["index"], u["status"], u["error"]["code"]) for u in out["undone"]] == [
+        (2, "failed", "TIMEOUT"), (1, "failed", "TIMEOUT"), (0, "failed", "TIMEOUT")], out["undone"]
+    assert "undo.timeoutMs" in out["undone"][2]["error"]["message"]
+
+
+async def test_the_call_a_run_was_stopped_in_is_reported_and_nothing_to_undo_says_so(gw, tmp_path):
+    entries = ledger(gw, tmp_path)
+    gw.config(run={"timeoutMs": 1500})
+    script = """
+    await call("com.example.ledger", "add", {text: "a"});
+    await call("com.example.ledger", "echo", {text: "slow", delay: 20});
+    """
+    async with gw.session() as s:
+        r = await s.call_tool("aai_run", {"script": script, "atomic": True})
+        out = r.structured_content
+        assert out["error"]["code"] == "TIMEOUT", out
+        assert [(u["index"], u["tool"], u["status"]) for u in out["undone"]] == [
+            (1, "echo", "not undoable"), (0, "add", "undone")], out["undone"]
+        assert "stopped mid-call" in out["undone"][0]["error"]
+        assert entries() == []
+        # A run that fails before any call changes something has nothing to undo, and says so.
+        r = await s.call_tool("aai_run", {"script": "throw new Error('at once')", "atomic": True})
+        assert r.structured_content["undone"] == []
+        assert "Atomic: nothing to undo" in r.content[0].text, r.content[0].text
+
+
+async def test_an_undo_is_asked_about_as_an_undo(gw, tmp_path):
+    entries = ledger(gw, tmp_path)
+    gw.config(consent={"mode": "prompt"})
+    asked = []
+    elicit = deciding({"": "once"}, asked)
+    script = """
+    await call("com.example.ledger", "add", {text: "x"});
+    throw new Error("undo it");
+    """
+    async with gw.session(elicitation=elicit) as s:
+        r = await s.call_tool("aai_run", {"script": script, "atomic": True})
+    assert r.structured_content["undone"][0]["status"] == "undone"
+    assert len(asked) == 2, asked
+    assert "an undo: script run " + r.structured_content["run"] in asked[1], asked[1]
+    assert "if you deny it, that step stays done" in asked[1] and "undo it" not in asked[1]
+    assert entries() == []
+
+
+async def test_an_atomic_batch_with_an_unreadable_call_runs_nothing(gw, tmp_path):
+    entries = ledger(gw, tmp_path)
+    async with gw.session() as s:
+        with pytest.raises(MCPError, match="call 1 cannot be read, so this atomic batch runs none"):
+            await s.call_tool("aai_batch", {"atomic": True, "calls": [
+                {"app": "com.example.ledger", "tool": "add", "args": {"text": "a"}},
+                {"app": 5, "tool": "add"},
+            ]})
+    assert entries() == []

@@ -199,28 +199,64 @@ pub(crate) fn check_all(sink: &Sink, tools_pointer: &str, tools: &[Value]) {
         let properties = params
             .and_then(|p| p.get("properties"))
             .and_then(Value::as_object);
-        let given = undo.get("args").and_then(Value::as_object);
+        // `args` that is not an object was reported when the tool was read.
+        let given = match undo.get("args") {
+            None => None,
+            Some(Value::Object(given)) => Some(given),
+            Some(_) => continue,
+        };
         if let (Some(properties), Some(given)) = (properties, given) {
-            for arg in given.keys().filter(|a| !properties.contains_key(*a)) {
+            let unknown: Vec<&String> = given
+                .keys()
+                .filter(|a| !properties.contains_key(*a))
+                .collect();
+            for arg in unknown.iter().take(SHOWN) {
                 sink.warning(
-                    format!("{at}/args/{arg}"),
+                    crate::diagnostic::join_pointer(&format!("{at}/args"), arg),
                     format!("`{name}` has no parameter `{arg}`"),
+                );
+            }
+            if unknown.len() > SHOWN {
+                sink.warning(
+                    format!("{at}/args"),
+                    format!(
+                        "and {} more arguments `{name}` has no parameter for",
+                        unknown.len() - SHOWN
+                    ),
                 );
             }
         }
         let required = params
             .and_then(|p| p.get("required"))
             .and_then(Value::as_array);
-        for needed in required.into_iter().flatten().filter_map(Value::as_str) {
-            if !given.is_some_and(|g| g.contains_key(needed)) {
-                sink.warning(
-                    format!("{at}/args"),
-                    format!("`{name}` requires `{needed}`, which the undo does not give"),
-                );
+        let missing: Vec<&str> = required
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|needed| !given.is_some_and(|g| g.contains_key(*needed)))
+            .collect();
+        if !missing.is_empty() {
+            let mut named: Vec<String> = missing
+                .iter()
+                .take(SHOWN)
+                .map(|m| format!("`{m}`"))
+                .collect();
+            if missing.len() > SHOWN {
+                named.push(format!("{} more", missing.len() - SHOWN));
             }
+            sink.warning(
+                format!("{at}/args"),
+                format!(
+                    "`{name}` requires {}, which the undo does not give",
+                    named.join(", ")
+                ),
+            );
         }
     }
 }
+
+/// Most arguments one warning of [`check_all`] names; the rest are counted.
+const SHOWN: usize = 5;
 
 #[cfg(test)]
 mod tests {
@@ -293,6 +329,35 @@ mod tests {
             .expect("read")
             .arguments(&json!({}), &json!({"a/b": 1}));
         assert_eq!(made.expect("made"), json!({"id": 1}));
+    }
+
+    fn checked(tools: Vec<Value>) -> Vec<String> {
+        let sink = Sink::new("aai.json");
+        check_all(&sink, "/tools", &tools);
+        sink.into_vec()
+            .into_iter()
+            .map(|d| format!("{} {}", d.pointer, d.message))
+            .collect()
+    }
+
+    #[test]
+    fn malformed_or_huge_undo_args_give_one_true_warning_each() {
+        let remove = json!({"name": "remove", "parameters": {"type": "object", "properties": {"id": {}}, "required": ["id"]}});
+        // `args` that is not an object is an error of the reader, not a missing `id`.
+        let found = checked(vec![
+            json!({"name": "add", "undo": {"tool": "remove", "args": [1]}}),
+            remove.clone(),
+        ]);
+        assert!(found.is_empty(), "{found:?}");
+        let many: serde_json::Map<String, Value> =
+            (0..10_000).map(|i| (format!("a{i}"), json!(1))).collect();
+        let found = checked(vec![
+            json!({"name": "add", "undo": {"tool": "remove", "args": many}}),
+            remove,
+        ]);
+        assert_eq!(found.len(), 7, "{found:?}");
+        assert!(found[5].contains("and 9995 more arguments"), "{found:?}");
+        assert!(found[6].contains("requires `id`"), "{found:?}");
     }
 
     #[test]

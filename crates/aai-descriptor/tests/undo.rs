@@ -116,3 +116,27 @@ fn every_dialect_rejects_an_undo_of_a_tool_it_does_not_have() {
         }
     }
 }
+
+#[test]
+fn every_dialect_warns_of_an_undo_on_a_tool_that_only_reads() {
+    let undo = json!({"tool": "delete_note", "args": {"id": "/result/id"}});
+    for (dialect, mut doc) in in_each_dialect(undo) {
+        let tools = match dialect {
+            "D0" => &mut doc["platforms"]["linux"]["tools"],
+            _ => &mut doc["tools"],
+        };
+        tools[0]["readOnly"] = json!(true);
+        let parsed = parse(&doc.to_string(), "aai.json");
+        assert!(parsed.app.is_some(), "{dialect}: a warning keeps the app");
+        let warning = parsed
+            .diagnostics
+            .iter()
+            .find(|d| d.severity == Severity::Warning && d.pointer.ends_with("/undo"))
+            .unwrap_or_else(|| panic!("{dialect}: {:?}", parsed.diagnostics));
+        assert!(
+            warning.message.contains("`readOnly`"),
+            "{dialect}: {}",
+            warning.message
+        );
+    }
+}

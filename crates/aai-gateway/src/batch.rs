@@ -38,6 +38,14 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// A call of an atomic batch could not be read: nothing ran.
+    #[error("call {index} cannot be read, so this atomic batch runs none of its calls: {why}")]
+    Unreadable {
+        /// Its place.
+        index: usize,
+        /// Why.
+        why: String,
+    },
     /// The task an atomic batch ran on ended without an answer (it panicked).
     #[error("the batch's task ended without an answer")]
     Lost,
@@ -47,6 +55,10 @@ impl From<Error> for GatewayError {
     fn from(e: Error) -> GatewayError {
         match e {
             Error::Lost => GatewayError::new(Code::AutomationFailed, e.to_string()),
+            Error::Unreadable { index, .. } => {
+                GatewayError::new(Code::InvalidParams, e.to_string())
+                    .with("field", format!("/calls/{index}"))
+            }
             e => GatewayError::new(Code::InvalidParams, e.to_string()).with("field", "/calls"),
         }
     }
@@ -163,6 +175,15 @@ impl Pipeline {
         if total > max {
             return Err(Error::TooMany { total, max }.into());
         }
+        if batch.atomic
+            && let Some((index, Err(e))) = batch.calls.iter().enumerate().find(|(_, c)| c.is_err())
+        {
+            return Err(Error::Unreadable {
+                index,
+                why: e.message(),
+            }
+            .into());
+        }
         if !batch.atomic {
             return self.run_batch(batch, cancel, on_done, origin).await;
         }
@@ -258,7 +279,20 @@ impl Pipeline {
                                     }
                                     keep_within(outcome, spent)
                                 }
-                                Err(e) => Status::Failed(e),
+                                Err(e) => {
+                                    if atomic && cancel.is_cancelled() {
+                                        // Stopped mid-call: it may have taken effect.
+                                        let plan =
+                                            self.stopped_plan(&call.app, &call.tool, origin).await;
+                                        steps.lock().expect("steps lock").push(Step {
+                                            index,
+                                            app: crate::text::excerpt(&call.app, 200),
+                                            tool: crate::text::excerpt(&call.tool, 200),
+                                            plan,
+                                        });
+                                    }
+                                    Status::Failed(e)
+                                }
                             }
                         }
                     }

@@ -208,6 +208,8 @@ pub struct Config {
     pub run_limits: RunLimits,
     /// Most calls in one `aai_batch` (`batch.maxCalls`).
     pub batch_max_calls: usize,
+    /// How long the undos of one atomic run or batch may take together (`undo.timeoutMs`).
+    pub undo_timeout: Duration,
     /// Most calls of one parallel batch running at once (`batch.concurrency`).
     pub batch_concurrency: usize,
     /// `${NAME}` placeholders of servers and agents may be filled from the gateway's own
@@ -362,6 +364,10 @@ impl Config {
             ("history.rows".into(), self.history_rows.to_string()),
             ("batch.maxCalls".into(), self.batch_max_calls.to_string()),
             (
+                "undo.timeoutMs".into(),
+                self.undo_timeout.as_millis().to_string(),
+            ),
+            (
                 "run.timeoutMs".into(),
                 self.run_limits.wall.as_millis().to_string(),
             ),
@@ -459,6 +465,7 @@ impl Config {
             history_rows: 100_000,
             run_limits: RunLimits::default(),
             batch_max_calls: 100,
+            undo_timeout: Duration::from_secs(60),
             batch_concurrency: 8,
             secrets_from_environment: false,
             web_allowed_hosts: Vec::new(),
@@ -694,6 +701,11 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
         if let Some(n) = integer(&mut run, "maxResultBytes", 1024, 64 * 1024 * 1024) {
             l.result_bytes = n as usize;
         }
+    }
+    if let Some(mut undo) = obj.opt_obj("undo")
+        && let Some(n) = integer(&mut undo, "timeoutMs", 100, 3_600_000)
+    {
+        c.undo_timeout = Duration::from_millis(n);
     }
     if let Some(mut batch) = obj.opt_obj("batch") {
         if let Some(n) = integer(&mut batch, "maxCalls", 1, 1000) {

@@ -281,6 +281,8 @@ pub struct Settings {
     pub batch_max_calls: usize,
     /// `batch.concurrency`.
     pub batch_concurrency: usize,
+    /// `undo.timeoutMs`: the undos of one atomic run or batch, together.
+    pub undo_timeout: Duration,
     /// `web.auth.scopeAccess`: what each scope of a signed-in person opens.
     pub scope_access: crate::visibility::ScopeAccess,
 }

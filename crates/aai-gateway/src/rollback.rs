@@ -129,6 +129,9 @@ pub(crate) enum Plan {
     None,
     /// The undo's arguments could not be made from the call: why.
     Unmade(String),
+    /// The run was stopped while the call was under way: it may have taken effect, and
+    /// there is no result to undo it from.
+    Stopped,
 }
 
 /// What became of one call's undo.
@@ -183,8 +186,20 @@ pub(crate) fn value_of(outcome: &Outcome) -> Result<Value, Failed> {
     Ok(content.map_or(Value::Null, |c| Value::Array(c.clone())))
 }
 
-/// One line per undo, for a result's text: `2. com.a add: undone (remove)`.
-pub(crate) fn lines(undone: &[Undone]) -> String {
+/// What a rollback did, for a result's text: a line per completed call, newest first
+/// (`2. com.a add: undone (remove)`), or that nothing needed undoing.
+pub(crate) fn summary(undone: &[Undone]) -> String {
+    if undone.is_empty() {
+        return "nothing to undo (no completed call changed anything)".to_owned();
+    }
+    format!(
+        "the completed calls' undos, newest first:\n{}",
+        lines(undone)
+    )
+}
+
+/// One line per undo: `2. com.a add: undone (remove)`.
+fn lines(undone: &[Undone]) -> String {
     let line = |u: &Undone| {
         let mut line = format!("{}. {} {}: {}", u.index, u.app, u.tool, u.status);
         if let Some(undo) = &u.undo {
@@ -260,7 +275,8 @@ impl Pipeline {
             let found = snapshot
                 .find(app)
                 .and_then(|e| e.binding().tool(tool).map(|t| (e, t)));
-            let undoable = found.is_some_and(|(_, t)| t.read_only || t.undo.is_some());
+            // A call of a tool this caller cannot reach fails, changing nothing.
+            let undoable = found.is_none_or(|(_, t)| t.read_only || t.undo.is_some());
             let name = format!(
                 "{} {}",
                 crate::text::excerpt(app, 200),
@@ -281,10 +297,30 @@ impl Pipeline {
         out
     }
 
-    /// Runs the undos of `steps`, newest first, each as a call of `origin`'s caller; every
-    /// step but those that only read is reported. The undos are not cancelled with the run
-    /// (a cancelled run is what they take back); each has its tool's timeout.
+    /// Runs the undos of `steps`, newest first, each as a call of `origin`'s caller within
+    /// the run's rollback ([`Within::undoing`]); every step but those that only read is
+    /// reported. The undos are not cancelled with the run (a cancelled run is what they
+    /// take back); together they have `undo.timeoutMs`: the one running then is
+    /// cancelled, and those not started are reported as not undone.
     pub(crate) async fn roll_back(&self, steps: Vec<Step>, origin: &Origin) -> Vec<Undone> {
+        let budget = self.settings().undo_timeout;
+        let deadline = tokio::time::Instant::now() + budget;
+        let origin = Origin {
+            within: origin
+                .within
+                .as_ref()
+                .map(|w| std::sync::Arc::new(w.undoing())),
+            ..origin.clone()
+        };
+        let out_of_time = || {
+            serde_json::json!({
+                "code": "TIMEOUT",
+                "message": format!(
+                    "the rollback ran out of its {} ms (config `undo.timeoutMs`)",
+                    budget.as_millis()
+                ),
+            })
+        };
         let mut out = Vec::with_capacity(steps.len());
         for step in steps.into_iter().rev() {
             let mut undone = Undone {
@@ -301,25 +337,41 @@ impl Pipeline {
                     undone.error = Some(Value::String("the tool names no undo".into()));
                 }
                 Plan::Unmade(why) => undone.error = Some(Value::String(why)),
+                Plan::Stopped => {
+                    undone.error = Some(Value::String(
+                        "stopped mid-call: it may have taken effect, and its result, which an undo needs, never came".into(),
+                    ));
+                }
                 Plan::Call { app, tool, args } => {
-                    let called = self
-                        .call(
-                            &app,
-                            &tool,
-                            Some(args),
-                            CancellationToken::new(),
-                            None,
-                            origin,
-                        )
-                        .await;
-                    undone.undo = Some(tool);
+                    undone.undo = Some(tool.clone());
+                    undone.status = "failed";
+                    if tokio::time::Instant::now() >= deadline {
+                        undone.error = Some(out_of_time());
+                        out.push(undone);
+                        continue;
+                    }
+                    let cancel = CancellationToken::new();
+                    let call = self.call(&app, &tool, Some(args), cancel.clone(), None, &origin);
+                    tokio::pin!(call);
+                    let called = tokio::select! {
+                        called = &mut call => Some(called),
+                        () = tokio::time::sleep_until(deadline) => {
+                            // Cancelled, it still ends (and is recorded) as a cancelled call.
+                            cancel.cancel();
+                            let _ = tokio::time::timeout(CANCEL_GRACE, &mut call).await;
+                            None
+                        }
+                    };
                     let failed = match called {
-                        Ok(outcome) => value_of(&outcome).err().map(|Failed(text)| {
+                        Some(Ok(outcome)) => value_of(&outcome).err().map(|Failed(text)| {
                             serde_json::json!({"code": "AUTOMATION_FAILED", "message": text})
                         }),
-                        Err(e) => Some(e.to_json()),
+                        Some(Err(e)) => Some(e.to_json()),
+                        None => Some(out_of_time()),
                     };
-                    undone.status = if failed.is_some() { "failed" } else { "undone" };
+                    if failed.is_none() {
+                        undone.status = "undone";
+                    }
                     undone.error = failed;
                 }
             }
@@ -327,7 +379,25 @@ impl Pipeline {
         }
         out
     }
+
+    /// What stands for a call an atomic run was stopped in (it never answered): nothing
+    /// when its tool only reads, else [`Plan::Stopped`].
+    pub(crate) async fn stopped_plan(&self, app: &str, tool: &str, origin: &Origin) -> Plan {
+        let snapshot = self.view(self.snapshot().await, &origin.caller);
+        let read_only = snapshot
+            .find(app)
+            .and_then(|e| e.binding().tool(tool))
+            .is_some_and(|t| t.read_only);
+        if read_only {
+            Plan::ReadOnly
+        } else {
+            Plan::Stopped
+        }
+    }
 }
+
+/// How long an undo cancelled at the rollback's deadline may take to end.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

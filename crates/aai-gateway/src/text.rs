@@ -36,6 +36,29 @@ pub(crate) fn excerpt(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` with what could redraw a terminal or reorder what a reader sees shown as
+/// `\u{…}`: control characters other than line breaks and tabs (escape sequences,
+/// carriage returns), and direction and zero-width marks. For multi-line text from a
+/// client (a script) that goes into a question.
+pub(crate) fn printable_lines(text: &str) -> String {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    if !text.chars().any(hidden) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `text` with every form in `forms` replaced by `***` (longest first is the caller's
 /// order): services echo secrets, and nothing that leaves the gateway may carry them.
 pub(crate) fn scrub(text: &str, forms: &[String]) -> String {

@@ -135,6 +135,7 @@ fn bench_limited(mode: ConsentMode, limits: RateLimits) -> Bench {
             os: Os::Linux,
             batch_max_calls: 10,
             batch_concurrency: 2,
+            undo_timeout: Duration::from_secs(60),
             scope_access: Default::default(),
         },
     };

@@ -87,6 +87,12 @@ pub(crate) fn tool_base<'a>(tool: &mut Obj<'a>) -> Option<ToolBase<'a>> {
     let returns_ok = returns.is_some() || !tool.has("returns");
     let read_only = tool.opt_bool("readOnly").unwrap_or(false);
     let undo = crate::undo::read(tool);
+    if read_only && undo.is_some() {
+        tool.sink().warning(
+            tool.at("undo"),
+            "the tool is `readOnly`: it changes nothing, so its `undo` never runs",
+        );
+    }
     Some(ToolBase {
         name: name?.to_owned(),
         description,

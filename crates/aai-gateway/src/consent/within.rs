@@ -23,6 +23,8 @@ pub struct Within {
     /// For an atomic batch: the tools it calls that have no undo (`app tool`), named in
     /// its first question.
     irreversible: Vec<String>,
+    /// The undos of a run or batch that did not finish (its id is the run's).
+    pub undoing: bool,
 }
 
 impl Within {
@@ -30,10 +32,14 @@ impl Within {
     pub fn run(script: &str, atomic: bool) -> Within {
         Within {
             id: new_id("run"),
-            script: Some(crate::text::excerpt(script.trim(), SHOWN_SCRIPT)),
+            script: Some(crate::text::printable_lines(&crate::text::excerpt(
+                script.trim(),
+                SHOWN_SCRIPT,
+            ))),
             shown: AtomicBool::new(false),
             atomic,
             irreversible: Vec::new(),
+            undoing: false,
         }
     }
 
@@ -45,6 +51,20 @@ impl Within {
             shown: AtomicBool::new(false),
             atomic,
             irreversible,
+            undoing: false,
+        }
+    }
+
+    /// The rollback of this run or batch: its undo calls carry it (the same id in
+    /// history, and questions that say what a denial leaves behind).
+    pub fn undoing(&self) -> Within {
+        Within {
+            id: self.id.clone(),
+            script: None,
+            shown: AtomicBool::new(true),
+            atomic: false,
+            irreversible: Vec::new(),
+            undoing: true,
         }
     }
 
@@ -67,6 +87,17 @@ impl Within {
             *s.first
                 .get_or_init(|| !self.shown.swap(true, Ordering::AcqRel))
         });
+        if self.undoing {
+            let kind = if self.id.starts_with("batch") {
+                "batch"
+            } else {
+                "script run"
+            };
+            return format!(
+                "an undo: {kind} {} did not finish, and this call takes back one of its completed steps; if you deny it, that step stays done",
+                self.id
+            );
+        }
         let mut text = match (&self.script, first) {
             (Some(script), true) => format!(
                 "part of script run {}, which may make more calls; the script:\n{script}\n",
@@ -150,6 +181,30 @@ mod tests {
         assert!(text.contains("shown with its first question"), "{text}");
         assert!(!text.contains("no undo"), "{text}");
         assert!(text.contains(&run.id) && run.id.starts_with("run-") && run.id.len() == 12);
+    }
+
+    #[test]
+    fn an_undo_says_what_denying_it_leaves_and_a_script_cannot_redraw_the_question() {
+        let run = Within::run("call('a')\u{1b}[2J\u{202e}x\r\n\treturn 1", true);
+        let text = run.describe(&run.note(&tool(false, true)));
+        assert!(
+            text.contains("call('a')\\u{1b}[2J\\u{202e}x\\u{d}\n\treturn 1"),
+            "{text}"
+        );
+        let undoing = run.undoing();
+        let text = undoing.describe(&undoing.note(&tool(false, false)));
+        assert!(
+            text.contains("an undo: script run") && text.contains(&run.id),
+            "{text}"
+        );
+        assert!(
+            text.contains("if you deny it, that step stays done"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("no undo") && !text.contains("call('a')"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -228,6 +228,7 @@ impl Gateway {
             os: host.os(),
             batch_max_calls: config.batch_max_calls,
             batch_concurrency: config.batch_concurrency,
+            undo_timeout: config.undo_timeout,
             scope_access: config
                 .web_auth
                 .as_ref()

@@ -236,8 +236,8 @@ fn batch_result(labels: &[(String, String)], ran: crate::batch::Ran) -> CallTool
         lines.join("\n")
     );
     if let Some(undone) = &undone {
-        summary.push_str("\n\nAtomic, and not every call succeeded: the completed calls were undone, newest first:\n");
-        summary.push_str(&crate::rollback::lines(undone));
+        summary.push_str("\n\nAtomic, and not every call succeeded: ");
+        summary.push_str(&crate::rollback::summary(undone));
     }
     let mut result = CallToolResult::success(vec![ContentBlock::text(summary)]);
     let mut structured = json!({

@@ -92,8 +92,9 @@ fn read_script(args: &Map<String, Value>) -> Result<Script, GatewayError> {
         return Err(invalid(
             "script",
             &format!(
-                "`script` is {} KiB; a script may be at most {} KiB",
-                source.len() / 1024,
+                "`script` is {} bytes; a script may be at most {} ({} KiB)",
+                source.len(),
+                MAX_SCRIPT,
                 MAX_SCRIPT / 1024
             ),
         ));
@@ -173,11 +174,7 @@ fn run_text(report: &Report, json: &Value) -> String {
         );
     }
     if let Some(undone) = &report.undone {
-        let _ = write!(
-            text,
-            "\n\nAtomic: the completed calls were undone, newest first:\n{}",
-            crate::rollback::lines(undone)
-        );
+        let _ = write!(text, "\n\nAtomic: {}", crate::rollback::summary(undone));
     }
     text
 }

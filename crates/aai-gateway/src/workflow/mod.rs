@@ -464,15 +464,27 @@ async fn answer(
                 (stop_why, result)
             };
             let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            if let (Some(args), Some(Ok(outcome))) = (&kept_args, &result)
-                && for_script(outcome).is_ok()
-            {
-                made.steps.push(Step {
-                    index: calls.len(),
-                    app: crate::text::excerpt(&app, MAX_NAME),
-                    tool: crate::text::excerpt(&tool, MAX_NAME),
-                    plan: pipeline.undo_plan(&app, &tool, args, outcome, origin).await,
-                });
+            if let Some(args) = &kept_args {
+                // A completed call can be undone from its result; one the run was stopped
+                // in may have taken effect all the same, and is reported.
+                let plan = match &result {
+                    Some(Ok(outcome)) if for_script(outcome).is_ok() => {
+                        Some(pipeline.undo_plan(&app, &tool, args, outcome, origin).await)
+                    }
+                    Some(Ok(_)) => None,
+                    _ if stop_why.is_some() => {
+                        Some(pipeline.stopped_plan(&app, &tool, origin).await)
+                    }
+                    _ => None,
+                };
+                if let Some(plan) = plan {
+                    made.steps.push(Step {
+                        index: calls.len(),
+                        app: crate::text::excerpt(&app, MAX_NAME),
+                        tool: crate::text::excerpt(&tool, MAX_NAME),
+                        plan,
+                    });
+                }
             }
             let answer = match result {
                 Some(Ok(outcome)) => for_script(&outcome),
