@@ -50,6 +50,24 @@ pub enum EventSource {
         #[serde(skip_serializing_if = "Option::is_none")]
         interface: Option<String>,
     },
+    /// An update of one resource of a downstream MCP server. Never read from a
+    /// descriptor: the gateway offers it for every MCP server (`resource_updated`, the
+    /// resource named when listening).
+    McpResource {
+        /// The resource's URI, as the server names it.
+        uri: String,
+    },
+}
+
+impl Event {
+    /// What tells this event apart from the app's others while it is listened to: its
+    /// name, and for a resource update the resource.
+    pub fn topic(&self) -> String {
+        match &self.source {
+            EventSource::McpResource { uri } => format!("{} {uri}", self.name),
+            _ => self.name.clone(),
+        }
+    }
 }
 
 /// Most events one binding may declare.

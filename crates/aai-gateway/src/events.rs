@@ -114,8 +114,9 @@ impl Hub {
         app: &str,
         executor: &Executor,
         event: &Event,
+        opening: &crate::exec::Opening<'_>,
     ) -> Result<Feed, crate::exec::Error> {
-        let key = (app.to_owned(), event.name.clone());
+        let key = (app.to_owned(), event.topic());
         if let Some(topic) = self.live(&key) {
             let rx = topic.tx.subscribe();
             return Ok(Feed {
@@ -124,7 +125,10 @@ impl Hub {
                 missed: 0,
             });
         }
-        let mut source = self.executors.events(executor, &event.source).await?;
+        let mut source = self
+            .executors
+            .events(app, executor, &event.source, opening)
+            .await?;
         let (tx, rx) = broadcast::channel(BACKLOG);
         let recent: Arc<Mutex<VecDeque<Arc<Fired>>>> = Arc::default();
         let (sender, kept) = (tx.clone(), recent.clone());

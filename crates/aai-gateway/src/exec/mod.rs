@@ -339,6 +339,17 @@ pub(crate) trait Execute {
 pub(crate) type EventStream =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = serde_json::Value> + Send>>;
 
+/// What starting or reaching an app takes when its events are listened to (a downstream
+/// MCP server is started, or reached with its credential, as for a call).
+pub(crate) struct Opening<'a> {
+    /// The descriptor's folder.
+    pub base_dir: &'a Path,
+    /// The app's credential, when it has one.
+    pub auth: Option<crate::auth::Material>,
+    /// The values of the binding's `${NAME}` placeholders.
+    pub secrets: Vec<(String, crate::auth::Secret)>,
+}
+
 /// All executors of the gateway.
 #[derive(Debug, Default)]
 pub struct Executors {
@@ -385,19 +396,28 @@ impl Executors {
         &self.mcp
     }
 
-    /// The data of each `source` event of an app reached through `executor`, from now on
-    /// (D-Bus signals and property changes; no other executor has events yet).
+    /// The data of each `source` event of `app`, reached through `executor`, from now on:
+    /// D-Bus signals and property changes, and a downstream MCP server's resource updates.
     pub(crate) async fn events(
         &self,
+        app: &str,
         executor: &Executor,
         source: &aai_descriptor::EventSource,
+        opening: &Opening<'_>,
     ) -> Result<EventStream, Error> {
-        match executor {
+        use aai_descriptor::EventSource;
+        match (executor, source) {
+            (Executor::Mcp(server), EventSource::McpResource { uri }) => {
+                Ok(self.mcp.watch(app, server, opening, uri).await?)
+            }
             #[cfg(target_os = "linux")]
-            Executor::Dbus(target) => Ok(self.dbus.events(target, source).await?),
+            (Executor::Dbus(target), _) => Ok(self.dbus.events(target, source).await?),
             #[cfg(not(target_os = "linux"))]
-            Executor::Dbus(_) => Err(Error::Unsupported("D-Bus", "Linux")),
-            _ => Err(Error::Unsupported("events", "D-Bus apps")),
+            (Executor::Dbus(_), _) => Err(Error::Unsupported("D-Bus", "Linux")),
+            _ => Err(Error::Unsupported(
+                "events",
+                "D-Bus apps and downstream MCP servers",
+            )),
         }
     }
 

@@ -1,10 +1,17 @@
-//! Apps' events as MCP resources (docs/workflows.md, "Events"): `app:<id>/events/<name>`.
+//! Resources that change, and subscriptions to them (docs/workflows.md, "Events"):
 //!
-//! Reading one gives the events kept (the last 16, while anybody listens). `resources/
-//! subscribe` to one asks consent as a call would (for the tool `@event/<name>`), then sends
-//! this session `notifications/resources/updated` for it as events fire: the first at once,
-//! then at most one per [`COALESCE`] (the events in between are read from the resource).
-//! `resources/unsubscribe`, or the session's end, stops it.
+//! * an app's event, `app:<id>/events/<name>`: reading one gives the events kept (the last
+//!   16, while anybody listens);
+//! * a downstream MCP server's resource, `app:<id>/resources/<its URI>` (namespaced: two
+//!   servers' `file:///x` never collide): reading one reads it from the server, as the
+//!   app's `mcp.resources.read` tool does (consent, views, history); subscribing to one
+//!   listens to the server's `resource_updated` of that URI, which subscribes to it on the
+//!   server while anybody listens.
+//!
+//! `resources/subscribe` asks consent as a call would (for the tool `@event/<name>`), then
+//! sends this session `notifications/resources/updated` for the URI as events fire: the
+//! first at once, then at most one per [`COALESCE`] (what fired in between is read from the
+//! resource). `resources/unsubscribe`, or the session's end, stops it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,6 +25,8 @@ use serde_json::json;
 
 use super::Server;
 use super::call::asking;
+use crate::events::Feed;
+use crate::pipeline::RESOURCE_UPDATED;
 
 /// The shortest time between two notifications of one subscription.
 pub(super) const COALESCE: Duration = Duration::from_millis(250);
@@ -29,6 +38,12 @@ const MAX_SUBSCRIPTIONS: usize = 64;
 pub(super) fn parse(uri: &str) -> Option<(&str, &str)> {
     let (app, event) = uri.strip_prefix("app:")?.split_once("/events/")?;
     (!app.is_empty() && !event.is_empty() && !event.contains('/')).then_some((app, event))
+}
+
+/// `app:<id>/resources/<uri>` → `(id, uri)`: a downstream server's resource.
+pub(super) fn parse_resource(uri: &str) -> Option<(&str, &str)> {
+    let (app, inner) = uri.strip_prefix("app:")?.split_once("/resources/")?;
+    (!app.is_empty() && !app.contains('/') && !inner.is_empty()).then_some((app, inner))
 }
 
 /// A session's event subscriptions by URI; they end with it.
@@ -48,13 +63,12 @@ fn not_found(uri: &str) -> McpError {
 }
 
 impl Server {
-    /// `resources/subscribe` of an event resource.
+    /// `resources/subscribe` of an event or downstream resource.
     pub(super) async fn subscribe_event(
         &self,
         uri: &str,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (app, event) = parse(uri).ok_or_else(|| not_found(uri))?;
         if self.events.0.lock().expect("subscriptions lock").len() >= MAX_SUBSCRIPTIONS {
             return Err(McpError::invalid_request(
                 format!(
@@ -63,40 +77,41 @@ impl Server {
                 None,
             ));
         }
-        let (elicits, _) = asking(&ctx);
-        let origin = self.session_origin(self.caller(&ctx), elicits, &ctx);
-        let mut feed = match self.pipeline.listen(app, event, &origin).await {
-            Ok(feed) => feed,
-            Err(e) => {
-                return Err(McpError::new(
-                    rmcp::model::ErrorCode(e.code.number()),
-                    e.message(),
-                    Some(e.data()),
-                ));
-            }
-        };
+        let feed = self.feed_for(uri, &ctx).await?;
         let peer = ctx.peer.clone();
         let target = uri.to_owned();
-        let task = tokio::spawn(async move {
-            while feed.next().await.is_some() {
-                // One notification, then a quiet spell; what fired meanwhile makes one more.
-                loop {
-                    let updated = ResourceUpdatedNotificationParam::new(target.clone());
-                    if peer.notify_resource_updated(updated).await.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(COALESCE).await;
-                    if feed.drain() == 0 {
-                        break;
-                    }
-                }
+        let task = tokio::spawn(relay(feed, move || {
+            let (peer, target) = (peer.clone(), target.clone());
+            async move {
+                let updated = ResourceUpdatedNotificationParam::new(target);
+                peer.notify_resource_updated(updated).await.is_ok()
             }
-        });
+        }));
         let mut subscriptions = self.events.0.lock().expect("subscriptions lock");
         if let Some(old) = subscriptions.insert(uri.to_owned(), task.abort_handle()) {
             old.abort();
         }
         Ok(())
+    }
+
+    /// What a subscription to `uri` (an event or downstream resource) listens to, for the
+    /// caller of `ctx`: consent asked as for a call.
+    pub(super) async fn feed_for(
+        &self,
+        uri: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Feed, McpError> {
+        let (app, event, inner) = match (parse(uri), parse_resource(uri)) {
+            (Some((app, event)), _) => (app, event, None),
+            (None, Some((app, inner))) => (app, RESOURCE_UPDATED, Some(inner)),
+            (None, None) => return Err(not_found(uri)),
+        };
+        let (elicits, _) = asking(ctx);
+        let origin = self.session_origin(self.caller(ctx), elicits, ctx);
+        self.pipeline
+            .listen(app, event, inner, &origin)
+            .await
+            .map_err(wire)
     }
 
     /// `resources/unsubscribe` of an event resource (one not subscribed to is no error).
@@ -128,11 +143,107 @@ impl Server {
         let body = json!({"app": app, "event": event, "recent": recent});
         Ok(ResourceContents::text(body.to_string(), uri).with_mime_type("application/json"))
     }
+
+    /// `resources/read` of a downstream server's resource (`app:<id>/resources/<uri>`):
+    /// read from the server through the app's `mcp.resources.read` tool, a call like any
+    /// other; each content's URI namespaced as the one asked for.
+    pub(super) async fn read_downstream(
+        &self,
+        uri: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Vec<ResourceContents>, McpError> {
+        let (app, inner) = parse_resource(uri).ok_or_else(|| not_found(uri))?;
+        let (elicits, _) = asking(ctx);
+        let origin = self.session_origin(self.caller(ctx), elicits, ctx);
+        let outcome = self
+            .pipeline
+            .call(
+                app,
+                crate::exec::mcp::RESOURCES_TOOL,
+                Some(json!({ "uri": inner })),
+                ctx.ct.clone(),
+                None,
+                &origin,
+            )
+            .await
+            .map_err(wire)?;
+        let read = crate::rollback::value_of(&outcome).map_err(|failed| {
+            McpError::internal_error(
+                format!("the server could not read `{inner}`: {failed}"),
+                None,
+            )
+        })?;
+        let prefix = uri.strip_suffix(inner).unwrap_or(uri);
+        let contents = read
+            .get("contents")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let mut c = c.clone();
+                let own = c.get("uri").and_then(serde_json::Value::as_str)?;
+                c["uri"] = json!(format!("{prefix}{own}"));
+                serde_json::from_value(c).ok()
+            })
+            .collect();
+        Ok(contents)
+    }
+}
+
+/// Tells of each event of `feed` with `notify` (false: the client is gone): one
+/// notification, then a quiet spell of [`COALESCE`]; what fired meanwhile makes one more.
+pub(super) async fn relay<F, Sent>(mut feed: Feed, notify: F)
+where
+    F: Fn() -> Sent,
+    Sent: std::future::Future<Output = bool>,
+{
+    while feed.next().await.is_some() {
+        loop {
+            if !notify().await {
+                return;
+            }
+            tokio::time::sleep(COALESCE).await;
+            if feed.drain() == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// Whether `uri` names something a client may subscribe to.
+pub(super) fn subscribable(uri: &str) -> bool {
+    parse(uri).is_some() || parse_resource(uri).is_some()
+}
+
+/// A gateway error as the MCP error it is on the wire.
+fn wire(e: crate::error::GatewayError) -> McpError {
+    McpError::new(
+        rmcp::model::ErrorCode(e.code.number()),
+        e.message(),
+        Some(e.data()),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::parse;
+
+    #[test]
+    fn downstream_resource_uris() {
+        use super::parse_resource;
+        assert_eq!(
+            parse_resource("app:com.example.notes/resources/file:///a/resources/b"),
+            Some(("com.example.notes", "file:///a/resources/b"))
+        );
+        for bad in [
+            "app:/resources/x",
+            "app:a/resources/",
+            "app:a/b/resources/x",
+            "app:a/guide",
+        ] {
+            assert_eq!(parse_resource(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn event_uris() {

@@ -554,9 +554,9 @@ impl ServerHandler for Server {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &rmcp::model::SubscriptionFilter,
+        requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        Some(subscriptions::accepted())
+        Some(subscriptions::accepted(requested))
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
@@ -565,10 +565,25 @@ impl ServerHandler for Server {
             let snapshot = self.gateway.registry_snapshot();
             self.exposure(&snapshot) != Exposure::Search
         };
-        self.shared
+        // The resources it names: each listened to (consent asked) before anything is sent;
+        // one refused ends the stream with why.
+        let mut relays = tokio::task::JoinSet::new();
+        let uris = context.accepted().resource_subscriptions.clone();
+        for uri in uris.into_iter().flatten() {
+            let feed = self.feed_for(&uri, context.request_context()).await?;
+            let sink = context.sink().clone();
+            relays.spawn(events::relay(feed, move || {
+                let (sink, uri) = (sink.clone(), uri.clone());
+                async move { sink.notify_resource_updated(uri).await.is_ok() }
+            }));
+        }
+        let listened = self
+            .shared
             .streams
             .listen(&self.gateway, context, listed)
-            .await
+            .await;
+        relays.abort_all();
+        listened
     }
 
     async fn list_tools(
@@ -671,8 +686,13 @@ impl ServerHandler for Server {
                 .to_owned(),
         );
         events.mime_type = Some("application/json".to_owned());
+        let mut downstream = ResourceTemplate::new("app:{appId}/resources/{+uri}", "resources");
+        downstream.description = Some(
+            "A resource of a downstream MCP server, by the URI the server gives it (its `mcp.resources.read` tool lists them): read it, or subscribe to hear when it changes"
+                .to_owned(),
+        );
         Ok(ListResourceTemplatesResult::with_all_items(vec![
-            guide, model, events,
+            guide, model, events, downstream,
         ]))
     }
 
@@ -710,6 +730,10 @@ impl ServerHandler for Server {
         if events::parse(uri).is_some() {
             let contents = self.read_event(uri, &context).await?;
             return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
+        if events::parse_resource(uri).is_some() {
+            let contents = self.read_downstream(uri, &context).await?;
+            return Ok(ReadResourceResult::new(contents).into());
         }
         let key = uri.strip_prefix("app:").ok_or_else(not_found)?;
         let (key, part) = match key.rsplit_once('/') {

@@ -25,14 +25,30 @@ pub(super) const MAX_STREAMS: usize = 64;
 /// streams to announce it.
 const ANNOUNCE_WAIT: Duration = Duration::from_secs(2);
 
-/// What the gateway sends on a stream: the tool and resource lists change (prompts and
-/// single resources do not; it declares neither).
-pub(super) fn accepted() -> SubscriptionFilter {
-    SubscriptionFilter::builder()
+/// What the gateway sends on a stream: the tool and resource lists change (prompts do
+/// not; it declares none), and the updates of the event and downstream resources `requested`
+/// names ([`super::events`]), at most [`MAX_RESOURCES`] of them.
+pub(super) fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
+    let mut accepted = SubscriptionFilter::builder()
         .tools_list_changed()
         .resources_list_changed()
-        .build()
+        .build();
+    let resources: Vec<String> = requested
+        .resource_subscriptions
+        .iter()
+        .flatten()
+        .filter(|uri| super::events::subscribable(uri))
+        .take(MAX_RESOURCES)
+        .cloned()
+        .collect();
+    if !resources.is_empty() {
+        accepted.resource_subscriptions = Some(resources);
+    }
+    accepted
 }
+
+/// Most resources one stream may name.
+const MAX_RESOURCES: usize = 64;
 
 /// The open streams of one listener (stdio, or one HTTP listener): each one's newest
 /// announced change generation.

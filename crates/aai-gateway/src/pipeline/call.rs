@@ -368,6 +368,43 @@ impl Pipeline {
         }
     }
 
+    /// What reaching `entry`'s app takes outside a call (listening to a downstream
+    /// server's resource): its credential and the values of its `${NAME}` placeholders,
+    /// read now.
+    pub(super) async fn credentials(
+        &self,
+        entry: &Entry,
+    ) -> Result<
+        (
+            Option<crate::auth::Material>,
+            Vec<(String, crate::auth::Secret)>,
+        ),
+        GatewayError,
+    > {
+        let app_id = entry.app.id.as_str();
+        let binding = entry.binding();
+        let filled = self
+            .auth
+            .placeholders(
+                app_id,
+                &binding.executor,
+                self.settings.secrets_from_environment,
+            )
+            .await?;
+        let material = match Credentials::of(binding) {
+            Credentials {
+                web: Some((a, base)),
+                ..
+            } => self.auth.material(app_id, a, base).await.map(Some)?,
+            Credentials {
+                mcp_sign_in: Some(url),
+                ..
+            } => self.auth.mcp_material(app_id, url).await?,
+            _ => None,
+        };
+        Ok((material, filled))
+    }
+
     /// How the call runs: its timeout (the tool's, else the binding's, else the default; an
     /// agent's own default), cancellation, progress, retries, and what the executor may
     /// ask of the user or the client mid-call.

@@ -314,13 +314,24 @@ fn auth(auth: Option<&Auth>) -> String {
     text
 }
 
-/// The app's events: what each means, its resource, and how a script waits for it.
+/// The app's events: what each means, its resource, and how a script waits for it. A
+/// downstream server that offers resources has one more, the gateway's `resource_updated`.
 fn events_section(out: &mut String, entry: &Entry) {
-    let events = &entry.binding().events;
+    let id = &entry.app.id;
+    let binding = entry.binding();
+    // The gateway's tool for a server's resources (`exec::mcp::RESOURCES_TOOL`).
+    if matches!(binding.executor, aai_descriptor::Executor::Mcp(_))
+        && binding.tool("mcp.resources.read").is_some()
+    {
+        let _ = writeln!(
+            out,
+            "\n## Events (1)\n\n- `resource_updated`: one of the server's resources changed. Subscribe to `app:{id}/resources/<its URI>` (`resources/subscribe`; reading it reads the resource), or wait in a script: `await waitFor(\"{id}\", \"resource_updated\", {{uri, timeout: 30000}})` gives `{{uri}}`."
+        );
+    }
+    let events = &binding.events;
     if events.is_empty() {
         return;
     }
-    let id = &entry.app.id;
     let _ = writeln!(
         out,
         "\n## Events ({})\n\nSubscribe to `app:{id}/events/<name>` (`resources/subscribe`), or wait in a script: `await waitFor(\"{id}\", <name>, {{timeout: 30000}})` gives the event's data.\n",

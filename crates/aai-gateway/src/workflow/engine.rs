@@ -40,10 +40,12 @@ pub(super) enum Ask {
         app: String,
         reply: oneshot::Sender<Result<Value, Thrown>>,
     },
-    /// `waitFor(app, event, {timeout})`: the data of the app's next such event.
+    /// `waitFor(app, event, {timeout, uri})`: the data of the app's next such event.
     Wait {
         app: String,
         event: String,
+        /// The resource of a downstream server's `resource_updated`.
+        uri: Option<String>,
         /// At most this long (the run's own limit still applies).
         timeout: std::time::Duration,
         reply: oneshot::Sender<Result<Value, Thrown>>,
@@ -262,13 +264,18 @@ fn install<'js>(
         "__aai_wait",
         Function::new(
             ctx.clone(),
-            move |ctx: Ctx<'js>, app: String, event: String, timeout_ms: f64| {
+            move |ctx: Ctx<'js>,
+                  app: String,
+                  event: String,
+                  timeout_ms: f64,
+                  uri: Option<String>| {
                 // NaN, negative and huge values become 0 and the cap: the run's limit rules.
                 let timeout =
                     std::time::Duration::from_millis(timeout_ms.clamp(0.0, 86_400_000.0) as u64);
                 ask(&ctx, &to, |reply| Ask::Wait {
                     app,
                     event,
+                    uri,
                     timeout,
                     reply,
                 })
@@ -401,7 +408,8 @@ const PRELUDE: &str = r#""use strict";
   fixed("guide", async (app) => answer(raw.guide(String(app))));
   fixed("waitFor", async (app, event, options) => {
     const timeout = options && options.timeout !== undefined ? Number(options.timeout) : 30000;
-    return answer(raw.wait(String(app), String(event), timeout));
+    const uri = options && options.uri !== undefined && options.uri !== null ? String(options.uri) : undefined;
+    return answer(raw.wait(String(app), String(event), timeout, uri));
   });
   const tools = (app) => new Proxy({}, {
     get: (_, tool) => (typeof tool === "string" && tool !== "then") ? (args) => call(app, tool, args) : undefined,

@@ -538,11 +538,12 @@ async fn answer(
         Ask::Wait {
             app,
             event,
+            uri,
             timeout,
             reply,
         } => {
             let waited = tokio::select! {
-                waited = wait_for(pipeline, &app, &event, timeout, origin) => Ok(waited),
+                waited = wait_for(pipeline, &app, &event, uri, timeout, origin) => Ok(waited),
                 () = tokio::time::sleep_until(deadline) => Err(Error::TimedOut(limits.wall)),
                 () = cancel.cancelled() => Err(Error::Cancelled),
             };
@@ -575,11 +576,12 @@ async fn wait_for(
     pipeline: &Pipeline,
     app: &str,
     event: &str,
+    uri: Option<String>,
     timeout: Duration,
     origin: &Origin,
 ) -> Result<Value, Thrown> {
     let mut feed = pipeline
-        .listen(app, event, origin)
+        .listen(app, event, uri.as_deref(), origin)
         .await
         .map_err(|e| thrown(e.code, e.message()))?;
     match tokio::time::timeout(timeout, feed.next()).await {

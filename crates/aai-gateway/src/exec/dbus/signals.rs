@@ -34,6 +34,11 @@ impl DbusExecutor {
                 member.clone(),
                 None,
             ),
+            EventSource::McpResource { .. } => {
+                return Err(Error::Body(
+                    "a resource update is an MCP server's event, not a D-Bus one".into(),
+                ));
+            }
             EventSource::DbusProperty {
                 property,
                 interface,

@@ -14,6 +14,7 @@
 mod call;
 mod framing;
 mod listing;
+mod updates;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,6 +130,8 @@ struct Handler {
     /// The calls in flight: the server's requests of the client go to their own call's
     /// client ([`super::asks`]).
     calls: super::asks::Calls,
+    /// The resources watched (servers before 2026-07-28).
+    watched: updates::Watched,
 }
 
 /// `custom_headers` plus the `traceparent`/`tracestate` a `tools/call` carries in its
@@ -186,6 +189,14 @@ impl ClientHandler for Handler {
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         (self.on_tools_changed)();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.watched.updated(&params.uri);
     }
 
     async fn create_elicitation(
@@ -253,6 +264,8 @@ pub(super) struct Connection {
     oversized: Arc<AtomicBool>,
     /// Ends the task listening for the server's list changes (2026-07-28).
     _listening: tokio_util::sync::DropGuard,
+    /// The resources watched (servers before 2026-07-28).
+    watched: updates::Watched,
 }
 
 impl std::fmt::Debug for Connection {
@@ -363,10 +376,12 @@ async fn handshake(
 ) -> Result<Connection, Failed> {
     let sinks = Sinks::default();
     let calls = super::asks::Calls::default();
+    let watched = updates::Watched::default();
     let handler = Handler {
         sinks: sinks.clone(),
         on_tools_changed: on_tools_changed.clone(),
         calls: calls.clone(),
+        watched: watched.clone(),
     };
     let oversized = Arc::new(AtomicBool::new(false));
     let (service, child, stderr, secrets) = match transport {
@@ -403,6 +418,7 @@ async fn handshake(
         secrets,
         oversized,
         _listening: listening.drop_guard(),
+        watched,
     })
 }
 

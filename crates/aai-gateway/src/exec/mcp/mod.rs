@@ -94,6 +94,14 @@ pub enum Error {
         /// The note of its last stderr lines, or empty.
         note: String,
     },
+    /// The server will not tell of a resource's updates.
+    #[error("the MCP server of `{app}` does not tell of updates of that resource: {why}")]
+    NotWatched {
+        /// The app id.
+        app: String,
+        /// Why (scrubbed of secrets by the client).
+        why: String,
+    },
     /// An MCP server over HTTP was given a query-string key.
     #[error("an MCP server over HTTP takes its API key in a header, not the query string")]
     KeyInQuery,
@@ -168,6 +176,7 @@ impl From<Error> for GatewayError {
         let code = match &e {
             Error::Unavailable { .. } => Code::ServiceUnavailable,
             Error::KeyInQuery => Code::AaiJsonInvalid,
+            Error::NotWatched { .. } => Code::AutomationNotSupported,
             Error::Rpc { code, .. } if *code == i64::from(crate::error::INVALID_PARAMS) => {
                 Code::InvalidParams
             }
@@ -179,7 +188,9 @@ impl From<Error> for GatewayError {
         };
         let wire = GatewayError::new(code, e.to_string());
         match e {
-            Error::Unavailable { app, .. } | Error::Refused { app, .. } => wire.with("app", app),
+            Error::Unavailable { app, .. }
+            | Error::Refused { app, .. }
+            | Error::NotWatched { app, .. } => wire.with("app", app),
             Error::Rpc { code, .. } => wire.with("serverCode", code),
             _ => wire,
         }
@@ -434,6 +445,31 @@ impl McpExecutor {
             .expect("tools lock")
             .insert(app.to_owned(), tools);
         Ok(())
+    }
+
+    /// Each update of the resource `uri` of `app`'s server (started or reached now, as a
+    /// call would), until the stream is dropped.
+    pub(crate) async fn watch(
+        &self,
+        app: &str,
+        server: &McpServer,
+        opening: &super::Opening<'_>,
+        uri: &str,
+    ) -> Result<super::EventStream, Error> {
+        let link = self
+            .link(
+                app,
+                server,
+                opening.base_dir,
+                opening.auth.as_ref(),
+                &opening.secrets,
+                CONNECT_DEADLINE,
+            )
+            .await?;
+        link.watch(uri).await.map_err(|why| Error::NotWatched {
+            app: app.to_owned(),
+            why,
+        })
     }
 
     async fn call(&self, req: Request<'_>) -> Result<Value, Error> {
