@@ -29,7 +29,8 @@ impl Server {
         let caller = self.caller(ctx);
         let (elicits, round_trips) = asking(ctx);
         if round_trips {
-            return self.exec_in_rounds(app, tool, args, ctx, round).await;
+            let response = self.exec_in_rounds(app, tool, args, ctx, round).await?;
+            return Ok(self.with_view(response, app, tool).await);
         }
         let origin = self.session_origin(caller, elicits, ctx);
         let progress = progress_sink(ctx);
@@ -47,7 +48,35 @@ impl Server {
         if let Some(progress) = &progress {
             progress.flush().await;
         }
-        Ok(outcome_result(outcome?).into())
+        let response = outcome_result(outcome?).into();
+        Ok(self.with_view(response, app, tool).await)
+    }
+
+    /// A downstream tool's result with the tool's interactive view (MCP Apps: `_meta.ui`,
+    /// its URI named for the app), so that a host can render it whichever way the tool
+    /// was called (`aai_exec` in `progressive` exposure too).
+    async fn with_view(
+        &self,
+        response: CallToolResponse,
+        app: &str,
+        tool: &str,
+    ) -> CallToolResponse {
+        let CallToolResponse::Complete(mut result) = response else {
+            return response;
+        };
+        let snapshot = self.gateway.snapshot().await;
+        let view = snapshot
+            .find(app)
+            .and_then(|e| self.pipeline.executors().mcp().view(&e.app.id, tool));
+        if let Some(ui) = view {
+            let mut meta = result.meta.take().unwrap_or_default();
+            if let Some(uri) = ui.get("resourceUri") {
+                meta.0.insert("ui/resourceUri".into(), uri.clone());
+            }
+            meta.0.insert("ui".into(), ui);
+            result.meta = Some(meta);
+        }
+        CallToolResponse::Complete(result)
     }
 
     /// Where a call of a session of an earlier revision asks its user (elicitation, when

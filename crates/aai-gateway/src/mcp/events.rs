@@ -144,15 +144,24 @@ impl Server {
         Ok(ResourceContents::text(body.to_string(), uri).with_mime_type("application/json"))
     }
 
-    /// `resources/read` of a downstream server's resource (`app:<id>/resources/<uri>`):
-    /// read from the server through the app's `mcp.resources.read` tool, a call like any
-    /// other; each content's URI namespaced as the one asked for.
+    /// `resources/read` of a downstream server's resource (`app:<id>/resources/<uri>`, or
+    /// an interactive view `ui://<id>/<rest>`): read from the server through the app's
+    /// `mcp.resources.read` tool, a call like any other; each content's URI named for the
+    /// app as the one asked for.
     pub(super) async fn read_downstream(
         &self,
         uri: &str,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Vec<ResourceContents>, McpError> {
-        let (app, inner) = parse_resource(uri).ok_or_else(|| not_found(uri))?;
+        let (app, inner, naming) = if let Some((app, inner)) = parse_resource(uri) {
+            let prefix = uri.strip_suffix(inner).unwrap_or(uri).to_owned();
+            (app, inner.to_owned(), Naming::Prefix(prefix))
+        } else if let Some((app, inner)) = crate::exec::mcp::ui::parse(uri) {
+            (app, inner, Naming::View(app.to_owned()))
+        } else {
+            return Err(not_found(uri));
+        };
+        let inner = inner.as_str();
         let (elicits, _) = asking(ctx);
         let origin = self.session_origin(self.caller(ctx), elicits, ctx);
         let outcome = self
@@ -173,7 +182,6 @@ impl Server {
                 None,
             )
         })?;
-        let prefix = uri.strip_suffix(inner).unwrap_or(uri);
         let contents = read
             .get("contents")
             .and_then(serde_json::Value::as_array)
@@ -182,7 +190,7 @@ impl Server {
             .filter_map(|c| {
                 let mut c = c.clone();
                 let own = c.get("uri").and_then(serde_json::Value::as_str)?;
-                c["uri"] = json!(format!("{prefix}{own}"));
+                c["uri"] = json!(naming.name(own));
                 serde_json::from_value(c).ok()
             })
             .collect();
@@ -213,6 +221,26 @@ where
 /// Whether `uri` names something a client may subscribe to.
 pub(super) fn subscribable(uri: &str) -> bool {
     parse(uri).is_some() || parse_resource(uri).is_some()
+}
+
+/// How a downstream server's resource URIs are named for the gateway's client.
+enum Naming {
+    /// `app:<id>/resources/` and the server's URI.
+    Prefix(String),
+    /// A view of app `<id>`: `ui://<id>/…`.
+    View(String),
+}
+
+impl Naming {
+    fn name(&self, own: &str) -> String {
+        match self {
+            Naming::Prefix(prefix) => format!("{prefix}{own}"),
+            Naming::View(app) => {
+                let view = crate::exec::mcp::ui::namespaced(app, &json!({ "resourceUri": own }));
+                view["resourceUri"].as_str().unwrap_or(own).to_owned()
+            }
+        }
+    }
 }
 
 /// A gateway error as the MCP error it is on the wire.

@@ -613,7 +613,9 @@ impl ServerHandler for Server {
                     .iter()
                     .filter(|e| !self.pipeline.unapproved_server(e))
                 {
-                    tools.extend(names::flat_tools(e));
+                    let mcp = self.pipeline.executors().mcp();
+                    let id = e.app.id.as_str();
+                    tools.extend(names::flat_tools(e, &|tool| mcp.view(id, tool)));
                 }
             }
             Exposure::Search => {}
@@ -731,7 +733,7 @@ impl ServerHandler for Server {
             let contents = self.read_event(uri, &context).await?;
             return Ok(ReadResourceResult::new(vec![contents]).into());
         }
-        if events::parse_resource(uri).is_some() {
+        if events::parse_resource(uri).is_some() || uri.starts_with("ui://") {
             let contents = self.read_downstream(uri, &context).await?;
             return Ok(ReadResourceResult::new(contents).into());
         }

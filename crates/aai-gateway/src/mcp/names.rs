@@ -61,8 +61,9 @@ pub(super) fn flat_name(entry: &Entry, tool: &str) -> String {
     name
 }
 
-/// Every tool of an app, with its full schema (`flat` exposure).
-pub(super) fn flat_tools(entry: &Entry) -> Vec<Tool> {
+/// Every tool of an app, with its full schema (`flat` exposure), and its interactive view
+/// when `view` knows one (MCP Apps: `_meta.ui`, and the earlier `_meta["ui/resourceUri"]`).
+pub(super) fn flat_tools(entry: &Entry, view: &dyn Fn(&str) -> Option<Value>) -> Vec<Tool> {
     entry
         .binding()
         .tools
@@ -76,7 +77,16 @@ pub(super) fn flat_tools(entry: &Entry) -> Vec<Tool> {
                 cut(&t.description, DESCRIPTION_MAX),
                 entry.app.id
             );
-            Tool::new(flat_name(entry, &t.name), description, Arc::new(schema))
+            let mut tool = Tool::new(flat_name(entry, &t.name), description, Arc::new(schema));
+            if let Some(ui) = view(&t.name) {
+                let mut meta = Map::new();
+                if let Some(uri) = ui.get("resourceUri") {
+                    meta.insert("ui/resourceUri".into(), uri.clone());
+                }
+                meta.insert("ui".into(), ui);
+                tool.meta = Some(rmcp::model::MetaObject(meta));
+            }
+            tool
         })
         .collect()
 }
@@ -151,7 +161,10 @@ mod tests {
             "com.very.long.identifier.of.an.application.that.goes.on",
             &[long, &format!("{long}_v2"), "ping"],
         );
-        let names: Vec<String> = flat_tools(&e).iter().map(|t| t.name.to_string()).collect();
+        let names: Vec<String> = flat_tools(&e, &|_| None)
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
         for n in &names {
             assert!(n.len() <= MAX_NAME, "{n} is {} long", n.len());
             assert!(format!("mcp__aai__{n}").len() <= 64);
@@ -177,7 +190,7 @@ mod tests {
             "properties": {"description": {"type": "string", "description": huge},
                            "x": {"anyOf": [{"type": "string", "description": huge}]}}}))
             .unwrap();
-        let listed = serde_json::to_string(&flat_tools(&e)).unwrap();
+        let listed = serde_json::to_string(&flat_tools(&e, &|_| None)).unwrap();
         assert!(
             listed.len() < 10_000,
             "tools/list entry is {} bytes",

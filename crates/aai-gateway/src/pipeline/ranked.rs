@@ -37,7 +37,8 @@ impl Pipeline {
         crate::registry::search::search_ranked(snapshot, query, limit, &|app| tally.app(app, now))
     }
 
-    /// `entry`'s guide for `caller`: the tools it uses most first.
+    /// `entry`'s guide for `caller`: the tools it uses most first; a downstream server's
+    /// tools with an interactive view (MCP Apps) named at the end, with the view's URI.
     pub(crate) async fn guide_for(
         &self,
         snapshot: &Snapshot,
@@ -49,6 +50,20 @@ impl Pipeline {
             .lock()
             .expect("tally lock")
             .tools(&entry.app.id, crate::history::now_ms());
-        crate::registry::guide::render_ranked(snapshot, entry, &first)
+        let mut guide = crate::registry::guide::render_ranked(snapshot, entry, &first);
+        let views = self.executors.mcp().views(&entry.app.id);
+        if !views.is_empty() {
+            use std::fmt::Write as _;
+            let _ = write!(
+                guide,
+                "\n## Interactive views ({})\n\nA host that renders MCP Apps shows these tools' results in their view (`resources/read` of its `ui://` URI through this gateway; the call's result carries it in `_meta.ui`).\n",
+                views.len()
+            );
+            for (tool, uri) in views {
+                let _ = write!(guide, "\n- `{tool}`: `{uri}`");
+            }
+            guide.push('\n');
+        }
+        guide
     }
 }

@@ -89,6 +89,8 @@ pub(super) struct RemoteTool {
     pub read_only: bool,
     /// Not one of the server's tools: the gateway's own tool for its resources or prompts.
     pub listing: Option<Listing>,
+    /// Its interactive view (`_meta.ui`, MCP Apps), as the server names it.
+    pub ui: Option<Value>,
 }
 
 /// What a tool the gateway adds for a server reads.

@@ -17,6 +17,7 @@
 mod asks;
 mod client;
 mod sse;
+pub(crate) mod ui;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -249,6 +250,8 @@ pub struct McpExecutor {
     kept: Mutex<std::collections::HashSet<String>>,
     /// `(app, tool)` → the gateway's own tools for a server's resources and prompts.
     listings: Mutex<HashMap<(String, String), Listing>>,
+    /// `(app, tool)` → the tool's interactive view, named for the app ([`ui`]).
+    views: Mutex<HashMap<(String, String), Value>>,
     /// Where tool lists are kept on disk, and the home that folder is in (none: lists are
     /// kept in memory only).
     lists_dir: std::sync::OnceLock<(PathBuf, PathBuf)>,
@@ -267,6 +270,7 @@ impl Default for McpExecutor {
             stale: Stale::default(),
             kept: Mutex::default(),
             listings: Mutex::default(),
+            views: Mutex::default(),
             lists_dir: std::sync::OnceLock::new(),
             changed_tx,
             changed_rx: Mutex::new(Some(changed_rx)),
@@ -298,7 +302,37 @@ impl McpExecutor {
                 .expect("listings lock")
                 .insert((app.to_owned(), t.name.clone()), listing);
         }
+        if let Some(view) = &t.ui {
+            self.views
+                .lock()
+                .expect("views lock")
+                .insert((app.to_owned(), t.name.clone()), ui::namespaced(app, view));
+        }
         to_tool(app, t)
+    }
+
+    /// The interactive view of `app`'s tool `tool` (MCP Apps `_meta.ui`, its URI named
+    /// for the app), when its server lists one.
+    pub fn view(&self, app: &str, tool: &str) -> Option<Value> {
+        self.views
+            .lock()
+            .expect("views lock")
+            .get(&(app.to_owned(), tool.to_owned()))
+            .cloned()
+    }
+
+    /// `app`'s tools with a view, and each view's URI, by tool name.
+    pub fn views(&self, app: &str) -> Vec<(String, String)> {
+        let views = self.views.lock().expect("views lock");
+        let mut out: Vec<(String, String)> = views
+            .iter()
+            .filter(|((a, _), _)| a == app)
+            .filter_map(|((_, tool), ui)| {
+                Some((tool.clone(), ui.get("resourceUri")?.as_str()?.to_owned()))
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// Keeps tool lists in `home`'s `cache/mcp-tools` from now on (the first home given
@@ -437,6 +471,10 @@ impl McpExecutor {
         self.listings
             .lock()
             .expect("listings lock")
+            .retain(|(a, _), _| a != app);
+        self.views
+            .lock()
+            .expect("views lock")
             .retain(|(a, _), _| a != app);
         let tools = listed.into_iter().map(|t| self.to_tool(app, t)).collect();
         self.kept.lock().expect("kept lock").remove(app);
@@ -750,6 +788,7 @@ fn keep_tool(t: &RemoteTool) -> Value {
             Listing::Resources => "resources",
             Listing::Prompts => "prompts",
         }),
+        "ui": t.ui,
     })
 }
 
@@ -770,6 +809,7 @@ fn kept_tool(t: &Value) -> Option<RemoteTool> {
             Some("prompts") => Some(Listing::Prompts),
             _ => None,
         },
+        ui: ui::read(&json!({"_meta": {"ui": t.get("ui")}})),
     })
 }
 
@@ -931,6 +971,7 @@ fn listing_remote(listing: Listing, items: &[Value], templates: &[Value]) -> Rem
         output_schema: None,
         read_only: false,
         listing: Some(listing),
+        ui: None,
     }
 }
 

@@ -172,6 +172,7 @@ fn read_tool(raw: &Value, seen: &HashSet<String>) -> Result<RemoteTool, String> 
             .and_then(Value::as_bool)
             .unwrap_or(false),
         listing: None,
+        ui: crate::exec::mcp::ui::read(raw),
     })
 }
 
