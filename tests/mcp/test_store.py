@@ -420,7 +420,42 @@ async def test_replicas_starting_together_migrate_once(gw, pg):
     assert pg.sql("SELECT version, description FROM aai_schema_migrations ORDER BY 1", db="race") == [
         ["1", "grants, pending consent, history, credentials"],
         ["2", "tool definitions of grants, fingerprints in history"],
-        ["3", "the script run or batch of each call in history"]]
+        ["3", "the script run or batch of each call in history"],
+        ["4", "rate limit buckets shared by the replicas"]]
     tables = pg.sql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'aai_%' ORDER BY 1", db="race")
     assert [t[0] for t in tables] == ["aai_credentials", "aai_grants", "aai_history", "aai_pending",
-                                      "aai_schema_migrations"]
+                                      "aai_rate_buckets", "aai_schema_migrations"]
+
+
+async def test_two_replicas_share_one_rate_limit(gw, pg, binary, tmp_path):
+    """An app limited to 10 calls a minute, behind two replicas on one database: of 40
+    calls spread over both, at most 10 pass (plus what the bucket refills while they are
+    made: 10 a minute is one every 6 s), where each replica's own buckets would pass 20."""
+    limits = {"perApp": {"com.example.echo": {"perMinute": 10, "burst": 10}}}
+    on_store(gw, pg, consent={"mode": "allow"}, rateLimits=limits)
+    gw.add_app("com.example.echo")
+    other = replica(binary, tmp_path, "second", pg, consent={"mode": "allow"}, rateLimits=limits)
+    started = time.monotonic()
+    with web(gw) as (url_a, _), web(other) as (url_b, _):
+        results = []
+        for i in range(40):
+            results.append(await call_over_http(url_a if i % 2 == 0 else url_b, name=f"client-{i}"))
+        took = time.monotonic() - started
+        # The database gone: a replica counts in its own buckets (full: its first calls
+        # pass), waiting out the store's deadline once, not on every call.
+        await anyio.to_thread.run_sync(pg.crash)
+        began = time.monotonic()
+        for _ in range(3):
+            r = await call_over_http(url_a, name="during-outage")
+            assert not isinstance(r, MCPError), r
+        assert time.monotonic() - began < 10
+        await anyio.to_thread.run_sync(pg.start)
+    passed = [r for r in results if not isinstance(r, MCPError)]
+    refused = [r for r in results if isinstance(r, MCPError)]
+    allowance = int(took / 6) + 1
+    assert 10 <= len(passed) <= 10 + allowance, (len(passed), took)
+    assert all(e.error.code == -32015 and e.error.data["scope"] == "app" for e in refused)
+    # Both replicas passed some and refused some: the bucket is one.
+    by_replica = [[not isinstance(r, MCPError) for r in results[k::2]] for k in (0, 1)]
+    assert all(any(b) for b in by_replica) and all(not all(b) for b in by_replica), by_replica
+    assert int(pg.sql("SELECT count(*) FROM aai_rate_buckets WHERE scope = 'app'")[0][0]) == 1

@@ -7,7 +7,9 @@
 //!   calls in flight — beside the same adapter called directly, so the difference is the
 //!   gateway's overhead;
 //! * a gateway over its life (`AAI_BENCH_ONLY=life`): RSS after init, changes, a full
-//!   rescan and `web_discover`, and how soon a written descriptor is callable.
+//!   rescan and `web_discover`, and how soon a written descriptor is callable;
+//! * an app's guide at 1,000 apps (`AAI_BENCH_ONLY=guide`): latency and the gateway's CPU
+//!   per call, fresh and after 10 catalog changes.
 //!
 //! This binary is also the adapter (`--adapter`): a minimal envelope echo server.
 //! Run: `cargo bench -p aai-gateway --bench mcp`.
@@ -916,6 +918,55 @@ async fn descriptor_site(id: &'static str) -> u16 {
     port
 }
 
+/// `aai_guide` of one of 1,000 apps, one call at a time: median, p99 and the gateway's
+/// CPU per call, on a fresh gateway and after 10 descriptors were added.
+async fn guide(tmp: &Path, adapter: &Path) {
+    const CALLS: usize = 3_000;
+    let home = tmp.join("guide");
+    write_apps(&home, 1_000, adapter);
+    let gw = Arc::new(Client::spawn(
+        &GATEWAY,
+        &["--home", home.to_str().unwrap()],
+        "id",
+    ));
+    gw.initialize().await;
+    let round = |label: &'static str| {
+        let gw = gw.clone();
+        async move {
+            let call = |i: usize| json!({"name":"aai_guide","arguments":{"app": format!("com.bench.app{}", i % 50)}});
+            for i in 0..200 {
+                gw.rpc("tools/call", call(i)).await;
+            }
+            let before = cpu_us(&gw);
+            let mut us = Vec::with_capacity(CALLS);
+            for i in 0..CALLS {
+                let t = Instant::now();
+                let (r, _) = gw.rpc("tools/call", call(i)).await;
+                us.push(t.elapsed().as_secs_f64() * 1e6);
+                assert!(r["result"]["content"][0]["text"].is_string(), "{r}");
+            }
+            let cpu = (cpu_us(&gw) - before) / CALLS as f64;
+            let (median, p99) = stats(us);
+            println!(
+                "aai_guide, 1,000 apps, {label:<22} median {median:>6.1} µs  p99 {p99:>7.1} µs  gateway CPU {cpu:>5.1} µs per call"
+            );
+        }
+    };
+    round("fresh").await;
+    for i in 0..10 {
+        let id = format!("com.bench.added{i}");
+        let dir = home.join(&id);
+        fs::create_dir_all(&dir).unwrap();
+        let doc = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+            "app":{"id": id,"name":{"en":"Added"},"defaultLang":"en","description":"Added later"},
+            "execution":{"type":"stdio","command": adapter.to_str().unwrap(),"args":["--adapter"]},
+            "tools":[{"name":"tool0","description":"d","parameters":{"type":"object"}}]});
+        fs::write(dir.join("aai.json"), doc.to_string()).unwrap();
+        callable(&gw, &id, Instant::now()).await;
+    }
+    round("after 10 changes").await;
+}
+
 /// Waits until `app` is callable (its guide answers); how long that took from `since`.
 async fn callable(gw: &Client, app: &str, since: Instant) -> Duration {
     loop {
@@ -1046,6 +1097,9 @@ fn main() {
         }
         if only.is_empty() || only == "life" {
             life(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "guide" {
+            guide(tmp.path(), &adapter).await;
         }
         if only.is_empty() || only == "list" {
             list_bytes(tmp.path(), &adapter).await;

@@ -323,20 +323,6 @@ async fn flat_names(gw: &Client, servers: &[Server]) -> Vec<String> {
 }
 
 /// The gateway's own CPU time so far (user + system, all threads, children excluded), µs.
-fn cpu_us(gw: &Client) -> f64 {
-    let stat = fs::read_to_string(format!("/proc/{}/stat", gw.child.id().unwrap())).unwrap();
-    // Fields after the command's closing parenthesis; utime and stime are the 12th and
-    // 13th of them (14th and 15th of the line), in clock ticks of 10 ms.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<u64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .map(|f| f.parse().unwrap())
-        .collect();
-    (fields[0] + fields[1]) as f64 * 10_000.0
-}
-
 /// Passes lines between stdin/stdout and an echo server (see [`bare_relay`]).
 fn relay() {
     use std::io::{BufRead, Write};

@@ -1,5 +1,7 @@
 //! Rate limits (config `rateLimits`, [docs/rate-limits.md](../../../docs/rate-limits.md)):
-//! token buckets per person and per app, kept in this process.
+//! token buckets per person and per app, kept in this process, or in the shared store when
+//! the gateway has one (every replica then takes from the same buckets: one statement per
+//! call; a replica that cannot reach the store falls back to its own buckets meanwhile).
 //!
 //! A bucket holds at most `burst` calls and refills at `perMinute` a minute; a call takes
 //! one, and a call that finds its bucket empty is refused with RATE_LIMITED and how long
@@ -251,16 +253,29 @@ pub struct Limiter {
     clock: Arc<dyn Clock>,
     people: Mutex<Buckets>,
     apps: Mutex<Buckets>,
+    /// The shared store whose buckets every replica takes from, when there is one.
+    store: Option<Arc<crate::store::Shared>>,
+    /// When the store last failed to answer, and when that was last said (at most once
+    /// a minute).
+    failed: Mutex<(Option<Duration>, Option<Duration>)>,
 }
 
+/// How long after the store failed to answer this replica counts in its own buckets
+/// before it asks the store again (a call must not wait out the store's deadline each
+/// time while it is down).
+const STORE_PAUSE: Duration = Duration::from_secs(5);
+
 impl Limiter {
-    /// Limits `limits`, on the real clock.
-    pub fn new(limits: RateLimits) -> Limiter {
-        Limiter::with_clock(
-            limits,
-            Arc::new(Monotonic(std::time::Instant::now())),
-            MAX_KEYS,
-        )
+    /// Limits `limits`, on the real clock; in `store`'s buckets when there is one.
+    pub fn new(limits: RateLimits, store: Option<Arc<crate::store::Shared>>) -> Limiter {
+        Limiter {
+            store,
+            ..Limiter::with_clock(
+                limits,
+                Arc::new(Monotonic(std::time::Instant::now())),
+                MAX_KEYS,
+            )
+        }
     }
 
     /// Limits `limits` on `clock`, with at most `cap` buckets of each kind (tests).
@@ -270,11 +285,61 @@ impl Limiter {
             clock,
             people: Mutex::new(Buckets::new(cap.max(1))),
             apps: Mutex::new(Buckets::new(cap.max(1))),
+            store: None,
+            failed: Mutex::new((None, None)),
         }
     }
 
+    /// Takes one call from the bucket `key` of `scope`: the shared store's, else (or
+    /// while it does not answer) this process's. `Err`: how long until there is one.
+    async fn take(
+        &self,
+        scope: Scope,
+        key: &str,
+        limit: Limit,
+        limit_of: impl Fn(&str) -> Option<Limit>,
+    ) -> Result<(), Duration> {
+        let now = self.clock.now();
+        let paused = || {
+            let failed = self.failed.lock().expect("rate limit lock").0;
+            failed.is_some_and(|at| now.saturating_sub(at) < STORE_PAUSE)
+        };
+        if let Some(store) = self.store.as_ref().filter(|_| !paused()) {
+            let burst = f64::from(limit.burst);
+            match store
+                .take_call(scope.as_str(), key, burst, Bucket::rate(limit))
+                .await
+            {
+                Ok(None) => return Ok(()),
+                Ok(Some(wait)) => return Err(Duration::from_secs_f64(wait)),
+                Err(e) => {
+                    let now = self.clock.now();
+                    let mut failed = self.failed.lock().expect("rate limit lock");
+                    failed.0 = Some(now);
+                    if failed
+                        .1
+                        .is_none_or(|at| now.saturating_sub(at) >= Duration::from_secs(60))
+                    {
+                        failed.1 = Some(now);
+                        tracing::warn!(
+                            "rate limits: the shared store failed ({e}); this replica counts calls in its own buckets until it works again"
+                        );
+                    }
+                }
+            }
+        }
+        let buckets = match scope {
+            Scope::Person => &self.people,
+            Scope::App => &self.apps,
+        };
+        buckets
+            .lock()
+            .expect("rate limit lock")
+            .take(key, limit, now, limit_of)
+    }
+
     /// Takes one call from `caller`'s person bucket; the user themselves has none.
-    pub fn admit_person(&self, caller: &Caller) -> Result<(), Error> {
+    pub async fn admit_person(&self, caller: &Caller) -> Result<(), Error> {
         let Some(limit) = self.limits.per_person else {
             return Ok(());
         };
@@ -282,11 +347,8 @@ impl Limiter {
             return Ok(());
         }
         let person = person_of(caller);
-        let now = self.clock.now();
-        self.people
-            .lock()
-            .expect("rate limit lock")
-            .take(&person, limit, now, |_| Some(limit))
+        self.take(Scope::Person, &person, limit, |_| Some(limit))
+            .await
             .map_err(|wait| Error::Person {
                 limit,
                 retry_after_secs: whole_seconds(wait),
@@ -294,15 +356,12 @@ impl Limiter {
     }
 
     /// Takes one call from app `app`'s bucket (its own limit, else `perApp.default`).
-    pub fn admit_app(&self, app: &str) -> Result<(), Error> {
+    pub async fn admit_app(&self, app: &str) -> Result<(), Error> {
         let Some(limit) = self.limits.app(app) else {
             return Ok(());
         };
-        let now = self.clock.now();
-        self.apps
-            .lock()
-            .expect("rate limit lock")
-            .take(app, limit, now, |id| self.limits.app(id))
+        self.take(Scope::App, app, limit, |id| self.limits.app(id))
+            .await
             .map_err(|wait| Error::App {
                 app: app.to_owned(),
                 limit,
@@ -363,8 +422,8 @@ mod tests {
         (clock.clone(), Limiter::with_clock(limits, clock, cap))
     }
 
-    #[test]
-    fn a_bucket_allows_its_burst_then_refills_at_its_rate() {
+    #[tokio::test]
+    async fn a_bucket_allows_its_burst_then_refills_at_its_rate() {
         let (clock, l) = limiter(
             RateLimits {
                 per_person: Some(limit(60, 3)),
@@ -374,29 +433,29 @@ mod tests {
         );
         let a = caller("a");
         for _ in 0..3 {
-            l.admit_person(&a).unwrap();
+            l.admit_person(&a).await.unwrap();
         }
-        let e = l.admit_person(&a).unwrap_err();
+        let e = l.admit_person(&a).await.unwrap_err();
         assert_eq!(e.scope(), Scope::Person);
         assert_eq!(e.retry_after_secs(), 1, "one a second");
         // Another person has a bucket of their own.
-        l.admit_person(&caller("b")).unwrap();
+        l.admit_person(&caller("b")).await.unwrap();
         // Half a call's time: still refused, and still "1 s" (rounded up, never 0).
         clock.advance(Duration::from_millis(500));
-        assert_eq!(l.admit_person(&a).unwrap_err().retry_after_secs(), 1);
+        assert_eq!(l.admit_person(&a).await.unwrap_err().retry_after_secs(), 1);
         clock.advance(Duration::from_millis(500));
-        l.admit_person(&a).unwrap();
-        assert!(l.admit_person(&a).is_err());
+        l.admit_person(&a).await.unwrap();
+        assert!(l.admit_person(&a).await.is_err());
         // A long pause refills to the burst, never beyond it.
         clock.advance(Duration::from_secs(3600));
         for _ in 0..3 {
-            l.admit_person(&a).unwrap();
+            l.admit_person(&a).await.unwrap();
         }
-        assert!(l.admit_person(&a).is_err());
+        assert!(l.admit_person(&a).await.is_err());
     }
 
-    #[test]
-    fn retry_after_rounds_up_to_whole_seconds() {
+    #[tokio::test]
+    async fn retry_after_rounds_up_to_whole_seconds() {
         let (clock, l) = limiter(
             RateLimits {
                 per_person: Some(limit(6, 1)),
@@ -405,11 +464,11 @@ mod tests {
             100,
         );
         let a = caller("a");
-        l.admit_person(&a).unwrap();
-        assert_eq!(l.admit_person(&a).unwrap_err().retry_after_secs(), 10);
+        l.admit_person(&a).await.unwrap();
+        assert_eq!(l.admit_person(&a).await.unwrap_err().retry_after_secs(), 10);
         clock.advance(Duration::from_millis(8_500));
-        assert_eq!(l.admit_person(&a).unwrap_err().retry_after_secs(), 2);
-        let wire = GatewayError::from(l.admit_person(&a).unwrap_err());
+        assert_eq!(l.admit_person(&a).await.unwrap_err().retry_after_secs(), 2);
+        let wire = GatewayError::from(l.admit_person(&a).await.unwrap_err());
         assert_eq!(wire.code, Code::RateLimited);
         assert_eq!(wire.data()["retryAfterSecs"], 2);
         assert_eq!(wire.data()["scope"], "person");
@@ -419,8 +478,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn apps_have_their_own_limit_or_the_default_and_the_user_has_no_person_bucket() {
+    #[tokio::test]
+    async fn apps_have_their_own_limit_or_the_default_and_the_user_has_no_person_bucket() {
         let mut per_app = std::collections::BTreeMap::new();
         per_app.insert("com.example.slow".to_owned(), limit(60, 1));
         let (_clock, l) = limiter(
@@ -431,30 +490,30 @@ mod tests {
             },
             100,
         );
-        l.admit_app("com.example.slow").unwrap();
-        let e = l.admit_app("com.example.slow").unwrap_err();
+        l.admit_app("com.example.slow").await.unwrap();
+        let e = l.admit_app("com.example.slow").await.unwrap_err();
         assert_eq!(e.scope(), Scope::App);
         let wire = GatewayError::from(e);
         assert_eq!(wire.data()["app"], "com.example.slow");
-        l.admit_app("com.example.other").unwrap();
-        l.admit_app("com.example.other").unwrap();
-        assert!(l.admit_app("com.example.other").is_err());
+        l.admit_app("com.example.other").await.unwrap();
+        l.admit_app("com.example.other").await.unwrap();
+        assert!(l.admit_app("com.example.other").await.is_err());
         for _ in 0..10 {
-            l.admit_person(&Caller::cli()).unwrap();
-            l.admit_person(&Caller::ui()).unwrap();
+            l.admit_person(&Caller::cli()).await.unwrap();
+            l.admit_person(&Caller::ui()).await.unwrap();
         }
         assert_eq!(l.kept().0, 0, "no bucket for the user");
         // Without limits nothing is counted.
         let (_c, none) = limiter(RateLimits::default(), 100);
         for _ in 0..100 {
-            none.admit_person(&caller("a")).unwrap();
-            none.admit_app("x").unwrap();
+            none.admit_person(&caller("a")).await.unwrap();
+            none.admit_app("x").await.unwrap();
         }
         assert_eq!(none.kept(), (0, 0));
     }
 
-    #[test]
-    fn many_people_never_grow_the_map_past_its_cap() {
+    #[tokio::test]
+    async fn many_people_never_grow_the_map_past_its_cap() {
         let (clock, l) = limiter(
             RateLimits {
                 per_person: Some(limit(60, 5)),
@@ -464,19 +523,21 @@ mod tests {
         );
         // A hostile client inventing names: the map stays bounded.
         for i in 0..10_000 {
-            l.admit_person(&caller(&format!("client-{i}"))).unwrap();
+            l.admit_person(&caller(&format!("client-{i}")))
+                .await
+                .unwrap();
             assert!(l.kept().0 <= 50, "{} at {i}", l.kept().0);
         }
         // A busy person whose bucket is emptier than the newcomers' keeps it.
         let busy = caller("busy");
         for _ in 0..5 {
-            l.admit_person(&busy).unwrap();
+            l.admit_person(&busy).await.unwrap();
         }
         for i in 0..45 {
-            l.admit_person(&caller(&format!("late-{i}"))).unwrap();
+            l.admit_person(&caller(&format!("late-{i}"))).await.unwrap();
         }
         assert!(
-            l.admit_person(&busy).is_err(),
+            l.admit_person(&busy).await.is_err(),
             "an emptied bucket is not forgotten first"
         );
         // Idle buckets refill and are dropped when room is needed: the map fills up to
@@ -484,7 +545,7 @@ mod tests {
         clock.advance(Duration::from_secs(60));
         let before = l.kept().0;
         for i in 0..=(50 - before) {
-            l.admit_person(&caller(&format!("new-{i}"))).unwrap();
+            l.admit_person(&caller(&format!("new-{i}"))).await.unwrap();
         }
         assert_eq!(
             l.kept().0,

@@ -126,7 +126,7 @@ fn bench_limited(mode: ConsentMode, limits: RateLimits) -> Bench {
         sites: Arc::default(),
         manage: None,
         metrics: Some(metrics.clone()),
-        limits: (!limits.is_empty()).then(|| Arc::new(Limiter::new(limits))),
+        limits: (!limits.is_empty()).then(|| Arc::new(Limiter::new(limits, None))),
         settings: Settings {
             default_timeout: Duration::from_secs(10),
             retries: 0,

@@ -208,6 +208,21 @@ pub(crate) async fn measure(label: &str, calls: usize, call: Arc<Call>) {
     );
 }
 
+/// The CPU time (user and system) `gw` has used so far, in µs (10 ms ticks).
+pub(crate) fn cpu_us(gw: &Client) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{}/stat", gw.child.id().unwrap())).unwrap();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and
+    // 13th of them (14th and 15th of the line), in clock ticks of 10 ms.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    (fields[0] + fields[1]) as f64 * 10_000.0
+}
+
 /// A peer installed by `tests/install-peers`, or `None` (and a message) when it is missing.
 pub(crate) fn peer(path: &str) -> Option<std::path::PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))

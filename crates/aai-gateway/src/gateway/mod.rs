@@ -257,7 +257,10 @@ impl Gateway {
                     manage: Some(manage),
                     metrics: Some(Arc::new(crate::metrics::Metrics::new())),
                     limits: (!config.rate_limits.is_empty()).then(|| {
-                        Arc::new(crate::ratelimit::Limiter::new(config.rate_limits.clone()))
+                        Arc::new(crate::ratelimit::Limiter::new(
+                            config.rate_limits.clone(),
+                            shared.clone(),
+                        ))
                     }),
                     settings,
                 },

@@ -135,7 +135,7 @@ impl Pipeline {
         let mut snapshot = self.view(self.snapshot().await, &origin.caller);
         // Each call counts against its person first, whatever becomes of it.
         if let Some(limits) = &self.limits
-            && let Err(e) = limits.admit_person(&origin.caller)
+            && let Err(e) = limits.admit_person(&origin.caller).await
         {
             if let Some(entry) = snapshot.find(app) {
                 trace.app_id = Some(entry.app.id.clone());
@@ -175,7 +175,7 @@ impl Pipeline {
             .find(app_id)
             .ok_or_else(|| not_served(&snapshot, app_id, self.settings.os))?;
         if let Some(limits) = &self.limits
-            && let Err(e) = limits.admit_app(app_id)
+            && let Err(e) = limits.admit_app(app_id).await
         {
             trace.tool = entry.binding().tool(tool).map(|t| t.name.clone());
             trace.limited = Some(e.scope());

@@ -24,6 +24,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "the script run or batch of each call in history",
         include_str!("migrations/0003_history_runs.sql"),
     ),
+    (
+        4,
+        "rate limit buckets shared by the replicas",
+        include_str!("migrations/0004_rate_buckets.sql"),
+    ),
 ];
 
 /// The advisory lock key of migrations (any constant every replica shares: "aai-gw-m").

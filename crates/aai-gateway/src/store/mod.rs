@@ -13,6 +13,7 @@
 //! Nothing here shows the URL's password: every message names the store by its redacted
 //! URL, and the driver's words are scrubbed of the password.
 
+mod buckets;
 pub(crate) mod crypt;
 pub(crate) mod migrate;
 
