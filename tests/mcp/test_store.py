@@ -110,7 +110,7 @@ async def test_one_gateway_keeps_consent_history_and_credentials_in_postgres(gw,
     dump = subprocess.run([str(bin_dir() / "pg_dump"), "-h", str(pg.dir),
                            "-p", str(pg.port), "-U", "aai", "aai"], capture_output=True, timeout=60)
     assert dump.returncode == 0 and SECRET.encode() not in dump.stdout
-    assert pg.sql("SELECT version FROM aai_schema_migrations ORDER BY 1") == [["1"], ["2"], ["3"]]
+    assert pg.sql("SELECT version FROM aai_schema_migrations ORDER BY 1") == [["1"], ["2"], ["3"], ["4"]]
     with web(gw) as (url, proc):
         ui = ui_of(url)
         # A call that needs consent waits; the UI (reading PostgreSQL) approves it.
@@ -401,7 +401,7 @@ async def test_hostile_starts_are_refused_with_a_clear_error(gw, pg, httpbin):
     # A database a newer gateway migrated.
     pg.sql("INSERT INTO aai_schema_migrations (version, description) VALUES (99, 'from the future')")
     err = start_fails(gw)
-    assert "schema version 99, newer than this gateway knows (3)" in err, err
+    assert "schema version 99, newer than this gateway knows (4)" in err, err
 
 
 async def test_replicas_starting_together_migrate_once(gw, pg):
