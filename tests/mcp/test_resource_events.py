@@ -165,3 +165,20 @@ async def test_a_2026_client_hears_of_resource_updates_on_its_subscription_strea
                     if type(event).__name__ == "ResourceUpdated":
                         assert event.uri == a
                         break
+
+
+async def test_a_servers_templates_and_instructions_reach_the_client(gw):
+    """server-everything's resource templates are the gateway's own (named for the app), a
+    URI one makes reads through, and the server's `instructions` end its guide, quoted."""
+    everything(gw)
+    async with gw.session() as s:
+        guide = (await s.call_tool("aai_guide", {"app": "dev.mcp.everything"})).content[0].text
+        assert "## The server's own instructions" in guide
+        part = guide.split("## The server's own instructions", 1)[1]
+        assert "\n> " in part, "quoted, line by line"
+        templates = [t.uri_template for t in (await s.list_resource_templates()).resource_templates]
+        ours = "app:dev.mcp.everything/resources/demo://resource/dynamic/text/{resourceId}"
+        assert ours in templates, templates
+        read = (await s.read_resource("app:dev.mcp.everything/resources/demo://resource/dynamic/text/7")).contents
+        assert str(read[0].uri) == "app:dev.mcp.everything/resources/demo://resource/dynamic/text/7"
+        assert "7" in read[0].text

@@ -31,6 +31,9 @@ use crate::pipeline::RESOURCE_UPDATED;
 /// The shortest time between two notifications of one subscription.
 pub(super) const COALESCE: Duration = Duration::from_millis(250);
 
+/// Most downstream resource templates listed in all.
+const MAX_TEMPLATES: usize = 1_000;
+
 /// Most event subscriptions one session holds.
 const MAX_SUBSCRIPTIONS: usize = 64;
 
@@ -142,6 +145,44 @@ impl Server {
             .ok_or_else(|| not_found(uri))?;
         let body = json!({"app": app, "event": event, "recent": recent});
         Ok(ResourceContents::text(body.to_string(), uri).with_mime_type("application/json"))
+    }
+
+    /// The resource templates of the downstream servers this client sees (listed in this
+    /// run), each named for its app: `app:<id>/resources/<the server's template>`. At
+    /// most [`MAX_TEMPLATES`] in all.
+    pub(super) async fn downstream_templates(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Vec<rmcp::model::ResourceTemplate> {
+        let snapshot = self
+            .pipeline
+            .view(self.gateway.snapshot().await, &self.caller(ctx));
+        let mcp = self.pipeline.executors().mcp();
+        let mut out = Vec::new();
+        for entry in &snapshot.entries {
+            if !matches!(entry.binding().executor, aai_descriptor::Executor::Mcp(_)) {
+                continue;
+            }
+            let id = &entry.app.id;
+            for t in mcp.templates(id) {
+                let text = |k: &str| t.get(k).and_then(serde_json::Value::as_str);
+                let Some(template) = text("uriTemplate").filter(|u| !u.is_empty()) else {
+                    continue;
+                };
+                let name = text("name").unwrap_or(template);
+                let mut ours = rmcp::model::ResourceTemplate::new(
+                    format!("app:{id}/resources/{template}"),
+                    crate::text::excerpt(name, 200),
+                );
+                ours.description = text("description").map(|d| crate::text::excerpt(d, 500));
+                ours.mime_type = text("mimeType").map(|m| crate::text::excerpt(m, 100));
+                out.push(ours);
+                if out.len() >= MAX_TEMPLATES {
+                    return out;
+                }
+            }
+        }
+        out
     }
 
     /// `resources/read` of a downstream server's resource (`app:<id>/resources/<uri>`, or

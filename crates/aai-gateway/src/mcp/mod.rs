@@ -671,7 +671,7 @@ impl ServerHandler for Server {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let mut guide = ResourceTemplate::new("app:{appId}/guide", "guide");
         guide.description = Some("An app's operation guide (markdown)".to_owned());
@@ -693,9 +693,9 @@ impl ServerHandler for Server {
             "A resource of a downstream MCP server, by the URI the server gives it (its `mcp.resources.read` tool lists them): read it, or subscribe to hear when it changes"
                 .to_owned(),
         );
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
-            guide, model, events, downstream,
-        ]))
+        let mut all = vec![guide, model, events, downstream];
+        all.extend(self.downstream_templates(&context).await);
+        Ok(ListResourceTemplatesResult::with_all_items(all))
     }
 
     #[allow(deprecated)]

@@ -51,7 +51,17 @@ impl Pipeline {
             .expect("tally lock")
             .tools(&entry.app.id, crate::history::now_ms());
         let mut guide = crate::registry::guide::render_ranked(snapshot, entry, &first);
-        let views = self.executors.mcp().views(&entry.app.id);
+        let mcp = self.executors.mcp();
+        if let Some(instructions) = mcp.instructions(&entry.app.id) {
+            use std::fmt::Write as _;
+            let quoted: Vec<String> = instructions.lines().map(|l| format!("> {l}")).collect();
+            let _ = write!(
+                guide,
+                "\n## The server's own instructions\n\nAs the server gave them (its words, not the gateway's; at most 2,000 characters):\n\n{}\n",
+                quoted.join("\n")
+            );
+        }
+        let views = mcp.views(&entry.app.id);
         if !views.is_empty() {
             use std::fmt::Write as _;
             let _ = write!(

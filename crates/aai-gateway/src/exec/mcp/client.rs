@@ -1028,6 +1028,11 @@ impl Connection {
         Some(info.protocol_version.as_str().to_owned())
     }
 
+    /// The server's `instructions`, as it gave them.
+    pub(super) fn instructions(&self) -> Option<String> {
+        self.service.peer_info()?.instructions.clone()
+    }
+
     /// The server's name and version, as it introduced itself.
     pub(super) fn server(&self) -> Option<String> {
         let info = self.service.peer_info()?;

@@ -16,6 +16,7 @@
 
 mod asks;
 mod client;
+mod offers;
 mod sse;
 pub(crate) mod ui;
 
@@ -250,8 +251,9 @@ pub struct McpExecutor {
     kept: Mutex<std::collections::HashSet<String>>,
     /// `(app, tool)` → the gateway's own tools for a server's resources and prompts.
     listings: Mutex<HashMap<(String, String), Listing>>,
-    /// `(app, tool)` → the tool's interactive view, named for the app ([`ui`]).
-    views: Mutex<HashMap<(String, String), Value>>,
+    /// What each server says about itself beyond its tools (views, templates,
+    /// instructions).
+    offers: offers::Offers,
     /// Where tool lists are kept on disk, and the home that folder is in (none: lists are
     /// kept in memory only).
     lists_dir: std::sync::OnceLock<(PathBuf, PathBuf)>,
@@ -270,7 +272,7 @@ impl Default for McpExecutor {
             stale: Stale::default(),
             kept: Mutex::default(),
             listings: Mutex::default(),
-            views: Mutex::default(),
+            offers: offers::Offers::default(),
             lists_dir: std::sync::OnceLock::new(),
             changed_tx,
             changed_rx: Mutex::new(Some(changed_rx)),
@@ -303,10 +305,8 @@ impl McpExecutor {
                 .insert((app.to_owned(), t.name.clone()), listing);
         }
         if let Some(view) = &t.ui {
-            self.views
-                .lock()
-                .expect("views lock")
-                .insert((app.to_owned(), t.name.clone()), ui::namespaced(app, view));
+            self.offers
+                .set_view(app, &t.name, ui::namespaced(app, view));
         }
         to_tool(app, t)
     }
@@ -314,25 +314,24 @@ impl McpExecutor {
     /// The interactive view of `app`'s tool `tool` (MCP Apps `_meta.ui`, its URI named
     /// for the app), when its server lists one.
     pub fn view(&self, app: &str, tool: &str) -> Option<Value> {
-        self.views
-            .lock()
-            .expect("views lock")
-            .get(&(app.to_owned(), tool.to_owned()))
-            .cloned()
+        self.offers.view(app, tool)
     }
 
     /// `app`'s tools with a view, and each view's URI, by tool name.
     pub fn views(&self, app: &str) -> Vec<(String, String)> {
-        let views = self.views.lock().expect("views lock");
-        let mut out: Vec<(String, String)> = views
-            .iter()
-            .filter(|((a, _), _)| a == app)
-            .filter_map(|((_, tool), ui)| {
-                Some((tool.clone(), ui.get("resourceUri")?.as_str()?.to_owned()))
-            })
-            .collect();
-        out.sort();
-        out
+        self.offers.views(app)
+    }
+
+    /// `app`'s server's resource templates (`resources/templates/list` items) from its
+    /// last listing in this run.
+    pub fn templates(&self, app: &str) -> Vec<Value> {
+        self.offers.templates(app)
+    }
+
+    /// `app`'s server's `instructions` (cut to [`offers::MAX_INSTRUCTIONS`] characters),
+    /// as it gave them when the gateway last connected.
+    pub fn instructions(&self, app: &str) -> Option<String> {
+        self.offers.instructions(app)
     }
 
     /// Keeps tool lists in `home`'s `cache/mcp-tools` from now on (the first home given
@@ -432,6 +431,7 @@ impl McpExecutor {
         // Its resources and prompts, as two tools of the gateway's (a failure here costs
         // only them: the tools stay usable).
         let (resources, prompts) = link.offers();
+        let mut listed_templates = Vec::new();
         for (offered, listing) in [(resources, Listing::Resources), (prompts, Listing::Prompts)] {
             let name = listing_tool(listing);
             if !offered || listed.iter().any(|t| t.name == name) {
@@ -449,6 +449,7 @@ impl McpExecutor {
                     .unwrap_or_default(),
                 Listing::Prompts => Vec::new(),
             };
+            listed_templates.extend(templates.iter().cloned());
             match link.list_all(method, key, limit).await {
                 Ok(items) if !items.is_empty() || !templates.is_empty() => {
                     listed.push(listing_remote(listing, &items, &templates));
@@ -472,10 +473,7 @@ impl McpExecutor {
             .lock()
             .expect("listings lock")
             .retain(|(a, _), _| a != app);
-        self.views
-            .lock()
-            .expect("views lock")
-            .retain(|(a, _), _| a != app);
+        self.offers.relisted(app, listed_templates);
         let tools = listed.into_iter().map(|t| self.to_tool(app, t)).collect();
         self.kept.lock().expect("kept lock").remove(app);
         self.tools
@@ -702,6 +700,8 @@ impl McpExecutor {
             "connected to the MCP server"
         );
         *slot.revision.lock().expect("revision lock") = connection.revision();
+        self.offers
+            .set_instructions(app, connection.instructions().as_deref());
         Ok(Arc::new(connection))
     }
 
