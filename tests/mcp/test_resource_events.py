@@ -182,3 +182,85 @@ async def test_a_servers_templates_and_instructions_reach_the_client(gw):
         read = (await s.read_resource("app:dev.mcp.everything/resources/demo://resource/dynamic/text/7")).contents
         assert str(read[0].uri) == "app:dev.mcp.everything/resources/demo://resource/dynamic/text/7"
         assert "7" in read[0].text
+
+
+SUBSCRIBING = Path(__file__).with_name("subscribing_server.py")
+
+
+def subscribing(gw, app_id="dev.mcp.subs", **env):
+    mcp_app(gw, app_id, {"command": sys.executable, "args": [str(SUBSCRIBING)], "env": env},
+            description="A server whose subscriptions the test sees")
+
+
+async def subs_of(s, app="dev.mcp.subs"):
+    import json
+    r = await exec_(s, app, "subs")
+    return json.loads(r.content[0].text)
+
+
+async def test_a_servers_refusal_never_carries_a_secret(gw):
+    gw.config(consent={"mode": "allow"}, secrets={"fromEnvironment": True}, credentials={"store": "file"})
+    gw.extra_env["GATEWAY_SECRET"] = "s3cr3t-never-shown"
+    subscribing(gw, SERVER_TOKEN="${GATEWAY_SECRET}", REFUSE="1")
+    async with gw.session() as s:
+        with pytest.raises(MCPError) as e:
+            await s.subscribe_resource("app:dev.mcp.subs/resources/note://a")
+        assert "denied ***" in str(e.value.error.data) and "s3cr3t" not in str(e.value.error), e.value.error
+        r = await s.call_tool("aai_run", {"script": 'await waitFor("dev.mcp.subs", "resource_updated", {uri: "note://a"})'})
+        assert "s3cr3t" not in str(r.structured_content), r.structured_content
+
+
+async def test_a_subscription_ends_with_its_server_and_can_be_made_again(gw):
+    """The server crashes: the subscribed client hears one last update (and re-reads), a
+    script waiting on it fails at once rather than at its timeout, and subscribing again
+    subscribes on the restarted server. A server URI with `/events/` in it is a resource."""
+    subscribing(gw)
+    a = "app:dev.mcp.subs/resources/note://x/events/today"
+    seen = []
+    async with gw.session(on_message=updates_of(seen)) as s:
+        await s.subscribe_resource(a)
+        assert await subs_of(s) == ["note://x/events/today"]
+        assert (await s.read_resource(a)).contents[0].text == "content of note://x/events/today"
+
+        async def wait():
+            return await s.call_tool("aai_run", {"script":
+                'return await waitFor("dev.mcp.subs", "resource_updated", {uri: "note://b", timeout: 20000})'})
+        result = {}
+        async with anyio.create_task_group() as tg:
+            async def run():
+                result["r"] = await wait()
+            tg.start_soon(run)
+            await anyio.sleep(1.0)
+            started = time.monotonic()
+            with pytest.raises(MCPError):
+                await exec_(s, "dev.mcp.subs", "crash")
+            await seen_within(seen)
+        assert time.monotonic() - started < 10, "the waiting script heard the end"
+        assert "stopped announcing" in result["r"].structured_content["error"]["message"]
+        assert [u for _, u in seen] == [a], "one last update for the subscriber"
+        # Subscribing again reaches the restarted server.
+        await s.subscribe_resource(a)
+        assert await subs_of(s) == ["note://x/events/today"]
+        seen.clear()
+        await exec_(s, "dev.mcp.subs", "fire", uri="note://x/events/today")
+        await seen_within(seen)
+
+
+async def test_an_http_session_that_ends_ends_its_subscriptions_downstream(gw):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    subscribing(gw)
+    with web(gw) as (url, _):
+        async with streamable_http_client(url) as (r1, w1), streamable_http_client(url) as (r2, w2):
+            async with ClientSession(r1, w1) as watcher:
+                await watcher.initialize()
+                await watcher.subscribe_resource("app:dev.mcp.subs/resources/note://a")
+                async with ClientSession(r2, w2) as other:
+                    await other.initialize()
+                    assert await subs_of(other) == ["note://a"]
+        async with streamable_http_client(url) as (read, write):
+            async with ClientSession(read, write) as later:
+                await later.initialize()
+                with anyio.fail_after(10):
+                    while await subs_of(later) != []:
+                        await anyio.sleep(0.3)

@@ -48,7 +48,8 @@ pub(crate) struct Hub {
 /// One (app, event) feed while it has listeners.
 #[derive(Debug)]
 struct Topic {
-    tx: broadcast::Sender<Arc<Fired>>,
+    /// Taken when the source ends: its listeners then hear the end.
+    tx: Arc<Mutex<Option<broadcast::Sender<Arc<Fired>>>>>,
     recent: Arc<Mutex<VecDeque<Arc<Fired>>>>,
     task: tokio::task::AbortHandle,
 }
@@ -117,8 +118,7 @@ impl Hub {
         opening: &crate::exec::Opening<'_>,
     ) -> Result<Feed, crate::exec::Error> {
         let key = (app.to_owned(), event.topic());
-        if let Some(topic) = self.live(&key) {
-            let rx = topic.tx.subscribe();
+        if let Some((topic, rx)) = self.live(&key) {
             return Ok(Feed {
                 _topic: topic,
                 rx,
@@ -131,8 +131,12 @@ impl Hub {
             .await?;
         let (tx, rx) = broadcast::channel(BACKLOG);
         let recent: Arc<Mutex<VecDeque<Arc<Fired>>>> = Arc::default();
-        let (sender, kept) = (tx.clone(), recent.clone());
+        let tx = Arc::new(Mutex::new(Some(tx)));
+        let (slot, kept) = (tx.clone(), recent.clone());
         let task = tokio::spawn(async move {
+            let Some(sender) = slot.lock().expect("topic lock").clone() else {
+                return;
+            };
             let seq = AtomicU64::new(0);
             while let Some(data) = source.next().await {
                 let fired = Arc::new(Fired {
@@ -150,6 +154,9 @@ impl Hub {
                 // No listener at this instant: kept for reading all the same.
                 let _ = sender.send(fired);
             }
+            // The source ended (the app or its connection went away): the listeners hear
+            // the end, and the next listener starts the source again.
+            slot.lock().expect("topic lock").take();
         });
         let topic = Arc::new(Topic {
             tx,
@@ -160,12 +167,19 @@ impl Hub {
         topics.retain(|_, t| t.strong_count() > 0);
         // Another listener started the same feed meanwhile: join it, drop ours.
         if let Some(other) = topics.get(&key).and_then(Weak::upgrade) {
-            let rx = other.tx.subscribe();
-            return Ok(Feed {
-                _topic: other,
-                rx,
-                missed: 0,
-            });
+            let joined = other
+                .tx
+                .lock()
+                .expect("topic lock")
+                .as_ref()
+                .map(broadcast::Sender::subscribe);
+            if let Some(rx) = joined {
+                return Ok(Feed {
+                    _topic: other,
+                    rx,
+                    missed: 0,
+                });
+            }
         }
         topics.insert(key, Arc::downgrade(&topic));
         Ok(Feed {
@@ -175,18 +189,25 @@ impl Hub {
         })
     }
 
-    fn live(&self, key: &(String, String)) -> Option<Arc<Topic>> {
-        self.topics
+    /// The feed `key` while its source runs, and a listener of it.
+    fn live(
+        &self,
+        key: &(String, String),
+    ) -> Option<(Arc<Topic>, broadcast::Receiver<Arc<Fired>>)> {
+        let topic = self
+            .topics
             .lock()
             .expect("topics lock")
             .get(key)
-            .and_then(Weak::upgrade)
+            .and_then(Weak::upgrade)?;
+        let rx = topic.tx.lock().expect("topic lock").as_ref()?.subscribe();
+        Some((topic, rx))
     }
 
     /// The events kept of `event` of `app`, oldest first (none while nobody listens).
     pub(crate) fn recent(&self, app: &str, event: &str) -> Vec<Arc<Fired>> {
         self.live(&(app.to_owned(), event.to_owned()))
-            .map(|t| {
+            .map(|(t, _)| {
                 t.recent
                     .lock()
                     .expect("recent lock")

@@ -40,7 +40,8 @@ const MAX_SUBSCRIPTIONS: usize = 64;
 /// `app:<id>/events/<name>` → `(id, name)`.
 pub(super) fn parse(uri: &str) -> Option<(&str, &str)> {
     let (app, event) = uri.strip_prefix("app:")?.split_once("/events/")?;
-    (!app.is_empty() && !event.is_empty() && !event.contains('/')).then_some((app, event))
+    let ok = !app.is_empty() && !app.contains('/') && !event.is_empty() && !event.contains('/');
+    ok.then_some((app, event))
 }
 
 /// `app:<id>/resources/<uri>` → `(id, uri)`: a downstream server's resource.
@@ -72,7 +73,11 @@ impl Server {
         uri: &str,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if self.events.0.lock().expect("subscriptions lock").len() >= MAX_SUBSCRIPTIONS {
+        let full = {
+            let held = self.events.0.lock().expect("subscriptions lock");
+            held.len() >= MAX_SUBSCRIPTIONS && !held.contains_key(uri)
+        };
+        if full {
             return Err(McpError::invalid_request(
                 format!(
                     "this session holds {MAX_SUBSCRIPTIONS} subscriptions, the most; unsubscribe from one first"
@@ -83,13 +88,25 @@ impl Server {
         let feed = self.feed_for(uri, &ctx).await?;
         let peer = ctx.peer.clone();
         let target = uri.to_owned();
-        let task = tokio::spawn(relay(feed, move || {
-            let (peer, target) = (peer.clone(), target.clone());
+        let session_gone = {
+            let peer = peer.clone();
             async move {
-                let updated = ResourceUpdatedNotificationParam::new(target);
-                peer.notify_resource_updated(updated).await.is_ok()
+                while !peer.is_transport_closed() {
+                    tokio::time::sleep(SESSION_POLL).await;
+                }
             }
-        }));
+        };
+        let task = tokio::spawn(relay(
+            feed,
+            move || {
+                let (peer, target) = (peer.clone(), target.clone());
+                async move {
+                    let updated = ResourceUpdatedNotificationParam::new(target);
+                    peer.notify_resource_updated(updated).await.is_ok()
+                }
+            },
+            session_gone,
+        ));
         let mut subscriptions = self.events.0.lock().expect("subscriptions lock");
         if let Some(old) = subscriptions.insert(uri.to_owned(), task.abort_handle()) {
             old.abort();
@@ -109,12 +126,39 @@ impl Server {
             (None, Some((app, inner))) => (app, RESOURCE_UPDATED, Some(inner)),
             (None, None) => return Err(not_found(uri)),
         };
+        self.exact_app(app, ctx, uri).await?;
         let (elicits, _) = asking(ctx);
         let origin = self.session_origin(self.caller(ctx), elicits, ctx);
         self.pipeline
             .listen(app, event, inner, &origin)
             .await
             .map_err(wire)
+    }
+
+    /// `app` must be an app's id as the client sees it (not a name or another spelling:
+    /// one resource, one URI).
+    async fn exact_app(
+        &self,
+        app: &str,
+        ctx: &RequestContext<RoleServer>,
+        uri: &str,
+    ) -> Result<(), McpError> {
+        let snapshot = self
+            .pipeline
+            .view(self.gateway.snapshot().await, &self.caller(ctx));
+        match snapshot.find(app) {
+            Some(entry) if entry.app.id == app => Ok(()),
+            Some(entry) => Err(McpError::resource_not_found(
+                format!(
+                    "no resource `{}`: name the app by its id, `{}`",
+                    crate::text::excerpt(uri, 200),
+                    entry.app.id
+                ),
+                Some(json!({"uri": uri})),
+            )),
+            // Not served to this client: the pipeline says so as for a call.
+            None => Ok(()),
+        }
     }
 
     /// `resources/unsubscribe` of an event resource (one not subscribed to is no error).
@@ -203,6 +247,7 @@ impl Server {
             return Err(not_found(uri));
         };
         let inner = inner.as_str();
+        self.exact_app(app, ctx, uri).await?;
         let (elicits, _) = asking(ctx);
         let origin = self.session_origin(self.caller(ctx), elicits, ctx);
         let outcome = self
@@ -230,8 +275,14 @@ impl Server {
             .flatten()
             .filter_map(|c| {
                 let mut c = c.clone();
-                let own = c.get("uri").and_then(serde_json::Value::as_str)?;
-                c["uri"] = json!(naming.name(own));
+                // A content without a URI the client could use again is the one asked for.
+                let own = c
+                    .get("uri")
+                    .and_then(serde_json::Value::as_str)
+                    .filter(|u| usable_uri(u))
+                    .unwrap_or(inner)
+                    .to_owned();
+                c["uri"] = json!(naming.name(&own));
                 serde_json::from_value(c).ok()
             })
             .collect();
@@ -241,27 +292,63 @@ impl Server {
 
 /// Tells of each event of `feed` with `notify` (false: the client is gone): one
 /// notification, then a quiet spell of [`COALESCE`]; what fired meanwhile makes one more.
-pub(super) async fn relay<F, Sent>(mut feed: Feed, notify: F)
-where
+/// Ends when `gone` does (the client's session ended), or when the feed does (its app or
+/// server went away: one last notification, so that the client reads the resource again
+/// and can subscribe again).
+pub(super) async fn relay<F, Sent>(
+    mut feed: Feed,
+    notify: F,
+    gone: impl std::future::Future<Output = ()>,
+) where
     F: Fn() -> Sent,
     Sent: std::future::Future<Output = bool>,
 {
-    while feed.next().await.is_some() {
-        loop {
-            if !notify().await {
-                return;
-            }
-            tokio::time::sleep(COALESCE).await;
-            if feed.drain() == 0 {
-                break;
+    let relayed = async {
+        while feed.next().await.is_some() {
+            loop {
+                if !notify().await {
+                    return;
+                }
+                tokio::time::sleep(COALESCE).await;
+                if feed.drain() == 0 {
+                    break;
+                }
             }
         }
+        notify().await;
+    };
+    tokio::select! {
+        () = relayed => {}
+        () = gone => {}
     }
 }
 
-/// Whether `uri` names something a client may subscribe to.
-pub(super) fn subscribable(uri: &str) -> bool {
-    parse(uri).is_some() || parse_resource(uri).is_some()
+/// A server's content URI the gateway passes on: not empty, at most 2,048 bytes, no
+/// control characters.
+fn usable_uri(uri: &str) -> bool {
+    !uri.is_empty() && uri.len() <= 2_048 && !uri.chars().any(char::is_control)
+}
+
+/// How often a subscription looks whether its session has ended.
+const SESSION_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether `uri` names something of `snapshot` a client may subscribe to: an event an
+/// app has, or a resource of a downstream server (named by its id). Whether this client
+/// sees it, and may, is asked when it is listened to.
+pub(super) fn subscribable(snapshot: &crate::registry::Snapshot, uri: &str) -> bool {
+    // Before the first scan nothing is known yet: the form decides, and listening says
+    // the rest.
+    if snapshot.entries.is_empty() {
+        return parse(uri).is_some() || parse_resource(uri).is_some_and(|(_, u)| usable_uri(u));
+    }
+    let app = |id: &str| snapshot.find(id).filter(|e| e.app.id == id);
+    if let Some((id, event)) = parse(uri) {
+        return app(id).is_some_and(|e| e.binding().events.iter().any(|ev| ev.name == event));
+    }
+    parse_resource(uri).is_some_and(|(id, inner)| {
+        app(id).is_some_and(|e| matches!(e.binding().executor, aai_descriptor::Executor::Mcp(_)))
+            && usable_uri(inner)
+    })
 }
 
 /// How a downstream server's resource URIs are named for the gateway's client.

@@ -556,7 +556,10 @@ impl ServerHandler for Server {
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        Some(subscriptions::accepted(requested))
+        let snapshot = self.gateway.registry_snapshot();
+        Some(subscriptions::accepted(requested, |uri| {
+            events::subscribable(&snapshot, uri)
+        }))
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
@@ -572,10 +575,14 @@ impl ServerHandler for Server {
         for uri in uris.into_iter().flatten() {
             let feed = self.feed_for(&uri, context.request_context()).await?;
             let sink = context.sink().clone();
-            relays.spawn(events::relay(feed, move || {
-                let (sink, uri) = (sink.clone(), uri.clone());
-                async move { sink.notify_resource_updated(uri).await.is_ok() }
-            }));
+            relays.spawn(events::relay(
+                feed,
+                move || {
+                    let (sink, uri) = (sink.clone(), uri.clone());
+                    async move { sink.notify_resource_updated(uri).await.is_ok() }
+                },
+                std::future::pending(),
+            ));
         }
         let listened = self
             .shared

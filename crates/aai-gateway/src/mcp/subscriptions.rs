@@ -28,7 +28,10 @@ const ANNOUNCE_WAIT: Duration = Duration::from_secs(2);
 /// What the gateway sends on a stream: the tool and resource lists change (prompts do
 /// not; it declares none), and the updates of the event and downstream resources `requested`
 /// names ([`super::events`]), at most [`MAX_RESOURCES`] of them.
-pub(super) fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
+pub(super) fn accepted(
+    requested: &SubscriptionFilter,
+    subscribable: impl Fn(&str) -> bool,
+) -> SubscriptionFilter {
     let mut accepted = SubscriptionFilter::builder()
         .tools_list_changed()
         .resources_list_changed()
@@ -37,7 +40,7 @@ pub(super) fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
         .resource_subscriptions
         .iter()
         .flatten()
-        .filter(|uri| super::events::subscribable(uri))
+        .filter(|uri| subscribable(uri))
         .take(MAX_RESOURCES)
         .cloned()
         .collect();

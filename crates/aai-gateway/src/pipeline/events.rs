@@ -115,9 +115,13 @@ impl Pipeline {
 
 /// `resource_updated` of the resource `uri`.
 fn resource_event(uri: &str) -> Result<Event, GatewayError> {
-    if uri.is_empty() || uri.len() > MAX_URI || uri.chars().any(char::is_control) {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '`')
+    };
+    if uri.is_empty() || uri.len() > MAX_URI || uri.chars().any(hidden) {
         return Err(invalid(
-            "`uri` must be a resource's URI: not empty, at most 2,048 bytes, no control characters",
+            "`uri` must be a resource's URI: not empty, at most 2,048 bytes, no control, direction or zero-width characters and no backquote",
         ));
     }
     Ok(Event {

@@ -502,9 +502,21 @@ impl McpExecutor {
                 CONNECT_DEADLINE,
             )
             .await?;
-        link.watch(uri).await.map_err(|why| Error::NotWatched {
-            app: app.to_owned(),
-            why,
+        link.watch(uri).await.map_err(|why| {
+            // What the server may echo of the credential and the placeholders' values.
+            let mut hide = opening
+                .auth
+                .as_ref()
+                .map(crate::auth::Material::secret_forms)
+                .unwrap_or_default();
+            hide.extend(crate::auth::echoes(
+                opening.secrets.iter().map(|(_, v)| v.expose()),
+            ));
+            hide.sort_by_key(|f| std::cmp::Reverse(f.len()));
+            Error::NotWatched {
+                app: app.to_owned(),
+                why: crate::text::scrub(&why, &hide),
+            }
         })
     }
 

@@ -28,13 +28,22 @@ const BACKLOG: usize = 16;
 
 /// The resources watched on a session of an earlier revision: each URI's watches.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Watched(Arc<Mutex<HashMap<String, broadcast::Sender<()>>>>);
+pub(super) struct Watched(Arc<Mutex<HashMap<String, Subscribed>>>);
+
+/// One resource subscribed to on the server: where its updates go, and whether the
+/// server took the subscription (`None` while it is asked; the watches that come meanwhile
+/// wait for the answer).
+#[derive(Debug)]
+struct Subscribed {
+    tx: broadcast::Sender<()>,
+    taken: tokio::sync::watch::Receiver<Option<bool>>,
+}
 
 impl Watched {
     /// The server says `uri` changed.
     pub(super) fn updated(&self, uri: &str) {
-        if let Some(tx) = self.0.lock().expect("watched lock").get(uri) {
-            let _ = tx.send(());
+        if let Some(s) = self.0.lock().expect("watched lock").get(uri) {
+            let _ = s.tx.send(());
         }
     }
 }
@@ -89,17 +98,23 @@ impl Connection {
                 }
             })
             .filter(move |updated| std::future::ready(*updated == uri))
-            .map(|uri| data(&uri));
+            .map(|uri| data(&uri))
+            .take_until(closed(peer));
             return Ok(Box::pin(updates));
         }
-        let (rx, first) = {
+        let (rx, asking, mut taken) = {
             let mut watched = self.watched.0.lock().expect("watched lock");
             match watched.get(uri) {
-                Some(tx) => (tx.subscribe(), false),
+                Some(s) => (s.tx.subscribe(), None, s.taken.clone()),
                 None => {
                     let (tx, rx) = broadcast::channel(BACKLOG);
-                    watched.insert(uri.to_owned(), tx);
-                    (rx, true)
+                    let (ask, taken) = tokio::sync::watch::channel(None);
+                    let subscribed = Subscribed {
+                        tx,
+                        taken: taken.clone(),
+                    };
+                    watched.insert(uri.to_owned(), subscribed);
+                    (rx, Some(ask), taken)
                 }
             }
         };
@@ -110,7 +125,7 @@ impl Connection {
             peer: peer.clone(),
             unsubscribe: true,
         };
-        if first {
+        if let Some(ask) = asking {
             let subscribed = tokio::time::timeout(
                 SUBSCRIBE_DEADLINE,
                 peer.subscribe(SubscribeRequestParams::new(uri)),
@@ -121,9 +136,23 @@ impl Connection {
                 Ok(Err(e)) => Some(scrub(format!("the server refused the subscription: {e}"))),
                 Err(_) => Some("the server did not take the subscription within 10 s".into()),
             };
+            let _ = ask.send(Some(refused.is_none()));
             if let Some(why) = refused {
+                // Forgotten, so that a later watch asks the server again.
+                self.watched.0.lock().expect("watched lock").remove(uri);
                 watch.unsubscribe = false;
                 return Err(why);
+            }
+        } else {
+            // Another watch asked the server: its answer is this one's too.
+            let answered = tokio::time::timeout(
+                SUBSCRIBE_DEADLINE + Duration::from_secs(1),
+                taken.wait_for(Option::is_some),
+            )
+            .await;
+            if !matches!(answered, Ok(Ok(ref t)) if **t == Some(true)) {
+                watch.unsubscribe = false;
+                return Err("the server did not take the subscription".into());
             }
         }
         let uri = uri.to_owned();
@@ -135,10 +164,23 @@ impl Connection {
                 Err(broadcast::error::RecvError::Closed) => None,
             }
         })
-        .map(move |()| data(&uri));
+        .map(move |()| data(&uri))
+        .take_until(closed(peer));
         Ok(Box::pin(updates))
     }
 }
+
+/// Resolves when the connection behind `peer` has closed (the server exited or hung up):
+/// a watch ends with its connection, so that its listeners hear the end rather than
+/// nothing (a restarted server holds no subscription).
+async fn closed(peer: rmcp::service::Peer<rmcp::RoleClient>) {
+    while !peer.is_transport_closed() {
+        tokio::time::sleep(CLOSED_POLL).await;
+    }
+}
+
+/// How often a watch looks whether its connection has closed.
+const CLOSED_POLL: Duration = Duration::from_millis(250);
 
 /// One watch of a resource on a session of an earlier revision; the last one of its URI
 /// to be dropped unsubscribes.
@@ -159,7 +201,7 @@ impl Drop for Watch {
         let mut watched = self.watched.0.lock().expect("watched lock");
         let last = watched
             .get(&self.uri)
-            .is_some_and(|tx| tx.receiver_count() == 0);
+            .is_some_and(|s| s.tx.receiver_count() == 0);
         if !last {
             return;
         }
