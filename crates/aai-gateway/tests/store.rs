@@ -42,7 +42,14 @@ fn the_shared_store_on_a_real_postgresql() {
     let Some(cluster) = pg::Cluster::start() else {
         return;
     };
-    for db in ["migrate", "race", "credentials", "consent", "history"] {
+    for db in [
+        "migrate",
+        "race",
+        "credentials",
+        "consent",
+        "history",
+        "buckets",
+    ] {
         cluster.create_db(db);
     }
     eprintln!("the cluster and its databases: {:?}", started.elapsed());
@@ -65,7 +72,40 @@ fn the_shared_store_on_a_real_postgresql() {
         let step = Instant::now();
         the_history_is_written_and_trimmed(&cluster).await;
         eprintln!("history: {:?}", step.elapsed());
+        let step = Instant::now();
+        replicas_taking_at_once_share_one_bucket(&cluster).await;
+        eprintln!("rate buckets: {:?}", step.elapsed());
     });
+}
+
+/// Two replicas taking 40 calls at once from one bucket of 5 (refilling at one an hour):
+/// exactly 5 are granted, and an empty bucket says how long until the next call.
+async fn replicas_taking_at_once_share_one_bucket(cluster: &pg::Cluster) {
+    let (a, b) = (
+        shared(cluster, "buckets", None),
+        shared(cluster, "buckets", None),
+    );
+    a.migrate().await.unwrap();
+    let rate = 1.0 / 3600.0;
+    let takes = (0..40).map(|i| {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tokio::spawn(async move { store.take_call("app", "com.example.x", 5.0, rate).await })
+    });
+    let mut granted = 0;
+    for take in takes {
+        match take.await.unwrap().unwrap() {
+            None => granted += 1,
+            Some(wait) => assert!(wait > 3000.0 && wait <= 3600.0, "{wait}"),
+        }
+    }
+    assert_eq!(granted, 5);
+    // Another key has a bucket of its own.
+    assert_eq!(
+        a.take_call("app", "com.example.y", 5.0, rate)
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 /// The store of database `db`, with the credential key `key` (or none), as
@@ -128,6 +168,7 @@ async fn migrations_run_once_and_a_newer_database_is_refused(cluster: &pg::Clust
             "aai_grants",
             "aai_history",
             "aai_pending",
+            "aai_rate_buckets",
             "aai_schema_migrations"
         ]
         .map(|t| vec![Some(t.to_owned())])
