@@ -145,7 +145,8 @@ async def test_resources_list_and_read(gw):
         assert guide.contents[0].text.startswith("# Echo")
         templates = (await s.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == [
-            "app:{appId}/guide", "app:{appId}/model", "app:{appId}/events/{event}"]
+            "app:{appId}/guide", "app:{appId}/model", "app:{appId}/events/{event}",
+            "app:{appId}/resources/{+uri}"]
         with pytest.raises(MCPError) as e:
             await s.read_resource("app:com.example.nope")
         assert "no resource" in e.value.error.message
