@@ -48,7 +48,13 @@ impl Server {
         if let Some(progress) = &progress {
             progress.flush().await;
         }
-        let response = outcome_result(outcome?).into();
+        let outcome = outcome?;
+        // Only a downstream server's tools have views: other calls skip the lookup.
+        let downstream = outcome.mcp;
+        let response = outcome_result(outcome).into();
+        if !downstream {
+            return Ok(response);
+        }
         Ok(self.with_view(response, app, tool).await)
     }
 
