@@ -11,6 +11,7 @@
 //! The model serializes (camelCase) because the gateway shows it to agents
 //! (`resources/read`) and in `--scan --json`; it is not the input format.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
@@ -438,6 +439,27 @@ pub struct Tool {
     pub undo: Option<crate::undo::Undo>,
     /// What running the tool means for its executor.
     pub call: ToolCall,
+    /// When the user changed this tool (the gateway's `apps.<id>.tools`): the tool as its
+    /// app defines it and the arguments fixed for every call. The fields above are then
+    /// what agents see; the app is called as it defines the tool.
+    #[serde(skip)]
+    pub overridden: Option<Arc<Overridden>>,
+}
+
+impl Tool {
+    /// The tool as its app defines it: what its executor runs.
+    pub fn as_defined(&self) -> &Tool {
+        self.overridden.as_ref().map_or(self, |o| &o.original)
+    }
+}
+
+/// What the user changed of a tool ([`Tool::overridden`]).
+#[derive(Debug, Clone)]
+pub struct Overridden {
+    /// The tool as its app defines it.
+    pub original: Tool,
+    /// Arguments every call gets with these values (agents neither see nor send them).
+    pub fixed: serde_json::Map<String, serde_json::Value>,
 }
 
 /// What running one tool means, for its binding's executor.

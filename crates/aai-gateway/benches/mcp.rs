@@ -952,6 +952,21 @@ async fn guide(tmp: &Path, adapter: &Path) {
             );
         }
     };
+    // The floor: what a request costs this harness and the gateway when it does nothing
+    // (`ping`), so that what the guide itself costs can be told from it.
+    let before = cpu_us(&gw);
+    let mut us = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        gw.rpc("ping", json!({})).await;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let cpu = (cpu_us(&gw) - before) / CALLS as f64;
+    let (median, p99) = stats(us);
+    println!(
+        "ping (the floor),       {:<22} median {median:>6.1} µs  p99 {p99:>7.1} µs  gateway CPU {cpu:>5.1} µs per call",
+        ""
+    );
     round("fresh").await;
     for i in 0..10 {
         let id = format!("com.bench.added{i}");

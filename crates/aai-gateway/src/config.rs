@@ -108,6 +108,8 @@ pub struct AppSettings {
     pub consent: Option<ConsentMode>,
     /// ACP agents: the folder new sessions work in (else the user's home).
     pub cwd: Option<PathBuf>,
+    /// Changes to its tools, by the tool's own name (`tools`; [`crate::overrides`]).
+    pub tools: BTreeMap<String, crate::overrides::ToolOverride>,
 }
 
 /// One token bucket (`rateLimits.perPerson`, `rateLimits.perApp.*`): calls refill at
@@ -790,6 +792,10 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
                         None
                     }
                 }),
+                tools: app
+                    .get("tools")
+                    .map(|t| crate::overrides::parse(sink, t, app.at("tools")))
+                    .unwrap_or_default(),
             };
             c.apps.insert(id.clone(), settings);
         }

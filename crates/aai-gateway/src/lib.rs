@@ -57,6 +57,7 @@ pub(crate) mod manage;
 pub(crate) mod mcp;
 pub(crate) mod metrics;
 pub(crate) mod net;
+pub(crate) mod overrides;
 pub(crate) mod peer;
 pub(crate) mod pipeline;
 pub(crate) mod ratelimit;

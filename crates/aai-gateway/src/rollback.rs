@@ -247,7 +247,10 @@ impl Pipeline {
             return Plan::None;
         };
         let result = value_of(outcome).unwrap_or(Value::Null);
-        match undo.arguments(args, &result) {
+        // The undo reads the arguments the app got: the fixed ones too (config
+        // `apps.<id>.tools`).
+        let sent = crate::overrides::with_fixed(tool, args.clone());
+        match undo.arguments(&sent, &result) {
             Ok(args) => Plan::Call {
                 app: entry.app.id.clone(),
                 tool: undo.tool.clone(),

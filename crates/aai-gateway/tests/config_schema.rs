@@ -31,7 +31,7 @@ fn every_documented_key_is_in_the_schema() {
         let key = line.split('`').nth(1).unwrap();
         let mut at = &schema;
         for part in key.split('.') {
-            at = if part == "<appId>" {
+            at = if part.starts_with('<') {
                 &at["additionalProperties"]
             } else {
                 &at["properties"][part]
@@ -110,6 +110,13 @@ fn the_schema_accepts_what_the_gateway_accepts() {
         json!({"rateLimits": {"perApp": {"default": {"perMinute": 1.5}}}}),
         json!({"rateLimits": {"perApp": {"": {"perMinute": 1}}}}),
         json!({"rateLimits": {"perApp": {"has space": {"perMinute": 1}}}}),
+        json!({"apps": {"com.example.a": {"tools": {"send": {"name": "send_mail", "description": "d",
+               "readOnly": false, "fixed": {"from": "me@example.com"}, "defaults": {"cc": []}}}}}}),
+        json!({"apps": {"com.example.a": {"tools": {"send": {"nmae": "x"}}}}}),
+        json!({"apps": {"com.example.a": {"tools": {"send": {"name": "two words"}}}}}),
+        json!({"apps": {"com.example.a": {"tools": {"send": {"fixed": ["from"]}}}}}),
+        json!({"apps": {"com.example.a": {"tools": {"send": {"readOnly": "yes"}}}}}),
+        json!({"apps": {"com.example.a": {"tools": []}}}),
     ];
     for sample in samples {
         let gateway = aai_gateway::testing::config::Config::parse(

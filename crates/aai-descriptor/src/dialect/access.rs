@@ -452,6 +452,7 @@ fn skill_tool(sink: &crate::diagnostic::Sink) -> Option<Tool> {
         read_only: true,
         undo: None,
         call: ToolCall::Forward,
+        overridden: None,
     })
 }
 
@@ -480,6 +481,7 @@ fn agent_tool(sink: &crate::diagnostic::Sink, name: &str, id: &str) -> Option<To
         read_only: false,
         undo: None,
         call: ToolCall::Envelope,
+        overridden: None,
     })
 }
 

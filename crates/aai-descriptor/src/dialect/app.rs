@@ -641,6 +641,7 @@ fn tool(obj: &mut Obj<'_>, kind: ExecutorKind) -> Option<Tool> {
         read_only: base.read_only,
         undo: base.undo,
         call: call?,
+        overridden: None,
     })
 }
 

@@ -233,6 +233,7 @@ fn tool(
         read_only,
         undo,
         call: call?,
+        overridden: None,
     })
 }
 

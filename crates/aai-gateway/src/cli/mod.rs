@@ -443,7 +443,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             against,
         }) => Ok(match against {
             Some(old) => validate::against(&paths, &old, json),
-            None => validate::run(&paths, json),
+            None => {
+                let home = cli.home.filter(|h| !h.as_os_str().is_empty()).or_else(|| {
+                    let env = |k: &str| std::env::var(k).ok();
+                    catalog::paths::default_home(Os::current(), &env)
+                });
+                let file = cli.config.or_else(|| home.map(|h| h.join("config.json")));
+                let overrides = file.map(|f| validate::overrides_in(&f)).unwrap_or_default();
+                validate::run(&paths, json, &overrides)
+            }
         }),
         Some(Command::Auth { action }) => {
             let ctx = context(cli.home, cli.config, false, false)?;

@@ -35,7 +35,7 @@ pub(super) fn run(ctx: &Context, as_json: bool) -> ExitCode {
 
 /// What the server would load: every search dir and the built-ins, with the ids local
 /// descriptors used in earlier runs as the server reads them (nothing is created when
-/// there is no state file yet).
+/// there is no state file yet), and the user's changes to tools.
 pub(super) fn load(ctx: &Context) -> Catalog {
     let file = crate::consent::state::State::file_in(&ctx.home);
     let reserved = if file.exists() {
@@ -45,7 +45,13 @@ pub(super) fn load(ctx: &Context) -> Catalog {
     } else {
         Default::default()
     };
-    catalog::load(&ctx.search_dirs(), &reserved)
+    let mut catalog = catalog::load(&ctx.search_dirs(), &reserved);
+    // Tools as agents see them, with the user's changes (config `apps.<id>.tools`).
+    let apps = catalog.apps.iter_mut().map(|l| &mut l.app);
+    let unapplied =
+        crate::overrides::apply_all(|id| ctx.config.apps.get(id).map(|a| &a.tools), apps);
+    catalog.diagnostics.extend(unapplied);
+    catalog
 }
 
 /// The `--scan --json` object, serialized straight from the catalog.

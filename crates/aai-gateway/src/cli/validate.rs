@@ -7,10 +7,16 @@
 //! as the catalog reads it, with the id of its place (`catalog::fallback_id`: the folder of
 //! `<id>/aai.json`, else the file's name without `.json`), and the output says so.
 //!
+//! An app the user changed tools of (config `apps.<id>.tools`, when the config can be
+//! read) is shown with each changed tool as agents see it next to the app's own
+//! definition ([`crate::overrides::summary`]); an override that cannot be applied is a
+//! warning of `config.json`.
+//!
 //! `validate NEW --against OLD`: also the version rules of docs/descriptors.md, Versions
 //! (`aai_descriptor::versions`): each change with the bump it needs; exit status 1 when the
 //! new version is not bumped enough.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,9 +32,28 @@ struct Checked {
     /// The app id is the file's place's: the file names none.
     id_from_place: bool,
     diagnostics: Vec<Diagnostic>,
+    /// Each tool the user changed: the name agents see, and what changed.
+    changed: Vec<(String, String)>,
 }
 
-pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
+/// The tools' overrides of config `apps`, by app id.
+pub(super) type Overrides = BTreeMap<String, BTreeMap<String, crate::overrides::ToolOverride>>;
+
+/// The overrides of the config `file`; none when it cannot be read (validating
+/// descriptors does not need it).
+pub(super) fn overrides_in(file: &Path) -> Overrides {
+    match crate::config::Config::load(file, false) {
+        Ok((config, _)) => config
+            .apps
+            .into_iter()
+            .filter(|(_, a)| !a.tools.is_empty())
+            .map(|(id, a)| (id, a.tools))
+            .collect(),
+        Err(_) => Overrides::new(),
+    }
+}
+
+pub(super) fn run(paths: &[PathBuf], as_json: bool, overrides: &Overrides) -> ExitCode {
     let mut checked = Vec::new();
     for path in paths {
         if path.is_dir() {
@@ -41,9 +66,9 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
             if files.is_empty() {
                 checked.push(missing(path, "no descriptor files in this directory"));
             }
-            checked.extend(files.iter().map(|f| check(f)));
+            checked.extend(files.iter().map(|f| check(f, overrides)));
         } else {
-            checked.push(check(path));
+            checked.push(check(path, overrides));
         }
     }
     let failed = checked
@@ -60,6 +85,7 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
                     "idFromPlace": c.id_from_place,
                     "dialect": c.app.as_ref().map(|a| a.1),
                     "tools": c.app.as_ref().map(|a| a.2),
+                    "changed": c.changed.iter().map(|(tool, what)| json!({"tool": tool, "changed": what})).collect::<Vec<_>>(),
                     "diagnostics": c.diagnostics,
                 })
             })
@@ -88,6 +114,9 @@ pub(super) fn run(paths: &[PathBuf], as_json: bool) -> ExitCode {
                         "the file without `.json`"
                     }
                 ));
+            }
+            for (tool, what) in &c.changed {
+                out.push_str(&format!("  `{tool}` as config.json changes it: {what}\n"));
             }
             for d in &c.diagnostics {
                 out.push_str(&format!("  {d}\n"));
@@ -183,7 +212,7 @@ fn read_app(path: &Path) -> Result<aai_descriptor::App, Vec<Diagnostic>> {
     parsed.app.ok_or(parsed.diagnostics)
 }
 
-fn check(path: &Path) -> Checked {
+fn check(path: &Path, overrides: &Overrides) -> Checked {
     let text = match std::fs::read(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) => t,
@@ -191,8 +220,25 @@ fn check(path: &Path) -> Checked {
         },
         Err(e) => return missing(path, &format!("cannot read the file: {e}")),
     };
-    let parsed = parse(&text, path);
+    let mut parsed = parse(&text, path);
+    let mut changed = Vec::new();
+    if let Some((app, tools)) = parsed
+        .app
+        .as_mut()
+        .and_then(|a| overrides.get(&a.id).map(|tools| (a, tools)))
+    {
+        let sink = Sink::new("config.json");
+        crate::overrides::apply(app, tools, &sink);
+        parsed.diagnostics.extend(sink.into_vec());
+        changed = app
+            .bindings
+            .iter()
+            .flat_map(|b| &b.tools)
+            .filter_map(|t| Some((t.name.clone(), crate::overrides::summary(t)?)))
+            .collect();
+    }
     Checked {
+        changed,
         path: path.to_owned(),
         id_from_place: parsed.id_from_origin,
         app: parsed.app.map(|a| {
@@ -220,6 +266,7 @@ fn missing(path: &Path, message: &str) -> Checked {
     let sink = Sink::new(path.display().to_string());
     sink.error("", message);
     Checked {
+        changed: Vec::new(),
         path: path.to_owned(),
         app: None,
         id_from_place: false,

@@ -105,8 +105,13 @@ impl Definition {
             other => other.clone(),
         };
         let rest = canonical(&rest);
-        let runs =
+        let mut runs =
             serde_json::to_value(&tool.call).map_or_else(|_| String::new(), |v| canonical(&v));
+        // A tool the user changed runs as its app defines it, with the fixed arguments.
+        if let Some(o) = &tool.overridden {
+            let called = serde_json::json!({"as": o.original.name, "fixed": o.fixed});
+            runs.push_str(&canonical(&called));
+        }
         let read_only = if tool.read_only {
             "read-only"
         } else {

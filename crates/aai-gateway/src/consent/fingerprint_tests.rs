@@ -14,6 +14,7 @@ fn tool(description: &str, parameters: Value, read_only: bool) -> Tool {
         read_only,
         undo: None,
         call: ToolCall::Forward,
+        overridden: None,
     }
 }
 

@@ -436,6 +436,7 @@ mod tests {
             read_only: false,
             undo: None,
             call: aai_descriptor::ToolCall::Forward,
+            overridden: None,
         };
         let first = crate::consent::fingerprint::Definition::of(&tool("Send"));
         let other = crate::consent::fingerprint::Definition::of(&tool("Send it all"));

@@ -163,6 +163,7 @@ mod tests {
                 args: Default::default(),
             }),
             call: aai_descriptor::ToolCall::Envelope,
+            overridden: None,
         }
     }
 

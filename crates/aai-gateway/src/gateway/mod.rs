@@ -334,6 +334,15 @@ impl Gateway {
             );
             return false;
         }
+        let mut catalog = catalog;
+        self.note_local_ids(&catalog);
+        self.fold_in_remote_tools(&mut catalog);
+        // The user's changes to tools (config `apps.<id>.tools`); one that cannot be
+        // applied is an error of config.json, reported below.
+        let apps = catalog.apps.iter_mut().map(|l| &mut l.app);
+        let unapplied =
+            crate::overrides::apply_all(|id| self.config.apps.get(id).map(|a| &a.tools), apps);
+        catalog.diagnostics.extend(unapplied);
         // Each broken file is reported once, not on every rescan.
         let problems: Vec<String> = catalog
             .diagnostics
@@ -347,9 +356,6 @@ impl Gateway {
         }
         *reported = problems;
         drop(reported);
-        let mut catalog = catalog;
-        self.note_local_ids(&catalog);
-        self.fold_in_remote_tools(&mut catalog);
         let mut snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
         snapshot.visibility = Arc::new(self.visibility());
         tracing::info!(

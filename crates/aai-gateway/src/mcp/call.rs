@@ -71,9 +71,14 @@ impl Server {
             return response;
         };
         let snapshot = self.gateway.snapshot().await;
-        let view = snapshot
-            .find(app)
-            .and_then(|e| self.pipeline.executors().mcp().view(&e.app.id, tool));
+        // The server knows the tool by its own name (the user may have renamed it).
+        let view = snapshot.find(app).and_then(|e| {
+            let own = e
+                .binding()
+                .tool(tool)
+                .map_or(tool, |t| &t.as_defined().name);
+            self.pipeline.executors().mcp().view(&e.app.id, own)
+        });
         if let Some(ui) = view {
             let mut meta = result.meta.take().unwrap_or_default();
             if let Some(uri) = ui.get("resourceUri") {

@@ -754,40 +754,40 @@ impl ServerHandler for Server {
             .find(key)
             .filter(|e| e.app.id == key)
             .ok_or_else(not_found)?;
-        let contents =
-            match part {
-                "guide" => {
-                    ResourceContents::text(crate::registry::guide::render(&snapshot, entry), uri)
-                        .with_mime_type("text/markdown")
-                }
-                "model" => ResourceContents::text(descriptor_json(entry), uri)
-                    .with_mime_type("application/json"),
-                // A client some of this app's tools are hidden from reads the model of what it
-                // may see: the file would name them.
-                _ if self.gateway.snapshot().await.find(key).is_some_and(|all| {
+        let contents = match part {
+            "guide" => {
+                ResourceContents::text(crate::registry::guide::render(&snapshot, entry), uri)
+                    .with_mime_type("text/markdown")
+            }
+            "model" => ResourceContents::text(descriptor_json(entry), uri)
+                .with_mime_type("application/json"),
+            // A client some of this app's tools are hidden from reads the model of what it
+            // may see: the file would name them. So does one of an app whose tools the
+            // user changed (config `apps.<id>.tools`): the file has them as defined.
+            _ if entry.binding().tools.iter().any(|t| t.overridden.is_some())
+                || self.gateway.snapshot().await.find(key).is_some_and(|all| {
                     all.binding().tools.len() != entry.binding().tools.len()
                 }) =>
-                {
-                    ResourceContents::text(descriptor_json(entry), uri)
-                        .with_mime_type("application/json")
-                }
-                // The descriptor as its author wrote it (the file of the binding served).
-                _ => {
-                    let source = entry.source.clone();
-                    let text = tokio::task::spawn_blocking(move || {
-                        crate::catalog::descriptor_text(&source)
-                    })
-                    .await
-                    .map_err(|e| McpError::internal_error(e.to_string(), None))?
-                    .map_err(|e| {
-                        McpError::internal_error(
-                            format!("the descriptor of `{key}` cannot be read now: {e}"),
-                            Some(json!({"uri": uri})),
-                        )
-                    })?;
-                    ResourceContents::text(text, uri).with_mime_type("application/json")
-                }
-            };
+            {
+                ResourceContents::text(descriptor_json(entry), uri)
+                    .with_mime_type("application/json")
+            }
+            // The descriptor as its author wrote it (the file of the binding served).
+            _ => {
+                let source = entry.source.clone();
+                let text =
+                    tokio::task::spawn_blocking(move || crate::catalog::descriptor_text(&source))
+                        .await
+                        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                        .map_err(|e| {
+                            McpError::internal_error(
+                                format!("the descriptor of `{key}` cannot be read now: {e}"),
+                                Some(json!({"uri": uri})),
+                            )
+                        })?;
+                ResourceContents::text(text, uri).with_mime_type("application/json")
+            }
+        };
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }

@@ -78,7 +78,9 @@ pub(super) fn flat_tools(entry: &Entry, view: &dyn Fn(&str) -> Option<Value>) ->
                 entry.app.id
             );
             let mut tool = Tool::new(flat_name(entry, &t.name), description, Arc::new(schema));
-            if let Some(ui) = view(&t.name) {
+            // A server knows its tools by their own names (config `apps.<id>.tools` may
+            // rename them).
+            if let Some(ui) = view(&t.as_defined().name) {
                 let mut meta = Map::new();
                 if let Some(uri) = ui.get("resourceUri") {
                     meta.insert("ui/resourceUri".into(), uri.clone());

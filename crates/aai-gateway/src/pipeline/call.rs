@@ -217,10 +217,20 @@ impl Pipeline {
         // What an "always" answer is tied to, and history records.
         let definition = self.memo.definition(entry, tool);
         trace.fingerprint = Some(definition.fingerprint.clone());
-        let args = validate(tool, args).await?;
+        // Arguments the user fixed (config `apps.<id>.tools`) are checked apart from the
+        // ones the schema agents see describes, and added back for the app.
+        let args = crate::overrides::without_fixed(tool, args)?;
+        let args = crate::overrides::with_fixed(tool, validate(tool, args).await?);
         if matches!(binding.executor, Executor::Gateway) {
             let outcome = self
-                .manage(snapshot, entry, &tool.name, &args, origin, spans)
+                .manage(
+                    snapshot,
+                    entry,
+                    &tool.as_defined().name,
+                    &args,
+                    origin,
+                    spans,
+                )
                 .await?;
             return Ok(Authorized::Done(outcome));
         }
@@ -329,7 +339,7 @@ impl Pipeline {
                     app: app_id,
                     executor: &binding.executor,
                     base_dir: base_dir(entry),
-                    tool,
+                    tool: tool.as_defined(),
                     args: args.clone(),
                     auth: material,
                     secrets: filled.clone(),

@@ -3,6 +3,10 @@
 //! and what starting the app runs ([`Start`]: a digest and a shell-quoted command line).
 //! Made afresh they were a fifth of a forwarded call's instructions.
 //!
+//! Rendered guides are kept too ([`Memo::guide`]): by app object, binding, the name shown
+//! and the client's order of use, in at most [`GUIDES_MAX_BYTES`]; rendering one (escaping,
+//! linting every description, the script declarations) was most of a guide call's own cost.
+//!
 //! Kept per app *object*: a reload that changes a descriptor makes a new `App`, so its
 //! tools are worked out again, and an app dropped from the catalog is forgotten (its slot
 //! is found empty, by its weak reference, and given up).
@@ -19,9 +23,31 @@ use crate::registry::Entry;
 /// Past this many apps, the slots of apps no longer served are given up.
 const PRUNE_AT: usize = 1024;
 
+/// Rendered guides kept, in bytes of text; past it they are all given up (an agent reads
+/// a handful of guides again and again, not all of them).
+const GUIDES_MAX_BYTES: usize = 2 << 20;
+
 #[derive(Debug, Default)]
 pub(super) struct Memo {
     apps: Mutex<HashMap<usize, Kept>>,
+    guides: Mutex<Guides>,
+}
+
+#[derive(Debug, Default)]
+struct Guides {
+    kept: HashMap<GuideKey, (Weak<App>, Arc<str>)>,
+    bytes: usize,
+}
+
+/// What a rendered guide depends on: the app object (by address; the weak reference kept
+/// with the guide holds the address, so no other app can take it), the binding, the name
+/// shown (the locale's) and the tools the client uses most, in order.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct GuideKey {
+    app: usize,
+    binding: usize,
+    name: String,
+    first: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -54,6 +80,44 @@ impl Memo {
                 })
                 .clone()
         })
+    }
+
+    /// `entry`'s guide as `render` makes it, made once per app object, binding, `name`
+    /// and `first` (the client's most used tools).
+    pub(super) fn guide(
+        &self,
+        entry: &Entry,
+        name: &str,
+        first: &[String],
+        render: impl FnOnce() -> String,
+    ) -> Arc<str> {
+        let key = GuideKey {
+            app: Arc::as_ptr(&entry.app) as usize,
+            binding: entry.binding,
+            name: name.to_owned(),
+            first: first.to_vec(),
+        };
+        if let Some((app, guide)) = self.guides.lock().expect("guides lock").kept.get(&key)
+            && app.strong_count() > 0
+        {
+            return guide.clone();
+        }
+        let guide: Arc<str> = render().into();
+        let mut guides = self.guides.lock().expect("guides lock");
+        if guides.bytes + guide.len() > GUIDES_MAX_BYTES {
+            guides.kept.clear();
+            guides.bytes = 0;
+        }
+        if guide.len() <= GUIDES_MAX_BYTES {
+            guides.bytes += guide.len();
+            let old = guides
+                .kept
+                .insert(key, (Arc::downgrade(&entry.app), guide.clone()));
+            if let Some((_, old)) = old {
+                guides.bytes -= old.len();
+            }
+        }
+        guide
     }
 
     fn with<T>(&self, app: &Arc<App>, f: impl FnOnce(&mut Kept) -> T) -> T {
@@ -117,6 +181,39 @@ mod tests {
             &first,
             &memo.definition(&b, &b.app.bindings[0].tools[0])
         ));
+    }
+
+    #[test]
+    fn a_guide_is_rendered_once_per_app_object_and_order() {
+        let memo = Memo::default();
+        let a = entry("com.example.a", "one");
+        let made = std::cell::Cell::new(0);
+        let render = |text: &str| {
+            made.set(made.get() + 1);
+            text.to_owned()
+        };
+        let first = memo.guide(&a, "N", &[], || render("a"));
+        assert!(Arc::ptr_eq(
+            &first,
+            &memo.guide(&a, "N", &[], || render("x"))
+        ));
+        assert_eq!(made.get(), 1);
+        // Another order of use, another name, another app object: rendered again.
+        assert_eq!(
+            &*memo.guide(&a, "N", &["t".into()], || render("ranked")),
+            "ranked"
+        );
+        assert_eq!(&*memo.guide(&a, "Nom", &[], || render("fr")), "fr");
+        let b = entry("com.example.a", "two");
+        assert_eq!(&*memo.guide(&b, "N", &[], || render("b")), "b");
+        assert_eq!(made.get(), 4);
+        // Past the bound the kept guides are given up, and the bytes counted again.
+        let big = "x".repeat(GUIDES_MAX_BYTES / 2 + 1);
+        memo.guide(&a, "big", &[], || big.clone());
+        memo.guide(&b, "big", &[], || big.clone());
+        let guides = memo.guides.lock().unwrap();
+        assert_eq!(guides.kept.len(), 1);
+        assert_eq!(guides.bytes, big.len());
     }
 
     #[test]

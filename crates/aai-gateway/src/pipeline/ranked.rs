@@ -50,7 +50,10 @@ impl Pipeline {
             .lock()
             .expect("tally lock")
             .tools(&entry.app.id, crate::history::now_ms());
-        let mut guide = crate::registry::guide::render_ranked(snapshot, entry, &first);
+        let base = self.memo.guide(entry, snapshot.name(entry), &first, || {
+            crate::registry::guide::render_ranked(snapshot, entry, &first)
+        });
+        let mut guide = String::from(&*base);
         let mcp = self.executors.mcp();
         if let Some(instructions) = mcp.instructions(&entry.app.id) {
             use std::fmt::Write as _;
@@ -70,7 +73,14 @@ impl Pipeline {
                 views.len()
             );
             for (tool, uri) in views {
-                let _ = write!(guide, "\n- `{tool}`: `{uri}`");
+                // By the name agents call it (the user may have renamed it).
+                let called = entry
+                    .binding()
+                    .tools
+                    .iter()
+                    .find(|t| t.as_defined().name == tool)
+                    .map_or(tool.as_str(), |t| t.name.as_str());
+                let _ = write!(guide, "\n- `{called}`: `{uri}`");
             }
             guide.push('\n');
         }

@@ -228,6 +228,7 @@ mod tests {
             read_only: false,
             undo: None,
             call: ToolCall::Envelope,
+            overridden: None,
         }
     }
 

@@ -147,6 +147,7 @@ fn method(name: &str, interface: Option<&str>, output: DbusOutput, properties: J
             interface: interface.map(str::to_owned),
             output,
         },
+        overridden: None,
     }
 }
 

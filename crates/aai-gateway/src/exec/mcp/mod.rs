@@ -854,6 +854,7 @@ fn to_tool(app: &str, t: RemoteTool) -> Tool {
         read_only: t.read_only,
         undo: None,
         call: ToolCall::Forward,
+        overridden: None,
     }
 }
 

@@ -22,6 +22,9 @@ struct BindingRow {
 struct ToolRow {
     name: String,
     description: String,
+    /// What the user changed of it (config `apps.<id>.tools`), next to the app's own
+    /// definition; empty when nothing.
+    changed: String,
     schema: String,
     /// The "try it" form's fields, one per top-level property of the schema.
     fields: Vec<Field>,
@@ -170,6 +173,7 @@ pub(in super::super) async fn app(
                 .map(|t| ToolRow {
                     name: t.name.clone(),
                     description: t.description.clone(),
+                    changed: crate::overrides::summary(t).unwrap_or_default(),
                     schema: serde_json::to_string_pretty(t.parameters.json()).unwrap_or_default(),
                     fields: fields_of(t.parameters.json()),
                 })
@@ -177,7 +181,14 @@ pub(in super::super) async fn app(
             diagnostics: snapshot
                 .diagnostics
                 .iter()
-                .filter(|d| d.source == source)
+                .filter(|d| {
+                    d.source == source
+                        || (d.source == "config.json"
+                            && d.pointer.starts_with(&format!(
+                                "/apps/{}/",
+                                app.id.replace('~', "~0").replace('/', "~1")
+                            )))
+                })
                 .map(ToString::to_string)
                 .collect(),
             poisoning: aai_descriptor::lint::text(&app.description)
