@@ -122,11 +122,15 @@ async def test_an_override_that_cannot_apply_is_an_error_and_the_tool_stays(gw):
         "sleep": {"name": "nap", "fixed": {"seconds": 0}},
         "nothing": {"name": "x"}}}})
     async with gw.session() as s:
-        await exec_(s, "com.example.echo", "echo", text="still here")
+        # Served as defined, `echo` would run without what the user fixed: it waits.
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "com.example.echo", "echo", text="not served")
+        assert e.value.error.data["type"] == "TOOL_NOT_FOUND"
         guide = (await s.call_tool("aai_guide", {"app": "com.example.echo"})).content[0].text
-        assert "### `nap`" in guide and "### `echo`" in guide
+        assert "### `nap`" in guide and "### `echo`" not in guide
     log = (gw.tmp / "stderr.log").read_text()
     assert "/apps/com.example.echo/tools/echo" in log and "does not fit its schema" in log, log[-2000:]
+    assert "not served until this is fixed" in log
     assert "has no tool `nothing`" in log
     assert "three" not in log.split("does not fit its schema")[1].split("\n")[0], "the value is not shown"
 
@@ -158,3 +162,38 @@ async def test_a_renamed_tool_keeps_its_interactive_view(gw):
     async with gw.session() as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert tools["dev_mcp_clock__clock"].meta["ui"]["resourceUri"] == "ui://dev.mcp.clock/get-time/mcp-app.html"
+
+
+async def test_a_rule_hiding_a_tool_by_its_own_name_hides_it_renamed(gw):
+    gw.add_app("com.example.echo")
+    gw.config(clients={"*": {"tools": {"deny": ["com.example.echo:echo"]}}},
+              apps={"com.example.echo": {"tools": {"echo": {"name": "say"}, "sleep": {"name": "nap"}}}})
+    async with gw.session() as s:
+        guide = (await s.call_tool("aai_guide", {"app": "com.example.echo"})).content[0].text
+        assert "### `say`" not in guide and "### `nap`" in guide
+        with pytest.raises(MCPError) as e:
+            await exec_(s, "com.example.echo", "say", text="hidden")
+        assert e.value.error.data["type"] == "TOOL_NOT_FOUND"
+
+
+async def test_an_atomic_batch_undoes_a_renamed_tool_with_its_defaulted_argument(gw, tmp_path):
+    """The undo reads the arguments the app got, a default the user set among them, and
+    names the undoing tool by its new name."""
+    from conftest import tool
+    path = tmp_path / "ledger.json"
+    gw.add_app("com.example.ledger", env={"AAI_LEDGER": str(path)}, tools=[
+        tool("add", {"text": {"type": "string"}}, ["text"],
+             undo={"tool": "remove", "args": {"id": "/result/id", "note": "/args/text"}}),
+        tool("remove", {"id": {"type": "integer"}, "note": {"type": "string"}}, ["id"]),
+        tool("fail", {"message": {"type": "string"}})])
+    gw.config(apps={"com.example.ledger": {"tools": {
+        "add": {"name": "jot", "defaults": {"text": "milk"}}, "remove": {"name": "erase"}}}})
+    entries = lambda: json.loads(path.read_text()) if path.exists() else []  # noqa: E731
+    async with gw.session() as s:
+        r = await s.call_tool("aai_batch", {"atomic": True, "calls": [
+            {"app": "com.example.ledger", "tool": "jot", "args": {}},
+            {"app": "com.example.ledger", "tool": "fail", "args": {"message": "no"}}]})
+        out = r.structured_content
+        assert [(u["tool"], u["status"], u.get("undo")) for u in out["undone"]] == [
+            ("jot", "undone", "erase")], out
+    assert entries() == [], "the entry was removed again"

@@ -11,8 +11,9 @@
 //!
 //! An override that cannot be applied (an unknown argument, a value its schema refuses,
 //! a name another tool has) is an error of `config.json` (logged once, shown by
-//! `validate`, `--scan` and the app's page) and is left out: the tool is served as
-//! defined.
+//! `validate`, `--scan` and the app's page), and its tool is not served: served as
+//! defined, it would run without the arguments the user fixed. The app's own schema
+//! still checks what the app gets (`pipeline/call.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +26,25 @@ use crate::error::{Code, GatewayError};
 
 /// What the diagnostics of overrides name as their file.
 const SOURCE: &str = "config.json";
+
+/// Keywords at the top of a parameters schema that say more of its arguments than
+/// `properties` and `required`.
+const COMPOSED: [&str; 14] = [
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "$ref",
+    "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "patternProperties",
+    "unevaluatedProperties",
+];
 
 /// The keys of one tool's override.
 const KEYS: [&str; 5] = ["name", "description", "readOnly", "fixed", "defaults"];
@@ -69,8 +89,12 @@ pub(crate) fn parse(sink: &Sink, value: &Value, at: String) -> BTreeMap<String, 
         if let Value::Object(given) = value {
             for key in given.keys().filter(|k| !KEYS.contains(&k.as_str())) {
                 sink.error(
-                    o.at(key),
-                    format!("unknown key `{key}`; expected one of {}", KEYS.join(", ")),
+                    o.at(&printable(key)),
+                    format!(
+                        "unknown key `{}`; expected one of {}",
+                        printable(key),
+                        KEYS.join(", ")
+                    ),
                 );
             }
         }
@@ -107,14 +131,15 @@ pub(crate) fn parse(sink: &Sink, value: &Value, at: String) -> BTreeMap<String, 
 }
 
 /// Applies `overrides` (by the tool's own name) to the tools of every binding of `app`;
-/// what cannot be applied is reported to `sink` (at `apps/<id>/tools/<tool>`) and left
-/// out. Applying them again to an app that has them starts from the tools as defined.
+/// what cannot be applied is reported to `sink` (at `apps/<id>/tools/<tool>`), and its
+/// tool is not served. Applying them again to an app that has them starts from the tools
+/// as defined.
 pub(crate) fn apply(app: &mut App, overrides: &BTreeMap<String, ToolOverride>, sink: &Sink) {
     let at = |tool: &str| {
         format!(
             "/apps/{}/tools/{}",
             pointer_part(&app.id),
-            pointer_part(tool)
+            pointer_part(&printable(tool))
         )
     };
     let mut unknown: Vec<&String> = overrides.keys().collect();
@@ -122,8 +147,10 @@ pub(crate) fn apply(app: &mut App, overrides: &BTreeMap<String, ToolOverride>, s
     for binding in &app.bindings {
         let mut renamed = BTreeMap::new();
         let mut tools = binding.tools.clone();
-        // A new name may be no other tool's, as defined or as renamed.
-        let mut taken: Vec<String> = tools.iter().map(|t| t.as_defined().name.clone()).collect();
+        // A new name may be no other tool's, as defined or as renamed (nor the same in
+        // `flat` exposure, where `.` becomes `_`).
+        let mut taken: Vec<String> = tools.iter().map(|t| flat(&t.as_defined().name)).collect();
+        let mut withheld = Vec::new();
         for tool in &mut tools {
             let defined = tool.as_defined().clone();
             *tool = defined.clone();
@@ -134,17 +161,24 @@ pub(crate) fn apply(app: &mut App, overrides: &BTreeMap<String, ToolOverride>, s
             match effective(&defined, o, &taken) {
                 Ok(changed) => {
                     if changed.name != defined.name {
-                        taken.push(changed.name.clone());
+                        taken.push(flat(&changed.name));
                         renamed.insert(defined.name.clone(), changed.name.clone());
                     }
                     *tool = changed;
                 }
-                Err(why) => sink.error(
-                    at(&defined.name),
-                    format!("{why}; the tool is served as its app defines it"),
-                ),
+                Err(why) => {
+                    sink.error(
+                        at(&defined.name),
+                        format!("{why}; the tool is not served until this is fixed"),
+                    );
+                    withheld.push(defined.name.clone());
+                }
             }
         }
+        // An override that cannot apply keeps its tool from agents: served as defined it
+        // would run without the arguments the user fixed (an app can make an override
+        // fail at any time, by a new tool or a changed schema).
+        tools.retain(|t| t.overridden.is_some() || !withheld.contains(&t.name));
         // An undo names the tool that undoes: by the name it is called by now.
         for tool in &mut tools {
             if let Some(undo) = &mut tool.undo
@@ -163,7 +197,11 @@ pub(crate) fn apply(app: &mut App, overrides: &BTreeMap<String, ToolOverride>, s
         for name in unknown {
             sink.error(
                 at(name),
-                format!("`{}` has no tool `{name}`; nothing is changed", app.id),
+                format!(
+                    "`{}` has no tool `{}`; nothing is changed",
+                    app.id,
+                    printable(name)
+                ),
             );
         }
     }
@@ -180,8 +218,10 @@ fn effective(tool: &Tool, o: &ToolOverride, taken: &[String]) -> Result<Tool, St
                 crate::text::excerpt(name, 80)
             ));
         }
-        if *name != tool.name && taken.contains(name) {
-            return Err(format!("another tool of the app is named `{name}`"));
+        if flat(name) != flat(&tool.name) && taken.contains(&flat(name)) {
+            return Err(format!(
+                "another tool of the app is named `{name}` (or the same with `_` for `.`)"
+            ));
         }
         out.name.clone_from(name);
     }
@@ -208,16 +248,26 @@ fn parameters(tool: &Tool, o: &ToolOverride) -> Result<Schema, String> {
     let Some(schema) = json.as_object_mut() else {
         return Err("its parameters are not an object schema".into());
     };
+    // Arguments are taken out of `properties` and `required`: a schema that says more of
+    // them elsewhere at its top (`allOf`, a `$ref`, counts) would still ask for them.
+    if let Some(key) = COMPOSED.iter().find(|k| schema.contains_key(**k)) {
+        return Err(format!(
+            "its parameters' schema has `{key}` at its top; arguments can be fixed or given defaults only in a plain object schema"
+        ));
+    }
     let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
     for (name, value) in o.fixed.iter().chain(&o.defaults) {
         let declared = tool.parameters.has_property(name);
         if !declared && (closed || o.defaults.contains_key(name)) {
-            return Err(format!("the tool has no argument `{name}`"));
+            return Err(format!("the tool has no argument `{}`", printable(name)));
         }
         fits(tool, name, value)?;
     }
     if let Some(both) = o.fixed.keys().find(|k| o.defaults.contains_key(*k)) {
-        return Err(format!("`{both}` is both fixed and given a default"));
+        return Err(format!(
+            "`{}` is both fixed and given a default",
+            printable(both)
+        ));
     }
     let properties = schema
         .entry("properties")
@@ -245,7 +295,8 @@ fn parameters(tool: &Tool, o: &ToolOverride) -> Result<Schema, String> {
 }
 
 /// Whether `value` fits the schema of `tool`'s argument `name` (what the tool's whole
-/// schema says of it).
+/// schema says of it). The error names where in the schema it failed, never the value
+/// (nor its keys): a fixed value may be something the user keeps to themselves.
 fn fits(tool: &Tool, name: &str, value: &Value) -> Result<(), String> {
     let validator = tool
         .parameters
@@ -256,15 +307,19 @@ fn fits(tool: &Tool, name: &str, value: &Value) -> Result<(), String> {
     let one = Value::Object(one);
     let prefix = format!("/{}", pointer_part(name));
     let refused = validator.iter_errors(&one).find(|e| {
+        use jsonschema::error::ValidationErrorKind as Kind;
         let path = e.instance_path().as_str();
-        path == prefix || path.starts_with(&format!("{prefix}/"))
+        path == prefix
+            || path.starts_with(&format!("{prefix}/"))
+            // An argument the schema does not declare, refused by the object itself.
+            || (path.is_empty() && !matches!(e.kind(), Kind::Required { .. }))
     });
     match refused {
         None => Ok(()),
-        // Values are not shown: a fixed one may be something the user keeps to themselves.
         Some(e) => Err(format!(
-            "the value for `{name}` does not fit its schema: {}",
-            e.masked_with("it")
+            "the value for `{}` does not fit its schema (at `{}`)",
+            printable(name),
+            e.schema_path().as_str()
         )),
     }
 }
@@ -293,7 +348,7 @@ pub(crate) fn without_fixed(tool: &Tool, mut args: Option<Value>) -> Result<Opti
     if let Some(Value::Object(given)) = &mut args {
         for (name, value) in &o.fixed {
             match given.remove(name) {
-                Some(sent) if sent != *value => {
+                Some(sent) if !same(&sent, value) => {
                     return Err(Fixed {
                         argument: name.clone(),
                         tool: tool.name.clone(),
@@ -368,6 +423,26 @@ pub(crate) fn summary(tool: &Tool) -> Option<String> {
         parts.push("as the app defines it".to_owned());
     }
     Some(parts.join("; "))
+}
+
+/// Whether a value sent is the fixed one: numbers by value (`5.0` is `5`), the rest as
+/// JSON.
+fn same(sent: &Value, fixed: &Value) -> bool {
+    match (sent, fixed) {
+        (Value::Number(a), Value::Number(b)) => a == b || a.as_f64() == b.as_f64(),
+        _ => sent == fixed,
+    }
+}
+
+/// A name from the config on one line, with control and direction characters escaped.
+fn printable(text: &str) -> String {
+    crate::text::printable_lines(&text.replace('\n', "\\n").replace('\t', "\\t"))
+}
+
+/// `name` as `flat` exposure names it (`.` becomes `_`; the other characters of a valid
+/// name stay).
+fn flat(name: &str) -> String {
+    name.replace('.', "_")
 }
 
 /// `text` as one part of a JSON pointer.

@@ -104,7 +104,7 @@ fn what_cannot_be_applied_is_reported_and_left_out() {
     for (value, expected) in [
         (
             json!({"add": {"fixed": {"folder": "garage"}}}),
-            "`folder` does not fit its schema: it is not one of",
+            "`folder` does not fit its schema (at `/properties/folder/enum`)",
         ),
         (
             json!({"add": {"fixed": {"colour": "red"}}}),
@@ -135,10 +135,97 @@ fn what_cannot_be_applied_is_reported_and_left_out() {
             problems[0].starts_with("config.json: /apps/com.example.notes/tools/"),
             "{problems:?}"
         );
-        // The tools stay as defined.
+        // Nothing is changed, and the tool the override was for is not served (served
+        // as defined, it would run without the arguments the user fixed).
         assert!(app.bindings[0].tools.iter().all(|t| t.overridden.is_none()));
-        assert!(app.bindings[0].tool("add").is_some());
+        let named = value.as_object().unwrap().keys().next().unwrap();
+        for tool in ["add", "remove"] {
+            let served = app.bindings[0].tool(tool).is_some();
+            assert_eq!(served, tool != named, "{value}: `{tool}`");
+        }
     }
+}
+
+#[test]
+fn a_name_the_app_takes_later_withholds_the_tool_renamed_to_it() {
+    // A downstream server adds a tool with the name the user gave another: the tool the
+    // user fixed an argument of is not served as the app defines it.
+    let (o, _) = overrides(json!({"remove": {"name": "purge", "fixed": {"trash": true}}}));
+    let mut app = app();
+    let mut purge = app.bindings[0].tool("remove").unwrap().clone();
+    purge.name = "purge".into();
+    app.bindings[0].tools.push(purge);
+    let sink = Sink::new("config.json");
+    apply(&mut app, &o, &sink);
+    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    assert!(
+        problems[0].contains("another tool of the app is named `purge`"),
+        "{problems:?}"
+    );
+    assert!(app.bindings[0].tool("remove").is_none());
+    assert!(app.bindings[0].tool("purge").unwrap().overridden.is_none());
+}
+
+#[test]
+fn names_that_flat_exposure_would_join_are_refused() {
+    let (app, problems) =
+        applied(json!({"remove": {"name": "add.note"}, "add": {"name": "add_note"}}));
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("the same with `_` for `.`"),
+        "{problems:?}"
+    );
+    assert_eq!(app.bindings[0].tools.len(), 1);
+}
+
+#[test]
+fn arguments_of_a_composed_schema_cannot_be_fixed() {
+    let text = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+        "app":{"id":"com.example.notes","name":"Notes","description":"d"},
+        "execution":{"type":"stdio","command":"notes"},
+        "tools":[{"name":"pick","description":"d","parameters":{"type":"object",
+            "allOf":[{"properties":{"m":{"type":"string"}},"required":["m"]}]}}]});
+    let mut app = aai_descriptor::parse(&text.to_string(), "t").app.unwrap();
+    let (o, _) = overrides(json!({"pick": {"fixed": {"m": "a"}}}));
+    let sink = Sink::new("config.json");
+    apply(&mut app, &o, &sink);
+    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    assert!(problems[0].contains("`allOf` at its top"), "{problems:?}");
+}
+
+#[test]
+fn a_fixed_values_keys_are_not_shown_when_it_does_not_fit() {
+    let text = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+        "app":{"id":"com.example.notes","name":"Notes","description":"d"},
+        "execution":{"type":"stdio","command":"notes"},
+        "tools":[{"name":"put","description":"d","parameters":{"type":"object",
+            "properties":{"o":{"type":"object","additionalProperties":false}}}}]});
+    let mut app = aai_descriptor::parse(&text.to_string(), "t").app.unwrap();
+    let (o, _) = overrides(json!({"put": {"fixed": {"o": {"SECRETKEY_abc": 1}}}}));
+    let sink = Sink::new("config.json");
+    apply(&mut app, &o, &sink);
+    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    assert!(
+        problems[0].contains("/properties/o/additionalProperties"),
+        "{problems:?}"
+    );
+    assert!(!problems[0].contains("SECRETKEY"), "{problems:?}");
+}
+
+#[test]
+fn a_number_sent_as_its_fixed_value_in_another_form_is_the_same() {
+    let (app, _) = applied(json!({"remove": {"fixed": {"count": 5}}}));
+    let tool = app.bindings[0].tool("remove").unwrap();
+    assert!(without_fixed(tool, Some(json!({"title": "t", "count": 5.0}))).is_ok());
+    assert!(without_fixed(tool, Some(json!({"title": "t", "count": 6}))).is_err());
+}
+
+#[test]
+fn control_characters_in_names_are_escaped() {
+    let (_, problems) = applied(json!({"ghost\n2026 ERROR forged": {"name": "x"}}));
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(!problems[0].contains('\n'), "{problems:?}");
+    assert!(problems[0].contains("ghost\\n2026"), "{problems:?}");
 }
 
 #[test]

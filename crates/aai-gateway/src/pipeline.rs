@@ -37,6 +37,7 @@ mod memo;
 mod ranked;
 pub use crate::consent::Within;
 use args::validate;
+pub(crate) use args::with_defaults;
 pub(crate) use events::RESOURCE_UPDATED;
 
 /// Why the call path refused a call before any executor ran. `From<Error> for

@@ -247,9 +247,9 @@ impl Pipeline {
             return Plan::None;
         };
         let result = value_of(outcome).unwrap_or(Value::Null);
-        // The undo reads the arguments the app got: the fixed ones too (config
-        // `apps.<id>.tools`).
-        let sent = crate::overrides::with_fixed(tool, args.clone());
+        // The undo reads the arguments the app got: the schema's defaults and the
+        // arguments the user fixed (config `apps.<id>.tools`) too.
+        let sent = crate::overrides::with_fixed(tool, crate::pipeline::with_defaults(tool, args));
         match undo.arguments(&sent, &result) {
             Ok(args) => Plan::Call {
                 app: entry.app.id.clone(),

@@ -448,9 +448,12 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     let env = |k: &str| std::env::var(k).ok();
                     catalog::paths::default_home(Os::current(), &env)
                 });
+                let explicit = cli.config.is_some();
                 let file = cli.config.or_else(|| home.map(|h| h.join("config.json")));
-                let overrides = file.map(|f| validate::overrides_in(&f)).unwrap_or_default();
-                validate::run(&paths, json, &overrides)
+                let config = file.map_or(Ok(Default::default()), |f| {
+                    validate::overrides_in(&f, explicit)
+                });
+                validate::run(&paths, json, config)
             }
         }),
         Some(Command::Auth { action }) => {

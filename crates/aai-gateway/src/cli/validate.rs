@@ -39,22 +39,41 @@ struct Checked {
 /// The tools' overrides of config `apps`, by app id.
 pub(super) type Overrides = BTreeMap<String, BTreeMap<String, crate::overrides::ToolOverride>>;
 
-/// The overrides of the config `file`; none when it cannot be read (validating
-/// descriptors does not need it).
-pub(super) fn overrides_in(file: &Path) -> Overrides {
-    match crate::config::Config::load(file, false) {
-        Ok((config, _)) => config
-            .apps
-            .into_iter()
-            .filter(|(_, a)| !a.tools.is_empty())
-            .map(|(id, a)| (id, a.tools))
-            .collect(),
-        Err(_) => Overrides::new(),
-    }
+/// The overrides of the config `file` (none when there is none), or its errors: a config
+/// the gateway would not start with fails validation too.
+pub(super) fn overrides_in(file: &Path, explicit: bool) -> Result<Overrides, Vec<Diagnostic>> {
+    let (config, _) = crate::config::Config::load(file, explicit)?;
+    Ok(config
+        .apps
+        .into_iter()
+        .filter(|(_, a)| !a.tools.is_empty())
+        .map(|(id, a)| (id, a.tools))
+        .collect())
 }
 
-pub(super) fn run(paths: &[PathBuf], as_json: bool, overrides: &Overrides) -> ExitCode {
+pub(super) fn run(
+    paths: &[PathBuf],
+    as_json: bool,
+    config: Result<Overrides, Vec<Diagnostic>>,
+) -> ExitCode {
     let mut checked = Vec::new();
+    let overrides = &match config {
+        Ok(overrides) => overrides,
+        Err(diagnostics) => {
+            // Shown as a file of its own: the gateway would not start with it.
+            checked.push(Checked {
+                path: diagnostics
+                    .first()
+                    .map(|d| PathBuf::from(&d.source))
+                    .unwrap_or_default(),
+                app: None,
+                id_from_place: false,
+                diagnostics,
+                changed: Vec::new(),
+            });
+            Overrides::new()
+        }
+    };
     for path in paths {
         if path.is_dir() {
             let dir = SearchDir {

@@ -565,9 +565,15 @@ fn pg_record(r: &tokio_postgres::Row) -> (u64, Record) {
 
 fn connect(file: &Path) -> rusqlite::Result<Connection> {
     crate::files::open_sqlite(file, std::time::Duration::from_secs(5), |conn| {
+        conn.execute_batch("PRAGMA journal_mode = WAL;")?;
+        // One transaction: a reader (a client's use, read when it connects) sees no table
+        // or the whole one, never the first release's columns alone.
+        // Immediate: two processes opening a new file at once wait for each other (busy
+        // timeout) instead of both reading, then failing to write.
+        let tx =
+            rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             CREATE TABLE IF NOT EXISTS history (
+            "CREATE TABLE IF NOT EXISTS history (
                  id INTEGER PRIMARY KEY,
                  at_ms INTEGER NOT NULL,
                  caller TEXT NOT NULL,
@@ -596,7 +602,7 @@ fn connect(file: &Path) -> rusqlite::Result<Connection> {
             "CREATE INDEX IF NOT EXISTS history_person ON history (person, at_ms);
              CREATE INDEX IF NOT EXISTS history_run ON history (run) WHERE run IS NOT NULL;",
         )?;
-        Ok(())
+        tx.commit()
     })
 }
 

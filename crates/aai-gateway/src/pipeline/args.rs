@@ -144,6 +144,15 @@ fn masked_path(pointer: &str, args: &Value, declared: &std::collections::HashSet
     out
 }
 
+/// `args` with the defaults of `tool`'s schema filled in (what its app got; not
+/// validated).
+pub(crate) fn with_defaults(tool: &Tool, args: &Value) -> Value {
+    let mut args = args.clone();
+    let schema = tool.parameters.json();
+    apply_defaults(schema, schema, &mut args, 0);
+    args
+}
+
 /// Fills absent properties that have a `default`, in nested objects too.
 fn apply_defaults(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
     if depth > 8 {

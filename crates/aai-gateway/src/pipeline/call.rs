@@ -220,7 +220,11 @@ impl Pipeline {
         // Arguments the user fixed (config `apps.<id>.tools`) are checked apart from the
         // ones the schema agents see describes, and added back for the app.
         let args = crate::overrides::without_fixed(tool, args)?;
-        let args = crate::overrides::with_fixed(tool, validate(tool, args).await?);
+        let mut args = crate::overrides::with_fixed(tool, validate(tool, args).await?);
+        if tool.overridden.is_some() {
+            // What the app gets, checked against its own schema too.
+            args = validate(tool.as_defined(), Some(args)).await?;
+        }
         if matches!(binding.executor, Executor::Gateway) {
             let outcome = self
                 .manage(

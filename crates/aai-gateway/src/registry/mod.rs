@@ -126,8 +126,9 @@ impl Snapshot {
     }
 
     /// This snapshot with only the apps `keep_app` keeps (by id) and, of theirs, the tools
-    /// `keep_tool` keeps (app id, tool name): a client's view (`view.rs`). Slugs stay as
-    /// they are; an app left out is not among the missing either.
+    /// `keep_tool` keeps (app id, tool name; a renamed tool by both its names): a client's
+    /// view (`view.rs`). Slugs stay as they are; an app left out is not among the missing
+    /// either.
     pub fn filtered(
         &self,
         keep_app: impl Fn(&str) -> bool,
@@ -138,15 +139,17 @@ impl Snapshot {
             .iter()
             .filter(|e| keep_app(&e.app.id))
             .map(|e| {
+                // A rule may name a tool the user renamed (config `apps.<id>.tools`) by
+                // either name.
+                let keep = |t: &aai_descriptor::Tool| {
+                    keep_tool(&e.app.id, &t.name) && keep_tool(&e.app.id, &t.as_defined().name)
+                };
                 // Shared with the full snapshot unless the view hides some of its tools.
                 let mut app = e.app.clone();
-                if e.binding()
-                    .tools
-                    .iter()
-                    .any(|t| !keep_tool(&e.app.id, &t.name))
+                if e.binding().tools.iter().any(|t| !keep(t))
                     && let Some(binding) = Arc::make_mut(&mut app).bindings.get_mut(e.binding)
                 {
-                    binding.tools.retain(|t| keep_tool(&e.app.id, &t.name));
+                    binding.tools.retain(keep);
                 }
                 let mut entry = Entry {
                     app,
