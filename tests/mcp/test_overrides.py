@@ -66,6 +66,7 @@ async def test_a_dbus_tool_renamed_with_its_arguments_fixed_and_defaulted(gw, bu
         tools = {t.name: t for t in (await s.list_tools()).tools}
         stamp = tools["com_example_typed__stamp"]
         assert set(stamp.input_schema["properties"]) == {"text", "sig"}
+        assert stamp.annotations is None, "not read-only"
         assert stamp.input_schema["properties"]["sig"]["default"] == "s"
         assert "com_example_typed__basics" not in tools
         r = await s.call_tool("com_example_typed__stamp", {"text": "flat"})
@@ -107,10 +108,13 @@ async def test_a_downstream_servers_tool_renamed_with_a_default(gw):
             await exec_(s, "dev.mcp.everything", "echo", message="x")
         assert e.value.error.data["type"] == "TOOL_NOT_FOUND"
     gw.config(exposure="flat", apps={"dev.mcp.everything": {"tools": {
-        "echo": {"name": "say", "defaults": {"message": "hi"}}}}})
+        "echo": {"name": "say", "defaults": {"message": "hi"}, "readOnly": False}}}})
     async with gw.session() as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert "dev_mcp_everything__say" in tools and "dev_mcp_everything__echo" not in tools
+        assert tools["dev_mcp_everything__say"].annotations is None, "the user says it writes"
+        assert tools["dev_mcp_everything__get-structured-content"].annotations.read_only_hint is True, \
+            "the server's own annotation"
         r = await s.call_tool("dev_mcp_everything__say", {})
         assert r.content[0].text == "Echo: hi"
 

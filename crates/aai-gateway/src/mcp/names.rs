@@ -61,8 +61,8 @@ pub(super) fn flat_name(entry: &Entry, tool: &str) -> String {
     name
 }
 
-/// Every tool of an app, with its full schema (`flat` exposure), and its interactive view
-/// when `view` knows one (MCP Apps: `_meta.ui`, and the earlier `_meta["ui/resourceUri"]`).
+/// Every tool of an app, with its full schema and read-only annotation (`flat` exposure),
+/// and its interactive view when `view` knows one (MCP Apps: `_meta.ui`, and the earlier `_meta["ui/resourceUri"]`).
 pub(super) fn flat_tools(entry: &Entry, view: &dyn Fn(&str) -> Option<Value>) -> Vec<Tool> {
     entry
         .binding()
@@ -78,6 +78,11 @@ pub(super) fn flat_tools(entry: &Entry, view: &dyn Fn(&str) -> Option<Value>) ->
                 entry.app.id
             );
             let mut tool = Tool::new(flat_name(entry, &t.name), description, Arc::new(schema));
+            // The read-only annotation (the descriptor's, a server's `readOnlyHint`, or
+            // the user's override), for clients that run read-only tools more freely.
+            if t.read_only {
+                tool.annotations = Some(rmcp::model::ToolAnnotations::new().read_only(true));
+            }
             // A server knows its tools by their own names (config `apps.<id>.tools` may
             // rename them).
             if let Some(ui) = view(&t.as_defined().name) {
