@@ -182,6 +182,11 @@ async def test_a_servers_templates_and_instructions_reach_the_client(gw):
         read = (await s.read_resource("app:dev.mcp.everything/resources/demo://resource/dynamic/text/7")).contents
         assert str(read[0].uri) == "app:dev.mcp.everything/resources/demo://resource/dynamic/text/7"
         assert "7" in read[0].text
+        # A URI the server neither lists nor has a template for does not exist.
+        with pytest.raises(MCPError) as e:
+            await s.read_resource("app:dev.mcp.everything/resources/nowhere://x")
+        assert e.value.error.code == -32002, e.value.error
+        assert "lists no such resource, nor a template it fits" in e.value.error.message
 
 
 SUBSCRIBING = Path(__file__).with_name("subscribing_server.py")

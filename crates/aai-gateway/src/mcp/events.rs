@@ -261,7 +261,23 @@ impl Server {
                 &origin,
             )
             .await
-            .map_err(wire)?;
+            .map_err(|e| {
+                // A URI the server neither lists nor has a template for fails the tool's
+                // schema: to the client that is a resource that does not exist.
+                let field = e.extra.as_ref().and_then(|x| x.get("field"));
+                if e.code == crate::error::Code::InvalidParams
+                    && field.and_then(serde_json::Value::as_str) == Some("/uri")
+                {
+                    McpError::resource_not_found(
+                        format!(
+                            "no resource `{uri}`: the server lists no such resource, nor a template it fits"
+                        ),
+                        Some(json!({"uri": uri})),
+                    )
+                } else {
+                    wire(e)
+                }
+            })?;
         let read = crate::rollback::value_of(&outcome).map_err(|failed| {
             McpError::internal_error(
                 format!("the server could not read `{inner}`: {failed}"),
