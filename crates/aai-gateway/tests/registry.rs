@@ -152,6 +152,30 @@ fn apps_are_found_by_id_slug_name_or_alias() {
 }
 
 #[test]
+fn a_name_or_alias_two_apps_share_finds_neither() {
+    let home = tempfile::tempdir().unwrap();
+    let object = json!([tool("t", "d", json!({"type": "object"}))]);
+    for (id, name, aliases) in [
+        ("com.example.a", "Shared", &["both", "only-a"][..]),
+        ("com.example.b", "Shared", &["both"][..]),
+        // Its name is its id: one app, found once.
+        ("com.example.c", "com.example.c", &["c"][..]),
+    ] {
+        common::put(
+            home.path(),
+            &app(id, json!({"en": name}), "d", aliases, object.clone()),
+        );
+    }
+    let s = common::snapshot_of(home.path(), Some("en"));
+    let found = |key: &str| s.find(key).map(|e| e.app.id.as_str());
+    assert_eq!(found("shared"), None);
+    assert_eq!(found("BOTH"), None);
+    assert_eq!(found("only-a"), Some("com.example.a"));
+    assert_eq!(found("COM.EXAMPLE.C"), Some("com.example.c"));
+    assert_eq!(found("c"), Some("com.example.c"));
+}
+
+#[test]
 fn guides_show_parameters_and_a_ready_call() {
     let (s, _home) = snapshot();
     let mail = s.find("com.example.mail").unwrap();

@@ -293,9 +293,8 @@ impl Gateway {
         &self.search_dirs
     }
 
-    /// Scans now (blocking) and installs the result. When what agents see changed, every
-    /// subscriber hears of it; returns whether it changed. The first call also releases
-    /// everything waiting for the catalog.
+    /// Scans now (blocking) and installs the result; returns whether what agents see
+    /// changed (every subscriber hears of it). The first call releases what waits.
     pub fn rescan(self: &Arc<Self>) -> bool {
         self.rescan_for(Why::Other)
     }
@@ -337,12 +336,11 @@ impl Gateway {
         let mut catalog = catalog;
         self.note_local_ids(&catalog);
         self.fold_in_remote_tools(&mut catalog);
-        // The user's changes to tools (config `apps.<id>.tools`); one that cannot be
-        // applied is an error of config.json, reported below.
-        let apps = catalog.apps.iter_mut().map(|l| &mut l.app);
-        let unapplied =
-            crate::overrides::apply_all(|id| self.config.apps.get(id).map(|a| &a.tools), apps);
-        catalog.diagnostics.extend(unapplied);
+        // The user's changes to tools (config `apps.<id>.tools`); errors reported below.
+        catalog.diagnostics.extend(crate::overrides::apply_all(
+            |id| self.config.apps.get(id).map(|a| &a.tools),
+            catalog.apps.iter_mut().map(|l| &mut l.app),
+        ));
         // Each broken file is reported once, not on every rescan.
         let problems: Vec<String> = catalog
             .diagnostics
@@ -356,7 +354,9 @@ impl Gateway {
         }
         *reported = problems;
         drop(reported);
-        let mut snapshot = Snapshot::build(catalog, &self.host, self.locale.clone());
+        let previous = self.registry.snapshot();
+        let mut snapshot =
+            Snapshot::build_after(catalog, &self.host, self.locale.clone(), Some(&previous));
         snapshot.visibility = Arc::new(self.visibility());
         tracing::info!(
             apps = snapshot.entries.len(),
@@ -385,7 +385,7 @@ impl Gateway {
             }
         }
         self.pipeline.executors().retire_stale(&live);
-        warn_of_breaking_releases(&self.registry.snapshot(), &snapshot);
+        warn_of_breaking_releases(&previous, &snapshot);
         let changed = self.registry.replace(snapshot);
         reads.installed();
         let first = !self.loaded.swap(true, Ordering::SeqCst);

@@ -36,8 +36,8 @@ pub struct Entry {
     pub slug: String,
     /// The file that defined the chosen binding.
     pub source: PathBuf,
-    /// Lower-cased search text, computed once.
-    pub keys: search::Keys,
+    /// Lower-cased search text, computed once per app object.
+    pub keys: Arc<search::Keys>,
 }
 
 impl Entry {
@@ -75,11 +75,33 @@ pub struct Snapshot {
     /// Who sees what (config `clients` and `$AAI_HOME/apps.json`, read with the scan).
     pub visibility: Arc<crate::visibility::Visibility>,
     fingerprint: u64,
+    /// Made on the first lookup by name or alias: each lower-cased id, name and alias by
+    /// its hash ([`Named`]), sorted.
+    named: std::sync::OnceLock<Box<[Named]>>,
+}
+
+/// One lower-cased id, name or alias of an entry, by its hash.
+#[derive(Debug, Clone, Copy)]
+struct Named {
+    hash: u64,
+    entry: u32,
+    alias: bool,
 }
 
 impl Snapshot {
     /// Builds the served set from a scan.
     pub fn build(catalog: Catalog, host: &Host, locale: Option<String>) -> Snapshot {
+        Snapshot::build_after(catalog, host, locale, None)
+    }
+
+    /// [`Snapshot::build`], reusing what `previous` worked out of the apps that are the
+    /// same objects (the scan kept their parse): their search keys.
+    pub fn build_after(
+        catalog: Catalog,
+        host: &Host,
+        locale: Option<String>,
+        previous: Option<&Snapshot>,
+    ) -> Snapshot {
         let mut missing = HashMap::new();
         for broken in catalog.broken {
             for id in &broken.ids {
@@ -107,14 +129,18 @@ impl Snapshot {
                     return None;
                 };
                 let source = loaded.binding_sources[binding].clone();
+                let kept = previous
+                    .and_then(|p| p.exact_id(&loaded.app.id))
+                    .filter(|p| Arc::ptr_eq(&p.app, &loaded.app) && p.binding == binding)
+                    .map(|p| p.keys.clone());
                 let mut entry = Entry {
                     slug: slug::sanitize(&loaded.app.id),
                     app: loaded.app,
                     binding,
                     source,
-                    keys: search::Keys::default(),
+                    keys: Arc::default(),
                 };
-                entry.keys = search::Keys::of(&entry);
+                entry.keys = kept.unwrap_or_else(|| Arc::new(search::Keys::of(&entry)));
                 Some(entry)
             })
             .collect();
@@ -146,19 +172,23 @@ impl Snapshot {
                 };
                 // Shared with the full snapshot unless the view hides some of its tools.
                 let mut app = e.app.clone();
+                let mut changed = false;
                 if e.binding().tools.iter().any(|t| !keep(t))
                     && let Some(binding) = Arc::make_mut(&mut app).bindings.get_mut(e.binding)
                 {
                     binding.tools.retain(keep);
+                    changed = true;
                 }
                 let mut entry = Entry {
                     app,
                     binding: e.binding,
                     slug: e.slug.clone(),
                     source: e.source.clone(),
-                    keys: search::Keys::default(),
+                    keys: e.keys.clone(),
                 };
-                entry.keys = search::Keys::of(&entry);
+                if changed {
+                    entry.keys = Arc::new(search::Keys::of(&entry));
+                }
                 entry
             })
             .collect();
@@ -200,6 +230,7 @@ impl Snapshot {
             locale,
             visibility: Arc::default(),
             fingerprint,
+            named: std::sync::OnceLock::new(),
         }
     }
 
@@ -210,27 +241,62 @@ impl Snapshot {
         if let Some(entry) = self.exact(key).or_else(|| self.exact(bare)) {
             return Some(entry);
         }
-        // Names and aliases are a fallback (an id or slug is what agents send): a walk of
-        // the lower-cased keys, which costs less than keeping an index of every name.
+        // Names and aliases are a fallback (an id or slug is what agents send): looked up
+        // by hash in an index made on first use (a walk of 10,000 apps' keys cost 2 ms
+        // for every unknown name), each hit checked against the keys.
         let folded = key.to_lowercase();
-        let unique = |has: &dyn Fn(&search::Keys) -> bool| {
-            let mut found = self.entries.iter().filter(|e| has(&e.keys));
-            match (found.next(), found.next()) {
-                (Some(one), None) => Some(one),
-                _ => None,
-            }
+        let hash = name_hash(&folded);
+        let named = self.named.get_or_init(|| self.index_names());
+        let from = named.partition_point(|n| n.hash < hash);
+        let hits = named[from..].iter().take_while(|n| n.hash == hash);
+        let unique = |alias: bool, has: &dyn Fn(&search::Keys) -> bool| {
+            let mut found = hits
+                .clone()
+                .filter(|n| n.alias == alias)
+                .map(|n| &self.entries[n.entry as usize])
+                .filter(|e| has(&e.keys));
+            let one = found.next()?;
+            found.all(|other| std::ptr::eq(other, one)).then_some(one)
         };
-        unique(&|k| k.id() == folded || k.names().any(|n| n == folded))
-            .or_else(|| unique(&|k| k.aliases().any(|a| a == folded)))
+        unique(false, &|k| {
+            k.id() == folded || k.names().any(|n| n == folded)
+        })
+        .or_else(|| unique(true, &|k| k.aliases().any(|a| a == folded)))
+    }
+
+    /// Every entry's lower-cased id, names and aliases by hash, sorted.
+    fn index_names(&self) -> Box<[Named]> {
+        let mut named = Vec::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            let entry = u32::try_from(i).expect("fewer than 4 billion apps");
+            let mut add = |text: &str, alias: bool| {
+                named.push(Named {
+                    hash: name_hash(text),
+                    entry,
+                    alias,
+                });
+            };
+            add(e.keys.id(), false);
+            e.keys.names().for_each(|n| add(n, false));
+            e.keys.aliases().for_each(|a| add(a, true));
+        }
+        named.sort_unstable_by_key(|n| n.hash);
+        named.into_boxed_slice()
+    }
+
+    /// The entry whose id is `key`.
+    fn exact_id(&self, key: &str) -> Option<&Entry> {
+        let i = self
+            .entries
+            .binary_search_by(|e| e.app.id.as_str().cmp(key))
+            .ok()?;
+        Some(&self.entries[i])
     }
 
     /// The entry whose id is `key`, else the one whose slug is.
     fn exact(&self, key: &str) -> Option<&Entry> {
-        if let Ok(i) = self
-            .entries
-            .binary_search_by(|e| e.app.id.as_str().cmp(key))
-        {
-            return Some(&self.entries[i]);
+        if let Some(entry) = self.exact_id(key) {
+            return Some(entry);
         }
         let at = self
             .by_slug
@@ -297,19 +363,17 @@ fn keys(key: &str) -> (&str, &str) {
     (key, bare)
 }
 
+fn name_hash(text: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
 fn fingerprint(entries: &[Entry]) -> u64 {
     let mut h = DefaultHasher::new();
     for e in entries {
-        e.app.id.hash(&mut h);
         e.slug.hash(&mut h);
-        e.app.name.all().hash(&mut h);
-        e.app.description.hash(&mut h);
-        e.app.aliases.hash(&mut h);
-        for t in &e.binding().tools {
-            t.name.hash(&mut h);
-            t.description.hash(&mut h);
-            t.parameters.text().hash(&mut h);
-        }
+        e.keys.digest().hash(&mut h);
     }
     h.finish()
 }

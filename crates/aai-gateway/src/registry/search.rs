@@ -24,6 +24,9 @@ pub fn description(text: &str) -> Cow<'_, str> {
 /// nothing per app. Every field sits end to end in one string (two allocations per app,
 /// not one per field: at 1,000 apps this is ≈0.3 MB less resident): the id, the names,
 /// aliases and keywords, the description, then each tool's name and description.
+///
+/// Kept while the app object is the same: a rebuilt snapshot and a client's view share the
+/// keys of every app that did not change.
 #[derive(Debug, Default)]
 pub struct Keys {
     text: Box<str>,
@@ -33,6 +36,9 @@ pub struct Keys {
     names: u32,
     aliases: u32,
     keywords: u32,
+    /// A hash of what agents see of the app in lists (the snapshot's fingerprint, but for
+    /// the slug).
+    digest: u64,
 }
 
 impl Keys {
@@ -60,13 +66,33 @@ impl Keys {
             push(&tool.description);
         }
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let digest = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            app.id.hash(&mut h);
+            names.hash(&mut h);
+            app.description.hash(&mut h);
+            app.aliases.hash(&mut h);
+            for t in tools {
+                t.name.hash(&mut h);
+                t.description.hash(&mut h);
+                t.parameters.text().hash(&mut h);
+            }
+            h.finish()
+        };
         Keys {
             text: text.into_boxed_str(),
             ends: ends.into_boxed_slice(),
             names: count(names.len()),
             aliases: count(app.aliases.len()),
             keywords: count(app.keywords.len()),
+            digest,
         }
+    }
+
+    /// A hash of what agents see of the app in lists, but for its slug.
+    pub fn digest(&self) -> u64 {
+        self.digest
     }
 
     /// Field `i`, or "" past the last (a default `Keys` has none).
