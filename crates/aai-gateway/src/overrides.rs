@@ -158,6 +158,15 @@ pub(crate) fn apply(app: &mut App, overrides: &BTreeMap<String, ToolOverride>, s
                 continue;
             };
             unknown.retain(|name| **name != defined.name);
+            // The gateway's own tools of a server (`mcp.resources.read`, …): it calls
+            // them by name itself; they stay as they are.
+            if defined.name.starts_with("mcp.") {
+                sink.error(
+                    at(&defined.name),
+                    "tools named `mcp.…` are the gateway's own reading of a server's resources and prompts; they cannot be changed",
+                );
+                continue;
+            }
             match effective(&defined, o, &taken) {
                 Ok(changed) => {
                     if changed.name != defined.name {
@@ -218,7 +227,10 @@ fn effective(tool: &Tool, o: &ToolOverride, taken: &[String]) -> Result<Tool, St
                 crate::text::excerpt(name, 80)
             ));
         }
-        if flat(name) != flat(&tool.name) && taken.contains(&flat(name)) {
+        // Another tool's name, as defined or renamed, or the same in `flat` exposure
+        // (this tool's own entry in `taken` aside).
+        let own = usize::from(flat(name) == flat(&tool.name));
+        if *name != tool.name && taken.iter().filter(|t| **t == flat(name)).count() > own {
             return Err(format!(
                 "another tool of the app is named `{name}` (or the same with `_` for `.`)"
             ));

@@ -285,3 +285,33 @@ fn the_fingerprint_covers_the_fixed_values_and_the_name_called() {
     assert_ne!(defined.fingerprint, a.fingerprint);
     assert_ne!(a.fingerprint, b.fingerprint);
 }
+
+#[test]
+fn a_rename_to_the_flat_form_of_another_tool_is_refused() {
+    // `add.x` and `add_x` would both be listed as `…__add_x`.
+    let (mut app, _) = applied(json!({"add": {"name": "add.x"}}));
+    let (o, _) = overrides(json!({"add": {"name": "add.x"}, "remove": {"name": "add_x"}}));
+    let sink = Sink::new("config.json");
+    apply(&mut app, &o, &sink);
+    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("/tools/remove"), "{problems:?}");
+    // Renaming to a name no other tool has is no collision.
+    let (app, problems) = applied(json!({"add": {"name": "add"}, "remove": {"name": "remove_"}}));
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(app.bindings[0].tools.len(), 2);
+}
+
+#[test]
+fn the_gateways_own_tools_of_a_server_are_not_changed_and_stay() {
+    let mut app = app();
+    let mut read = app.bindings[0].tool("remove").unwrap().clone();
+    read.name = "mcp.resources.read".into();
+    app.bindings[0].tools.push(read);
+    let (o, _) = overrides(json!({"mcp.resources.read": {"name": "read"}}));
+    let sink = Sink::new("config.json");
+    apply(&mut app, &o, &sink);
+    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    assert!(problems[0].contains("cannot be changed"), "{problems:?}");
+    assert!(app.bindings[0].tool("mcp.resources.read").is_some());
+}

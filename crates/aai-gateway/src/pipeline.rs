@@ -496,9 +496,9 @@ impl Pipeline {
         } else {
             snapshot.filtered(
                 |id: &str| visibility.app(&caller.name, id) && opens(id),
-                |id: &str, tool: &str| {
-                    visibility.tool(&caller.name, id, tool)
-                        && scopes.is_none_or(|scopes| access.tool(scopes, id, tool))
+                |id: &str, names: &[&str]| {
+                    names.iter().all(|n| visibility.tool(&caller.name, id, n))
+                        && scopes.is_none_or(|scopes| access.tool(scopes, id, names))
                 },
             )
         };

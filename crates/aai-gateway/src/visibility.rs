@@ -82,9 +82,13 @@ impl ScopeAccess {
         !self.limits() || self.held(scopes).any(|r| r.app(id))
     }
 
-    /// Whether a person holding `scopes` may see `tool` of app `id`.
-    pub fn tool(&self, scopes: &[String], id: &str, tool: &str) -> bool {
-        !self.limits() || self.held(scopes).any(|r| r.app(id) && r.tool(id, tool))
+    /// Whether a person holding `scopes` may see the tool of app `id` named `names` (a
+    /// tool the user renamed has two): one scope must open it by every name.
+    pub fn tool(&self, scopes: &[String], id: &str, names: &[&str]) -> bool {
+        !self.limits()
+            || self
+                .held(scopes)
+                .any(|r| r.app(id) && names.iter().all(|n| r.tool(id, n)))
     }
 }
 
@@ -226,18 +230,37 @@ mod tests {
         assert!(access.app(&all, "com.example.mail"));
         assert!(!access.app(&all, "com.example.secret"));
         assert!(!access.app(&[], "com.example.notes"), "no scope, nothing");
-        assert!(!access.tool(&all, "com.example.notes", "purge"));
-        assert!(access.tool(&notes, "com.example.notes", "purge"));
+        assert!(!access.tool(&all, "com.example.notes", &["purge"]));
+        assert!(access.tool(&notes, "com.example.notes", &["purge"]));
         assert!(
-            access.tool(&both, "com.example.notes", "purge"),
+            access.tool(&both, "com.example.notes", &["purge"]),
             "one scope that allows is enough"
         );
         assert!(
-            !access.tool(&notes, "com.example.mail", "send"),
+            !access.tool(&notes, "com.example.mail", &["send"]),
             "the app first"
         );
         let open = ScopeAccess::default();
-        assert!(open.app(&[], "anything") && open.tool(&[], "anything", "x"));
+        assert!(open.app(&[], "anything") && open.tool(&[], "anything", &["x"]));
+    }
+
+    #[test]
+    fn a_renamed_tool_is_opened_only_by_a_scope_that_opens_both_its_names() {
+        // One scope hides it by the app's own name, the other by the user's new name:
+        // neither opens the tool.
+        let access = ScopeAccess::new(BTreeMap::from([
+            (
+                "a".to_owned(),
+                rules(None, &[], &[("com.example.notes", "purge")]),
+            ),
+            (
+                "b".to_owned(),
+                rules(None, &[], &[("com.example.notes", "wipe")]),
+            ),
+        ]));
+        let both = ["a".to_owned(), "b".to_owned()];
+        assert!(access.tool(&both, "com.example.notes", &["purge"]));
+        assert!(!access.tool(&both, "com.example.notes", &["wipe", "purge"]));
     }
 
     #[test]

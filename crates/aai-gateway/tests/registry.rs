@@ -176,6 +176,22 @@ fn a_name_or_alias_two_apps_share_finds_neither() {
 }
 
 #[test]
+fn a_changed_read_only_annotation_changes_the_fingerprint() {
+    // `flat` exposure lists it (`readOnlyHint`): clients must hear of the change.
+    let fingerprint = |read_only: bool| {
+        let home = tempfile::tempdir().unwrap();
+        let mut t = tool("t", "d", json!({"type": "object"}));
+        t["readOnly"] = json!(read_only);
+        common::put(
+            home.path(),
+            &app("com.example.a", json!({"en": "A"}), "d", &[], json!([t])),
+        );
+        common::snapshot_of(home.path(), Some("en")).fingerprint()
+    };
+    assert_ne!(fingerprint(true), fingerprint(false));
+}
+
+#[test]
 fn guides_show_parameters_and_a_ready_call() {
     let (s, _home) = snapshot();
     let mail = s.find("com.example.mail").unwrap();

@@ -566,6 +566,17 @@ fn pg_record(r: &tokio_postgres::Row) -> (u64, Record) {
 fn connect(file: &Path) -> rusqlite::Result<Connection> {
     crate::files::open_sqlite(file, std::time::Duration::from_secs(5), |conn| {
         conn.execute_batch("PRAGMA journal_mode = WAL;")?;
+        // A table made by this release (its last column and index there) needs nothing:
+        // readers open without taking the write lock.
+        let complete: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('history') WHERE name = 'run')
+                AND EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'history_run')",
+            [],
+            |r| r.get(0),
+        )?;
+        if complete {
+            return Ok(());
+        }
         // One transaction: a reader (a client's use, read when it connects) sees no table
         // or the whole one, never the first release's columns alone.
         // Immediate: two processes opening a new file at once wait for each other (busy

@@ -764,7 +764,12 @@ impl ServerHandler for Server {
             // A client some of this app's tools are hidden from reads the model of what it
             // may see: the file would name them. So does one of an app whose tools the
             // user changed (config `apps.<id>.tools`): the file has them as defined.
-            _ if entry.binding().tools.iter().any(|t| t.overridden.is_some())
+            _ if self
+                .gateway
+                .config()
+                .apps
+                .get(key)
+                .is_some_and(|a| !a.tools.is_empty())
                 || self.gateway.snapshot().await.find(key).is_some_and(|all| {
                     all.binding().tools.len() != entry.binding().tools.len()
                 }) =>

@@ -64,7 +64,20 @@ impl Pipeline {
                 quoted.join("\n")
             );
         }
-        let views = mcp.views(&entry.app.id);
+        // By the name agents call each tool (the user may have renamed it); a tool not
+        // served here is left out.
+        let views: Vec<(&str, String)> = mcp
+            .views(&entry.app.id)
+            .into_iter()
+            .filter_map(|(tool, uri)| {
+                let served = entry
+                    .binding()
+                    .tools
+                    .iter()
+                    .find(|t| t.as_defined().name == tool)?;
+                Some((served.name.as_str(), uri))
+            })
+            .collect();
         if !views.is_empty() {
             use std::fmt::Write as _;
             let _ = write!(
@@ -73,14 +86,7 @@ impl Pipeline {
                 views.len()
             );
             for (tool, uri) in views {
-                // By the name agents call it (the user may have renamed it).
-                let called = entry
-                    .binding()
-                    .tools
-                    .iter()
-                    .find(|t| t.as_defined().name == tool)
-                    .map_or(tool.as_str(), |t| t.name.as_str());
-                let _ = write!(guide, "\n- `{called}`: `{uri}`");
+                let _ = write!(guide, "\n- `{tool}`: `{uri}`");
             }
             guide.push('\n');
         }

@@ -152,13 +152,13 @@ impl Snapshot {
     }
 
     /// This snapshot with only the apps `keep_app` keeps (by id) and, of theirs, the tools
-    /// `keep_tool` keeps (app id, tool name; a renamed tool by both its names): a client's
+    /// `keep_tool` keeps (app id, tool names: a renamed tool has two): a client's
     /// view (`view.rs`). Slugs stay as they are; an app left out is not among the missing
     /// either.
     pub fn filtered(
         &self,
         keep_app: impl Fn(&str) -> bool,
-        keep_tool: impl Fn(&str, &str) -> bool,
+        keep_tool: impl Fn(&str, &[&str]) -> bool,
     ) -> Snapshot {
         let entries = self
             .entries
@@ -166,9 +166,14 @@ impl Snapshot {
             .filter(|e| keep_app(&e.app.id))
             .map(|e| {
                 // A rule may name a tool the user renamed (config `apps.<id>.tools`) by
-                // either name.
+                // either name: each rule is asked of both.
                 let keep = |t: &aai_descriptor::Tool| {
-                    keep_tool(&e.app.id, &t.name) && keep_tool(&e.app.id, &t.as_defined().name)
+                    let defined = t.as_defined().name.as_str();
+                    if defined == t.name {
+                        keep_tool(&e.app.id, &[&t.name])
+                    } else {
+                        keep_tool(&e.app.id, &[&t.name, defined])
+                    }
                 };
                 // Shared with the full snapshot unless the view hides some of its tools.
                 let mut app = e.app.clone();

@@ -77,6 +77,8 @@ impl Keys {
                 t.name.hash(&mut h);
                 t.description.hash(&mut h);
                 t.parameters.text().hash(&mut h);
+                // Listed in `flat` exposure as `readOnlyHint`.
+                t.read_only.hash(&mut h);
             }
             h.finish()
         };

@@ -13,6 +13,6 @@ pub(crate) fn view(visibility: &Visibility, snapshot: &Snapshot, client: &str) -
     }
     Some(snapshot.filtered(
         |id: &str| visibility.app(client, id),
-        |id: &str, tool: &str| visibility.tool(client, id, tool),
+        |id: &str, names: &[&str]| names.iter().all(|n| visibility.tool(client, id, n)),
     ))
 }
