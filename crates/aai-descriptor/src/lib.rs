@@ -47,6 +47,7 @@ pub use diagnostic::{Diagnostic, Severity, Sink};
 pub use dialect::app::{JSON_INTERFACE, header_name_problem, header_params, path_params};
 pub use dialect::common::{
     dot_segment, looks_secret, looks_secret_value, placeholder_name, placeholder_names,
+    portable_tool_name,
 };
 pub use event::{Event, EventSource};
 pub use failure::Failure;

@@ -6,8 +6,9 @@
 //! `tools/list`, guides, search, the resource `app:<id>`, consent and history all see the
 //! effective tool, whatever its executor. The executor gets the tool as the app defines
 //! it ([`aai_descriptor::Tool::as_defined`]) and the arguments with the fixed ones
-//! ([`without_fixed`] before validation, [`with_fixed`] after). The consent fingerprint covers the name the app is called by and the
-//! fixed values, so changing either asks again.
+//! ([`without_fixed`] before validation, [`with_fixed`] after). The consent fingerprint
+//! covers the name the app is called by and the fixed values, so changing either asks
+//! again.
 //!
 //! An override that cannot be applied (an unknown argument, a value its schema refuses,
 //! a name another tool has) is an error of `config.json` (logged once, shown by
@@ -18,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use aai_descriptor::diagnostic::join_pointer;
 use aai_descriptor::read::Obj;
 use aai_descriptor::{App, Overridden, Schema, Sink, Tool};
 use serde_json::{Map, Value};
@@ -49,14 +51,6 @@ const COMPOSED: [&str; 14] = [
 /// The keys of one tool's override.
 const KEYS: [&str; 5] = ["name", "description", "readOnly", "fixed", "defaults"];
 
-/// A name every MCP client takes: 1-64 letters, digits, `_`, `-` and `.`.
-fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-}
-
 /// One tool's override (`apps.<appId>.tools.<tool>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolOverride {
@@ -80,7 +74,7 @@ pub(crate) fn parse(sink: &Sink, value: &Value, at: String) -> BTreeMap<String, 
     };
     let mut out = BTreeMap::new();
     for (tool, value) in tools.entries() {
-        let pointer = aai_descriptor::diagnostic::join_pointer(&at, tool);
+        let pointer = join_pointer(&at, tool);
         let Some(mut o) = Obj::new(sink, value, pointer) else {
             continue;
         };
@@ -109,7 +103,10 @@ pub(crate) fn parse(sink: &Sink, value: &Value, at: String) -> BTreeMap<String, 
         let fixed = map("fixed");
         let defaults = map("defaults");
         let name = o.opt_text("name").map(str::to_owned);
-        if let Some(bad) = name.as_deref().filter(|n| !valid_name(n)) {
+        if let Some(bad) = name
+            .as_deref()
+            .filter(|n| !aai_descriptor::portable_tool_name(n))
+        {
             sink.error(
                 o.at("name"),
                 format!(
@@ -136,11 +133,8 @@ pub(crate) fn parse(sink: &Sink, value: &Value, at: String) -> BTreeMap<String, 
 /// as defined.
 pub(crate) fn apply(app: &mut App, overrides: &BTreeMap<String, ToolOverride>, sink: &Sink) {
     let at = |tool: &str| {
-        format!(
-            "/apps/{}/tools/{}",
-            pointer_part(&app.id),
-            pointer_part(&printable(tool))
-        )
+        let app = join_pointer("/apps", &app.id);
+        join_pointer(&join_pointer(&app, "tools"), &printable(tool))
     };
     let mut unknown: Vec<&String> = overrides.keys().collect();
     let mut pending = Vec::new();
@@ -221,7 +215,7 @@ pub(crate) fn apply(app: &mut App, overrides: &BTreeMap<String, ToolOverride>, s
 fn effective(tool: &Tool, o: &ToolOverride, taken: &[String]) -> Result<Tool, String> {
     let mut out = tool.clone();
     if let Some(name) = &o.name {
-        if !valid_name(name) {
+        if !aai_descriptor::portable_tool_name(name) {
             return Err(format!(
                 "the name `{}` is not 1-64 characters of letters, digits, `_`, `-` and `.`",
                 crate::text::excerpt(name, 80)
@@ -317,7 +311,7 @@ fn fits(tool: &Tool, name: &str, value: &Value) -> Result<(), String> {
     let mut one = Map::new();
     one.insert(name.to_owned(), value.clone());
     let one = Value::Object(one);
-    let prefix = format!("/{}", pointer_part(name));
+    let prefix = join_pointer("", name);
     let refused = validator.iter_errors(&one).find(|e| {
         use jsonschema::error::ValidationErrorKind as Kind;
         let path = e.instance_path().as_str();
@@ -455,11 +449,6 @@ fn printable(text: &str) -> String {
 /// name stay).
 fn flat(name: &str) -> String {
     name.replace('.', "_")
-}
-
-/// `text` as one part of a JSON pointer.
-fn pointer_part(text: &str) -> String {
-    text.replace('~', "~0").replace('/', "~1")
 }
 
 /// Applies to each of `apps` the overrides `of` gives for its id; what cannot be applied,

@@ -24,6 +24,23 @@ fn overrides(value: serde_json::Value) -> (BTreeMap<String, ToolOverride>, Vec<S
     (read, problems)
 }
 
+/// `value`'s overrides applied to `app`: what could not be applied.
+fn apply_to(app: &mut App, value: serde_json::Value) -> Vec<String> {
+    let (o, _) = overrides(value);
+    let sink = Sink::new("config.json");
+    apply(app, &o, &sink);
+    sink.into_vec().iter().map(ToString::to_string).collect()
+}
+
+/// An app with one tool, `name`, of `parameters`.
+fn one_tool(name: &str, parameters: serde_json::Value) -> App {
+    let text = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
+        "app":{"id":"com.example.notes","name":"Notes","description":"d"},
+        "execution":{"type":"stdio","command":"notes"},
+        "tools":[{"name": name, "description": "d", "parameters": parameters}]});
+    aai_descriptor::parse(&text.to_string(), "t").app.unwrap()
+}
+
 fn applied(value: serde_json::Value) -> (App, Vec<String>) {
     let (o, problems) = overrides(value);
     assert!(problems.is_empty(), "{problems:?}");
@@ -150,14 +167,14 @@ fn what_cannot_be_applied_is_reported_and_left_out() {
 fn a_name_the_app_takes_later_withholds_the_tool_renamed_to_it() {
     // A downstream server adds a tool with the name the user gave another: the tool the
     // user fixed an argument of is not served as the app defines it.
-    let (o, _) = overrides(json!({"remove": {"name": "purge", "fixed": {"trash": true}}}));
     let mut app = app();
     let mut purge = app.bindings[0].tool("remove").unwrap().clone();
     purge.name = "purge".into();
     app.bindings[0].tools.push(purge);
-    let sink = Sink::new("config.json");
-    apply(&mut app, &o, &sink);
-    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    let problems = apply_to(
+        &mut app,
+        json!({"remove": {"name": "purge", "fixed": {"trash": true}}}),
+    );
     assert!(
         problems[0].contains("another tool of the app is named `purge`"),
         "{problems:?}"
@@ -180,31 +197,26 @@ fn names_that_flat_exposure_would_join_are_refused() {
 
 #[test]
 fn arguments_of_a_composed_schema_cannot_be_fixed() {
-    let text = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
-        "app":{"id":"com.example.notes","name":"Notes","description":"d"},
-        "execution":{"type":"stdio","command":"notes"},
-        "tools":[{"name":"pick","description":"d","parameters":{"type":"object",
-            "allOf":[{"properties":{"m":{"type":"string"}},"required":["m"]}]}}]});
-    let mut app = aai_descriptor::parse(&text.to_string(), "t").app.unwrap();
-    let (o, _) = overrides(json!({"pick": {"fixed": {"m": "a"}}}));
-    let sink = Sink::new("config.json");
-    apply(&mut app, &o, &sink);
-    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    let mut app = one_tool(
+        "pick",
+        json!({"type": "object",
+            "allOf": [{"properties": {"m": {"type": "string"}}, "required": ["m"]}]}),
+    );
+    let problems = apply_to(&mut app, json!({"pick": {"fixed": {"m": "a"}}}));
     assert!(problems[0].contains("`allOf` at its top"), "{problems:?}");
 }
 
 #[test]
 fn a_fixed_values_keys_are_not_shown_when_it_does_not_fit() {
-    let text = json!({"schemaVersion":"1.0","version":"1.0.0","platform":"linux",
-        "app":{"id":"com.example.notes","name":"Notes","description":"d"},
-        "execution":{"type":"stdio","command":"notes"},
-        "tools":[{"name":"put","description":"d","parameters":{"type":"object",
-            "properties":{"o":{"type":"object","additionalProperties":false}}}}]});
-    let mut app = aai_descriptor::parse(&text.to_string(), "t").app.unwrap();
-    let (o, _) = overrides(json!({"put": {"fixed": {"o": {"SECRETKEY_abc": 1}}}}));
-    let sink = Sink::new("config.json");
-    apply(&mut app, &o, &sink);
-    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    let mut app = one_tool(
+        "put",
+        json!({"type": "object",
+            "properties": {"o": {"type": "object", "additionalProperties": false}}}),
+    );
+    let problems = apply_to(
+        &mut app,
+        json!({"put": {"fixed": {"o": {"SECRETKEY_abc": 1}}}}),
+    );
     assert!(
         problems[0].contains("/properties/o/additionalProperties"),
         "{problems:?}"
@@ -290,10 +302,10 @@ fn the_fingerprint_covers_the_fixed_values_and_the_name_called() {
 fn a_rename_to_the_flat_form_of_another_tool_is_refused() {
     // `add.x` and `add_x` would both be listed as `…__add_x`.
     let (mut app, _) = applied(json!({"add": {"name": "add.x"}}));
-    let (o, _) = overrides(json!({"add": {"name": "add.x"}, "remove": {"name": "add_x"}}));
-    let sink = Sink::new("config.json");
-    apply(&mut app, &o, &sink);
-    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    let problems = apply_to(
+        &mut app,
+        json!({"add": {"name": "add.x"}, "remove": {"name": "add_x"}}),
+    );
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("/tools/remove"), "{problems:?}");
     // Renaming to a name no other tool has is no collision.
@@ -308,10 +320,7 @@ fn the_gateways_own_tools_of_a_server_are_not_changed_and_stay() {
     let mut read = app.bindings[0].tool("remove").unwrap().clone();
     read.name = "mcp.resources.read".into();
     app.bindings[0].tools.push(read);
-    let (o, _) = overrides(json!({"mcp.resources.read": {"name": "read"}}));
-    let sink = Sink::new("config.json");
-    apply(&mut app, &o, &sink);
-    let problems: Vec<String> = sink.into_vec().iter().map(ToString::to_string).collect();
+    let problems = apply_to(&mut app, json!({"mcp.resources.read": {"name": "read"}}));
     assert!(problems[0].contains("cannot be changed"), "{problems:?}");
     assert!(app.bindings[0].tool("mcp.resources.read").is_some());
 }

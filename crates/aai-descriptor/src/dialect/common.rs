@@ -104,6 +104,15 @@ pub(crate) fn tool_base<'a>(tool: &mut Obj<'a>) -> Option<ToolBase<'a>> {
     })
 }
 
+/// Whether `name` is a tool name every MCP client takes: 1-64 letters, digits, `_`, `-`
+/// and `.` (a descriptor's other names are a warning; the gateway's overrides require it).
+pub fn portable_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
 fn check_tool_name(tool: &Obj<'_>, name: &str) {
     let at = tool.at("name");
     if name.chars().any(char::is_control) {
@@ -116,11 +125,7 @@ fn check_tool_name(tool: &Obj<'_>, name: &str) {
             at,
             format!("tool name `{name}` is reserved (`*` and names starting with `@` mean something else to consent)"),
         );
-    } else if name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-    {
+    } else if !portable_tool_name(name) {
         tool.sink().warning(
             at,
             format!("tool name `{name}` should be 1-64 characters of letters, digits, `_`, `-` and `.`; some MCP clients reject other names"),

@@ -444,15 +444,12 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }) => Ok(match against {
             Some(old) => validate::against(&paths, &old, json),
             None => {
-                let home = cli.home.filter(|h| !h.as_os_str().is_empty()).or_else(|| {
-                    let env = |k: &str| std::env::var(k).ok();
-                    catalog::paths::default_home(Os::current(), &env)
-                });
-                let explicit = cli.config.is_some();
-                let file = cli.config.or_else(|| home.map(|h| h.join("config.json")));
-                let config = file.map_or(Ok(Default::default()), |f| {
-                    validate::overrides_in(&f, explicit)
-                });
+                let named = cli.config.clone();
+                let config = match (config_file(cli.home, cli.config), named) {
+                    (Ok((_, file, explicit)), _) => validate::overrides_in(&file, explicit),
+                    (Err(_), Some(file)) => validate::overrides_in(&file, true),
+                    (Err(_), None) => Ok(Default::default()),
+                };
                 validate::run(&paths, json, config)
             }
         }),
@@ -717,22 +714,34 @@ fn serve(ctx: Context) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn context(
+/// The home folder (`--home`, else `AAI_HOME` or the platform's), the config file
+/// (`--config`, else `config.json` in the home) and whether it was named explicitly.
+fn config_file(
     home: Option<PathBuf>,
     config: Option<PathBuf>,
-    log_to_file: bool,
-    quiet_config: bool,
-) -> Result<Context, String> {
+) -> Result<(PathBuf, PathBuf, bool), String> {
     let env = |k: &str| std::env::var(k).ok();
     let home = match home.filter(|h| !h.as_os_str().is_empty()) {
         Some(h) => h,
         None => catalog::paths::default_home(Os::current(), &env)
             .ok_or("cannot tell the home directory; pass --home or set AAI_HOME")?,
     };
-    let (file, explicit) = match config {
-        Some(f) => (f, true),
-        None => (home.join("config.json"), false),
-    };
+    Ok(match config {
+        Some(f) => (home, f, true),
+        None => {
+            let file = home.join("config.json");
+            (home, file, false)
+        }
+    })
+}
+
+fn context(
+    home: Option<PathBuf>,
+    config: Option<PathBuf>,
+    log_to_file: bool,
+    quiet_config: bool,
+) -> Result<Context, String> {
+    let (home, file, explicit) = config_file(home, config)?;
     let (config, warnings) = Config::load(&file, explicit).map_err(|diagnostics| {
         let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
         format!("bad config:\n{}", lines.join("\n"))

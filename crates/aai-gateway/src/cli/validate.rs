@@ -9,8 +9,8 @@
 //!
 //! An app the user changed tools of (config `apps.<id>.tools`, when the config can be
 //! read) is shown with each changed tool as agents see it next to the app's own
-//! definition ([`crate::overrides::summary`]); an override that cannot be applied is a
-//! warning of `config.json`.
+//! definition ([`crate::overrides::summary`]); an override that cannot be applied is an
+//! error of `config.json`, and so is a config the gateway would not start with.
 //!
 //! `validate NEW --against OLD`: also the version rules of docs/descriptors.md, Versions
 //! (`aai_descriptor::versions`): each change with the bump it needs; exit status 1 when the

@@ -62,7 +62,8 @@ pub(super) fn flat_name(entry: &Entry, tool: &str) -> String {
 }
 
 /// Every tool of an app, with its full schema and read-only annotation (`flat` exposure),
-/// and its interactive view when `view` knows one (MCP Apps: `_meta.ui`, and the earlier `_meta["ui/resourceUri"]`).
+/// and its interactive view when `view` knows one (MCP Apps: `_meta.ui`, and the earlier
+/// `_meta["ui/resourceUri"]`).
 pub(super) fn flat_tools(entry: &Entry, view: &dyn Fn(&str) -> Option<Value>) -> Vec<Tool> {
     entry
         .binding()

@@ -221,8 +221,13 @@ impl Pipeline {
         // ones the schema agents see describes, and added back for the app.
         let args = crate::overrides::without_fixed(tool, args)?;
         let mut args = crate::overrides::with_fixed(tool, validate(tool, args).await?);
-        if tool.overridden.is_some() {
-            // What the app gets, checked against its own schema too.
+        if tool
+            .overridden
+            .as_ref()
+            .is_some_and(|o| !o.fixed.is_empty())
+        {
+            // What the app gets with the fixed arguments, checked against its own schema
+            // too (a rename or a default changes nothing it would refuse).
             args = validate(tool.as_defined(), Some(args)).await?;
         }
         if matches!(binding.executor, Executor::Gateway) {

@@ -184,10 +184,11 @@ pub(in super::super) async fn app(
                 .filter(|d| {
                     d.source == source
                         || (d.source == "config.json"
-                            && d.pointer.starts_with(&format!(
-                                "/apps/{}/",
-                                app.id.replace('~', "~0").replace('/', "~1")
-                            )))
+                            && d.pointer
+                                .starts_with(&aai_descriptor::diagnostic::join_pointer(
+                                    &aai_descriptor::diagnostic::join_pointer("/apps", &app.id),
+                                    "",
+                                )))
                 })
                 .map(ToString::to_string)
                 .collect(),
