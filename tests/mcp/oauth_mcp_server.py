@@ -15,9 +15,13 @@ issues and every grant it is asked for is appended to LOG as JSON lines. MODE:
   iss           as good; its metadata says answers carry `iss` (RFC 9207), and they do
   wrong-iss     as iss, but answers name another issuer (https://evil.example)
   no-iss        as iss, but answers carry no `iss`
+  people        as good, but tokens live an hour and each is one person's: /authorize signs
+                in whoever the file $WHO_FILE names, `whoami` answers "you are <subject>",
+                and LOG records the subject of each MCP request
 """
 import base64
 import json
+import os
 import secrets
 import sys
 import time
@@ -25,8 +29,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlparse
 
 MODE, LOG = sys.argv[1], sys.argv[2]
-STATE = {"access": {}, "refresh": set(), "codes": {}}
-LIFE = 2.0  # seconds a token is accepted (it says 1: the gateway refreshes first)
+STATE = {"access": {}, "refresh": {}, "codes": {}, "sub": {}}
+# Seconds a token is accepted (it says 1: the gateway refreshes first); an hour for people.
+LIFE = 3600.0 if MODE == "people" else 2.0
+
+
+def person():
+    """Who signs in at /authorize: the person the test put at the browser (people mode)."""
+    if MODE != "people":
+        return None
+    with open(os.environ["WHO_FILE"]) as f:
+        return f.read().strip()
 
 
 def log(**entry):
@@ -73,7 +86,7 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/authorize":
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             code = secrets.token_urlsafe(16)
-            STATE["codes"][code] = q["code_challenge"]
+            STATE["codes"][code] = (q["code_challenge"], person())
             log(authorize=q)
             answer = {"code": code, "state": q["state"]}
             if MODE in ("iss", "wrong-iss"):
@@ -83,12 +96,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(405)
         return self.send(404)
 
-    def tokens(self):
+    def tokens(self, sub):
         access, refresh = "at-" + secrets.token_urlsafe(16), "rt-" + secrets.token_urlsafe(16)
         STATE["access"][access] = time.monotonic()
-        STATE["refresh"].add(refresh)
-        log(issued={"access": access, "refresh": refresh})
-        return {"access_token": access, "refresh_token": refresh, "token_type": "Bearer", "expires_in": 1}
+        STATE["sub"][access] = sub
+        STATE["refresh"][refresh] = sub
+        log(issued={"access": access, "refresh": refresh}, sub=sub)
+        return {"access_token": access, "refresh_token": refresh, "token_type": "Bearer",
+                "expires_in": 3600 if MODE == "people" else 1}
 
     def do_POST(self):
         url = urlparse(self.path)
@@ -105,18 +120,18 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(400 if MODE == "echo" else 200,
                                  {"error": "invalid_grant", "error_description": f"bad request {body.decode()}"})
             if form["grant_type"] == "authorization_code":
-                challenge = STATE["codes"].pop(form.get("code"), None)
+                challenge, sub = STATE["codes"].pop(form.get("code"), (None, None))
                 verifier = form.get("code_verifier", "").encode()
                 import hashlib
                 computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
                 if challenge is None or computed != challenge:
                     return self.send(400, {"error": "invalid_grant"})
-                return self.send(200, self.tokens())
+                return self.send(200, self.tokens(sub))
             if form["grant_type"] == "refresh_token":
                 if MODE == "refuse" or form.get("refresh_token") not in STATE["refresh"]:
                     return self.send(400, {"error": "invalid_grant", "error_description": "refresh token refused"})
-                STATE["refresh"].discard(form["refresh_token"])  # rotation: single use
-                return self.send(200, self.tokens())
+                sub = STATE["refresh"].pop(form["refresh_token"])  # rotation: single use
+                return self.send(200, self.tokens(sub))
             return self.send(400, {"error": "unsupported_grant_type"})
         if url.path == "/mcp":
             auth = self.headers.get("authorization", "")
@@ -132,14 +147,16 @@ class Handler(BaseHTTPRequestHandler):
                     "www-authenticate", 'Bearer error="insufficient_scope", scope="mcp admin"')])
             if MODE == "scope403" and msg.get("method") == "tools/list":
                 STATE["checked"] = True  # the sign-in's own check passes; later requests do not
-            log(mcp=msg.get("method"))
+            sub = STATE["sub"].get(token)
+            log(mcp=msg.get("method"), **({"sub": sub, "token": token} if MODE == "people" else {}))
             if "id" not in msg:
                 return self.send(202)
             result = {
                 "initialize": {"protocolVersion": msg.get("params", {}).get("protocolVersion", "2025-11-25"),
                                "capabilities": {"tools": {}}, "serverInfo": {"name": "protected", "version": "1"}},
                 "tools/list": {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]},
-                "tools/call": {"content": [{"type": "text", "text": "you are signed in"}]},
+                "tools/call": {"content": [{"type": "text", "text": f"you are {sub}" if MODE == "people"
+                                            else "you are signed in"}]},
             }.get(msg["method"], {})
             return self.send(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
         return self.send(404)

@@ -110,6 +110,9 @@ pub struct AppSettings {
     pub cwd: Option<PathBuf>,
     /// Changes to its tools, by the tool's own name (`tools`; [`crate::overrides`]).
     pub tools: BTreeMap<String, crate::overrides::ToolOverride>,
+    /// `signIn: "shared"`: in team mode everyone uses the one sign-in an admin made
+    /// (default `"personal"`: each person signs in for themselves).
+    pub shared_sign_in: bool,
 }
 
 /// One token bucket (`rateLimits.perPerson`, `rateLimits.perApp.*`): calls refill at
@@ -796,6 +799,12 @@ fn read(obj: &mut Obj<'_>, c: &mut Config) {
                     .get("tools")
                     .map(|t| crate::overrides::parse(sink, t, app.at("tools")))
                     .unwrap_or_default(),
+                shared_sign_in: choice(
+                    &mut app,
+                    "signIn",
+                    &[("personal", false), ("shared", true)],
+                )
+                .unwrap_or(false),
             };
             c.apps.insert(id.clone(), settings);
         }

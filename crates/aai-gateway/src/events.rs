@@ -1,5 +1,6 @@
 //! Apps' events (docs/workflows.md, "Events"): one feed per (app, event) while anybody
-//! listens, shared by every listener.
+//! listens, shared by every listener — per person of the team when the app is reached with
+//! each person's own sign-in (`Opening::who`), so nobody hears what another's reaches.
 //!
 //! The first listener of an event starts its source (a D-Bus match on the bus, through
 //! the executors); the last one to go stops it. Each event that fires gets a number and the
@@ -42,6 +43,7 @@ pub(crate) struct Fired {
 #[derive(Debug)]
 pub(crate) struct Hub {
     executors: Arc<Executors>,
+    /// By (the app's store account for the listener's sign-in, the event's topic).
     topics: Mutex<HashMap<(String, String), Weak<Topic>>>,
 }
 
@@ -117,7 +119,10 @@ impl Hub {
         event: &Event,
         opening: &crate::exec::Opening<'_>,
     ) -> Result<Feed, crate::exec::Error> {
-        let key = (app.to_owned(), event.topic());
+        let key = (
+            crate::auth::store::account(app, &opening.who).into_owned(),
+            event.topic(),
+        );
         if let Some((topic, rx)) = self.live(&key) {
             return Ok(Feed {
                 _topic: topic,
@@ -205,17 +210,25 @@ impl Hub {
     }
 
     /// The events kept of `event` of `app`, oldest first (none while nobody listens).
-    pub(crate) fn recent(&self, app: &str, event: &str) -> Vec<Arc<Fired>> {
-        self.live(&(app.to_owned(), event.to_owned()))
-            .map(|(t, _)| {
-                t.recent
-                    .lock()
-                    .expect("recent lock")
-                    .iter()
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
+    pub(crate) fn recent(
+        &self,
+        app: &str,
+        who: &crate::identity::Who,
+        event: &str,
+    ) -> Vec<Arc<Fired>> {
+        self.live(&(
+            crate::auth::store::account(app, who).into_owned(),
+            event.to_owned(),
+        ))
+        .map(|(t, _)| {
+            t.recent
+                .lock()
+                .expect("recent lock")
+                .iter()
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
     }
 }
 

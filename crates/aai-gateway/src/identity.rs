@@ -1,6 +1,7 @@
 //! Who is calling: the client a call comes from ([`Caller`]: its name, transport and
-//! token) and, behind the team's sign-in, the person ([`Person`]). A leaf: consent,
-//! access checks and rate limits all key on it.
+//! token) and, behind the team's sign-in, the person ([`Person`]); and whose sign-in a
+//! call uses upstream ([`Who`]). A leaf: consent, access checks, rate limits and
+//! credentials all key on it.
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -39,6 +40,29 @@ impl Person {
         !subject.is_empty()
             && subject.chars().count() <= Person::MAX_SUBJECT
             && !subject.chars().any(char::is_control)
+    }
+}
+
+/// Whose sign-in a call uses upstream (an app's OAuth tokens, a remote MCP server's
+/// sign-in), decided by `Pipeline::who`: in team mode each person's own, unless the app is
+/// set to share one (`apps.<id>.signIn: "shared"`); else the one the user made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Who {
+    /// The app's one sign-in: single-user mode, the command line, static credentials, and
+    /// apps whose sign-in is shared.
+    #[default]
+    Shared,
+    /// The person of this subject's own sign-in.
+    Person(std::sync::Arc<str>),
+}
+
+impl Who {
+    /// The person's subject, if any.
+    pub fn person(&self) -> Option<&str> {
+        match self {
+            Who::Shared => None,
+            Who::Person(subject) => Some(subject),
+        }
     }
 }
 

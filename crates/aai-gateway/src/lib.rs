@@ -114,7 +114,7 @@ pub mod testing {
         pub use crate::host::{Host, Os};
     }
     pub mod identity {
-        pub use crate::identity::Caller;
+        pub use crate::identity::{Caller, Who};
     }
     pub mod mcp {
         pub use crate::mcp::{Server, http, stdio};

@@ -251,11 +251,12 @@ pub trait Apps: Send + Sync {
     /// The served apps, once the first scan has finished.
     fn snapshot(&self) -> AppsFuture<'_, Arc<Snapshot>>;
     /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
-    /// server whose tools are not known yet (and may start).
+    /// server whose tools are not known yet (and may start), listed with `who`'s sign-in.
     fn listed<'a>(
         &'a self,
         snapshot: Arc<Snapshot>,
         app: &'a str,
+        who: &'a crate::identity::Who,
     ) -> AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>>;
     /// Finds the web app at `url` (fetched, or from the web cache); its app id.
     fn discover_web<'a>(&'a self, url: &'a str) -> AppsFuture<'a, Result<String, GatewayError>>;
@@ -287,6 +288,8 @@ pub struct Settings {
     pub undo_timeout: Duration,
     /// `web.auth.scopeAccess`: what each scope of a signed-in person opens.
     pub scope_access: crate::visibility::ScopeAccess,
+    /// `apps.<id>.signIn: "shared"`: apps whose one sign-in serves everybody.
+    pub shared_sign_ins: std::collections::HashSet<String>,
 }
 
 /// The call path: shared by every front door, cheap to clone.
@@ -515,13 +518,18 @@ impl Pipeline {
         self.apps.snapshot().await
     }
 
-    /// See [`Apps::listed`].
+    /// See [`Apps::listed`]: listed with `caller`'s sign-in ([`Pipeline::who`]).
     pub async fn remote_tools(
         &self,
         snapshot: Arc<Snapshot>,
         app: &str,
+        caller: &crate::identity::Caller,
     ) -> Result<Arc<Snapshot>, GatewayError> {
-        self.apps.listed(snapshot, app).await
+        let who = snapshot
+            .find(app)
+            .map(|entry| self.who(entry, caller))
+            .unwrap_or_default();
+        self.apps.listed(snapshot, app, &who).await
     }
 
     /// What starting `entry`'s app needs approved before it may start now, when that is
@@ -760,7 +768,7 @@ impl Pipeline {
                 return Ok((snapshot, Some(note)));
             }
         }
-        let listed = self.remote_tools(snapshot, app).await?;
+        let listed = self.remote_tools(snapshot, app, &origin.caller).await?;
         Ok((self.view(listed, &origin.caller), None))
     }
 

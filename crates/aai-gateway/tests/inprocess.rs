@@ -18,6 +18,7 @@ use aai_gateway::testing::config::Config;
 use aai_gateway::testing::error::{Code, GatewayError};
 use aai_gateway::testing::gateway::Gateway;
 use aai_gateway::testing::host::{Host, Os};
+use aai_gateway::testing::identity::Who;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -516,7 +517,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
     let base = "https://api.example.com/v1";
 
     let e = auth
-        .material("com.example.api", &header, base)
+        .material("com.example.api", &Who::Shared, &header, base)
         .await
         .unwrap_err();
     let e = GatewayError::from(e);
@@ -537,7 +538,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .await
         .unwrap();
     let m = auth
-        .material("com.example.api", &header, base)
+        .material("com.example.api", &Who::Shared, &header, base)
         .await
         .unwrap();
     assert_eq!(m.headers.len(), 1);
@@ -551,7 +552,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
     let query = web_auth(json!({"type": "apiKey", "apiKey": {
         "location": "query", "name": "key", "obtainUrl": "https://example.com/keys"}}));
     let m = auth
-        .material("com.example.api", &query, base)
+        .material("com.example.api", &Who::Shared, &query, base)
         .await
         .unwrap();
     assert_eq!(
@@ -564,7 +565,7 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         "loginUrl": "https://example.com/login", "domain": ".example.com",
         "requiredCookies": ["sid"]}}));
     let e = auth
-        .material("com.example.api", &cookie, base)
+        .material("com.example.api", &Who::Shared, &cookie, base)
         .await
         .unwrap_err();
     let e = GatewayError::from(e);
@@ -579,13 +580,18 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .await
         .unwrap();
     let m = auth
-        .material("com.example.api", &cookie, base)
+        .material("com.example.api", &Who::Shared, &cookie, base)
         .await
         .unwrap();
     assert_eq!(m.headers[0].1.expose(), "a=1; sid=s3");
     // A credential goes only where it was first sent.
     let e = auth
-        .material("com.example.api", &cookie, "https://evil.test/v1")
+        .material(
+            "com.example.api",
+            &Who::Shared,
+            &cookie,
+            "https://evil.test/v1",
+        )
         .await
         .unwrap_err();
     let e = GatewayError::from(e);
@@ -608,13 +614,18 @@ async fn credentials_become_request_material_and_their_absence_guidance() {
         .await
         .unwrap();
     let e = auth
-        .material("com.example.api", &cookie, "https://evil.test/v1")
+        .material(
+            "com.example.api",
+            &Who::Shared,
+            &cookie,
+            "https://evil.test/v1",
+        )
         .await
         .unwrap_err();
     let e = GatewayError::from(e);
     assert_eq!(e.code, Code::AaiJsonInvalid);
     assert!(!e.detail.contains("s3"));
-    auth.material("com.example.api", &cookie, base)
+    auth.material("com.example.api", &Who::Shared, &cookie, base)
         .await
         .unwrap();
     assert!(store.delete("com.example.api").await.unwrap());

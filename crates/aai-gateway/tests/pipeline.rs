@@ -53,6 +53,7 @@ impl Apps for Fixed {
         &'a self,
         snapshot: Arc<Snapshot>,
         _app: &'a str,
+        _who: &'a aai_gateway::testing::identity::Who,
     ) -> AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>> {
         Box::pin(async move { Ok(snapshot) })
     }
@@ -137,6 +138,7 @@ fn bench_limited(mode: ConsentMode, limits: RateLimits) -> Bench {
             batch_concurrency: 2,
             undo_timeout: Duration::from_secs(60),
             scope_access: Default::default(),
+            shared_sign_ins: Default::default(),
         },
     };
     Bench {

@@ -770,7 +770,11 @@ async fn a_sign_in_discovers_registers_authorizes_with_pkce_and_stores_the_token
     );
     // Calls to the server carry the stored access token; to another URL, nothing.
     let auth = Authenticator::new(store, None, BTreeMap::new());
-    let material = auth.mcp_material(APP, &world.url).await.unwrap().unwrap();
+    let material = auth
+        .mcp_material(APP, &crate::identity::Who::Shared, &world.url)
+        .await
+        .unwrap()
+        .unwrap();
     let headers: Vec<(&str, &str)> = material
         .headers
         .iter()
@@ -778,7 +782,12 @@ async fn a_sign_in_discovers_registers_authorizes_with_pkce_and_stores_the_token
         .collect();
     assert_eq!(headers, [("Authorization", "Bearer access-1")]);
     let elsewhere = world.url.replace("/mcp", "/other");
-    assert!(auth.mcp_material(APP, &elsewhere).await.unwrap().is_none());
+    assert!(
+        auth.mcp_material(APP, &crate::identity::Who::Shared, &elsewhere)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -1045,11 +1054,14 @@ async fn an_expired_access_token_is_refreshed_and_the_rotated_tokens_stored() {
     let (store, expired) = signed_in_and_expired(&world).await;
     let before = world.as_seen().len();
     let auth = Authenticator::new(store.clone(), None, BTreeMap::new());
-    let material = tokio::time::timeout(BOUND, auth.mcp_material(APP, &world.url))
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let material = tokio::time::timeout(
+        BOUND,
+        auth.mcp_material(APP, &crate::identity::Who::Shared, &world.url),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .unwrap();
     let headers: Vec<(&str, &str)> = material
         .headers
         .iter()
@@ -1088,7 +1100,10 @@ async fn an_expired_access_token_is_refreshed_and_the_rotated_tokens_stored() {
         }
     );
     // Fresh now: the next call refreshes nothing.
-    auth.mcp_material(APP, &world.url).await.unwrap().unwrap();
+    auth.mcp_material(APP, &crate::identity::Who::Shared, &world.url)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(world.as_seen().len(), before + 1);
 }
 
@@ -1101,10 +1116,13 @@ async fn a_refused_refresh_asks_the_user_to_sign_in_again() {
     .await;
     let (store, expired) = signed_in_and_expired(&world).await;
     let auth = Authenticator::new(store.clone(), None, BTreeMap::new());
-    let e = tokio::time::timeout(BOUND, auth.mcp_material(APP, &world.url))
-        .await
-        .unwrap()
-        .unwrap_err();
+    let e = tokio::time::timeout(
+        BOUND,
+        auth.mcp_material(APP, &crate::identity::Who::Shared, &world.url),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
     let wire = GatewayError::from(e);
     assert_eq!(wire.code, Code::AuthRequired);
     // The server echoed the refresh token: it never reaches the error.

@@ -31,6 +31,7 @@ use aai_descriptor::{Auth, AuthKind, Instructions, KeyLocation};
 use serde_json::{Value, json};
 
 use crate::error::{Code, GatewayError};
+use crate::identity::Who;
 pub use secret::Secret;
 use store::{Credential, Store};
 
@@ -45,10 +46,12 @@ pub enum Error {
     #[error(transparent)]
     OAuth(#[from] oauth::Error),
     /// The refresh token is gone or refused: only a new sign-in helps.
-    #[error("{why}; sign in again with `aai-gateway auth login {app}`")]
+    #[error("{why}; sign in again with `{}`", login_command(app, person.as_deref()))]
     SignInAgain {
         /// The app id.
         app: String,
+        /// Whose sign-in it was (a person's own, in team mode).
+        person: Option<String>,
         /// Why the refresh failed.
         why: oauth::Error,
     },
@@ -95,6 +98,8 @@ pub struct Required {
     why: String,
     /// Where the user can do it in the web UI.
     ui: Option<String>,
+    /// The person whose own sign-in is missing (team mode).
+    person: Option<String>,
     kind: AuthKind,
     obtain_url: Option<String>,
     instructions: Option<Instructions>,
@@ -104,10 +109,22 @@ pub struct Required {
 impl Required {
     fn command(&self) -> String {
         if self.kind == AuthKind::OAuth2 {
-            format!("aai-gateway auth login {}", self.app)
+            login_command(&self.app, self.person.as_deref())
         } else {
             format!("aai-gateway auth set {}", self.app)
         }
+    }
+}
+
+/// The command that signs in to `app`: for `person` (their own sign-in, in team mode)
+/// with `--person`.
+fn login_command(app: &str, person: Option<&str>) -> String {
+    match person {
+        Some(person) => format!(
+            "aai-gateway auth login {app} --person {}",
+            crate::text::sh_quote(person)
+        ),
+        None => format!("aai-gateway auth login {app}"),
     }
 }
 
@@ -123,8 +140,12 @@ impl From<Error> for GatewayError {
         };
         let wire = GatewayError::new(code, e.to_string());
         match e {
-            Error::SignInAgain { app, .. } => {
-                wire.with("command", format!("aai-gateway auth login {app}"))
+            Error::SignInAgain { app, person, .. } => {
+                let wire = wire.with("command", login_command(&app, person.as_deref()));
+                match person {
+                    Some(person) => wire.with("person", person),
+                    None => wire,
+                }
             }
             Error::MissingSecret { app, name, .. } => {
                 let command = format!("aai-gateway auth set {app} --secret {name}");
@@ -141,6 +162,9 @@ impl From<Error> for GatewayError {
                 }
                 if let Some(ui) = r.ui {
                     wire = wire.with("ui", ui);
+                }
+                if let Some(person) = r.person {
+                    wire = wire.with("person", person);
                 }
                 if let Some(i) = r.instructions {
                     let mut obj = serde_json::Map::new();
@@ -276,17 +300,23 @@ impl Authenticator {
 
     /// After a 401: makes the next attempt use fresh tokens. Returns whether trying again
     /// can help (exchanged and OAuth tokens can be renewed; static keys cannot).
-    pub async fn after_unauthorized(&self, app: &str, auth: &Auth) -> Result<bool, Error> {
+    pub async fn after_unauthorized(
+        &self,
+        app: &str,
+        who: &Who,
+        auth: &Auth,
+    ) -> Result<bool, Error> {
         match auth {
             Auth::AppCredential(_) => {
                 self.tokens.lock().expect("token lock").remove(app);
                 Ok(true)
             }
             Auth::OAuth2(o) => {
-                let Some(Credential::OAuth(tokens)) = self.store.get(app).await? else {
+                let account = store::account(app, who);
+                let Some(Credential::OAuth(tokens)) = self.store.get(&account).await? else {
                     return Ok(false);
                 };
-                self.refresh_oauth(app, o, &tokens).await.map(|_| true)
+                self.refresh_oauth(app, who, o, &tokens).await.map(|_| true)
             }
             Auth::ApiKey(_) | Auth::Cookie(_) => Ok(false),
         }
@@ -305,12 +335,14 @@ impl Authenticator {
     async fn refresh_oauth(
         &self,
         app: &str,
+        who: &Who,
         oauth: &aai_descriptor::OAuth2,
         seen: &crate::auth::oauth::Tokens,
     ) -> Result<crate::auth::oauth::Tokens, Error> {
+        let account = store::account(app, who);
         let _one_at_a_time = self.refreshing.lock().await;
         // Another call refreshed while this one waited: its tokens are the newer ones.
-        if let Some(Credential::OAuth(current)) = self.store.get(app).await?
+        if let Some(Credential::OAuth(current)) = self.store.get(&account).await?
             && current != *seen
         {
             return Ok(current);
@@ -322,6 +354,7 @@ impl Authenticator {
                 if why.needs_sign_in() {
                     Error::SignInAgain {
                         app: app.to_owned(),
+                        person: who.person().map(str::to_owned),
                         why,
                     }
                 } else {
@@ -330,7 +363,7 @@ impl Authenticator {
             })?;
         // Renewed, not stored anew: the tokens stay bound to the server they were sent to.
         self.store
-            .renew(app, Credential::OAuth(fresh.clone()))
+            .renew(&account, Credential::OAuth(fresh.clone()))
             .await?;
         tracing::info!(app, "refreshed the OAuth access token");
         Ok(fresh)
@@ -340,10 +373,17 @@ impl Authenticator {
     /// of its sign-in (`auth login`; refreshed when it is about to expire), or nothing
     /// before the user signed in — the server may not want a token, and when it does its
     /// 401 becomes AUTH_REQUIRED. Tokens go only to the resource they were issued for.
-    pub async fn mcp_material(&self, app: &str, url: &str) -> Result<Option<Material>, Error> {
+    ///
+    /// `who`'s sign-in: a person's own is never stood in for by another's or the app's.
+    pub async fn mcp_material(
+        &self,
+        app: &str,
+        who: &Who,
+        url: &str,
+    ) -> Result<Option<Material>, Error> {
         // A store that cannot be read (no Secret Service) holds no sign-in this call can
         // use: the call goes without a token, and a server that wants one says so.
-        let grant = match self.store.get(app).await {
+        let grant = match self.store.get(&store::account(app, who)).await {
             Ok(Some(Credential::McpOAuth(grant))) => grant,
             Ok(_) => return Ok(None),
             Err(e) => {
@@ -355,7 +395,7 @@ impl Authenticator {
             return Ok(None);
         };
         let tokens = if tokens.expiring() && tokens.refresh_token.is_some() {
-            self.refresh_mcp(app, &grant).await?
+            self.refresh_mcp(app, who, &grant).await?
         } else {
             tokens.clone()
         };
@@ -364,8 +404,9 @@ impl Authenticator {
 
     /// After a remote MCP server refused the token (401): refreshes it. Returns whether
     /// trying again can help.
-    pub async fn after_mcp_unauthorized(&self, app: &str) -> Result<bool, Error> {
-        let Some(Credential::McpOAuth(grant)) = self.store.get(app).await? else {
+    pub async fn after_mcp_unauthorized(&self, app: &str, who: &Who) -> Result<bool, Error> {
+        let Some(Credential::McpOAuth(grant)) = self.store.get(&store::account(app, who)).await?
+        else {
             return Ok(false);
         };
         if grant
@@ -375,13 +416,19 @@ impl Authenticator {
         {
             return Ok(false);
         }
-        self.refresh_mcp(app, &grant).await.map(|_| true)
+        self.refresh_mcp(app, who, &grant).await.map(|_| true)
     }
 
     /// [`Self::refresh_oauth`] for a remote MCP server's grant.
-    async fn refresh_mcp(&self, app: &str, seen: &mcp::Grant) -> Result<oauth::Tokens, Error> {
+    async fn refresh_mcp(
+        &self,
+        app: &str,
+        who: &Who,
+        seen: &mcp::Grant,
+    ) -> Result<oauth::Tokens, Error> {
+        let account = store::account(app, who);
         let _one_at_a_time = self.refreshing.lock().await;
-        if let Some(Credential::McpOAuth(current)) = self.store.get(app).await?
+        if let Some(Credential::McpOAuth(current)) = self.store.get(&account).await?
             && current.tokens != seen.tokens
             && let Some(tokens) = current.tokens
         {
@@ -393,45 +440,62 @@ impl Authenticator {
         let fresh = match mcp::refresh(seen).await {
             Ok(fresh) => fresh,
             Err(why) if why.needs_sign_in() => {
-                if let Some(Credential::McpOAuth(current)) = self.store.get(app).await?
+                if let Some(Credential::McpOAuth(current)) = self.store.get(&account).await?
                     && current.tokens != seen.tokens
                     && let Some(tokens) = current.tokens
                 {
                     return Ok(tokens);
                 }
-                return Err(
-                    self.mcp_required(app, &format!("the sign-in could not be renewed ({why})"))
-                );
+                return Err(self.mcp_required(
+                    app,
+                    who,
+                    &format!("the sign-in could not be renewed ({why})"),
+                ));
             }
             Err(why) => return Err(Error::OAuth(why)),
         };
         let mut grant = seen.clone();
         grant.tokens = Some(fresh.clone());
-        self.store.renew(app, Credential::McpOAuth(grant)).await?;
+        self.store
+            .renew(&account, Credential::McpOAuth(grant))
+            .await?;
         tracing::info!(app, "refreshed the access token of the MCP server");
         Ok(fresh)
     }
 
     /// Notes the scopes a remote MCP server wants, for the next sign-in to ask for them.
-    pub async fn mcp_wants(&self, app: &str, scopes: &[String]) -> Result<(), Error> {
-        let Some(Credential::McpOAuth(mut grant)) = self.store.get(app).await? else {
+    pub async fn mcp_wants(&self, app: &str, who: &Who, scopes: &[String]) -> Result<(), Error> {
+        let account = store::account(app, who);
+        let Some(Credential::McpOAuth(mut grant)) = self.store.get(&account).await? else {
             return Ok(());
         };
         let wider =
             mcp::widen(Some(grant.scopes.clone()), Some(scopes.to_vec())).unwrap_or_default();
         if wider != grant.scopes {
             grant.scopes = wider;
-            self.store.renew(app, Credential::McpOAuth(grant)).await?;
+            self.store
+                .renew(&account, Credential::McpOAuth(grant))
+                .await?;
         }
         Ok(())
     }
 
-    /// AUTH_REQUIRED for a remote MCP server that wants a sign-in.
-    pub fn mcp_required(&self, app: &str, why: &str) -> Error {
+    /// AUTH_REQUIRED for a remote MCP server that wants `who`'s sign-in. A person is told
+    /// it is their own sign-in that is missing (never whether anyone else has one).
+    pub fn mcp_required(&self, app: &str, who: &Who, why: &str) -> Error {
+        let person = who.person().map(str::to_owned);
+        let why = match &person {
+            Some(_) => format!("`{app}` needs your own sign-in ({why})"),
+            None => why.to_owned(),
+        };
         Error::Required(Box::new(Required {
             app: app.to_owned(),
-            why: why.to_owned(),
-            ui: self.ui.get().map(|base| format!("{base}/credentials")),
+            why,
+            ui: self.ui.get().map(|base| match &person {
+                Some(_) => format!("{base}/sign-ins?app={}", crate::text::percent_encode(app)),
+                None => format!("{base}/credentials"),
+            }),
+            person,
             kind: AuthKind::OAuth2,
             obtain_url: None,
             instructions: None,
@@ -443,6 +507,7 @@ impl Authenticator {
     pub async fn material(
         &self,
         app: &str,
+        who: &Who,
         auth: &Auth,
         base_url: &str,
     ) -> Result<Material, Error> {
@@ -453,17 +518,18 @@ impl Authenticator {
         {
             return Ok(bearer(token));
         }
-        let (stored, unbound) = match self.store.get_bound(app).await? {
+        let account = store::account(app, who);
+        let (stored, unbound) = match self.store.get_bound(&account).await? {
             Some((credential, bound)) => {
-                let unbound = self.check_bound(app, auth, base_url, bound.as_deref())?;
+                let unbound = self.check_bound(app, who, auth, base_url, bound.as_deref())?;
                 (Some(credential), unbound)
             }
             None => (None, None),
         };
-        let material = self.material_from(app, auth, base_url, stored).await?;
+        let material = self.material_from(app, who, auth, base_url, stored).await?;
         // Bound once it is sent for the first time.
         if let Some(origin) = unbound {
-            self.store.bind(app, &origin).await?;
+            self.store.bind(&account, &origin).await?;
         }
         Ok(material)
     }
@@ -472,11 +538,12 @@ impl Authenticator {
     async fn material_from(
         &self,
         app: &str,
+        who: &Who,
         auth: &Auth,
         base_url: &str,
         stored: Option<Credential>,
     ) -> Result<Material, Error> {
-        let required = |why: &str| self.required(app, auth, why);
+        let required = |why: &str| self.required(app, who, auth, why);
         match auth {
             Auth::ApiKey(k) => {
                 let Some(Credential::ApiKey { value: key }) = stored else {
@@ -551,10 +618,14 @@ impl Authenticator {
             }
             Auth::OAuth2(o) => {
                 let Some(Credential::OAuth(tokens)) = stored else {
-                    return Err(required("nobody has signed in to this app yet"));
+                    return Err(required(if who.person().is_some() {
+                        "you have not signed in to this app yet"
+                    } else {
+                        "nobody has signed in to this app yet"
+                    }));
                 };
                 let tokens = if tokens.expiring() {
-                    self.refresh_oauth(app, o, &tokens).await?
+                    self.refresh_oauth(app, who, o, &tokens).await?
                 } else {
                     tokens
                 };
@@ -571,6 +642,7 @@ impl Authenticator {
     fn check_bound(
         &self,
         app: &str,
+        who: &Who,
         auth: &Auth,
         base_url: &str,
         bound: Option<&str>,
@@ -582,6 +654,7 @@ impl Authenticator {
             Some(bound) if bound == origin => Ok(None),
             Some(bound) => Err(self.required(
                 app,
+                who,
                 auth,
                 &format!(
                     "the stored credential was stored for {bound}, but this app's descriptor now sends it to {origin}, so it was not sent; if that server is right, store the credential again"
@@ -675,8 +748,9 @@ impl Authenticator {
         }
     }
 
-    /// AUTH_REQUIRED with everything the agent needs to explain the fix.
-    pub fn required(&self, app: &str, auth: &Auth, why: &str) -> Error {
+    /// AUTH_REQUIRED with everything the agent needs to explain the fix (for a person's own
+    /// OAuth sign-in, the command names them).
+    pub fn required(&self, app: &str, who: &Who, auth: &Auth, why: &str) -> Error {
         let (instructions, obtain_url) = match auth {
             Auth::ApiKey(k) => (k.instructions.clone(), Some(k.obtain_url.clone())),
             Auth::Cookie(c) => (c.instructions.clone(), Some(c.login_url.clone())),
@@ -687,6 +761,7 @@ impl Authenticator {
             app: app.to_owned(),
             why: why.to_owned(),
             ui: None,
+            person: who.person().map(str::to_owned),
             kind: auth.kind(),
             obtain_url,
             instructions,

@@ -2,8 +2,8 @@
 //! Manager, Secret Service), or — only when the user opts in with `credentials.store:
 //! "file"` — a 0600 JSON file under `$AAI_HOME` (a warning is logged).
 //!
-//! One entry per app: service `aai-gateway`, account = the app id, value = a small JSON
-//! object (`{"type": "apiKey", "value": …}`, …). Values are wrapped in [`Secret`], whose
+//! One entry per app: service `aai-gateway`, account = the app id ([`account`]: a person's
+//! own sign-in to it is `<app id>~<subject>`), value = a small JSON object (`{"type": "apiKey", "value": …}`, …). Values are wrapped in [`Secret`], whose
 //! `Debug` never shows them; nothing here logs a value. The keyring API is synchronous and
 //! may talk to a daemon: it is called on a blocking thread with a deadline, so a locked or
 //! absent Secret Service gives a clear error, never a hang.
@@ -21,6 +21,29 @@ use crate::error::{Code, GatewayError};
 
 const SERVICE: &str = "aai-gateway";
 const DEADLINE: Duration = Duration::from_secs(5);
+
+/// The store account of `app`'s credential as `who` uses it: the app id for the app's one
+/// credential (so a single user's store is as it always was), `<app id>~<subject>` for a
+/// person's own sign-in, the subject percent-encoded but for RFC 3986's unreserved
+/// characters. App ids have no `~` and subjects no `#` once encoded, so no person's
+/// account is another's, nor an app's `${NAME}` secret (`<app id>#<NAME>`).
+pub fn account<'a>(app: &'a str, who: &crate::identity::Who) -> std::borrow::Cow<'a, str> {
+    match who.person() {
+        None => std::borrow::Cow::Borrowed(app),
+        Some(subject) => {
+            std::borrow::Cow::Owned(format!("{app}~{}", crate::text::percent_encode(subject)))
+        }
+    }
+}
+
+/// The subject of a person's account of `app` ([`account`]); `None` for any other.
+pub fn person_of(app: &str, account: &str) -> Option<String> {
+    let encoded = account.strip_prefix(app)?.strip_prefix('~')?;
+    percent_encoding::percent_decode_str(encoded)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
 
 /// A stored credential, as JSON: `{"type": "apiKey", "value": …}`, `{"type": "cookie",
 /// "value": …}`, `{"type": "appCredential", "appId": …, "appSecret": …}`, `{"type":
@@ -281,6 +304,37 @@ impl Store {
         blocking(move || store.delete_now(&app)).await
     }
 
+    /// The people with their own sign-in to `app` ([`account`]), by subject, sorted;
+    /// `None` where the store cannot list its entries (the OS keyring).
+    pub async fn people(&self, app: &str) -> Result<Option<Vec<String>>, Error> {
+        let accounts: Vec<String> = match self {
+            Store::Keyring => return Ok(None),
+            Store::Postgres(shared) => {
+                let client = shared.client().await?;
+                let prefix = format!("{app}~");
+                let rows = shared
+                    .timed(client.query(
+                        "SELECT account FROM aai_credentials WHERE starts_with(account, $1)",
+                        &[&prefix],
+                    ))
+                    .await?;
+                rows.iter().map(|r| r.get::<_, String>(0)).collect()
+            }
+            Store::Memory(map) => map.lock().expect("store lock").keys().cloned().collect(),
+            Store::File(path) => {
+                let path = path.clone();
+                blocking(move || read_file(&path))
+                    .await?
+                    .keys()
+                    .cloned()
+                    .collect()
+            }
+        };
+        let mut people: Vec<String> = accounts.iter().filter_map(|a| person_of(app, a)).collect();
+        people.sort();
+        Ok(Some(people))
+    }
+
     fn raw_now(&self, app: &str) -> Result<Option<Value>, Error> {
         let text = match self {
             Store::Keyring => match entry(app)?.get_password() {
@@ -528,6 +582,50 @@ fn write_file(path: &std::path::Path, all: &serde_json::Map<String, Value>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_persons_account_is_theirs_alone() {
+        use crate::identity::Who;
+        let person = |s: &str| Who::Person(s.into());
+        assert_eq!(account("dev.x", &Who::Shared), "dev.x");
+        assert_eq!(account("dev.x", &person("alice")), "dev.x~alice");
+        let odd = "ali~ce#%/ x@y\u{e9}";
+        let encoded = account("dev.x", &person(odd));
+        assert_eq!(encoded, "dev.x~ali~ce%23%25%2F%20x%40y%C3%A9");
+        assert_eq!(person_of("dev.x", &encoded).as_deref(), Some(odd));
+        // Not a person's: the app's own, a `${NAME}` secret, another app's.
+        assert_eq!(person_of("dev.x", "dev.x"), None);
+        assert_eq!(person_of("dev.x", "dev.x#TOKEN"), None);
+        assert_eq!(person_of("dev.x", "dev.xy~alice"), None);
+        assert_eq!(crate::auth::fill::name_of("dev.x", &encoded), None);
+        // Distinct subjects, distinct accounts (the encoding is one-to-one).
+        assert_ne!(
+            account("dev.x", &person("a%20")),
+            account("dev.x", &person("a "))
+        );
+    }
+
+    #[tokio::test]
+    async fn people_are_listed_by_subject_from_a_store_that_can() {
+        let store = Store::memory();
+        let key = || Credential::ApiKey {
+            value: Secret::new("k".to_owned()),
+        };
+        for account in [
+            "dev.x",
+            "dev.x~bob",
+            "dev.x~al%20ice",
+            "dev.xy~eve",
+            "dev.x#S",
+        ] {
+            store.set(account, key()).await.unwrap();
+        }
+        assert_eq!(
+            store.people("dev.x").await.unwrap(),
+            Some(vec!["al ice".to_owned(), "bob".to_owned()])
+        );
+        assert_eq!(Store::Keyring.people("dev.x").await.unwrap(), None);
+    }
 
     #[test]
     fn the_stored_format_is_unchanged() {

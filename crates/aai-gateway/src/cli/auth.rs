@@ -1,5 +1,7 @@
-//! `auth status [app]`, `auth set <app> [--stdin]`, `auth logout <app>`: the user's side
-//! of credentials. Values are never printed; `set` reads a terminal without echo, or
+//! `auth status [app]`, `auth set <app> [--stdin]`, `auth login <app> [--person S]`,
+//! `auth logout <app> [--person S]`: the user's side of credentials. In team mode a
+//! sign-in is each person's own (`--person`, stored as `store::account` says) unless the
+//! app's is shared (`apps.<id>.signIn`). Values are never printed; `set` reads a terminal without echo, or
 //! standard input with `--stdin` (a bare string for `apiKey` and `cookie`, a JSON object
 //! `{"appId", "appSecret"}` for `appCredential`).
 
@@ -21,13 +23,17 @@ pub(super) enum Action {
     Login {
         app: String,
         yes: bool,
+        person: Option<String>,
     },
     Set {
         app: String,
         stdin: bool,
         secret: Option<String>,
     },
-    Logout(String),
+    Logout {
+        app: String,
+        person: Option<String>,
+    },
 }
 
 pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
@@ -143,6 +149,33 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 });
                 table.row(vec![id.clone(), "oauth2 (MCP)".to_owned(), stored]);
             }
+            // In team mode, who has signed in for themselves.
+            let signs_in = mcp_apps.iter().map(|(id, _)| id).chain(
+                apps.iter()
+                    .filter(|(_, auth)| matches!(auth, Auth::OAuth2(_)))
+                    .map(|(id, _)| id),
+            );
+            for id in signs_in
+                .filter(|id| only.as_deref().is_none_or(|o| o == id.as_str()))
+                .filter(|_| ctx.config.web_auth.is_some())
+            {
+                if store_problem.is_some() {
+                    break;
+                }
+                let people = match ctx.config.apps.get(id.as_str()) {
+                    Some(a) if a.shared_sign_in => "shared: everyone uses the sign-in above".into(),
+                    _ => match runtime.block_on(store.people(id)) {
+                        Ok(Some(people)) if people.is_empty() => "nobody yet".to_owned(),
+                        Ok(Some(people)) => format!("signed in: {}", people.join(", ")),
+                        Ok(None) => "the OS keyring cannot list them".to_owned(),
+                        Err(e) => {
+                            store_problem = Some(GatewayError::from(e).explain());
+                            "unknown".to_owned()
+                        }
+                    },
+                };
+                table.row(vec![id.clone(), "each person's own".to_owned(), people]);
+            }
             for (id, names) in placeholders
                 .iter()
                 .filter(|(id, _)| only.as_deref().is_none_or(|o| o == id))
@@ -244,15 +277,25 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
             };
             ExitCode::SUCCESS
         }
-        Action::Login { app, yes } => {
+        Action::Login { app, yes, person } => {
+            let who = match whose(ctx, &app, person) {
+                Ok(who) => who,
+                Err(why) => return fail(&why),
+            };
+            let account = crate::auth::store::account(&app, &who);
+            let done = match who.person() {
+                Some(person) => format!("signed in to {app} for {person}"),
+                None => format!("signed in to {app}"),
+            };
             if let Some(url) = mcp_url(&app) {
                 let how = McpSignIn {
                     app: &app,
+                    account: &account,
                     url: &url,
                     yes,
                     client_document: ctx.config.oauth_client_metadata_url.as_deref(),
                 };
-                return runtime.block_on(mcp_login(&store, how));
+                return runtime.block_on(mcp_login(&store, how, &done));
             }
             let Some(Auth::OAuth2(oauth)) = find(&app) else {
                 return fail(&format!(
@@ -280,24 +323,62 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 Ok(t) => t,
                 Err(e) => return fail(&GatewayError::from(e).explain()),
             };
-            if let Err(e) = runtime.block_on(store.set(&app, Credential::OAuth(tokens))) {
+            if let Err(e) = runtime.block_on(store.set(&account, Credential::OAuth(tokens))) {
                 return fail(&GatewayError::from(e).explain());
             }
-            let _ = writeln!(std::io::stdout(), "signed in to {app}");
+            let _ = writeln!(std::io::stdout(), "{done}");
             ExitCode::SUCCESS
         }
-        Action::Logout(app) => match runtime.block_on(store.delete(&app)) {
-            Ok(true) => {
-                let _ = writeln!(std::io::stdout(), "removed the credential of {app}");
-                ExitCode::SUCCESS
+        Action::Logout { app, person } => {
+            let who = match whose(ctx, &app, person) {
+                Ok(who) => who,
+                Err(why) => return fail(&why),
+            };
+            let whose = who
+                .person()
+                .map(|p| format!(" for {p}"))
+                .unwrap_or_default();
+            match runtime.block_on(store.delete(&crate::auth::store::account(&app, &who))) {
+                Ok(true) => {
+                    let _ = writeln!(std::io::stdout(), "removed the credential of {app}{whose}");
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => {
+                    let _ = writeln!(
+                        std::io::stdout(),
+                        "no credential was stored for {app}{whose}"
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&GatewayError::from(e).explain()),
             }
-            Ok(false) => {
-                let _ = writeln!(std::io::stdout(), "no credential was stored for {app}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(&GatewayError::from(e).explain()),
-        },
+        }
     }
+}
+
+/// Whose sign-in `--person` names: a person's own only in team mode (`web.auth`), for a
+/// valid subject, and not for an app whose sign-in is shared.
+fn whose(ctx: &Context, app: &str, person: Option<String>) -> Result<crate::identity::Who, String> {
+    let Some(person) = person else {
+        return Ok(crate::identity::Who::Shared);
+    };
+    if ctx.config.web_auth.is_none() {
+        return Err(
+            "--person is for team mode: the gateway has no `web.auth`, so everyone uses the one sign-in (leave --person out)".into(),
+        );
+    }
+    if !crate::identity::Person::valid_subject(&person) {
+        return Err(format!(
+            "--person takes a subject (the `sub` of the person's token): not empty, at most {} characters, no control characters",
+            crate::identity::Person::MAX_SUBJECT
+        ));
+    }
+    if ctx.config.apps.get(app).is_some_and(|a| a.shared_sign_in) {
+        return Err(format!(
+            "`{app}` has a shared sign-in (`apps.{app}.signIn: \"shared\"`): sign in without --person"
+        ));
+    }
+    Ok(crate::identity::Who::Person(person.into()))
 }
 
 /// `auth set` for a remote MCP server: the client the user registered with its
@@ -344,6 +425,8 @@ fn set_mcp_client(
 /// What `auth login` of a remote MCP server needs.
 struct McpSignIn<'a> {
     app: &'a str,
+    /// Where the grant is stored (`store::account`).
+    account: &'a str,
     url: &'a str,
     yes: bool,
     client_document: Option<&'a str>,
@@ -352,15 +435,36 @@ struct McpSignIn<'a> {
 /// `auth login` for a remote MCP server: discovery on the server's origin, the user's
 /// yes (the two origins shown), then the sign-in (`auth::mcp::sign_in`); the grant is
 /// stored only once the server accepts its token.
-async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
+async fn mcp_login(store: &Store, how: McpSignIn<'_>, done: &str) -> ExitCode {
     use crate::auth::mcp;
-    let McpSignIn { app, url, .. } = how;
+    let McpSignIn {
+        app, account, url, ..
+    } = how;
     let explain = |e: mcp::Error| fail(&GatewayError::from(e).explain());
-    let before = match store.get(app).await {
-        Ok(Some(Credential::McpOAuth(g))) => Some(g),
-        Ok(_) => None,
-        Err(e) => return fail(&GatewayError::from(e).explain()),
+    let stored = |account: &str| {
+        let account = account.to_owned();
+        async move {
+            match store.get(&account).await {
+                Ok(Some(Credential::McpOAuth(g))) => Ok(Some(g)),
+                Ok(_) => Ok(None),
+                Err(e) => Err(fail(&GatewayError::from(e).explain())),
+            }
+        }
     };
+    let mut before = match stored(account).await {
+        Ok(before) => before,
+        Err(code) => return code,
+    };
+    // A person's first sign-in uses the client an admin stored for the app (`auth set`),
+    // never the app's tokens.
+    if before.is_none() && account != app {
+        before = match stored(app).await {
+            Ok(shared) => shared
+                .filter(|g| g.preregistered)
+                .map(|g| mcp::Grant { tokens: None, ..g }),
+            Err(code) => return code,
+        };
+    }
     let plan = match mcp::prepare(url).await {
         Ok(p) => p,
         Err(e) => return explain(e),
@@ -393,10 +497,10 @@ async fn mcp_login(store: &Store, how: McpSignIn<'_>) -> ExitCode {
         Ok(g) => g,
         Err(e) => return explain(e),
     };
-    if let Err(e) = store.set(app, Credential::McpOAuth(grant)).await {
+    if let Err(e) = store.set(account, Credential::McpOAuth(grant)).await {
         return fail(&GatewayError::from(e).explain());
     }
-    let _ = writeln!(std::io::stdout(), "signed in to {app}");
+    let _ = writeln!(std::io::stdout(), "{done}");
     ExitCode::SUCCESS
 }
 

@@ -338,11 +338,18 @@ enum AuthCommand {
         /// Sign in without asking (a remote MCP server shows its origins and asks first).
         #[arg(long)]
         yes: bool,
+        /// Team mode: store the sign-in as this person's own (their token's subject); the
+        /// account signed in to in the browser is the one they act as upstream.
+        #[arg(long, value_name = "SUBJECT")]
+        person: Option<String>,
     },
     /// Remove the stored credential of an app.
     Logout {
         /// App id.
         app: String,
+        /// Team mode: remove this person's own sign-in instead.
+        #[arg(long, value_name = "SUBJECT")]
+        person: Option<String>,
     },
 }
 
@@ -458,8 +465,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let action = match action {
                 AuthCommand::Status { app } => auth::Action::Status(app),
                 AuthCommand::Set { app, stdin, secret } => auth::Action::Set { app, stdin, secret },
-                AuthCommand::Logout { app } => auth::Action::Logout(app),
-                AuthCommand::Login { app, yes } => auth::Action::Login { app, yes },
+                AuthCommand::Logout { app, person } => auth::Action::Logout { app, person },
+                AuthCommand::Login { app, yes, person } => auth::Action::Login { app, yes, person },
             };
             Ok(auth::run(&ctx, action))
         }

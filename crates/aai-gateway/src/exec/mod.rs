@@ -195,6 +195,9 @@ pub struct Request<'a> {
     pub args: Value,
     /// What authentication adds to the request (web bindings).
     pub auth: Option<crate::auth::Material>,
+    /// Whose sign-in `auth` is: a downstream MCP server is reached over one connection
+    /// per sign-in, so that no person's requests travel on another's.
+    pub who: crate::identity::Who,
     /// The values of the `${NAME}` placeholders in the binding's `env` or `headers`
     /// (`auth::fill`), resolved by the pipeline; filled in when the program starts.
     pub secrets: Vec<(String, crate::auth::Secret)>,
@@ -346,6 +349,8 @@ pub(crate) struct Opening<'a> {
     pub base_dir: &'a Path,
     /// The app's credential, when it has one.
     pub auth: Option<crate::auth::Material>,
+    /// Whose sign-in that is.
+    pub who: crate::identity::Who,
     /// The values of the binding's `${NAME}` placeholders.
     pub secrets: Vec<(String, crate::auth::Secret)>,
 }

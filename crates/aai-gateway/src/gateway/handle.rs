@@ -106,8 +106,9 @@ impl Handle {
         self.gateway.search_mcp_registry(query, limit).await
     }
 
-    /// The snapshot with every startable downstream MCP server's tools listed (`flat`).
-    pub async fn all_remote_tools(&self) -> Arc<Snapshot> {
-        self.gateway.all_remote_tools().await
+    /// The snapshot with every startable downstream MCP server's tools listed (`flat`),
+    /// each with `caller`'s sign-in.
+    pub async fn all_remote_tools(&self, caller: &crate::identity::Caller) -> Arc<Snapshot> {
+        self.gateway.all_remote_tools(caller).await
     }
 }

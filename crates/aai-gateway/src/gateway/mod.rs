@@ -9,6 +9,7 @@
 //! the one teardown. One call's path lives in `pipeline`.
 
 mod handle;
+mod remote;
 mod scanner;
 pub(crate) mod watch;
 
@@ -234,6 +235,12 @@ impl Gateway {
                 .as_ref()
                 .map(|a| a.scope_access.clone())
                 .unwrap_or_default(),
+            shared_sign_ins: config
+                .apps
+                .iter()
+                .filter(|(_, a)| a.shared_sign_in)
+                .map(|(id, _)| id.clone())
+                .collect(),
         };
         // Traces (config `telemetry.otlp`): an exporter thread only when configured.
         let telemetry = config.telemetry.clone().and_then(|settings| {
@@ -450,210 +457,6 @@ impl Gateway {
         known.extend(new.into_iter().map(str::to_owned));
     }
 
-    /// Gives each downstream MCP server's app whose descriptor lists no tools the tools
-    /// the server listed, when it has been asked (see [`Gateway::remote_tools`]) in this
-    /// run or in an earlier one from the same command (kept on disk; nothing starts).
-    fn fold_in_remote_tools(&self, catalog: &mut catalog::Catalog) {
-        let mcp = self.pipeline.executors().mcp();
-        for loaded in &mut catalog.apps {
-            let listed: Vec<(usize, Vec<aai_descriptor::Tool>)> = loaded
-                .app
-                .bindings
-                .iter()
-                .zip(&loaded.binding_sources)
-                .enumerate()
-                .filter_map(|(i, (binding, source))| match &binding.executor {
-                    aai_descriptor::Executor::Mcp(server) if binding.tools.is_empty() => {
-                        let folder = crate::pipeline::folder_of(source);
-                        Some((i, mcp.tools_of(&loaded.app.id, server, folder)?))
-                    }
-                    _ => None,
-                })
-                .collect();
-            // The app is copied only when it gains tools (the scan's parse stays as read).
-            for (i, tools) in listed {
-                std::sync::Arc::make_mut(&mut loaded.app).bindings[i].tools = tools;
-            }
-        }
-    }
-
-    /// Whether [`Gateway::remote_tools`] may list `app`'s tools now: a downstream MCP
-    /// server whose tools are not known in this run, and which may start.
-    fn may_list(&self, snapshot: &Snapshot, app: &str) -> bool {
-        snapshot.find(app).is_some_and(|entry| {
-            self.unlisted_server(entry).is_some() && self.pipeline.start_to_approve(entry).is_none()
-        })
-    }
-
-    /// The server to ask for `entry`'s tools, when it is a downstream MCP server whose
-    /// descriptor declares none and whose list is not known in this run (or changed
-    /// since).
-    fn unlisted_server<'e>(
-        &self,
-        entry: &'e crate::registry::Entry,
-    ) -> Option<&'e aai_descriptor::McpServer> {
-        let binding = entry.binding();
-        let aai_descriptor::Executor::Mcp(server) = &binding.executor else {
-            return None;
-        };
-        let mcp = self.pipeline.executors().mcp();
-        let declared = !binding.tools.is_empty() && !mcp.lists_tools_of(&entry.app.id);
-        (!declared && mcp.needs_listing(&entry.app.id)).then_some(server)
-    }
-
-    /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
-    /// server whose tools are not known in this run (its first use connects to it). A
-    /// server that may not start yet is left alone: its tools are the ones kept from an
-    /// earlier run, if any.
-    pub async fn remote_tools(
-        self: &Arc<Self>,
-        snapshot: Arc<Snapshot>,
-        app: &str,
-    ) -> Result<Arc<Snapshot>, GatewayError> {
-        let Some(entry) = snapshot.find(app) else {
-            return Ok(snapshot);
-        };
-        let Some(server) = self.unlisted_server(entry) else {
-            return Ok(snapshot);
-        };
-        if self.pipeline.start_to_approve(entry).is_some() {
-            return Ok(snapshot);
-        }
-        let material = self.mcp_auth(&entry.app.id, entry.binding()).await?;
-        let secrets = self
-            .pipeline
-            .authenticator()
-            .placeholders(
-                &entry.app.id,
-                &entry.binding().executor,
-                self.config.secrets_from_environment,
-            )
-            .await?;
-        let list = |material: Option<crate::auth::Material>| {
-            let secrets = &secrets;
-            async move {
-                self.pipeline
-                    .executors()
-                    .mcp()
-                    .list_tools(
-                        &entry.app.id,
-                        server,
-                        crate::pipeline::base_dir(entry),
-                        material.as_ref(),
-                        secrets,
-                        entry.binding().timeout,
-                    )
-                    .await
-            }
-        };
-        match list(material).await {
-            Ok(()) => {}
-            // A remote MCP server that signs in the MCP way refused: a refresh may help,
-            // once; else the user signs in (AUTH_REQUIRED names the command).
-            Err(e)
-                if entry.binding().auth.is_none()
-                    && (e.unauthorized() || e.needs_scope().is_some()) =>
-            {
-                let app = &entry.app.id;
-                if let Some(scopes) = e.needs_scope() {
-                    self.pipeline
-                        .authenticator()
-                        .mcp_wants(app, &scopes)
-                        .await?;
-                }
-                if e.unauthorized()
-                    && self
-                        .pipeline
-                        .authenticator()
-                        .after_mcp_unauthorized(app)
-                        .await?
-                {
-                    let material = self.mcp_auth(app, entry.binding()).await?;
-                    if let Err(e) = list(material).await {
-                        return Err(self
-                            .pipeline
-                            .authenticator()
-                            .mcp_required(app, &e.to_string())
-                            .into());
-                    }
-                } else {
-                    return Err(self
-                        .pipeline
-                        .authenticator()
-                        .mcp_required(app, &e.to_string())
-                        .into());
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-        self.rescan_async().await;
-        Ok(self.snapshot().await)
-    }
-
-    /// The snapshot with the tools of every downstream MCP server that may start listed
-    /// (`flat` exposure names every tool): a list kept from an earlier run is used as it
-    /// is, and only servers with none are asked. Servers are asked concurrently; one that
-    /// fails is logged and stays without tools, the others are not held up. Servers that
-    /// may not start are not started (and `flat` does not list them).
-    pub async fn all_remote_tools(self: &Arc<Self>) -> Arc<Snapshot> {
-        let snapshot = self.snapshot().await;
-        let mcp = self.pipeline.executors().mcp();
-        let pending: Vec<String> = snapshot
-            .entries
-            .iter()
-            .filter(|e| {
-                self.unlisted_server(e).is_some()
-                    && !mcp.has_list(&e.app.id)
-                    && self.pipeline.start_to_approve(e).is_none()
-            })
-            .map(|e| e.app.id.clone())
-            .collect();
-        if pending.is_empty() {
-            return snapshot;
-        }
-        let mut listing = tokio::task::JoinSet::new();
-        for app in pending {
-            let (me, snapshot) = (self.clone(), snapshot.clone());
-            listing.spawn(async move {
-                if let Err(e) = me.remote_tools(snapshot, &app).await {
-                    tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
-                }
-            });
-        }
-        // A hung server must not hold `tools/list` for long: what is listed by then is
-        // shown, the rest is abandoned (and asked again on the next list or first use).
-        if tokio::time::timeout(FLAT_LISTING_WAIT, listing.join_all())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "some MCP servers did not list their tools within {FLAT_LISTING_WAIT:?}"
-            );
-        }
-        self.snapshot().await
-    }
-
-    /// The credential an MCP server over HTTP is reached with, when its descriptor has
-    /// `auth`.
-    pub(crate) async fn mcp_auth(
-        &self,
-        app: &str,
-        binding: &aai_descriptor::Binding,
-    ) -> Result<Option<crate::auth::Material>, GatewayError> {
-        match (&binding.executor, &binding.auth) {
-            (
-                aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }),
-                Some(a),
-            ) => Ok(Some(
-                self.pipeline.authenticator().material(app, a, url).await?,
-            )),
-            (aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }), None) => {
-                Ok(self.pipeline.authenticator().mcp_material(app, url).await?)
-            }
-            _ => Ok(None),
-        }
-    }
-
     /// Rescans on a blocking thread.
     pub async fn rescan_async(self: &Arc<Self>) -> bool {
         self.rescan_async_for(Why::Other).await
@@ -725,14 +528,14 @@ impl Gateway {
         if let Some(mut changes) = self.pipeline.executors().mcp().changes() {
             let me = self.clone();
             tasks.push(tokio::spawn(async move {
-                while let Some(app) = changes.recv().await {
+                while let Some((app, who)) = changes.recv().await {
                     // A server that announces changes in a loop is listed at most a few
                     // times a second.
                     tokio::time::sleep(CHANGE_DEBOUNCE).await;
                     tracing::info!(app, "the MCP server's tools changed; listing them again");
                     // On failure the last list stays in use (and is asked again on the
                     // server's next change).
-                    if let Err(e) = me.remote_tools(me.snapshot().await, &app).await {
+                    if let Err(e) = me.remote_tools(me.snapshot().await, &app, &who).await {
                         tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
                     }
                 }
@@ -866,6 +669,7 @@ impl crate::pipeline::Apps for AppsOf {
         &'a self,
         snapshot: Arc<Snapshot>,
         app: &'a str,
+        who: &'a crate::identity::Who,
     ) -> crate::pipeline::AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>> {
         // Most calls find the tools listed: answered without building (and moving to the
         // heap) the listing's future, 10 KiB of state.
@@ -873,7 +677,7 @@ impl crate::pipeline::Apps for AppsOf {
             Ok(gateway) if !gateway.may_list(&snapshot, app) => {
                 Box::pin(std::future::ready(Ok(snapshot)))
             }
-            Ok(gateway) => Box::pin(async move { gateway.remote_tools(snapshot, app).await }),
+            Ok(gateway) => Box::pin(async move { gateway.remote_tools(snapshot, app, who).await }),
             Err(e) => Box::pin(std::future::ready(Err(e))),
         }
     }

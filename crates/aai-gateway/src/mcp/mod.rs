@@ -598,11 +598,12 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let caller = self.caller(&context);
         let mut snapshot = self.gateway.snapshot().await;
         if self.exposure(&snapshot) == Exposure::Flat {
-            snapshot = self.gateway.all_remote_tools().await;
+            snapshot = self.gateway.all_remote_tools(&caller).await;
         }
-        let snapshot = self.pipeline.view(snapshot, &self.caller(&context));
+        let snapshot = self.pipeline.view(snapshot, &caller);
         let mut tools = Vec::new();
         match self.exposure(&snapshot) {
             Exposure::Progressive => {

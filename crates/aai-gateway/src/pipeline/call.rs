@@ -18,6 +18,7 @@ use super::{
 use crate::consent::Question;
 use crate::error::GatewayError;
 use crate::exec::{self, CallContext, Request};
+use crate::identity::{Caller, Who};
 use crate::registry::{Entry, Snapshot};
 use crate::telemetry::{self, Kind};
 
@@ -47,10 +48,12 @@ struct Credentials<'a> {
     web: Option<(&'a aai_descriptor::Auth, &'a str)>,
     /// A remote MCP server without a descriptor `auth` signs in the MCP way (`auth::mcp`).
     mcp_sign_in: Option<&'a str>,
+    /// Whose sign-in is used ([`Pipeline::who`]).
+    who: &'a Who,
 }
 
-impl Credentials<'_> {
-    fn of(binding: &Binding) -> Credentials<'_> {
+impl<'a> Credentials<'a> {
+    fn of(binding: &'a Binding, who: &'a Who) -> Credentials<'a> {
         let web = match (&binding.executor, &binding.auth) {
             (Executor::Http(h), Some(a)) => Some((a, h.base_url.as_str())),
             (Executor::Mcp(McpServer::Http { url, .. }), Some(a)) => Some((a, url.as_str())),
@@ -60,7 +63,17 @@ impl Credentials<'_> {
             (Executor::Mcp(McpServer::Http { url, .. }), None) => Some(url.as_str()),
             _ => None,
         };
-        Credentials { web, mcp_sign_in }
+        Credentials {
+            web,
+            mcp_sign_in,
+            who,
+        }
+    }
+
+    /// Whether the credential is a sign-in (OAuth), which in team mode is each person's
+    /// own; an API key, cookie, app credential or `${NAME}` secret is the app's.
+    fn signs_in(&self) -> bool {
+        self.mcp_sign_in.is_some() || matches!(self.web, Some((aai_descriptor::Auth::OAuth2(_), _)))
     }
 
     /// The span attribute naming them.
@@ -80,6 +93,21 @@ enum Next {
 }
 
 impl Pipeline {
+    /// Whose sign-in `caller`'s calls to `entry`'s app use upstream: a person of the team
+    /// their own, when the app signs in with OAuth and its sign-in is not shared
+    /// (`apps.<id>.signIn`); everyone else, and every other credential, the app's one.
+    pub fn who(&self, entry: &Entry, caller: &Caller) -> Who {
+        match &caller.person {
+            Some(person)
+                if Credentials::of(entry.binding(), &Who::Shared).signs_in()
+                    && !self.settings.shared_sign_ins.contains(&entry.app.id) =>
+            {
+                Who::Person(person.subject.as_str().into())
+            }
+            _ => Who::Shared,
+        }
+    }
+
     /// The call itself; `trace` receives the app's id and the secrets the request carried
     /// (for scrubbing what is recorded).
     pub(super) async fn call_inner(
@@ -193,7 +221,10 @@ impl Pipeline {
             self.asked(&question, origin, spans).await?;
             asked = true;
         }
-        let snapshot = self.view(self.remote_tools(snapshot, app_id).await?, &origin.caller);
+        let snapshot = self.view(
+            self.remote_tools(snapshot, app_id, &origin.caller).await?,
+            &origin.caller,
+        );
         Ok(Resolved { snapshot, asked })
     }
 
@@ -287,7 +318,8 @@ impl Pipeline {
         let spans = control.spans;
         let app_id = entry.app.id.as_str();
         let binding = entry.binding();
-        let credentials = Credentials::of(binding);
+        let who = self.who(entry, &origin.caller);
+        let credentials = Credentials::of(binding, &who);
         let ctx = self.context(entry, tool, question, control, origin);
         let mut credentials_span = Some(spans.child(telemetry::CREDENTIALS, Kind::Internal));
         // The secrets the binding's `${NAME}` placeholders stand for (none: nothing read).
@@ -322,8 +354,8 @@ impl Pipeline {
             );
             span.set("aai.attempt", i64::from(attempt));
             let material = match (credentials.web, credentials.mcp_sign_in) {
-                (Some((a, base)), _) => self.auth.material(app_id, a, base).await.map(Some),
-                (None, Some(url)) => self.auth.mcp_material(app_id, url).await,
+                (Some((a, base)), _) => self.auth.material(app_id, &who, a, base).await.map(Some),
+                (None, Some(url)) => self.auth.mcp_material(app_id, &who, url).await,
                 (None, None) => Ok(None),
             }
             .map_err(GatewayError::from);
@@ -351,6 +383,7 @@ impl Pipeline {
                     tool: tool.as_defined(),
                     args: args.clone(),
                     auth: material,
+                    who: who.clone(),
                     secrets: filled.clone(),
                     ctx: CallContext {
                         trace: executing.context().cloned(),
@@ -393,6 +426,7 @@ impl Pipeline {
     pub(super) async fn credentials(
         &self,
         entry: &Entry,
+        who: &Who,
     ) -> Result<
         (
             Option<crate::auth::Material>,
@@ -410,15 +444,15 @@ impl Pipeline {
                 self.settings.secrets_from_environment,
             )
             .await?;
-        let material = match Credentials::of(binding) {
+        let material = match Credentials::of(binding, who) {
             Credentials {
                 web: Some((a, base)),
                 ..
-            } => self.auth.material(app_id, a, base).await.map(Some)?,
+            } => self.auth.material(app_id, who, a, base).await.map(Some)?,
             Credentials {
                 mcp_sign_in: Some(url),
                 ..
-            } => self.auth.mcp_material(app_id, url).await?,
+            } => self.auth.mcp_material(app_id, who, url).await?,
             _ => None,
         };
         Ok((material, filled))
@@ -475,30 +509,33 @@ impl Pipeline {
         e: GatewayError,
     ) -> Result<Next, GatewayError> {
         let first = attempt == 1;
+        let who = credentials.who;
         Ok(match (credentials.web, credentials.mcp_sign_in) {
             (None, Some(_)) if scopes.is_some() => {
                 let scopes = scopes.unwrap_or_default();
-                self.auth.mcp_wants(app_id, &scopes).await?;
+                self.auth.mcp_wants(app_id, who, &scopes).await?;
                 Next::Stop(GatewayError::from(self.auth.mcp_required(
                     app_id,
+                    who,
                     &format!("{}; sign in again to grant it", e.detail),
                 )))
             }
             (None, Some(_)) if unauthorized => {
-                if first && self.auth.after_mcp_unauthorized(app_id).await? {
+                if first && self.auth.after_mcp_unauthorized(app_id, who).await? {
                     Next::Again
                 } else {
                     Next::Stop(GatewayError::from(
-                        self.auth.mcp_required(app_id, &e.detail),
+                        self.auth.mcp_required(app_id, who, &e.detail),
                     ))
                 }
             }
             (Some((a, _)), _) if unauthorized => {
-                if first && self.auth.after_unauthorized(app_id, a).await? {
+                if first && self.auth.after_unauthorized(app_id, who, a).await? {
                     Next::Again
                 } else {
                     Next::Stop(GatewayError::from(self.auth.required(
                         app_id,
+                        who,
                         a,
                         &format!("the service rejected the stored credential ({})", e.detail),
                     )))

@@ -83,13 +83,15 @@ impl Pipeline {
         };
         let spans = telemetry::Call::start(None, None);
         self.asked(&question, origin, &spans).await?;
+        let who = self.who(entry, &origin.caller);
         let (auth, secrets) = match &binding.executor {
-            Executor::Mcp(_) => self.credentials(entry).await?,
+            Executor::Mcp(_) => self.credentials(entry, &who).await?,
             _ => (None, Vec::new()),
         };
         let opening = crate::exec::Opening {
             base_dir: super::base_dir(entry),
             auth,
+            who,
             secrets,
         };
         self.events
@@ -109,7 +111,7 @@ impl Pipeline {
         let snapshot = self.view(self.snapshot().await, caller);
         let entry = snapshot.find(app).filter(|e| e.app.id == app)?;
         entry.binding().events.iter().find(|e| e.name == event)?;
-        Some(self.events.recent(app, event))
+        Some(self.events.recent(app, &self.who(entry, caller), event))
     }
 }
 

@@ -602,7 +602,7 @@ async fn wait_for(
 async fn guide(pipeline: &Pipeline, app: &str, origin: &Origin) -> Result<Value, Thrown> {
     let snapshot = pipeline.view(pipeline.snapshot().await, &origin.caller);
     let snapshot = pipeline
-        .remote_tools(snapshot, app)
+        .remote_tools(snapshot, app, &origin.caller)
         .await
         .map_err(|e| thrown(e.code, e.message()))?;
     let snapshot = pipeline.view(snapshot, &origin.caller);

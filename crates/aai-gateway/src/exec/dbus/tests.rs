@@ -167,6 +167,7 @@ async fn run(
         tool,
         args,
         auth: None,
+        who: crate::identity::Who::Shared,
         secrets: Vec::new(),
         ctx: CallContext {
             timeout,

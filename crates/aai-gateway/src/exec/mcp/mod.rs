@@ -11,6 +11,11 @@
 //! tools again and tells its own clients. A server that is down fails only its own calls
 //! (SERVICE_UNAVAILABLE); the next call connects again.
 //!
+//! Each sign-in has its own connection ([`Who`]): in team mode a person's requests carry
+//! their own token on a connection of their own, so neither a request nor what the server
+//! asks back mid-call ever travels on another person's. A person's connection unused for
+//! [`PERSON_IDLE`] is closed, and an app keeps at most [`PERSON_SLOTS`] of them.
+//!
 //! Results pass through untouched (text, images, embedded resources, `structuredContent`,
 //! `isError`), and so do progress and cancellation.
 
@@ -31,6 +36,7 @@ use tokio::sync::mpsc;
 
 use super::{Execute, Request, process};
 use crate::error::{Code, GatewayError};
+use crate::identity::Who;
 use client::{CallError, Connection, Listing, RemoteTool, Transport};
 
 /// How long starting a server and its handshake may take at most (`npx` may install
@@ -47,6 +53,13 @@ pub(crate) const RESOURCES_TOOL: &str = "mcp.resources.read";
 pub(crate) const PROMPTS_TOOL: &str = "mcp.prompts.get";
 /// Most characters of the listing in such a tool's description.
 const LISTING_MAX: usize = 6000;
+/// How long a person's connection is kept unused.
+const PERSON_IDLE: Duration = Duration::from_secs(600);
+/// Most people's connections kept per app (the least recently used goes first).
+const PERSON_SLOTS: usize = 64;
+
+/// Whose connection to which app's server.
+type SlotKey = (String, Who);
 
 /// One app's server: how it is reached, and its connection once made.
 struct Slot {
@@ -57,6 +70,8 @@ struct Slot {
     link: tokio::sync::Mutex<Option<Arc<Connection>>>,
     /// The protocol revision the server answered with last (a reconnection starts there).
     revision: Mutex<Option<String>>,
+    /// When it was last asked for (a person's idle connection is closed).
+    used: Mutex<std::time::Instant>,
 }
 
 impl Slot {
@@ -67,6 +82,31 @@ impl Slot {
             credential,
             link: tokio::sync::Mutex::new(None),
             revision: Mutex::new(None),
+            used: Mutex::new(std::time::Instant::now()),
+        }
+    }
+
+    fn last_used(&self) -> std::time::Instant {
+        *self.used.lock().expect("used lock")
+    }
+}
+
+/// Drops the people's connections of `app` unused for [`PERSON_IDLE`], then the least
+/// recently used beyond [`PERSON_SLOTS`] (calls in flight keep theirs until they end).
+fn trim_people(slots: &mut HashMap<SlotKey, Arc<Slot>>, app: &str) {
+    let now = std::time::Instant::now();
+    slots.retain(|(a, who), slot| {
+        a != app || *who == Who::Shared || now.duration_since(slot.last_used()) < PERSON_IDLE
+    });
+    let mut people: Vec<(std::time::Instant, SlotKey)> = slots
+        .iter()
+        .filter(|((a, who), _)| a == app && *who != Who::Shared)
+        .map(|(key, slot)| (slot.last_used(), key.clone()))
+        .collect();
+    if people.len() > PERSON_SLOTS {
+        people.sort_by_key(|(used, _)| *used);
+        for (_, key) in &people[..people.len() - PERSON_SLOTS] {
+            slots.remove(key);
         }
     }
 }
@@ -237,11 +277,21 @@ impl Health {
             Health::Disconnected => "disconnected",
         }
     }
+
+    /// Which of an app's connections speaks for it: the one furthest along.
+    fn rank(self) -> u8 {
+        match self {
+            Health::Failing => 0,
+            Health::Disconnected => 1,
+            Health::Starting => 2,
+            Health::Connected => 3,
+        }
+    }
 }
 
 /// Runs downstream MCP servers.
 pub struct McpExecutor {
-    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    slots: Mutex<HashMap<SlotKey, Arc<Slot>>>,
     /// Whether each app's last attempt to connect succeeded (for [`McpExecutor::health`]).
     reached: Mutex<HashMap<String, bool>>,
     failures: super::Failures<Error>,
@@ -257,8 +307,8 @@ pub struct McpExecutor {
     /// Where tool lists are kept on disk, and the home that folder is in (none: lists are
     /// kept in memory only).
     lists_dir: std::sync::OnceLock<(PathBuf, PathBuf)>,
-    changed_tx: mpsc::UnboundedSender<String>,
-    changed_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    changed_tx: mpsc::UnboundedSender<(String, Who)>,
+    changed_rx: Mutex<Option<mpsc::UnboundedReceiver<(String, Who)>>>,
 }
 
 impl Default for McpExecutor {
@@ -397,32 +447,29 @@ impl McpExecutor {
     }
 
     /// App ids whose server changed its tool list (taken once, by the gateway).
-    pub fn changes(&self) -> Option<mpsc::UnboundedReceiver<String>> {
+    pub fn changes(&self) -> Option<mpsc::UnboundedReceiver<(String, Who)>> {
         self.changed_rx.lock().expect("changes lock").take()
     }
 
     /// Connects to `app`'s server if needed and lists its tools into the cache. Connecting
     /// takes at most the app's `timeout` when it has one (and 60 s at most).
-    pub async fn list_tools(
+    pub(crate) async fn list_tools(
         &self,
         app: &str,
         server: &McpServer,
-        base_dir: &Path,
-        auth: Option<&crate::auth::Material>,
-        secrets: &[(String, crate::auth::Secret)],
+        opening: &super::Opening<'_>,
         timeout: Option<Duration>,
     ) -> Result<(), Error> {
         let deadline = timeout.map_or(CONNECT_DEADLINE, |t| t.min(CONNECT_DEADLINE));
-        let link = self
-            .link(app, server, base_dir, auth, secrets, deadline)
-            .await?;
+        let (base_dir, who) = (opening.base_dir, &opening.who);
+        let link = self.link(app, server, opening, deadline).await?;
         // A change announced from here on is listed again after this listing.
         self.stale.lock().expect("stale lock").remove(app);
         // The app's own timeout bounds the listing too (a server whose list cannot be
         // read must not hold a guide for 30 s when the app says 5).
         let limit = timeout.map_or(LIST_DEADLINE, |t| t.min(LIST_DEADLINE));
         let mut listed = link.list_tools(limit).await.map_err(|why: String| {
-            self.forget(app, &link);
+            self.forget(app, who, &link);
             // A listing refused for its token (the server moved to another authorization
             // server, or the token was revoked) is a sign-in's business, as for a call.
             refusal(app, link.refused())
@@ -492,16 +539,7 @@ impl McpExecutor {
         opening: &super::Opening<'_>,
         uri: &str,
     ) -> Result<super::EventStream, Error> {
-        let link = self
-            .link(
-                app,
-                server,
-                opening.base_dir,
-                opening.auth.as_ref(),
-                &opening.secrets,
-                CONNECT_DEADLINE,
-            )
-            .await?;
+        let link = self.link(app, server, opening, CONNECT_DEADLINE).await?;
         link.watch(uri).await.map_err(|why| {
             // What the server may echo of the credential and the placeholders' values.
             let mut hide = opening
@@ -526,8 +564,14 @@ impl McpExecutor {
         };
         let ctx = &req.ctx;
         let started = std::time::Instant::now();
+        let opening = super::Opening {
+            base_dir: req.base_dir,
+            auth: req.auth,
+            who: req.who,
+            secrets: req.secrets,
+        };
         let link = tokio::select! {
-            link = self.link(req.app, server, req.base_dir, req.auth.as_ref(), &req.secrets, ctx.timeout.min(CONNECT_DEADLINE)) => link?,
+            link = self.link(req.app, server, &opening, ctx.timeout.min(CONNECT_DEADLINE)) => link?,
             () = ctx.cancel.cancelled() => {
                 return Err(Error::CancelledStarting);
             }
@@ -572,7 +616,7 @@ impl McpExecutor {
         match outcome {
             Ok(result) => Ok(result),
             Err(CallError::Closed(why)) => {
-                self.forget(req.app, &link);
+                self.forget(req.app, &opening.who, &link);
                 Err(refusal(req.app, link.refused())
                     .unwrap_or_else(|| Error::unavailable(req.app, &why, &link.stderr_note())))
             }
@@ -585,44 +629,51 @@ impl McpExecutor {
         }
     }
 
-    /// The live connection to `app`'s server, made now (within `deadline`) when there is
-    /// none. Concurrent callers wait for the same attempt, and share its failure.
+    /// The live connection to `app`'s server with `who`'s sign-in, made now (within
+    /// `deadline`) when there is none. Concurrent callers wait for the same attempt, and
+    /// share its failure.
     async fn link(
         &self,
         app: &str,
         server: &McpServer,
-        base_dir: &Path,
-        auth: Option<&crate::auth::Material>,
-        secrets: &[(String, crate::auth::Secret)],
+        opening: &super::Opening<'_>,
         deadline: Duration,
     ) -> Result<Arc<Connection>, Error> {
-        let credential = credential_digest(auth);
+        let (who, base_dir) = (&opening.who, opening.base_dir);
+        let credential = credential_digest(opening.auth.as_ref());
+        let key = (app.to_owned(), who.clone());
         let slot = {
             let mut slots = self.slots.lock().expect("slots lock");
+            if *who != Who::Shared && !slots.contains_key(&key) {
+                trim_people(&mut slots, app);
+            }
             let slot = slots
-                .entry(app.to_owned())
+                .entry(key)
                 .or_insert_with(|| Arc::new(Slot::new(server, base_dir, credential)));
             if slot.server != *server || slot.base_dir != base_dir || slot.credential != credential
             {
                 *slot = Arc::new(Slot::new(server, base_dir, credential));
             }
+            *slot.used.lock().expect("used lock") = std::time::Instant::now();
             slot.clone()
         };
+        // Failures are each sign-in's own: one person's refused token fails nobody else.
+        let account = crate::auth::store::account(app, who);
         let asked = std::time::Instant::now();
         let mut link = slot.link.lock().await;
         if let Some(live) = link.as_ref().filter(|l| !l.is_closed()) {
             return Ok(live.clone());
         }
-        if let Some(why) = self.failures.since(app, asked) {
+        if let Some(why) = self.failures.since(&account, asked) {
             return Err(why);
         }
         *link = None;
-        let connection = self.connect(app, &slot, auth, secrets, deadline).await;
+        let connection = self.connect(app, &slot, opening, deadline).await;
         self.reached
             .lock()
             .expect("reached lock")
             .insert(app.to_owned(), connection.is_ok());
-        let connection = connection.inspect_err(|why| self.failures.record(app, why))?;
+        let connection = connection.inspect_err(|why| self.failures.record(&account, why))?;
         *link = Some(connection.clone());
         Ok(connection)
     }
@@ -633,10 +684,10 @@ impl McpExecutor {
         &self,
         app: &str,
         slot: &Slot,
-        auth: Option<&crate::auth::Material>,
-        secrets: &[(String, crate::auth::Secret)],
+        opening: &super::Opening<'_>,
         deadline: Duration,
     ) -> Result<Arc<Connection>, Error> {
+        let (who, auth, secrets) = (&opening.who, opening.auth.as_ref(), &opening.secrets);
         let (server, base_dir) = (&slot.server, slot.base_dir.as_path());
         let earlier = slot.revision.lock().expect("revision lock").clone();
         if matches!(server, McpServer::Http { .. }) && auth.is_some_and(|m| !m.query.is_empty()) {
@@ -687,10 +738,10 @@ impl McpExecutor {
         };
         let stale = self.stale.clone();
         let changed = self.changed_tx.clone();
-        let id = app.to_owned();
+        let (id, whose) = (app.to_owned(), who.clone());
         let on_tools_changed = Arc::new(move || {
             if stale.lock().expect("stale lock").insert(id.clone()) {
-                let _ = changed.send(id.clone());
+                let _ = changed.send((id.clone(), whose.clone()));
             }
         });
         let refused = client::Refused::default();
@@ -717,9 +768,15 @@ impl McpExecutor {
         Ok(Arc::new(connection))
     }
 
-    /// Drops `link` as `app`'s connection (it failed); the next use connects again.
-    fn forget(&self, app: &str, link: &Arc<Connection>) {
-        let slot = self.slots.lock().expect("slots lock").get(app).cloned();
+    /// Drops `link` as `app`'s connection for `who` (it failed); the next use connects
+    /// again.
+    fn forget(&self, app: &str, who: &Who, link: &Arc<Connection>) {
+        let slot = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .get(&(app.to_owned(), who.clone()))
+            .cloned();
         if let Some(slot) = slot
             && let Ok(mut current) = slot.link.try_lock()
             && current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link))
@@ -729,32 +786,37 @@ impl McpExecutor {
     }
 
     /// The state of each server this run has tried to reach, by app id (servers never
-    /// used are not listed).
+    /// used are not listed): of its people's connections, the best.
     pub fn health(&self) -> Vec<(String, Health)> {
         let slots: Vec<(String, Arc<Slot>)> = self
             .slots
             .lock()
             .expect("slots lock")
             .iter()
-            .map(|(app, slot)| (app.clone(), slot.clone()))
+            .map(|((app, _), slot)| (app.clone(), slot.clone()))
             .collect();
         let reached = self.reached.lock().expect("reached lock").clone();
-        slots
-            .into_iter()
-            .map(|(app, slot)| {
-                let health = match slot.link.try_lock() {
-                    // Held: a connection attempt (or a caller checking the link) now.
-                    Err(_) => Health::Starting,
-                    Ok(link) if link.as_ref().is_some_and(|l| !l.is_closed()) => Health::Connected,
-                    Ok(_) => match reached.get(&app) {
-                        Some(false) => Health::Failing,
-                        Some(true) => Health::Disconnected,
-                        None => Health::Starting,
-                    },
-                };
-                (app, health)
-            })
-            .collect()
+        let mut best: HashMap<String, Health> = HashMap::new();
+        let each = slots.into_iter().map(|(app, slot)| {
+            let health = match slot.link.try_lock() {
+                // Held: a connection attempt (or a caller checking the link) now.
+                Err(_) => Health::Starting,
+                Ok(link) if link.as_ref().is_some_and(|l| !l.is_closed()) => Health::Connected,
+                Ok(_) => match reached.get(&app) {
+                    Some(false) => Health::Failing,
+                    Some(true) => Health::Disconnected,
+                    None => Health::Starting,
+                },
+            };
+            (app, health)
+        });
+        for (app, health) in each {
+            let kept = best.entry(app).or_insert(health);
+            if health.rank() > kept.rank() {
+                *kept = health;
+            }
+        }
+        best.into_iter().collect()
     }
 
     /// After a reload: drops the connections and tool lists of apps that are gone or
@@ -767,7 +829,7 @@ impl McpExecutor {
         self.slots
             .lock()
             .expect("slots lock")
-            .retain(|app, slot| live.get(app) == Some(&slot.server));
+            .retain(|(app, _), slot| live.get(app) == Some(&slot.server));
         self.tools
             .lock()
             .expect("tools lock")
@@ -1085,5 +1147,44 @@ mod tests {
         assert!(v.is_valid(&serde_json::json!("demo://r/7")));
         assert!(!v.is_valid(&serde_json::json!("demo://r/7/x")));
         assert!(!v.is_valid(&serde_json::json!("demo://rr/7")));
+    }
+
+    #[test]
+    fn people_connections_idle_or_beyond_the_cap_are_dropped_first_unused_first() {
+        use super::{PERSON_IDLE, PERSON_SLOTS, Slot, Who, trim_people};
+        use std::time::Instant;
+        let server = aai_descriptor::McpServer::Http {
+            url: "http://127.0.0.1:1/mcp".into(),
+            headers: Default::default(),
+            mode: Default::default(),
+        };
+        let slot = |age: std::time::Duration| {
+            let slot = Slot::new(&server, std::path::Path::new("."), 0);
+            *slot.used.lock().unwrap() = Instant::now().checked_sub(age).unwrap();
+            std::sync::Arc::new(slot)
+        };
+        let person = |n: usize| Who::Person(format!("p{n}").into());
+        let mut slots = std::collections::HashMap::new();
+        let secs = std::time::Duration::from_secs;
+        slots.insert(("a".to_owned(), Who::Shared), slot(PERSON_IDLE * 2));
+        slots.insert(("b".to_owned(), person(0)), slot(PERSON_IDLE * 2));
+        slots.insert(("a".to_owned(), person(0)), slot(PERSON_IDLE + secs(1)));
+        for n in 1..=PERSON_SLOTS + 2 {
+            slots.insert(("a".to_owned(), person(n)), slot(secs(n as u64)));
+        }
+        trim_people(&mut slots, "a");
+        // The shared connection and other apps' stay; the idle one went, and of the rest
+        // the two least recently used (the oldest: the highest numbers).
+        assert!(slots.contains_key(&("a".to_owned(), Who::Shared)));
+        assert!(slots.contains_key(&("b".to_owned(), person(0))));
+        assert!(!slots.contains_key(&("a".to_owned(), person(0))));
+        let people = slots
+            .keys()
+            .filter(|(a, w)| a == "a" && *w != Who::Shared)
+            .count();
+        assert_eq!(people, PERSON_SLOTS);
+        assert!(slots.contains_key(&("a".to_owned(), person(1))));
+        assert!(!slots.contains_key(&("a".to_owned(), person(PERSON_SLOTS + 2))));
+        assert!(!slots.contains_key(&("a".to_owned(), person(PERSON_SLOTS + 1))));
     }
 }

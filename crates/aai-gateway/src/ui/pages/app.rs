@@ -262,9 +262,11 @@ struct TriedPage {
 
 /// `POST /ui/apps/{id}/try`: runs one tool with the form's arguments through the same
 /// pipeline as every front door (validation, consent policy, credentials, history), as
-/// the user at the UI (caller `web-ui@ui`, like the command line).
+/// the user at the UI (caller `web-ui@ui`, like the command line); in team mode as the
+/// admin who is signed in, with their own upstream sign-in.
 pub(in super::super) async fn try_tool(
     State(ui): State<Ui>,
+    viewer: Viewer,
     Path(id): Path<String>,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
@@ -282,7 +284,10 @@ pub(in super::super) async fn try_tool(
         Err(why) => return ui.flash(&back, why, false),
     };
     let origin = crate::pipeline::Origin {
-        caller: crate::identity::Caller::ui(),
+        caller: crate::identity::Caller {
+            person: viewer.0.clone(),
+            ..crate::identity::Caller::ui()
+        },
         prompter: None,
         client: None,
         trace: None,
