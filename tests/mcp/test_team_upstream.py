@@ -265,3 +265,93 @@ async def test_the_sdk_oauth_example_sees_two_people(gw, tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def ui_csrf(page):
+    import re
+    return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+
+
+def ui_post(browser, origin, path, **form):
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    req = urllib.request.Request(origin + path, data=urllib.parse.urlencode(form).encode(), headers={"origin": origin})
+    try:
+        r = browser.open(req, timeout=30)
+        return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def upstream_link(browser, origin, app):
+    """Starts `app`'s sign-in in `browser` through the pages; the authorization URL."""
+    import html
+    import re
+    page = browser.open(origin + "/ui/sign-ins", timeout=30).read().decode()
+    status, confirm = ui_post(browser, origin, "/ui/sign-ins/start", csrf=ui_csrf(page), app=app)
+    assert status == 200 and "sends you to" in confirm, confirm
+    issuer = html.unescape(re.search(r'name="issuer" value="([^"]+)"', confirm).group(1))
+    status, go = ui_post(browser, origin, "/ui/sign-ins/confirm", csrf=ui_csrf(confirm), app=app, issuer=issuer)
+    assert status == 200, go
+    return html.unescape(re.search(r'id="go" href="([^"]+)"', go).group(1))
+
+
+def callback_of(link):
+    """Where the upstream authorization server sends the browser back (not followed)."""
+    import urllib.error
+    import urllib.request
+
+    class Stop(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a):
+            return None
+    try:
+        urllib.request.build_opener(Stop).open(link, timeout=30)
+    except urllib.error.HTTPError as e:
+        assert e.code == 302
+        return e.headers["location"]
+    raise AssertionError("no redirect")
+
+
+async def test_people_sign_in_upstream_from_their_own_browser(gw, upstream):
+    import urllib.error
+    from test_team import ui_browser
+    up = upstream()
+    origin = up.audience.rsplit("/", 1)[0]
+    alice = up.idp.token("alice", "mcp apps:all")
+    with team_web(gw, up.port):
+        error = await auth_required(up, alice)
+        assert error.data["ui"] == f"{origin}/ui/sign-ins?app={APP}", error.data
+        # alice, a member, at her own browser: the page, the origins, the link, and the
+        # upstream server's sign-in (as "alice-upstream") back to the gateway.
+        browser = ui_browser(up.idp, "alice")
+        page = browser.open(origin + "/ui/sign-ins", timeout=30).read().decode()
+        assert "not signed in" in page and APP in page
+        link = upstream_link(browser, origin, APP)
+        assert f"redirect_uri={origin}/ui/sign-ins/callback".replace(":", "%3A").replace("/", "%2F") in link \
+            or "sign-ins%2Fcallback" in link
+        up.who.write_text("alice-upstream")
+        page = browser.open(link, timeout=30).read().decode()
+        assert "Signed in to People" in page and "signed in at http://127.0.0.1" in page, page
+        assert up.stored() == [f"{APP}~alice"]
+        assert await whoami(up, alice) == "you are alice-upstream"
+        # bob cannot finish a sign-in alice started: her callback in his browser is
+        # refused (no sign-in of his in progress there), and so it is when he has one.
+        link = upstream_link(browser, origin, APP)
+        alices = callback_of(link)
+        bob = ui_browser(up.idp, "bob")
+        bob.open(origin + "/ui", timeout=30).read()
+        with pytest.raises(urllib.error.HTTPError) as e:
+            bob.open(alices, timeout=30)
+        assert e.value.code == 400
+        upstream_link(bob, origin, APP)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            bob.open(alices, timeout=30)
+        assert e.value.code == 400 and "not started in this browser" in e.value.read().decode()
+        assert f"{APP}~bob" not in up.stored()
+        await auth_required(up, up.idp.token("bob", "mcp apps:all"))
+        # alice signs out from her page.
+        page = browser.open(origin + "/ui/sign-ins", timeout=30).read().decode()
+        status, page = ui_post(browser, origin, "/ui/sign-ins/remove", csrf=ui_csrf(page), app=APP)
+        assert status == 200 and "Signed out" in page
+        await auth_required(up, alice)

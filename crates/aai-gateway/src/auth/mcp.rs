@@ -777,6 +777,16 @@ impl Client {
         })
     }
 
+    /// The client a grant was made for, as it authenticated then.
+    pub fn of(grant: &Grant) -> Client {
+        Client {
+            id: grant.client_id.clone(),
+            secret: grant.client_secret.clone(),
+            method: grant.auth_method,
+            preregistered: grant.preregistered,
+        }
+    }
+
     /// A client named by its metadata document's URL (a public client).
     pub fn document(url: &str) -> Client {
         Client {
@@ -788,7 +798,8 @@ impl Client {
     }
 }
 
-/// Registers the gateway as a native app with `redirect_uri` (RFC 7591).
+/// Registers the gateway with `redirect_uri` (RFC 7591): a native app at a loopback
+/// one (the command line's sign-in), a web app at the web UI's.
 pub(crate) async fn register(
     server: &AuthServer,
     app: &str,
@@ -806,7 +817,7 @@ pub(crate) async fn register(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": method.as_str(),
-        "application_type": "native",
+        "application_type": if redirect_uri.starts_with("http://127.0.0.1:") { "native" } else { "web" },
     });
     let (status, answer) =
         oauth::post_token_endpoint(endpoint, "application/json", body.to_string(), None).await?;
@@ -836,7 +847,7 @@ pub(crate) async fn register(
     {
         return Err(Error::Registration {
             status,
-            why: ": it registered another redirect URI than the gateway's loopback one".to_owned(),
+            why: ": it registered another redirect URI than the gateway's".to_owned(),
         });
     }
     let secret = text("client_secret")
@@ -872,6 +883,43 @@ pub(crate) fn scopes_for(named: Option<&[String]>, server: &AuthServer) -> Optio
     Some(scopes)
 }
 
+/// What an authorization request asks for.
+pub(crate) struct Authorization<'a> {
+    pub client: &'a Client,
+    pub redirect_uri: &'a str,
+    pub state: &'a str,
+    /// The PKCE verifier (the request carries its S256 challenge).
+    pub verifier: &'a str,
+    pub resource: &'a str,
+    pub scopes: Option<&'a [String]>,
+}
+
+impl Authorization<'_> {
+    /// The URL of `server`'s authorization endpoint that asks for it.
+    pub(crate) fn url(&self, server: &AuthServer) -> Result<reqwest::Url, Error> {
+        let mut url =
+            reqwest::Url::parse(&server.authorization_endpoint).map_err(|e| Error::BadUrl {
+                what: "the authorization endpoint",
+                url: crate::text::excerpt(&server.authorization_endpoint, 80),
+                why: e.to_string(),
+            })?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("response_type", "code")
+                .append_pair("client_id", &self.client.id)
+                .append_pair("redirect_uri", self.redirect_uri)
+                .append_pair("state", self.state)
+                .append_pair("code_challenge", &oauth::challenge(self.verifier))
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("resource", self.resource);
+            if let Some(scopes) = self.scopes.filter(|s| !s.is_empty()) {
+                q.append_pair("scope", &scopes.join(" "));
+            }
+        }
+        Ok(url)
+    }
+}
+
 /// One authorization through the browser and the code exchange.
 pub(crate) async fn authorize(
     server: &AuthServer,
@@ -886,25 +934,15 @@ pub(crate) async fn authorize(
     let redirect_uri = redirect_uri(port);
     let state = oauth::random_token(32);
     let verifier = oauth::random_token(64);
-    let mut url =
-        reqwest::Url::parse(&server.authorization_endpoint).map_err(|e| Error::BadUrl {
-            what: "the authorization endpoint",
-            url: crate::text::excerpt(&server.authorization_endpoint, 80),
-            why: e.to_string(),
-        })?;
-    {
-        let mut q = url.query_pairs_mut();
-        q.append_pair("response_type", "code")
-            .append_pair("client_id", &client.id)
-            .append_pair("redirect_uri", &redirect_uri)
-            .append_pair("state", &state)
-            .append_pair("code_challenge", &oauth::challenge(&verifier))
-            .append_pair("code_challenge_method", "S256")
-            .append_pair("resource", resource);
-        if let Some(scopes) = scopes.filter(|s| !s.is_empty()) {
-            q.append_pair("scope", &scopes.join(" "));
-        }
+    let url = Authorization {
+        client,
+        redirect_uri: &redirect_uri,
+        state: &state,
+        verifier: &verifier,
+        resource,
+        scopes,
     }
+    .url(server)?;
     open(url.as_str());
     let expected = oauth::Expected {
         state: &state,
@@ -1012,12 +1050,7 @@ pub(crate) async fn refresh(grant: &Grant) -> Result<Tokens, oauth::Error> {
     let Some(refresh_token) = grant.tokens.as_ref().and_then(|t| t.refresh_token.clone()) else {
         return Err(oauth::Error::NoRefreshToken);
     };
-    let client = Client {
-        id: grant.client_id.clone(),
-        secret: grant.client_secret.clone(),
-        method: grant.auth_method,
-        preregistered: grant.preregistered,
-    };
+    let client = Client::of(grant);
     let form = vec![
         ("grant_type", "refresh_token".to_owned()),
         ("refresh_token", refresh_token.expose().to_owned()),

@@ -39,6 +39,10 @@ pub fn account<'a>(app: &'a str, who: &crate::identity::Who) -> std::borrow::Cow
 /// The subject of a person's account of `app` ([`account`]); `None` for any other.
 pub fn person_of(app: &str, account: &str) -> Option<String> {
     let encoded = account.strip_prefix(app)?.strip_prefix('~')?;
+    // An encoded subject has no `!`: `<account>!signin` is a sign-in in progress.
+    if encoded.contains('!') {
+        return None;
+    }
     percent_encoding::percent_decode_str(encoded)
         .decode_utf8()
         .ok()

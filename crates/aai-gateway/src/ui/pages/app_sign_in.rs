@@ -39,6 +39,9 @@ struct McpSignInPage {
     server: String,
     issuer: String,
     issuer_origin: String,
+    /// Where the form goes on to, and where "Cancel" goes back to.
+    action: &'static str,
+    cancel: &'static str,
 }
 
 /// Starts the OAuth sign-in of an app and sends the browser to the provider; the tokens
@@ -64,6 +67,8 @@ pub(in super::super) async fn login(State(ui): State<Ui>, Form(form): Form<AppFo
                 server: crate::auth::mcp::origin(&url),
                 issuer_origin: crate::auth::mcp::origin(&plan.issuer),
                 issuer: plan.issuer,
+                action: "/ui/credentials/mcp-login",
+                cancel: "/ui/credentials",
             }
             .render(),
         );

@@ -26,6 +26,8 @@ struct CredentialRow {
     mcp: bool,
     /// The next authorization URL of a step-up, to open.
     login_link: Option<String>,
+    /// Team mode: whose calls a sign-in here serves.
+    upstream: Option<&'static str>,
 }
 
 #[derive(Template)]
@@ -76,6 +78,13 @@ pub(in super::super) async fn credentials(
                 login: logins.get(&entry.app.id).cloned(),
                 mcp: true,
                 login_link: links.get(&entry.app.id).cloned(),
+                upstream: ui.team().map(|_| {
+                    if ui.pipeline().settings().shared_sign_ins.contains(&entry.app.id) {
+                        "Shared sign-in: everyone acts upstream as the account signed in here."
+                    } else {
+                        "Each person signs in for themselves (Your sign-ins): a sign-in here serves only the command line, never a person's calls."
+                    }
+                }),
             });
             continue;
         }
@@ -114,6 +123,16 @@ pub(in super::super) async fn credentials(
             login: logins.get(&entry.app.id).cloned(),
             mcp: false,
             login_link: None,
+            upstream: ui
+                .team()
+                .filter(|_| matches!(auth, Auth::OAuth2(_)))
+                .map(|_| {
+                    if ui.pipeline().settings().shared_sign_ins.contains(&entry.app.id) {
+                        "Shared sign-in: everyone acts upstream as the account signed in here."
+                    } else {
+                        "Each person signs in for themselves (`aai-gateway auth login <app> --person <subject>`): a sign-in here serves only the command line, never a person's calls."
+                    }
+                }),
         });
     }
     let store = match gateway.config().credentials {

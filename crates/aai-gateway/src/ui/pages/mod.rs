@@ -11,6 +11,7 @@ mod consent;
 mod credentials;
 mod dashboard;
 mod history;
+mod sign_ins;
 mod token;
 
 // The handlers, for the router in `ui` (they are `pub(in super::super)` for it).
@@ -22,6 +23,10 @@ pub(super) use consent::{answer, consent, grant, revoke};
 pub(super) use credentials::{credentials, remove_credential, set_credential};
 pub(super) use dashboard::dashboard;
 pub(super) use history::{call, history};
+pub(super) use sign_ins::{
+    callback as sign_in_callback, confirm as confirm_sign_in, remove as remove_sign_in, sign_ins,
+    start as start_sign_in,
+};
 pub(super) use token::{sign_in, sign_in_page};
 
 use askama::Template;
@@ -43,6 +48,8 @@ struct Chrome {
     /// Reload the page every this many seconds (a pending consent appears without
     /// JavaScript, which the UI's CSP forbids).
     refresh: Option<u32>,
+    /// Team mode: each person has their own sign-ins page.
+    team: bool,
 }
 
 impl Chrome {
@@ -58,6 +65,7 @@ impl Chrome {
             csrf: ui.csrf(),
             flash: ui.take_flash(flash),
             refresh: None,
+            team: ui.team().is_some(),
         }
     }
 
@@ -75,9 +83,11 @@ impl Chrome {
             ("/ui/history", "History"),
             ("/ui/consent", "Consent"),
             ("/ui/credentials", "Credentials"),
+            ("/ui/sign-ins", "Your sign-ins"),
             ("/ui/config", "Config"),
         ]
         .into_iter()
+        .filter(|(href, _)| self.team || *href != "/ui/sign-ins")
         .map(|(href, label)| {
             let here = if href == "/ui" {
                 self.path == "/ui"
