@@ -18,6 +18,9 @@ issues and every grant it is asked for is appended to LOG as JSON lines. MODE:
   people        as good, but tokens live an hour and each is one person's: /authorize signs
                 in whoever the file $WHO_FILE names, `whoami` answers "you are <subject>",
                 and LOG records the subject of each MCP request
+  team          no authorization server of its own: its metadata names $TEAM_ISSUER (the
+                team's), and it takes only that issuer's JWTs (checked with its keys) for
+                itself; `whoami` answers "you are <subject>"
 """
 import base64
 import json
@@ -31,7 +34,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 MODE, LOG = sys.argv[1], sys.argv[2]
 STATE = {"access": {}, "refresh": {}, "codes": {}, "sub": {}}
 # Seconds a token is accepted (it says 1: the gateway refreshes first); an hour for people.
-LIFE = 3600.0 if MODE == "people" else 2.0
+LIFE = 3600.0 if MODE in ("people", "team") else 2.0
 
 
 def person():
@@ -45,6 +48,20 @@ def person():
 def log(**entry):
     with open(LOG, "a") as f:
         f.write(json.dumps(entry) + "\n")
+
+
+def team_subject(token, audience):
+    """The subject of a JWT of the team's issuer for `audience` (team mode), else None."""
+    import jwt
+    if not token:
+        return None
+    issuer = os.environ["TEAM_ISSUER"]
+    try:
+        key = jwt.PyJWKClient(f"{issuer}/jwks").get_signing_key_from_jwt(token).key
+        return jwt.decode(token, key, algorithms=["RS256"], audience=audience, issuer=issuer)["sub"]
+    except jwt.PyJWTError as e:
+        log(refused=str(e))
+        return None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -70,7 +87,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urlparse(self.path)
         if url.path == "/.well-known/oauth-protected-resource/mcp":
-            return self.send(200, {"resource": f"{self.base()}/mcp", "authorization_servers": [self.base()],
+            issuer = os.environ["TEAM_ISSUER"] if MODE == "team" else self.base()
+            return self.send(200, {"resource": f"{self.base()}/mcp", "authorization_servers": [issuer],
                                    "scopes_supported": ["mcp"]})
         if url.path == "/.well-known/oauth-authorization-server":
             if MODE == "huge":
@@ -136,6 +154,10 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/mcp":
             auth = self.headers.get("authorization", "")
             token = auth[7:] if auth.startswith("Bearer ") else None
+            if MODE == "team":
+                STATE["sub"][token] = team_subject(token, f"{self.base()}/mcp")
+                if STATE["sub"][token] is not None:
+                    STATE["access"][token] = time.monotonic()
             if token not in STATE["access"] or time.monotonic() - STATE["access"][token] > LIFE:
                 challenge = [] if MODE == "nowa" else [(
                     "www-authenticate",
@@ -148,20 +170,20 @@ class Handler(BaseHTTPRequestHandler):
             if MODE == "scope403" and msg.get("method") == "tools/list":
                 STATE["checked"] = True  # the sign-in's own check passes; later requests do not
             sub = STATE["sub"].get(token)
-            log(mcp=msg.get("method"), **({"sub": sub, "token": token} if MODE == "people" else {}))
+            log(mcp=msg.get("method"), **({"sub": sub, "token": token} if MODE in ("people", "team") else {}))
             if "id" not in msg:
                 return self.send(202)
             result = {
                 "initialize": {"protocolVersion": msg.get("params", {}).get("protocolVersion", "2025-11-25"),
                                "capabilities": {"tools": {}}, "serverInfo": {"name": "protected", "version": "1"}},
                 "tools/list": {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]},
-                "tools/call": {"content": [{"type": "text", "text": f"you are {sub}" if MODE == "people"
+                "tools/call": {"content": [{"type": "text", "text": f"you are {sub}" if MODE in ("people", "team")
                                             else "you are signed in"}]},
             }.get(msg["method"], {})
             return self.send(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
         return self.send(404)
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server = ThreadingHTTPServer(("127.0.0.1", int(os.environ.get("PORT", 0))), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()

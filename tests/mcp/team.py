@@ -53,9 +53,9 @@ def browse(url, stop_at):
 
 class TeamIdp:
     """The team's authorization server, on a free loopback port, for the resource
-    `audience`."""
+    `audience` (`env`: more of team.mjs's settings, such as TOKEN_EXCHANGE)."""
 
-    def __init__(self, tmp, audience, ttl=600, token_format="jwt"):
+    def __init__(self, tmp, audience, ttl=600, token_format="jwt", env=None):
         need_peer(shutil.which("node") is not None and (OIDC / "node_modules" / "oidc-provider").is_dir(),
                   "npm package oidc-provider (npm ci --prefix tests/mcp/oidc)")
         self.port = free_port()
@@ -66,7 +66,7 @@ class TeamIdp:
             ["node", str(OIDC / "team.mjs")], cwd=OIDC, text=True,
             env={**os.environ, "PORT": str(self.port), "AUDIENCE": audience, "ACCESS_TTL": str(ttl),
                  "TOKEN_FORMAT": token_format, "KEY_FILE": str(self.key_file),
-                 "WHO_FILE": str(Path(tmp) / "who")},
+                 "WHO_FILE": str(Path(tmp) / "who"), **(env or {})},
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert self.proc.stdout.readline().strip() == "ready"
 

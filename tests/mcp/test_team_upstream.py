@@ -355,3 +355,54 @@ async def test_people_sign_in_upstream_from_their_own_browser(gw, upstream):
         status, page = ui_post(browser, origin, "/ui/sign-ins/remove", csrf=ui_csrf(page), app=APP)
         assert status == 200 and "Signed out" in page
         await auth_required(up, alice)
+
+
+@pytest.mark.parametrize("offered", [True, False], ids=["exchange", "no-exchange"])
+async def test_a_server_that_trusts_the_team_gets_each_persons_token_by_exchange(gw, tmp_path, offered):
+    """RFC 8693: the upstream server names the team's authorization server, which offers
+    token exchange to the gateway's client: alice and bob act as themselves with no
+    sign-in of their own. Without the grant, the same call is AUTH_REQUIRED."""
+    up_port, gw_port = free_port(), free_port()
+    url, audience = f"http://127.0.0.1:{up_port}/mcp", f"http://127.0.0.1:{gw_port}/mcp"
+    exchanges = tmp_path / "exchanges.log"
+    idp = TeamIdp(tmp_path, audience, env={"TOKEN_EXCHANGE": "1" if offered else "0", "UPSTREAMS": url,
+                                           "EXCHANGE_LOG": str(exchanges)})
+    log = tmp_path / "server.log"
+    server = subprocess.Popen([sys.executable, str(HERE / "oauth_mcp_server.py"), "team", str(log)],
+                              env={"TEAM_ISSUER": idp.base, "PORT": str(up_port), "PATH": "/usr/bin:/bin"},
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(server.stdout.readline()) == up_port
+        team_config(gw, idp, audience)
+        cfg = json.loads((gw.home / "config.json").read_text())
+        cfg["credentials"] = {"store": "file"}
+        (gw.home / "config.json").write_text(json.dumps(cfg))
+        gw.put("team-server", {
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": APP, "name": {"en": "Team server"}, "defaultLang": "en", "description": "x"},
+            "execution": {"type": "mcp", "url": url}})
+        up = type("Up", (), {"audience": audience})
+        tokens = {p: idp.token(p, "mcp apps:all") for p in ("alice", "bob")}
+        with team_web(gw, gw_port):
+            if not offered:
+                error = await auth_required(up, tokens["alice"])
+                assert error.data["person"] == "alice"
+                assert not exchanges.exists()
+                return
+            order = ["alice", "bob", "alice", "bob"]
+            for person in order:
+                assert await whoami(up, tokens[person]) == f"you are {person}"
+        # One exchange per person (the token is kept), for the server, by the gateway's
+        # client; the server saw each person as themselves, never the gateway's audience.
+        done = entries(exchanges)
+        assert sorted(e["sub"] for e in done) == ["alice", "bob"], done
+        assert {(e["resource"], e["client"], e["scope"]) for e in done} == {(url, "aai-ui", "mcp")}
+        calls = [e for e in entries(log) if e.get("mcp") == "tools/call"]
+        assert [c["sub"] for c in calls] == order
+        assert not any(tokens[p] in json.dumps(entries(log)) for p in tokens)
+        # Nothing was stored: exchanged tokens live in memory only.
+        assert not (gw.home / "credentials.json").exists() or json.loads((gw.home / "credentials.json").read_text()) == {}
+    finally:
+        server.kill()
+        server.wait()
+        idp.stop()

@@ -29,6 +29,37 @@ pub struct Person {
     /// Whether it carries the admin scope (`web.auth.adminScope`): it sees everyone's
     /// history and pending calls.
     pub admin: bool,
+    /// The token itself, for a token exchange on the person's behalf (RFC 8693).
+    pub bearer: Bearer,
+}
+
+/// A person's access token and when it expires (Unix seconds; 0: unknown). Not part of
+/// who the person is: every two compare equal and hash alike, and `Debug` never shows
+/// the token.
+#[derive(Clone, Default)]
+pub struct Bearer {
+    /// The token.
+    pub token: std::sync::Arc<str>,
+    /// Its `exp`.
+    pub expires_at: u64,
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(…)")
+    }
+}
+
+impl PartialEq for Bearer {
+    fn eq(&self, _: &Bearer) -> bool {
+        true
+    }
+}
+
+impl Eq for Bearer {}
+
+impl std::hash::Hash for Bearer {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl Person {

@@ -251,12 +251,13 @@ pub trait Apps: Send + Sync {
     /// The served apps, once the first scan has finished.
     fn snapshot(&self) -> AppsFuture<'_, Arc<Snapshot>>;
     /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
-    /// server whose tools are not known yet (and may start), listed with `who`'s sign-in.
+    /// server whose tools are not known yet (and may start), listed with `caller`'s
+    /// sign-in ([`Pipeline::who`]).
     fn listed<'a>(
         &'a self,
         snapshot: Arc<Snapshot>,
         app: &'a str,
-        who: &'a crate::identity::Who,
+        caller: &'a crate::identity::Caller,
     ) -> AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>>;
     /// Finds the web app at `url` (fetched, or from the web cache); its app id.
     fn discover_web<'a>(&'a self, url: &'a str) -> AppsFuture<'a, Result<String, GatewayError>>;
@@ -320,6 +321,8 @@ pub struct Pipeline {
     telemetry: Option<Arc<telemetry::Telemetry>>,
     /// Fingerprints and starts worked out per served app.
     memo: Arc<memo::Memo>,
+    /// Team mode: people's tokens exchanged for remote MCP servers' ([`Pipeline::set_team`]).
+    exchange: Arc<std::sync::OnceLock<crate::access::exchange::Exchanger>>,
 }
 
 /// Each limited client's view, with the snapshot it was made from, by client name (and
@@ -394,6 +397,7 @@ impl Pipeline {
             views: Arc::default(),
             memo: Arc::default(),
             telemetry: None,
+            exchange: Arc::default(),
         }
     }
 
@@ -525,11 +529,7 @@ impl Pipeline {
         app: &str,
         caller: &crate::identity::Caller,
     ) -> Result<Arc<Snapshot>, GatewayError> {
-        let who = snapshot
-            .find(app)
-            .map(|entry| self.who(entry, caller))
-            .unwrap_or_default();
-        self.apps.listed(snapshot, app, &who).await
+        self.apps.listed(snapshot, app, caller).await
     }
 
     /// What starting `entry`'s app needs approved before it may start now, when that is

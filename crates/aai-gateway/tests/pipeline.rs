@@ -53,7 +53,7 @@ impl Apps for Fixed {
         &'a self,
         snapshot: Arc<Snapshot>,
         _app: &'a str,
-        _who: &'a aai_gateway::testing::identity::Who,
+        _caller: &'a aai_gateway::testing::identity::Caller,
     ) -> AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>> {
         Box::pin(async move { Ok(snapshot) })
     }

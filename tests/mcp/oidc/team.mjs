@@ -7,10 +7,20 @@
 // the gateway's UI and introspection; its redirect URI is the gateway's /ui/callback),
 // `cli-test` (public, for the tests' own sign-ins) and any client that registers itself
 // (RFC 7591: the MCP SDKs do). Its signing key is written to KEY_FILE (a private JWK) so
-// that the tests can forge tokens the gateway must refuse. Prints "ready" on PORT.
+// that the tests can forge tokens the gateway must refuse. With TOKEN_EXCHANGE=1 it also
+// offers token exchange (RFC 8693) to `aai-ui`: a valid access token of its own (for
+// AUDIENCE) is exchanged for one for the resource asked for, among UPSTREAMS
+// (space-separated), for the same person; each exchange is appended to EXCHANGE_LOG as a
+// JSON line. Prints "ready" on PORT.
 import { generateKeyPairSync } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { SignJWT, importJWK, jwtVerify } from 'jose';
 import Provider from 'oidc-provider';
+
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const exchanging = process.env.TOKEN_EXCHANGE === '1';
+const upstreams = (process.env.UPSTREAMS || '').split(' ').filter(Boolean);
 
 const port = Number(process.env.PORT);
 const audience = process.env.AUDIENCE;
@@ -32,7 +42,7 @@ const provider = new Provider(issuer, {
       client_secret: 'ui-secret-for-tests-only',
       token_endpoint_auth_method: 'client_secret_basic',
       redirect_uris: [`${origin}/ui/callback`],
-      grant_types: ['authorization_code'],
+      grant_types: exchanging ? ['authorization_code', TOKEN_EXCHANGE] : ['authorization_code'],
       response_types: ['code'],
     },
     {
@@ -98,5 +108,35 @@ provider.use(async (ctx, next) => {
   }
   await provider.interactionFinished(ctx.req, ctx.res, { consent: { grantId: await grant.save() } }, { mergeWithLastSubmission: true });
 });
+
+if (exchanging) {
+  const { d, p, q, dp, dq, qi, ...publicJwk } = jwk;
+  const [signing, verifying] = [await importJWK(jwk, 'RS256'), await importJWK(publicJwk, 'RS256')];
+  const refuse = (ctx, error, description) => {
+    ctx.status = 400;
+    ctx.body = { error, error_description: description };
+  };
+  provider.registerGrantType(TOKEN_EXCHANGE, async (ctx) => {
+    const params = ctx.oidc.params;
+    if (params.subject_token_type !== ACCESS_TOKEN_TYPE || params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+      return refuse(ctx, 'invalid_request', 'only access tokens are exchanged');
+    }
+    if (!upstreams.includes(params.resource)) return refuse(ctx, 'invalid_target', 'unknown resource');
+    let subject;
+    try {
+      ({ payload: subject } = await jwtVerify(params.subject_token, verifying, { issuer, audience }));
+    } catch (e) {
+      return refuse(ctx, 'invalid_grant', 'the subject token is not valid');
+    }
+    const access = await new SignJWT({ scope: params.scope || 'mcp', client_id: ctx.oidc.client.clientId })
+      .setProtectedHeader({ alg: 'RS256', kid: 'team-1', typ: 'at+jwt' })
+      .setIssuer(issuer).setAudience(params.resource).setSubject(subject.sub)
+      .setIssuedAt().setExpirationTime('10m').sign(signing);
+    if (process.env.EXCHANGE_LOG) {
+      appendFileSync(process.env.EXCHANGE_LOG, JSON.stringify({ sub: subject.sub, resource: params.resource, client: ctx.oidc.client.clientId, scope: params.scope }) + '\n');
+    }
+    ctx.body = { access_token: access, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: 600 };
+  }, ['subject_token', 'subject_token_type', 'requested_token_type', 'resource', 'scope', 'audience', 'actor_token', 'actor_token_type']);
+}
 
 provider.listen(port, '127.0.0.1', () => console.log('ready'));

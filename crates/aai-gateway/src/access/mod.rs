@@ -3,6 +3,7 @@
 //! (derived from the token, never the token itself), the connection's address, the
 //! largest body, and a comparison that does not leak where secrets differ.
 
+pub(crate) mod exchange;
 pub mod resource;
 
 use std::net::SocketAddr;

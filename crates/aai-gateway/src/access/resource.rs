@@ -225,7 +225,14 @@ impl Resource {
         } else {
             self.introspect(token).await
         };
-        let person = checked.and_then(|(claims, exp)| Ok((Arc::new(self.person_of(claims)?), exp)));
+        let person = checked.and_then(|(claims, exp)| {
+            let mut person = self.person_of(claims)?;
+            person.bearer = crate::identity::Bearer {
+                token: token.into(),
+                expires_at: exp,
+            };
+            Ok((Arc::new(person), exp))
+        });
         let (person, exp) = match person {
             Ok(found) => found,
             Err(refusal) => {
@@ -290,6 +297,7 @@ impl Resource {
             admin: scopes.binary_search(&self.config.admin_scope).is_ok(),
             subject: claims.sub,
             scopes,
+            bearer: crate::identity::Bearer::default(),
         })
     }
 

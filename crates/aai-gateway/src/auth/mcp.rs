@@ -44,6 +44,7 @@ use serde_json::{Value, json};
 use super::Secret;
 use super::oauth::{self, Tokens};
 
+pub(crate) mod exchange;
 mod probe;
 use crate::error::{Code, GatewayError};
 pub(crate) use probe::{Access, check, probe};
@@ -585,6 +586,9 @@ pub struct AuthServer {
     pub scopes_supported: Vec<String>,
     /// Its `token_endpoint_auth_methods_supported`.
     pub auth_methods: Vec<String>,
+    /// Its `grant_types_supported` (none said: RFC 8414's default, the code and implicit
+    /// grants).
+    pub grant_types: Vec<String>,
     /// Whether it takes Client ID Metadata Documents.
     pub client_metadata_documents: bool,
     /// Where its signing keys are published (`jwks_uri`; any https origin).
@@ -667,6 +671,7 @@ pub(crate) async fn authorization_server(plan: &Plan) -> Result<AuthServer, Erro
             registration_endpoint: endpoint("registration_endpoint")?,
             scopes_supported: strings(doc.get("scopes_supported")),
             auth_methods: strings(doc.get("token_endpoint_auth_methods_supported")),
+            grant_types: strings(doc.get("grant_types_supported")),
             client_metadata_documents: doc
                 .get("client_id_metadata_document_supported")
                 .and_then(Value::as_bool)
@@ -702,6 +707,7 @@ pub(crate) async fn authorization_server(plan: &Plan) -> Result<AuthServer, Erro
         registration_endpoint: Some(at("/register")),
         scopes_supported: Vec::new(),
         auth_methods: Vec::new(),
+        grant_types: Vec::new(),
         client_metadata_documents: false,
         jwks_uri: None,
         introspection_endpoint: None,

@@ -786,7 +786,8 @@ pub(crate) fn lifetime(value: Option<&Value>) -> Option<Duration> {
         .then(|| Duration::from_secs_f64(secs.min(MAX_LIFETIME.as_secs_f64())))
 }
 
-fn bearer(token: &Secret) -> Material {
+/// What a request with the bearer `token` carries.
+pub(crate) fn bearer(token: &Secret) -> Material {
     Material {
         headers: vec![(
             "Authorization".to_owned(),

@@ -643,16 +643,20 @@ fn serve_web(
     life.block_on(life.gateway().open_store())
         .map_err(|e| format!("cannot start: {e}"))?;
     let config = &life.gateway().config;
+    let resource = config
+        .web_auth
+        .clone()
+        .map(|auth| std::sync::Arc::new(crate::access::resource::Resource::new(auth)));
+    if let Some(team) = &resource {
+        life.gateway().pipeline().set_team(team.clone());
+    }
     let options = crate::listen::Options {
         addr,
         token,
         mcp: true,
         ui: config.enable_web_ui,
         hosts: config.web_allowed_hosts.clone(),
-        resource: config
-            .web_auth
-            .clone()
-            .map(|auth| std::sync::Arc::new(crate::access::resource::Resource::new(auth))),
+        resource,
         replica,
     };
     let ui = config.enable_web_ui;

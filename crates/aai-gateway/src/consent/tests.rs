@@ -14,6 +14,7 @@ fn no_client_name_or_subject_makes_one_persons_key_anothers() {
             subject: subject.into(),
             scopes: Vec::new(),
             admin: false,
+            bearer: Default::default(),
         })),
     };
     assert_eq!(person("claude", "alice").key(), "claude@http~alice");

@@ -535,7 +535,7 @@ impl Gateway {
                     tracing::info!(app, "the MCP server's tools changed; listing them again");
                     // On failure the last list stays in use (and is asked again on the
                     // server's next change).
-                    if let Err(e) = me.remote_tools(me.snapshot().await, &app, &who).await {
+                    if let Err(e) = me.remote_tools(me.snapshot().await, &app, &who, None).await {
                         tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
                     }
                 }
@@ -669,7 +669,7 @@ impl crate::pipeline::Apps for AppsOf {
         &'a self,
         snapshot: Arc<Snapshot>,
         app: &'a str,
-        who: &'a crate::identity::Who,
+        caller: &'a crate::identity::Caller,
     ) -> crate::pipeline::AppsFuture<'a, Result<Arc<Snapshot>, GatewayError>> {
         // Most calls find the tools listed: answered without building (and moving to the
         // heap) the listing's future, 10 KiB of state.
@@ -677,7 +677,14 @@ impl crate::pipeline::Apps for AppsOf {
             Ok(gateway) if !gateway.may_list(&snapshot, app) => {
                 Box::pin(std::future::ready(Ok(snapshot)))
             }
-            Ok(gateway) => Box::pin(async move { gateway.remote_tools(snapshot, app, who).await }),
+            Ok(gateway) => Box::pin(async move {
+                let who = snapshot
+                    .find(app)
+                    .map(|entry| gateway.pipeline.who(entry, caller))
+                    .unwrap_or_default();
+                let person = caller.person.as_deref();
+                gateway.remote_tools(snapshot, app, &who, person).await
+            }),
             Err(e) => Box::pin(std::future::ready(Err(e))),
         }
     }

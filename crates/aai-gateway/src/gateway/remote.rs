@@ -64,13 +64,15 @@ impl Gateway {
 
     /// `snapshot`, or a new one with `app`'s tools in it when it is a downstream MCP
     /// server whose tools are not known in this run (its first use connects to it, with
-    /// `who`'s sign-in). A server that may not start yet is left alone: its tools are the
-    /// ones kept from an earlier run, if any. The list is the app's, whoever listed it.
+    /// `who`'s sign-in, or `person`'s token exchanged). A server that may not start yet
+    /// is left alone: its tools are the ones kept from an earlier run, if any. The list is
+    /// the app's, whoever listed it.
     pub async fn remote_tools(
         self: &Arc<Self>,
         snapshot: Arc<Snapshot>,
         app: &str,
         who: &Who,
+        person: Option<&crate::identity::Person>,
     ) -> Result<Arc<Snapshot>, GatewayError> {
         let Some(entry) = snapshot.find(app) else {
             return Ok(snapshot);
@@ -81,7 +83,9 @@ impl Gateway {
         if self.pipeline.start_to_approve(entry).is_some() {
             return Ok(snapshot);
         }
-        let material = self.mcp_auth(&entry.app.id, entry.binding(), who).await?;
+        let material = self
+            .mcp_auth(&entry.app.id, entry.binding(), who, person)
+            .await?;
         let secrets = self
             .pipeline
             .authenticator()
@@ -133,7 +137,7 @@ impl Gateway {
                         .after_mcp_unauthorized(app, who)
                         .await?
                 {
-                    let material = self.mcp_auth(app, entry.binding(), who).await?;
+                    let material = self.mcp_auth(app, entry.binding(), who, None).await?;
                     if let Err(e) = list(material).await {
                         return Err(self
                             .pipeline
@@ -177,14 +181,18 @@ impl Gateway {
             })
             .map(|e| (e.app.id.clone(), self.pipeline.who(e, caller)))
             .collect();
+        let person = caller.person.clone();
         if pending.is_empty() {
             return snapshot;
         }
         let mut listing = tokio::task::JoinSet::new();
         for (app, who) in pending {
-            let (me, snapshot) = (self.clone(), snapshot.clone());
+            let (me, snapshot, person) = (self.clone(), snapshot.clone(), person.clone());
             listing.spawn(async move {
-                if let Err(e) = me.remote_tools(snapshot, &app, &who).await {
+                if let Err(e) = me
+                    .remote_tools(snapshot, &app, &who, person.as_deref())
+                    .await
+                {
                     tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
                 }
             });
@@ -202,12 +210,14 @@ impl Gateway {
         self.snapshot().await
     }
 
-    /// The credential (`who`'s) an MCP server over HTTP is reached with, when it has one.
+    /// The credential (`who`'s, or `person`'s token exchanged) an MCP server over HTTP is
+    /// reached with, when it has one.
     pub(crate) async fn mcp_auth(
         &self,
         app: &str,
         binding: &aai_descriptor::Binding,
         who: &Who,
+        person: Option<&crate::identity::Person>,
     ) -> Result<Option<crate::auth::Material>, GatewayError> {
         match (&binding.executor, &binding.auth) {
             (
@@ -220,11 +230,7 @@ impl Gateway {
                     .await?,
             )),
             (aai_descriptor::Executor::Mcp(aai_descriptor::McpServer::Http { url, .. }), None) => {
-                Ok(self
-                    .pipeline
-                    .authenticator()
-                    .mcp_material(app, who, url)
-                    .await?)
+                Ok(self.pipeline.mcp_material(app, who, person, url).await?.0)
             }
             _ => Ok(None),
         }

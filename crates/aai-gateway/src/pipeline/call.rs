@@ -93,6 +93,33 @@ enum Next {
 }
 
 impl Pipeline {
+    /// Team mode (`web.auth`): a person's calls to a remote MCP server that trusts the
+    /// team's authorization server use their own token exchanged for one of that server's
+    /// (`access::exchange`), when the authorization server offers it.
+    pub fn set_team(&self, team: Arc<crate::access::resource::Resource>) {
+        let _ = self
+            .exchange
+            .set(crate::access::exchange::Exchanger::new(team));
+    }
+
+    /// What a request to the remote MCP server of `app` at `url` carries for `who`: a
+    /// person's token exchanged for the server's, else `who`'s sign-in (see
+    /// `Authenticator::mcp_material`). The flag says whether it was exchanged.
+    pub(crate) async fn mcp_material(
+        &self,
+        app: &str,
+        who: &Who,
+        person: Option<&crate::identity::Person>,
+        url: &str,
+    ) -> Result<(Option<crate::auth::Material>, bool), crate::auth::Error> {
+        if let (Some(exchange), Who::Person(_), Some(person)) = (self.exchange.get(), who, person)
+            && let Some(token) = exchange.token(url, person).await
+        {
+            return Ok((Some(crate::auth::bearer(&token)), true));
+        }
+        Ok((self.auth.mcp_material(app, who, url).await?, false))
+    }
+
     /// Whose sign-in `caller`'s calls to `entry`'s app use upstream: a person of the team
     /// their own, when the app signs in with OAuth and its sign-in is not shared
     /// (`apps.<id>.signIn`); everyone else, and every other credential, the app's one.
@@ -342,6 +369,7 @@ impl Pipeline {
             }
         };
         let mut attempt = 0;
+        let mut exchanged = false;
         loop {
             attempt += 1;
             let mut span = credentials_span
@@ -355,7 +383,14 @@ impl Pipeline {
             span.set("aai.attempt", i64::from(attempt));
             let material = match (credentials.web, credentials.mcp_sign_in) {
                 (Some((a, base)), _) => self.auth.material(app_id, &who, a, base).await.map(Some),
-                (None, Some(url)) => self.auth.mcp_material(app_id, &who, url).await,
+                (None, Some(url)) => {
+                    let person = origin.caller.person.as_deref();
+                    let material = self.mcp_material(app_id, &who, person, url).await;
+                    material.map(|(material, by_exchange)| {
+                        exchanged = by_exchange;
+                        material
+                    })
+                }
                 (None, None) => Ok(None),
             }
             .map_err(GatewayError::from);
@@ -410,6 +445,18 @@ impl Pipeline {
                 Ok(reply) => return Ok(reply),
                 Err(refused) => refused,
             };
+            // An exchanged token refused: exchanged once more.
+            if let (true, true, 1, Some(url), Some(exchange), Some(person)) = (
+                exchanged,
+                unauthorized,
+                attempt,
+                credentials.mcp_sign_in,
+                self.exchange.get(),
+                &origin.caller.person,
+            ) {
+                exchange.forget(url, person);
+                continue;
+            }
             match self
                 .after_refusal(app_id, credentials, attempt, unauthorized, scopes, e)
                 .await?
@@ -427,6 +474,7 @@ impl Pipeline {
         &self,
         entry: &Entry,
         who: &Who,
+        caller: &Caller,
     ) -> Result<
         (
             Option<crate::auth::Material>,
@@ -452,7 +500,10 @@ impl Pipeline {
             Credentials {
                 mcp_sign_in: Some(url),
                 ..
-            } => self.auth.mcp_material(app_id, who, url).await?,
+            } => {
+                let person = caller.person.as_deref();
+                self.mcp_material(app_id, who, person, url).await?.0
+            }
             _ => None,
         };
         Ok((material, filled))

@@ -85,7 +85,7 @@ impl Pipeline {
         self.asked(&question, origin, &spans).await?;
         let who = self.who(entry, &origin.caller);
         let (auth, secrets) = match &binding.executor {
-            Executor::Mcp(_) => self.credentials(entry, &who).await?,
+            Executor::Mcp(_) => self.credentials(entry, &who, &origin.caller).await?,
             _ => (None, Vec::new()),
         };
         let opening = crate::exec::Opening {
