@@ -325,8 +325,8 @@ async def test_people_sign_in_upstream_from_their_own_browser(gw, upstream):
         # alice, a member, at her own browser: the page, the origins, the link, and the
         # upstream server's sign-in (as "alice-upstream") back to the gateway.
         browser = ui_browser(up.idp, "alice")
-        page = browser.open(origin + "/ui/sign-ins", timeout=30).read().decode()
-        assert "not signed in" in page and APP in page
+        page = browser.open(f"{origin}/ui/sign-ins?app={APP}", timeout=30).read().decode()
+        assert "not signed in" in page and APP in page and "All your sign-ins" in page
         link = upstream_link(browser, origin, APP)
         assert f"redirect_uri={origin}/ui/sign-ins/callback".replace(":", "%3A").replace("/", "%2F") in link \
             or "sign-ins%2Fcallback" in link
@@ -350,6 +350,24 @@ async def test_people_sign_in_upstream_from_their_own_browser(gw, upstream):
         assert e.value.code == 400 and "not started in this browser" in e.value.read().decode()
         assert f"{APP}~bob" not in up.stored()
         await auth_required(up, up.idp.token("bob", "mcp apps:all"))
+        # In a browser shared by both, a sign-in alice started cannot be finished once
+        # bob has signed in to the UI there.
+        link = upstream_link(browser, origin, APP)
+        import urllib.request
+        [jar] = [h.cookiejar for h in browser.handlers if isinstance(h, urllib.request.HTTPCookieProcessor)]
+        for cookie in [c for c in jar if c.name != "aai_upstream"]:
+            jar.clear(cookie.domain, cookie.path, cookie.name)
+        (up.idp.key_file.parent / "who").write_text("bob")
+        browser.open(origin + "/ui/signin?next=/ui", timeout=30).read()
+        with pytest.raises(urllib.error.HTTPError) as e:
+            browser.open(link, timeout=30)
+        assert e.value.code == 400 and "started by someone else" in e.value.read().decode()
+        assert f"{APP}~bob" not in up.stored()
+        browser = ui_browser(up.idp, "alice")
+        # Signing out takes an app id only (a crafted one must not reach another's row).
+        page = browser.open(origin + "/ui/sign-ins", timeout=30).read().decode()
+        status, page = ui_post(browser, origin, "/ui/sign-ins/remove", csrf=ui_csrf(page), app=f"{APP}~x")
+        assert "not an app id" in page
         # alice signs out from her page.
         page = browser.open(origin + "/ui/sign-ins", timeout=30).read().decode()
         status, page = ui_post(browser, origin, "/ui/sign-ins/remove", csrf=ui_csrf(page), app=APP)

@@ -4,7 +4,9 @@
 //! the person's own access token is exchanged for one for the MCP server
 //! (`auth::mcp::exchange`). Whether a server qualifies is found once per ten minutes;
 //! exchanged tokens are kept in memory only, each until a minute before it expires and
-//! never past the person's own token.
+//! never past the person's own token; a refused exchange is not asked again for a minute;
+//! exchanges run one at a time (concurrent first calls of one person share one), within
+//! ten seconds.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +24,10 @@ const PLAN_FOR: Duration = Duration::from_secs(600);
 const UNKNOWN_FOR: Duration = Duration::from_secs(30);
 /// Most exchanged tokens kept.
 const KEPT: usize = 1024;
+/// How long a refused exchange is not asked again, per person's token and server.
+const REFUSED_FOR: Duration = Duration::from_secs(60);
+/// The longest wait for the authorization server's answer.
+const EXCHANGE_WITHIN: Duration = Duration::from_secs(10);
 
 /// A server's plan when it takes the team's tokens (`None`: it does not, or could not be
 /// asked), and until when that is believed.
@@ -36,6 +42,10 @@ pub(crate) struct Exchanger {
     plans: Mutex<HashMap<String, Judged>>,
     /// Per (MCP server URL, SHA-256 of the person's token).
     tokens: Mutex<HashMap<(String, [u8; 32]), Kept>>,
+    /// Refused exchanges, by the same key, and when.
+    refused: Mutex<HashMap<(String, [u8; 32]), Instant>>,
+    /// Held while exchanging.
+    one_at_a_time: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Exchanger {
@@ -51,6 +61,8 @@ impl Exchanger {
             team,
             plans: Mutex::default(),
             tokens: Mutex::default(),
+            refused: Mutex::default(),
+            one_at_a_time: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -63,37 +75,65 @@ impl Exchanger {
             return None;
         }
         let key = (url.to_owned(), digest(subject));
-        let now = unix_now();
-        if let Some((token, until)) = self.tokens.lock().expect("tokens lock").get(&key)
-            && *until > now
-        {
-            return Some(token.clone());
+        if let Some(token) = self.kept(&key) {
+            return Some(token);
         }
-        let plan = self.plan(url).await?;
+        // What costs nothing first: a confidential client, and the grant offered.
         let client = self.team.client().filter(|c| c.secret.is_some())?;
         let server = self.team.server().await.ok()?;
         if !mcp::exchange::offered(&server) {
             return None;
         }
-        let exchanged = mcp::exchange::token(
-            &server,
-            &client,
-            subject,
-            &plan.resource,
-            plan.scopes.as_deref(),
+        let plan = self.plan(url).await?;
+        let _turn = self.one_at_a_time.lock().await;
+        // Exchanged, or refused, while this call waited its turn.
+        if let Some(token) = self.kept(&key) {
+            return Some(token);
+        }
+        if self
+            .refused
+            .lock()
+            .expect("refused lock")
+            .get(&key)
+            .is_some_and(|at| at.elapsed() < REFUSED_FOR)
+        {
+            return None;
+        }
+        let exchanged = tokio::time::timeout(
+            EXCHANGE_WITHIN,
+            mcp::exchange::token(
+                &server,
+                &client,
+                subject,
+                &plan.resource,
+                plan.scopes.as_deref(),
+            ),
         )
         .await;
         let tokens = match exchanged {
-            Ok(tokens) => tokens,
-            Err(e) => {
+            Ok(Ok(tokens)) => tokens,
+            refused => {
+                let why = match refused {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {} s", EXCHANGE_WITHIN.as_secs()),
+                };
                 tracing::warn!(
                     person = %person.subject,
-                    "the team's authorization server did not exchange the person's token for the MCP server at {}: {e}",
+                    "the team's authorization server did not exchange the person's token for the MCP server at {}: {why}",
                     mcp::origin(url)
                 );
+                let mut refused = self.refused.lock().expect("refused lock");
+                if refused.len() >= KEPT {
+                    refused.retain(|_, at| at.elapsed() < REFUSED_FOR);
+                    if refused.len() >= KEPT {
+                        refused.clear();
+                    }
+                }
+                refused.insert(key, Instant::now());
                 return None;
             }
         };
+        let now = unix_now();
         tracing::info!(person = %person.subject, "exchanged the person's token for the MCP server at {}", mcp::origin(url));
         // A minute before it expires, and never past the person's own token.
         let mut until = now + 3600;
@@ -115,6 +155,17 @@ impl Exchanger {
             kept.insert(key, (token.clone(), until));
         }
         Some(token)
+    }
+
+    /// An exchanged token kept for `key`, still good.
+    fn kept(&self, key: &(String, [u8; 32])) -> Option<Secret> {
+        let now = unix_now();
+        self.tokens
+            .lock()
+            .expect("tokens lock")
+            .get(key)
+            .filter(|(_, until)| *until > now)
+            .map(|(token, _)| token.clone())
     }
 
     /// Forgets `person`'s exchanged token for the server at `url` (it refused it).

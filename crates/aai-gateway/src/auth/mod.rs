@@ -267,6 +267,8 @@ pub struct Authenticator {
     /// The web UI's address, when one listens (AUTH_REQUIRED of a remote MCP server links
     /// its credentials page, where the user can sign in).
     ui: std::sync::OnceLock<String>,
+    /// Apps whose sign-in made without `--person` was said to go unused by people.
+    warned: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Authenticator {
@@ -284,6 +286,30 @@ impl Authenticator {
             refreshing: tokio::sync::Mutex::new(()),
             tokens: Mutex::new(HashMap::new()),
             ui: std::sync::OnceLock::new(),
+            warned: Mutex::default(),
+        }
+    }
+
+    /// Says, as a warning, when the first person without a sign-in of their own finds
+    /// the app's one sign-in (an admin's, or one from before team mode) stored:
+    /// people's calls never use it, unless the app's sign-in is set to be shared.
+    pub async fn warn_of_unused_sign_in(&self, app: &str) {
+        // Looked at once per app and run.
+        if !self
+            .warned
+            .lock()
+            .expect("warned lock")
+            .insert(app.to_owned())
+        {
+            return;
+        }
+        if let Ok(Some(Credential::McpOAuth(grant))) = self.store.get(app).await
+            && grant.tokens.is_some()
+        {
+            tracing::warn!(
+                app,
+                "`{app}` has a sign-in made without --person (an admin's, or one from before team mode); people's calls do not use it: each person signs in for themselves, or set `apps.{app}.signIn: \"shared\"` in config.json to let everyone use it"
+            );
         }
     }
 

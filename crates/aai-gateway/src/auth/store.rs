@@ -36,6 +36,18 @@ pub fn account<'a>(app: &'a str, who: &crate::identity::Who) -> std::borrow::Cow
     }
 }
 
+/// After a person's account: their sign-in in progress in the web UI.
+pub const PENDING: &str = "!signin";
+
+/// Whether `app` can be an app id: letters, digits, `.`, `-`, `_` (so that no `~`, `#` or
+/// `!` in it can make one account look like another's).
+pub fn is_app_id(app: &str) -> bool {
+    !app.is_empty()
+        && app
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
 /// The subject of a person's account of `app` ([`account`]); `None` for any other.
 pub fn person_of(app: &str, account: &str) -> Option<String> {
     let encoded = account.strip_prefix(app)?.strip_prefix('~')?;

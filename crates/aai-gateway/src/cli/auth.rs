@@ -338,7 +338,15 @@ pub(super) fn run(ctx: &Context, action: Action) -> ExitCode {
                 .person()
                 .map(|p| format!(" for {p}"))
                 .unwrap_or_default();
-            match runtime.block_on(store.delete(&crate::auth::store::account(&app, &who))) {
+            let account = crate::auth::store::account(&app, &who);
+            if who.person().is_some() {
+                // A sign-in of theirs in progress in the web UI goes too.
+                let pending = format!("{account}{}", crate::auth::store::PENDING);
+                if let Err(e) = runtime.block_on(store.delete(&pending)) {
+                    return fail(&GatewayError::from(e).explain());
+                }
+            }
+            match runtime.block_on(store.delete(&account)) {
                 Ok(true) => {
                     let _ = writeln!(std::io::stdout(), "removed the credential of {app}{whose}");
                     ExitCode::SUCCESS
@@ -362,6 +370,11 @@ fn whose(ctx: &Context, app: &str, person: Option<String>) -> Result<crate::iden
     let Some(person) = person else {
         return Ok(crate::identity::Who::Shared);
     };
+    if !crate::auth::store::is_app_id(app) {
+        return Err(format!(
+            "`{app}` is not an app id (letters, digits, `.`, `-` and `_`)"
+        ));
+    }
     if ctx.config.web_auth.is_none() {
         return Err(
             "--person is for team mode: the gateway has no `web.auth`, so everyone uses the one sign-in (leave --person out)".into(),

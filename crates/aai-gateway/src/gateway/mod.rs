@@ -38,6 +38,8 @@ const REGISTRY_INTERVAL: Duration = Duration::from_secs(6 * 3600);
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(250);
 /// How long `tools/list` in `flat` exposure waits for downstream MCP servers.
 const FLAT_LISTING_WAIT: Duration = Duration::from_secs(15);
+/// How often people's idle downstream connections are looked for.
+const IDLE_SWEEP: Duration = Duration::from_secs(60);
 /// How long the process waits, once its session ended, for atomic runs and batches still
 /// undoing their calls (docs/workflows.md, "Undo").
 const UNDO_GRACE: Duration = Duration::from_secs(30);
@@ -533,11 +535,44 @@ impl Gateway {
                     // times a second.
                     tokio::time::sleep(CHANGE_DEBOUNCE).await;
                     tracing::info!(app, "the MCP server's tools changed; listing them again");
-                    // On failure the last list stays in use (and is asked again on the
-                    // server's next change).
-                    if let Err(e) = me.remote_tools(me.snapshot().await, &app, &who, None).await {
-                        tracing::warn!(app, "listing the MCP server's tools failed: {}", e.detail);
+                    // On the connection that said so, with the credential it has. On
+                    // failure the last list stays in use (and is asked again on the
+                    // server's next change); with that connection gone, the next use
+                    // lists them.
+                    let timeout = me
+                        .snapshot()
+                        .await
+                        .find(&app)
+                        .and_then(|e| e.binding().timeout);
+                    match me
+                        .pipeline
+                        .executors()
+                        .mcp()
+                        .relist(&app, &who, timeout)
+                        .await
+                    {
+                        Ok(true) => {
+                            me.rescan_async().await;
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            let e = GatewayError::from(e);
+                            tracing::warn!(
+                                app,
+                                "listing the MCP server's tools failed: {}",
+                                e.detail
+                            );
+                        }
                     }
+                }
+            }));
+            // People's connections left unused are closed.
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut every = tokio::time::interval(IDLE_SWEEP);
+                loop {
+                    every.tick().await;
+                    me.pipeline.executors().mcp().close_idle();
                 }
             }));
         }

@@ -102,9 +102,10 @@ impl Pipeline {
             .set(crate::access::exchange::Exchanger::new(team));
     }
 
-    /// What a request to the remote MCP server of `app` at `url` carries for `who`: a
-    /// person's token exchanged for the server's, else `who`'s sign-in (see
-    /// `Authenticator::mcp_material`). The flag says whether it was exchanged.
+    /// What a request to the remote MCP server of `app` at `url` carries for `who`: their
+    /// own sign-in (see `Authenticator::mcp_material`: one they made wins, and asking for
+    /// wider scope works through it), else a person's token exchanged for the server's.
+    /// The flag says whether it was exchanged.
     pub(crate) async fn mcp_material(
         &self,
         app: &str,
@@ -112,12 +113,18 @@ impl Pipeline {
         person: Option<&crate::identity::Person>,
         url: &str,
     ) -> Result<(Option<crate::auth::Material>, bool), crate::auth::Error> {
+        if let Some(material) = self.auth.mcp_material(app, who, url).await? {
+            return Ok((Some(material), false));
+        }
         if let (Some(exchange), Who::Person(_), Some(person)) = (self.exchange.get(), who, person)
             && let Some(token) = exchange.token(url, person).await
         {
             return Ok((Some(crate::auth::bearer(&token)), true));
         }
-        Ok((self.auth.mcp_material(app, who, url).await?, false))
+        if who.person().is_some() {
+            self.auth.warn_of_unused_sign_in(app).await;
+        }
+        Ok((None, false))
     }
 
     /// Whose sign-in `caller`'s calls to `entry`'s app use upstream: a person of the team

@@ -293,7 +293,7 @@ impl Health {
 pub struct McpExecutor {
     slots: Mutex<HashMap<SlotKey, Arc<Slot>>>,
     /// Whether each app's last attempt to connect succeeded (for [`McpExecutor::health`]).
-    reached: Mutex<HashMap<String, bool>>,
+    reached: Mutex<HashMap<SlotKey, bool>>,
     failures: super::Failures<Error>,
     tools: ToolCache,
     stale: Stale,
@@ -461,15 +461,56 @@ impl McpExecutor {
         timeout: Option<Duration>,
     ) -> Result<(), Error> {
         let deadline = timeout.map_or(CONNECT_DEADLINE, |t| t.min(CONNECT_DEADLINE));
-        let (base_dir, who) = (opening.base_dir, &opening.who);
         let link = self.link(app, server, opening, deadline).await?;
+        self.list_on(app, &opening.who, server, opening.base_dir, &link, timeout)
+            .await
+    }
+
+    /// After the server of `app` said its tools changed on `who`'s connection: lists them
+    /// again on that connection, as it is (no credential is looked up again). `false`:
+    /// that connection is gone (the next use lists them).
+    pub(crate) async fn relist(
+        &self,
+        app: &str,
+        who: &Who,
+        timeout: Option<Duration>,
+    ) -> Result<bool, Error> {
+        let slot = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .get(&(app.to_owned(), who.clone()))
+            .cloned();
+        let Some(slot) = slot else {
+            return Ok(false);
+        };
+        let live = slot.link.lock().await.clone().filter(|l| !l.is_closed());
+        let Some(link) = live else {
+            return Ok(false);
+        };
+        self.list_on(app, who, &slot.server, &slot.base_dir, &link, timeout)
+            .await
+            .map(|()| true)
+    }
+
+    /// Lists the tools of `app`'s server (and its resources and prompts) on `link`, into
+    /// the cache and onto disk.
+    async fn list_on(
+        &self,
+        app: &str,
+        who: &Who,
+        server: &McpServer,
+        base_dir: &Path,
+        link: &Arc<Connection>,
+        timeout: Option<Duration>,
+    ) -> Result<(), Error> {
         // A change announced from here on is listed again after this listing.
         self.stale.lock().expect("stale lock").remove(app);
         // The app's own timeout bounds the listing too (a server whose list cannot be
         // read must not hold a guide for 30 s when the app says 5).
         let limit = timeout.map_or(LIST_DEADLINE, |t| t.min(LIST_DEADLINE));
         let mut listed = link.list_tools(limit).await.map_err(|why: String| {
-            self.forget(app, who, &link);
+            self.forget(app, who, link);
             // A listing refused for its token (the server moved to another authorization
             // server, or the token was revoked) is a sign-in's business, as for a call.
             refusal(app, link.refused())
@@ -657,8 +698,9 @@ impl McpExecutor {
             *slot.used.lock().expect("used lock") = std::time::Instant::now();
             slot.clone()
         };
-        // Failures are each sign-in's own: one person's refused token fails nobody else.
-        let account = crate::auth::store::account(app, who);
+        // Failures are each credential's own: one person's refused token fails nobody
+        // else, nor their next token.
+        let account = format!("{}#{credential:x}", crate::auth::store::account(app, who));
         let asked = std::time::Instant::now();
         let mut link = slot.link.lock().await;
         if let Some(live) = link.as_ref().filter(|l| !l.is_closed()) {
@@ -672,7 +714,7 @@ impl McpExecutor {
         self.reached
             .lock()
             .expect("reached lock")
-            .insert(app.to_owned(), connection.is_ok());
+            .insert((app.to_owned(), who.clone()), connection.is_ok());
         let connection = connection.inspect_err(|why| self.failures.record(&account, why))?;
         *link = Some(connection.clone());
         Ok(connection)
@@ -788,27 +830,27 @@ impl McpExecutor {
     /// The state of each server this run has tried to reach, by app id (servers never
     /// used are not listed): of its people's connections, the best.
     pub fn health(&self) -> Vec<(String, Health)> {
-        let slots: Vec<(String, Arc<Slot>)> = self
+        let slots: Vec<(SlotKey, Arc<Slot>)> = self
             .slots
             .lock()
             .expect("slots lock")
             .iter()
-            .map(|((app, _), slot)| (app.clone(), slot.clone()))
+            .map(|(key, slot)| (key.clone(), slot.clone()))
             .collect();
         let reached = self.reached.lock().expect("reached lock").clone();
         let mut best: HashMap<String, Health> = HashMap::new();
-        let each = slots.into_iter().map(|(app, slot)| {
+        let each = slots.into_iter().map(|(key, slot)| {
             let health = match slot.link.try_lock() {
                 // Held: a connection attempt (or a caller checking the link) now.
                 Err(_) => Health::Starting,
                 Ok(link) if link.as_ref().is_some_and(|l| !l.is_closed()) => Health::Connected,
-                Ok(_) => match reached.get(&app) {
+                Ok(_) => match reached.get(&key) {
                     Some(false) => Health::Failing,
                     Some(true) => Health::Disconnected,
                     None => Health::Starting,
                 },
             };
-            (app, health)
+            (key.0, health)
         });
         for (app, health) in each {
             let kept = best.entry(app).or_insert(health);
@@ -825,7 +867,7 @@ impl McpExecutor {
         self.reached
             .lock()
             .expect("reached lock")
-            .retain(|app, _| live.contains_key(app));
+            .retain(|(app, _), _| live.contains_key(app));
         self.slots
             .lock()
             .expect("slots lock")
@@ -842,6 +884,21 @@ impl McpExecutor {
             .lock()
             .expect("stale lock")
             .retain(|app| live.contains_key(app));
+    }
+
+    /// Closes the people's connections unused for [`PERSON_IDLE`] (run every minute).
+    pub fn close_idle(&self) {
+        let now = std::time::Instant::now();
+        let mut slots = self.slots.lock().expect("slots lock");
+        slots.retain(|(_, who), slot| {
+            *who == Who::Shared || now.duration_since(slot.last_used()) < PERSON_IDLE
+        });
+        let kept: std::collections::HashSet<SlotKey> = slots.keys().cloned().collect();
+        drop(slots);
+        self.reached
+            .lock()
+            .expect("reached lock")
+            .retain(|key, _| key.1 == Who::Shared || kept.contains(key));
     }
 
     /// Closes every connection (stdio servers are killed with their process group).

@@ -8,7 +8,8 @@
 //! * `POST /ui/sign-ins/confirm` asks the same authorization server again, registers a
 //!   client for the UI's public callback (or uses the one an admin stored), keeps the
 //!   client as the person's pending sign-in in the credential store (so any replica can
-//!   finish it), keeps the state and PKCE verifier in a ten-minute cookie, and links the
+//!   finish it), keeps the state and PKCE verifier in a ten-minute cookie bound to the
+//!   person, and links the
 //!   authorization URL (a link, not a redirect: the UI's `form-action 'self'` forbids a
 //!   form from leading to another site).
 //! * `GET /ui/sign-ins/callback` takes the code only with that cookie's state, for the
@@ -23,17 +24,17 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::app_sign_in::mcp_url;
-use super::{AppForm, Chrome, FlashQuery, Ui, Viewer, forbidden_csrf, page};
+use super::{AppForm, Chrome, Ui, Viewer, forbidden_csrf, page};
 use crate::auth::mcp;
-use crate::auth::store::{Credential, account};
+use crate::auth::store::{Credential, PENDING, account};
 use crate::identity::Who;
 
-/// The cookie of a sign-in in progress: `state.verifier.app`.
+/// The cookie of a sign-in in progress: `state.verifier.person.app`, `person` a digest of
+/// the subject of who started it (a browser someone else signed in to since cannot finish
+/// it).
 const COOKIE: &str = "aai_upstream";
 /// How long a sign-in may take.
 const SIGN_IN_SECS: u64 = 600;
-/// Where a person's pending sign-in is kept, after their account.
-const PENDING: &str = "!signin";
 const HERE: &str = "/ui/sign-ins";
 
 /// One remote MCP server on the page.
@@ -54,6 +55,8 @@ struct SignInsPage {
     c: Chrome,
     person: String,
     apps: Vec<SignInRow>,
+    /// One app was asked for: a link to all.
+    only: bool,
 }
 
 #[derive(Template)]
@@ -100,11 +103,18 @@ async fn personal_app(ui: &Ui, viewer: &Viewer, app: &str) -> Option<(String, St
     Some((snapshot.name(entry).to_owned(), url.to_owned()))
 }
 
+#[derive(Debug, Deserialize)]
+pub(in super::super) struct SignInsQuery {
+    flash: Option<u64>,
+    /// Only this app (the link of an AUTH_REQUIRED), when the viewer sees it.
+    app: Option<String>,
+}
+
 /// `GET /ui/sign-ins`: the viewer's own sign-in to each remote MCP server they see.
 pub(in super::super) async fn sign_ins(
     State(ui): State<Ui>,
     viewer: Viewer,
-    Query(q): Query<FlashQuery>,
+    Query(q): Query<SignInsQuery>,
 ) -> Response {
     let person = match signed_in(&ui, &viewer) {
         Ok(p) => p,
@@ -114,7 +124,16 @@ pub(in super::super) async fn sign_ins(
     let store = ui.pipeline().authenticator().store();
     let who = Who::Person(person.subject.as_str().into());
     let mut apps = Vec::new();
-    for entry in snapshot.entries.iter().filter(|e| mcp_url(e).is_some()) {
+    let only = q.app.filter(|app| {
+        snapshot
+            .entries
+            .iter()
+            .any(|e| e.app.id == *app && mcp_url(e).is_some())
+    });
+    let shown = |e: &&crate::registry::Entry| {
+        mcp_url(e).is_some() && only.as_ref().is_none_or(|app| e.app.id == *app)
+    };
+    for entry in snapshot.entries.iter().filter(shown) {
         let shared = ui
             .pipeline()
             .settings()
@@ -144,6 +163,7 @@ pub(in super::super) async fn sign_ins(
             c: Chrome::new(&ui, "Your sign-ins", HERE, q.flash),
             person: person.subject.clone(),
             apps,
+            only: only.is_some(),
         }
         .render(),
     )
@@ -308,7 +328,8 @@ pub(in super::super) async fn confirm(
         return failed(&e);
     }
     let cookie = format!(
-        "{COOKIE}={state}.{verifier}.{app}; Path={HERE}; HttpOnly; SameSite=Lax; Max-Age={SIGN_IN_SECS}{}",
+        "{COOKIE}={state}.{verifier}.{}.{app}; Path={HERE}; HttpOnly; SameSite=Lax; Max-Age={SIGN_IN_SECS}{}",
+        tag(&person.subject),
         secure(team)
     );
     let go = page(
@@ -345,15 +366,24 @@ pub(in super::super) async fn callback(
     };
     let done = format!("{COOKIE}=; Path={HERE}; HttpOnly; SameSite=Lax; Max-Age=0");
     let kept = crate::access::cookie(&req, COOKIE).map(str::to_owned);
-    let Some((state, verifier, app)) = kept.as_deref().and_then(|c| {
-        let mut parts = c.splitn(3, '.');
-        Some((parts.next()?, parts.next()?, parts.next()?))
+    let Some((state, verifier, started_by, app)) = kept.as_deref().and_then(|c| {
+        let mut parts = c.splitn(4, '.');
+        Some((parts.next()?, parts.next()?, parts.next()?, parts.next()?))
     }) else {
         return refused(
             StatusCode::BAD_REQUEST,
             "No sign-in is in progress in this browser; start again at /ui/sign-ins.",
         );
     };
+    if !crate::access::constant_time_eq(started_by.as_bytes(), tag(&person.subject).as_bytes()) {
+        return with_cookie(
+            refused(
+                StatusCode::BAD_REQUEST,
+                "This sign-in was started by someone else signed in to this browser: refused.",
+            ),
+            &done,
+        );
+    }
     if !q
         .state
         .as_deref()
@@ -476,6 +506,9 @@ pub(in super::super) async fn remove(
         Ok(p) => p,
         Err(elsewhere) => return elsewhere.into_response(),
     };
+    if !crate::auth::store::is_app_id(&form.app) {
+        return ui.flash(HERE, "That is not an app id.", false);
+    }
     let mine = account(&form.app, &Who::Person(person.subject.as_str().into())).into_owned();
     let store = ui.pipeline().authenticator().store();
     let _ = store.delete(&format!("{mine}{PENDING}")).await;
@@ -488,6 +521,12 @@ pub(in super::super) async fn remove(
         ),
         Err(e) => ui.flash(HERE, format!("Cannot sign out: {e}."), false),
     }
+}
+
+/// What the cookie of a sign-in says of who started it.
+fn tag(subject: &str) -> String {
+    use sha2::Digest as _;
+    crate::text::hex(&sha2::Sha256::digest(subject.as_bytes())[..8])
 }
 
 /// Where the authorization server sends the browser back: the UI's public origin.
