@@ -17,7 +17,8 @@ issues and every grant it is asked for is appended to LOG as JSON lines. MODE:
   no-iss        as iss, but answers carry no `iss`
   people        as good, but tokens live an hour and each is one person's: /authorize signs
                 in whoever the file $WHO_FILE names, `whoami` answers "you are <subject>",
-                and LOG records the subject of each MCP request
+                each person has one resource (note://<subject>/diary), and LOG records the
+                subject of each MCP request
   team          no authorization server of its own: its metadata names $TEAM_ISSUER (the
                 team's), and it takes only that issuer's JWTs (checked with its keys) for
                 itself; `whoami` answers "you are <subject>"
@@ -175,7 +176,12 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(202)
             result = {
                 "initialize": {"protocolVersion": msg.get("params", {}).get("protocolVersion", "2025-11-25"),
-                               "capabilities": {"tools": {}}, "serverInfo": {"name": "protected", "version": "1"}},
+                               "capabilities": {"tools": {}, **({"resources": {}} if MODE == "people" else {})},
+                               "serverInfo": {"name": "protected", "version": "1"}},
+                # People mode: each person's own resource.
+                "resources/list": {"resources": [{"uri": f"note://{sub}/diary", "name": f"{sub}'s diary"}]},
+                "resources/read": {"contents": [{"uri": msg.get("params", {}).get("uri"), "mimeType": "text/plain",
+                                                 "text": f"read as {sub}"}]},
                 "tools/list": {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]},
                 "tools/call": {"content": [{"type": "text", "text": f"you are {sub}" if MODE in ("people", "team")
                                             else "you are signed in"}]},

@@ -424,3 +424,24 @@ async def test_a_server_that_trusts_the_team_gets_each_persons_token_by_exchange
         server.kill()
         server.wait()
         idp.stop()
+
+
+async def test_a_persons_resources_are_listed_to_them_alone(gw, upstream):
+    """The server lists each person's own resources: the tool everyone's guide shows names
+    none of them; each person lists and reads their own through it."""
+    up = upstream()
+    with team_web(gw, up.port):
+        for person in ("alice", "bob"):
+            assert up.login(person).returncode == 0
+        for person in ("alice", "bob"):
+            async with session(up.audience, up.idp.token(person, "mcp apps:all")) as s:
+                guide = await s.call_tool("aai_guide", {"app": APP})
+                text = json.dumps(guide.model_dump())
+                assert "mcp.resources.read" in text and "note://" not in text, text
+                mine = await s.call_tool("aai_exec", {"app": APP, "tool": "mcp.resources.read", "args": {}})
+                listed = mine.structured_content["resources"]
+                assert [r["uri"] for r in listed] == [f"note://{person}/diary"]
+                read = await s.call_tool("aai_exec", {"app": APP, "tool": "mcp.resources.read",
+                                                      "args": {"uri": f"note://{person}/diary"}})
+                assert read.structured_content["contents"][0]["text"] == f"read as {person}"
+

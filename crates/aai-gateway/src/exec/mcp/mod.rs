@@ -540,7 +540,9 @@ impl McpExecutor {
             listed_templates.extend(templates.iter().cloned());
             match link.list_all(method, key, limit).await {
                 Ok(items) if !items.is_empty() || !templates.is_empty() => {
-                    listed.push(listing_remote(listing, &items, &templates));
+                    // A person's items are theirs: the tool every caller sees names none.
+                    let per_person = *who != Who::Shared;
+                    listed.push(listing_remote(listing, &items, &templates, per_person));
                 }
                 Ok(_) => {}
                 Err(why) => tracing::warn!(app, "{why}; its {key} are not offered"),
@@ -987,8 +989,16 @@ fn listing_tool(listing: Listing) -> &'static str {
 
 /// The gateway's tool for a server's resources or prompts: one argument naming the item
 /// (an `enum` of what was listed), and the list in its description — what an agent reads
-/// in the app's guide, and nowhere before.
-fn listing_remote(listing: Listing, items: &[Value], templates: &[Value]) -> RemoteTool {
+/// in the app's guide, and nowhere before. Listed with a person's own sign-in
+/// (`per_person`), it names none of their items (the tool is everyone's): the argument is
+/// any name, and a call without it lists the caller's own.
+fn listing_remote(
+    listing: Listing,
+    items: &[Value],
+    templates: &[Value],
+    per_person: bool,
+) -> RemoteTool {
+    let items = if per_person { &[][..] } else { items };
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     let mut lines = Vec::new();
     let mut names = Vec::new();
@@ -1069,6 +1079,38 @@ fn listing_remote(listing: Listing, items: &[Value], templates: &[Value]) -> Rem
         names.push(key);
     }
     let listing_text = crate::text::excerpt(&lines.join("\n"), LISTING_MAX);
+    if per_person {
+        let (arg, what) = match listing {
+            Listing::Resources => ("uri", "resources"),
+            Listing::Prompts => ("name", "prompts"),
+        };
+        let (read, result) = match listing {
+            Listing::Resources => (
+                "Read one of this server's resources (MCP resources/read)",
+                "its contents",
+            ),
+            Listing::Prompts => (
+                "Get one of this server's prompts (MCP prompts/get) with its arguments",
+                "its messages",
+            ),
+        };
+        let mut properties = json!({arg: {"type": "string"}});
+        if listing == Listing::Prompts {
+            properties["arguments"] =
+                json!({"type": "object", "additionalProperties": {"type": "string"}});
+        }
+        return RemoteTool {
+            name: listing_tool(listing).to_owned(),
+            description: format!(
+                "{read}; the result holds {result}. Each person has their own {what} here: call it without `{arg}` to list yours.\n{listing_text}"
+            ),
+            input_schema: json!({"type": "object", "properties": properties}),
+            output_schema: None,
+            read_only: false,
+            listing: Some(listing),
+            ui: None,
+        };
+    }
     let (description, schema) = match listing {
         Listing::Resources => (
             format!(
@@ -1159,6 +1201,25 @@ async fn read_listing(
     listing: Listing,
     args: serde_json::Map<String, Value>,
 ) -> Result<Value, CallError> {
+    let (arg, method, key) = match listing {
+        Listing::Resources => ("uri", "resources/list", "resources"),
+        Listing::Prompts => ("name", "prompts/list", "prompts"),
+    };
+    if !args.contains_key(arg) {
+        // The caller's own list (a server that lists per person).
+        let items = link
+            .list_all(method, key, LIST_DEADLINE)
+            .await
+            .map_err(|message| CallError::Rpc {
+                code: -32603,
+                message,
+            })?;
+        let answer = json!({key: items});
+        let text = serde_json::to_string_pretty(&answer).unwrap_or_default();
+        return Ok(
+            json!({"content": [{"type": "text", "text": text}], "structuredContent": answer, "isError": false}),
+        );
+    }
     match listing {
         Listing::Resources => {
             let answer = link
