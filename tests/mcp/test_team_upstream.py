@@ -24,6 +24,7 @@ import pytest
 
 from team import TeamIdp, team_config, team_web
 from test_http import free_port
+from test_store import pg  # noqa: F401  (a fixture)
 
 MCPError = pytest.importorskip("mcp", reason="PyPI package mcp is not installed").MCPError
 
@@ -445,3 +446,53 @@ async def test_a_persons_resources_are_listed_to_them_alone(gw, upstream):
                                                       "args": {"uri": f"note://{person}/diary"}})
                 assert read.structured_content["contents"][0]["text"] == f"read as {person}"
 
+
+
+async def test_a_sign_in_started_on_one_replica_finishes_on_the_other(binary, tmp_path, pg):  # noqa: F811
+    """Two replicas on one PostgreSQL store: alice's UI sign-in starts on A (its pending
+    client kept in the shared store, sealed) and its callback lands on B; her calls on
+    either then use it, and `auth status` lists her."""
+    import urllib.parse
+    from conftest import Gateway
+    from test_store import KEY
+    from test_team import ui_browser
+    a, b = free_port(), free_port()
+    audience = f"http://127.0.0.1:{a}/mcp"
+    idp = TeamIdp(tmp_path, audience)
+    who = tmp_path / "upstream-who"
+    who.write_text("alice")
+    log = tmp_path / "server.log"
+    server = subprocess.Popen([sys.executable, str(HERE / "oauth_mcp_server.py"), "people", str(log)],
+                              env={"WHO_FILE": str(who), "PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{int(server.stdout.readline())}/mcp"
+    homes = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        home = Gateway(binary, tmp_path / name)
+        home.config(web={"auth": {"issuer": idp.base, "audience": audience, "scopes": ["mcp"], "clientId": "aai-ui"}},
+                    enableWebUI=True, store={"url": pg.url(), "timeoutSeconds": 3, "connectTimeoutSeconds": 2})
+        home.extra_env["AAI_STORE_KEY"] = KEY
+        home.put("people", {
+            "schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": APP, "name": {"en": "People"}, "defaultLang": "en", "description": "A remote server"},
+            "execution": {"type": "mcp", "url": url}})
+        homes.append(home)
+    try:
+        with team_web(homes[0], a, replica="a"), team_web(homes[1], b, replica="b"):
+            origin_a, origin_b = f"http://127.0.0.1:{a}", f"http://127.0.0.1:{b}"
+            browser = ui_browser(idp, "alice")
+            link = upstream_link(browser, origin_a, APP)
+            landed = callback_of(link)
+            assert landed.startswith(origin_a + "/ui/sign-ins/callback?"), landed
+            page = browser.open(origin_b + landed[len(origin_a):], timeout=30).read().decode()
+            assert "Signed in to People" in page, page
+            token = idp.token("alice", "mcp apps:all")
+            for origin in (origin_a, origin_b):
+                up = type("Up", (), {"audience": origin + "/mcp"})
+                assert await whoami(up, token) == "you are alice"
+            status = homes[0].run("auth", "status", APP)
+            assert "signed in: alice" in status.stdout, status.stdout + status.stderr
+    finally:
+        server.kill()
+        server.wait()
+        idp.stop()
