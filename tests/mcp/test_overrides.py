@@ -201,3 +201,17 @@ async def test_an_atomic_batch_undoes_a_renamed_tool_with_its_defaulted_argument
         assert [(u["tool"], u["status"], u.get("undo")) for u in out["undone"]] == [
             ("jot", "undone", "erase")], out
     assert entries() == [], "the entry was removed again"
+
+
+async def test_a_renamed_tool_of_the_gateways_own_app_is_asked_about_by_its_new_name(gw, tmp_path):
+    import sys
+    source = {"mcpServers": {"quiet": {"command": sys.executable, "args": ["-c", "pass"]}}}
+    gw.config(consent={"mode": "prompt"}, apps={"aai": {"tools": {"import": {"name": "bring_in"}}}})
+    asked = []
+    async with gw.session(elicitation=deciding({"": "deny"}, asked), client_name="agent-a") as s:
+        names = [t.name for t in (await s.list_tools()).tools]
+        with pytest.raises(Exception):
+            await s.call_tool("aai_exec", {"app": "aai", "tool": "bring_in",
+                                           "args": {"source": source, "confirm": True}})
+    assert len(asked) == 1, (names, asked)
+    assert "bring_in" in asked[0] and "`import`" not in asked[0], asked[0]

@@ -816,12 +816,13 @@ impl Pipeline {
     /// having written nothing), then asked about with exactly what it will do — an answer
     /// is never remembered, each change is asked about —, then done, and the apps looked
     /// at again so that the next call sees the change. An import's approval also allows
-    /// what the imported app starts on first use, for this run.
+    /// what the imported app starts on first use, for this run. The question names the
+    /// tool as the caller knows it (a renamed one by its new name).
     async fn manage(
         &self,
         snapshot: &Snapshot,
         entry: &crate::registry::Entry,
-        tool: &str,
+        tool: &aai_descriptor::Tool,
         args: &Value,
         origin: &Origin,
         spans: &telemetry::Call,
@@ -832,7 +833,13 @@ impl Pipeline {
             .ok_or_else(|| GatewayError::from(Error::NoManager))?;
         let all = self.snapshot().await;
         let step = manager
-            .plan(tool, args, &origin.caller.name, snapshot, &all)
+            .plan(
+                &tool.as_defined().name,
+                args,
+                &origin.caller.name,
+                snapshot,
+                &all,
+            )
             .await
             .map_err(|e| match e {
                 crate::manage::Error::Unknown(app) => not_served(snapshot, &app, self.settings.os),
@@ -854,7 +861,7 @@ impl Pipeline {
                 &origin.caller,
                 &entry.app.id,
                 snapshot.name(entry),
-                tool,
+                &tool.name,
                 change.describe(),
             )
         };

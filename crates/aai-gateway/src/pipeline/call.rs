@@ -297,14 +297,7 @@ impl Pipeline {
         }
         if matches!(binding.executor, Executor::Gateway) {
             let outcome = self
-                .manage(
-                    snapshot,
-                    entry,
-                    &tool.as_defined().name,
-                    &args,
-                    origin,
-                    spans,
-                )
+                .manage(snapshot, entry, tool, &args, origin, spans)
                 .await?;
             return Ok(Authorized::Done(outcome));
         }
