@@ -123,13 +123,9 @@ impl Exchanger {
                     mcp::origin(url)
                 );
                 let mut refused = self.refused.lock().expect("refused lock");
-                if refused.len() >= KEPT {
-                    refused.retain(|_, at| at.elapsed() < REFUSED_FOR);
-                    if refused.len() >= KEPT {
-                        refused.clear();
-                    }
-                }
-                refused.insert(key, Instant::now());
+                keep(&mut refused, key, Instant::now(), |at| {
+                    at.elapsed() >= REFUSED_FOR
+                });
                 return None;
             }
         };
@@ -146,13 +142,9 @@ impl Exchanger {
         let token = tokens.access_token;
         if until > now {
             let mut kept = self.tokens.lock().expect("tokens lock");
-            if kept.len() >= KEPT {
-                kept.retain(|_, (_, until)| *until > now);
-                if kept.len() >= KEPT {
-                    kept.clear();
-                }
-            }
-            kept.insert(key, (token.clone(), until));
+            keep(&mut kept, key, (token.clone(), until), |(_, until)| {
+                *until <= now
+            });
         }
         Some(token)
     }
@@ -197,12 +189,29 @@ impl Exchanger {
             }
         };
         let mut plans = self.plans.lock().expect("plans lock");
-        if plans.len() >= KEPT {
-            plans.clear();
-        }
-        plans.insert(url.to_owned(), (plan.clone(), Instant::now() + kept_for));
+        let judged = (plan.clone(), Instant::now() + kept_for);
+        keep(&mut plans, url.to_owned(), judged, |(_, until)| {
+            Instant::now() >= *until
+        });
         plan
     }
+}
+
+/// Inserts into a cache of at most [`KEPT`] entries: when it is full, the entries `stale`
+/// says are past go first, then all.
+fn keep<K: Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    key: K,
+    value: V,
+    stale: impl Fn(&V) -> bool,
+) {
+    if map.len() >= KEPT {
+        map.retain(|_, v| !stale(v));
+        if map.len() >= KEPT {
+            map.clear();
+        }
+    }
+    map.insert(key, value);
 }
 
 fn digest(token: &str) -> [u8; 32] {

@@ -251,6 +251,28 @@ pub struct Grant {
 }
 
 impl Grant {
+    /// What a sign-in as `client` at `server` for `resource` keeps (`tokens`: none yet
+    /// while the browser is away).
+    pub(crate) fn of(
+        client: Client,
+        server: AuthServer,
+        resource: String,
+        scopes: Option<Vec<String>>,
+        tokens: Option<Tokens>,
+    ) -> Grant {
+        Grant {
+            client_id: client.id,
+            client_secret: client.secret,
+            auth_method: client.method,
+            preregistered: client.preregistered,
+            issuer: server.issuer,
+            token_endpoint: server.token_endpoint,
+            resource,
+            scopes: scopes.unwrap_or_default(),
+            tokens,
+        }
+    }
+
     /// A client the user registered with the server (no tokens yet).
     pub fn preregistered(client_id: String, client_secret: Option<Secret>) -> Grant {
         Grant {
@@ -1104,24 +1126,15 @@ pub(crate) async fn sign_in(
         .await
         .map_err(oauth::Error::Listen)?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let client = match (s.before.filter(|g| g.preregistered), s.client_document) {
-        // A client registered with one authorization server is not shown to another.
-        (Some(g), _) if !g.issuer.is_empty() && g.issuer != server.issuer => {
-            return Err(Error::OtherIssuer {
-                stored: origin(&g.issuer),
-                named: origin(&server.issuer),
-            });
-        }
-        (Some(g), _) => Client::stored(g, &server)?,
-        (None, Some(doc)) if server.client_metadata_documents => Client::document(doc),
-        (None, _) => register(&server, s.app, &redirect_uri(port)).await?,
-    };
-    // The scopes the server named, and those a call was refused for since the last one.
-    let remembered = s
-        .before
-        .filter(|g| g.resource == s.plan.resource && !g.scopes.is_empty())
-        .map(|g| g.scopes.clone());
-    let mut named = widen(s.plan.scopes.clone(), remembered);
+    let client = client_for(
+        &server,
+        s.app,
+        s.before,
+        s.client_document,
+        &redirect_uri(port),
+    )
+    .await?;
+    let mut named = named_scopes(s.plan, s.before);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -1138,17 +1151,13 @@ pub(crate) async fn sign_in(
         .await?;
         match check(&s.plan.server, &tokens.access_token).await? {
             Access::Granted => {
-                return Ok(Grant {
-                    client_id: client.id,
-                    client_secret: client.secret,
-                    auth_method: client.method,
-                    preregistered: client.preregistered,
-                    issuer: server.issuer,
-                    token_endpoint: server.token_endpoint,
-                    resource: s.plan.resource.clone(),
-                    scopes: scopes.unwrap_or_default(),
-                    tokens: Some(tokens),
-                });
+                return Ok(Grant::of(
+                    client,
+                    server,
+                    s.plan.resource.clone(),
+                    scopes,
+                    Some(tokens),
+                ));
             }
             Access::NeedsScope(challenge) => {
                 let wider = widen(named.clone(), challenge.scopes());
@@ -1162,6 +1171,40 @@ pub(crate) async fn sign_in(
             }
         }
     }
+}
+
+/// The client a sign-in at `server` uses: the one the user stored (`before`, when
+/// preregistered; refused when it is another authorization server's), else the gateway's
+/// Client ID Metadata Document when the server takes them, else one registered now for
+/// `redirect_uri`.
+pub(crate) async fn client_for(
+    server: &AuthServer,
+    app: &str,
+    before: Option<&Grant>,
+    document: Option<&str>,
+    redirect_uri: &str,
+) -> Result<Client, Error> {
+    match (before.filter(|g| g.preregistered), document) {
+        // A client registered with one authorization server is not shown to another.
+        (Some(g), _) if !g.issuer.is_empty() && g.issuer != server.issuer => {
+            Err(Error::OtherIssuer {
+                stored: origin(&g.issuer),
+                named: origin(&server.issuer),
+            })
+        }
+        (Some(g), _) => Client::stored(g, server),
+        (None, Some(doc)) if server.client_metadata_documents => Ok(Client::document(doc)),
+        (None, _) => register(server, app, redirect_uri).await,
+    }
+}
+
+/// The scopes a sign-in asks for before any step-up: those the server named, and those a
+/// call was refused for since the last sign-in (`before`'s, for the same resource).
+pub(crate) fn named_scopes(plan: &Plan, before: Option<&Grant>) -> Option<Vec<String>> {
+    let remembered = before
+        .filter(|g| g.resource == plan.resource && !g.scopes.is_empty())
+        .map(|g| g.scopes.clone());
+    widen(plan.scopes.clone(), remembered)
 }
 
 /// The union of two scope lists, in order.

@@ -477,12 +477,7 @@ impl McpExecutor {
         who: &Who,
         timeout: Option<Duration>,
     ) -> Result<bool, Error> {
-        let slot = self
-            .slots
-            .lock()
-            .expect("slots lock")
-            .get(&(app.to_owned(), who.clone()))
-            .cloned();
+        let slot = self.slot(app, who);
         let Some(slot) = slot else {
             return Ok(false);
         };
@@ -814,15 +809,19 @@ impl McpExecutor {
         Ok(Arc::new(connection))
     }
 
-    /// Drops `link` as `app`'s connection for `who` (it failed); the next use connects
-    /// again.
-    fn forget(&self, app: &str, who: &Who, link: &Arc<Connection>) {
-        let slot = self
-            .slots
+    /// `app`'s connection slot for `who`, if there is one.
+    fn slot(&self, app: &str, who: &Who) -> Option<Arc<Slot>> {
+        self.slots
             .lock()
             .expect("slots lock")
             .get(&(app.to_owned(), who.clone()))
-            .cloned();
+            .cloned()
+    }
+
+    /// Drops `link` as `app`'s connection for `who` (it failed); the next use connects
+    /// again.
+    fn forget(&self, app: &str, who: &Who, link: &Arc<Connection>) {
+        let slot = self.slot(app, who);
         if let Some(slot) = slot
             && let Ok(mut current) = slot.link.try_lock()
             && current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link))

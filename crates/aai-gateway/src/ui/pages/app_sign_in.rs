@@ -30,18 +30,20 @@ async fn mcp_app(ui: &Ui, app: &str) -> Option<(String, String)> {
     Some((snapshot.name(entry).to_owned(), mcp_url(entry)?.to_owned()))
 }
 
+/// The page that names a remote MCP server's origin and its authorization server's before
+/// a sign-in (the admin's on the credentials page, a person's on their sign-ins page).
 #[derive(Template)]
 #[template(path = "ui/mcp_sign_in.html")]
-struct McpSignInPage {
-    c: Chrome,
-    app: String,
-    name: String,
-    server: String,
-    issuer: String,
-    issuer_origin: String,
+pub(super) struct McpSignInPage {
+    pub(super) c: Chrome,
+    pub(super) app: String,
+    pub(super) name: String,
+    pub(super) server: String,
+    pub(super) issuer: String,
+    pub(super) issuer_origin: String,
     /// Where the form goes on to, and where "Cancel" goes back to.
-    action: &'static str,
-    cancel: &'static str,
+    pub(super) action: &'static str,
+    pub(super) cancel: &'static str,
 }
 
 /// Starts the OAuth sign-in of an app and sends the browser to the provider; the tokens

@@ -23,7 +23,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::app_sign_in::mcp_url;
+use super::app_sign_in::{McpSignInPage, mcp_url};
 use super::{AppForm, Chrome, Ui, Viewer, forbidden_csrf, page};
 use crate::auth::mcp;
 use crate::auth::store::{Credential, PENDING, account};
@@ -57,19 +57,6 @@ struct SignInsPage {
     apps: Vec<SignInRow>,
     /// One app was asked for: a link to all.
     only: bool,
-}
-
-#[derive(Template)]
-#[template(path = "ui/mcp_sign_in.html")]
-struct ConfirmPage {
-    c: Chrome,
-    app: String,
-    name: String,
-    server: String,
-    issuer: String,
-    issuer_origin: String,
-    action: &'static str,
-    cancel: &'static str,
 }
 
 #[derive(Template)]
@@ -190,7 +177,7 @@ pub(in super::super) async fn start(
         Err(e) => return ui.flash(HERE, format!("Cannot sign in: {e}."), false),
     };
     page(
-        ConfirmPage {
+        McpSignInPage {
             c: Chrome::new(&ui, "Sign in", HERE, None),
             app: form.app,
             name,
@@ -268,28 +255,20 @@ pub(in super::super) async fn confirm(
     };
     let admins = stored(app.clone()).await.filter(|g| g.preregistered);
     let document = ui.gateway().config().oauth_client_metadata_url.clone();
-    let client = match (admins, document) {
-        (Some(g), _) if !g.issuer.is_empty() && g.issuer != server.issuer => {
-            return failed(&mcp::Error::OtherIssuer {
-                stored: mcp::origin(&g.issuer),
-                named: mcp::origin(&server.issuer),
-            });
-        }
-        (Some(g), _) => match mcp::Client::stored(&g, &server) {
-            Ok(c) => c,
-            Err(e) => return failed(&e),
-        },
-        (None, Some(doc)) if server.client_metadata_documents => mcp::Client::document(&doc),
-        (None, _) => match mcp::register(&server, &app, &redirect_uri).await {
-            Ok(c) => c,
-            Err(e) => return failed(&e),
-        },
+    let client = mcp::client_for(
+        &server,
+        &app,
+        admins.as_ref(),
+        document.as_deref(),
+        &redirect_uri,
+    )
+    .await;
+    let client = match client {
+        Ok(c) => c,
+        Err(e) => return failed(&e),
     };
-    let remembered = earlier
-        .filter(|g| g.resource == plan.resource && !g.scopes.is_empty())
-        .map(|g| g.scopes);
     let scopes = mcp::scopes_for(
-        mcp::widen(plan.scopes.clone(), remembered).as_deref(),
+        mcp::named_scopes(&plan, earlier.as_ref()).as_deref(),
         &server,
     );
     let (state, verifier) = (
@@ -309,17 +288,7 @@ pub(in super::super) async fn confirm(
         Ok(link) => link,
         Err(e) => return failed(&e),
     };
-    let pending = mcp::Grant {
-        client_id: client.id,
-        client_secret: client.secret,
-        auth_method: client.method,
-        preregistered: client.preregistered,
-        issuer: server.issuer,
-        token_endpoint: server.token_endpoint,
-        resource: plan.resource,
-        scopes: scopes.unwrap_or_default(),
-        tokens: None,
-    };
+    let pending = mcp::Grant::of(client, server, plan.resource, scopes, None);
     let pending_account = format!("{mine}{PENDING}");
     if let Err(e) = store
         .set(&pending_account, Credential::McpOAuth(pending))
