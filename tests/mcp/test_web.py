@@ -6,9 +6,11 @@ Run: python3 -m pytest tests/mcp -q -k web
 """
 import hashlib
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import anyio
 import pytest
 
 from test_http import call, httpbin, tool, web_app  # noqa: F401  (httpbin is a fixture)
@@ -214,3 +216,21 @@ async def test_aai_exec_takes_a_web_apps_url(gw, site, httpbin):
         assert meta(gw, "com.example.byurl")["sourceUrl"] == f"{site.base}/.well-known/aai.json"
         await s.call_tool("aai_exec", {"app": site.base, "tool": "get", "args": {}})
         assert site.hits["/.well-known/aai.json"] == 1, "the second call uses the cache"
+
+
+async def test_one_discovery_is_one_reload_of_the_one_app(gw, site):
+    """The discovery looks at the files it wrote alone; the watcher, seeing them written,
+    reloads nothing (docs/performance.md, "Over a gateway's life")."""
+    gw.config(scanInterval=0)
+    gw.add_app("com.example.local")
+    site.docs["/.well-known/aai.json"] = web_app("com.example.once", site.base,
+                                                 [tool("get", "GET", "/get")])
+    log = gw.home / "logs" / "aai-gateway.log"
+    async with gw.session() as s:
+        await s.list_tools()
+        await s.call_tool("web_discover", {"url": site.base})
+        assert "app_com_example_once" in [t.name for t in (await s.list_tools()).tools]
+        await anyio.sleep(1.5)  # the watcher has seen the cache written, and settled
+        loads = re.findall(r'catalog loaded apps=\d+ (read=\d+ reused=\d+ files="\w+")', log.read_text())
+        assert loads == ['read=1 reused=0 files="all"', 'read=1 reused=1 files="touched"'], loads
+        assert "no descriptor changed" in log.read_text()

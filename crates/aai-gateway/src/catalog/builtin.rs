@@ -335,7 +335,7 @@ pub(crate) fn add_to(catalog: &mut Catalog, apps: Vec<(App, PathBuf)>) {
         if catalog.apps.iter().any(|l| l.app.id == app.id) {
             continue;
         }
-        let binding_sources = vec![source; app.bindings.len()];
+        let binding_sources = vec![std::sync::Arc::from(source); app.bindings.len()];
         catalog.apps.push(Loaded {
             app: std::sync::Arc::new(app),
             kind: SourceKind::BuiltIn,

@@ -16,16 +16,20 @@ pub(crate) mod checks;
 pub(crate) mod mcp_registry;
 pub(crate) mod paths;
 pub(crate) mod reads;
+mod scan;
 pub(crate) mod skills;
+pub(crate) mod touched;
 pub(crate) mod web;
 
-use std::collections::HashMap;
+pub use scan::scan;
+pub(crate) use scan::{scan_files, scan_touched, scan_with};
+pub(crate) use touched::Whole;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use aai_descriptor::{App, Diagnostic, Sink};
-use rayon::prelude::*;
+use aai_descriptor::{App, Diagnostic};
 
 /// What kind of place a search directory is, highest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -136,7 +140,7 @@ pub struct Loaded {
     /// The precedence class it was found in.
     pub kind: SourceKind,
     /// The file each binding came from (same order as `app.bindings`).
-    pub binding_sources: Vec<PathBuf>,
+    pub binding_sources: Vec<Arc<Path>>,
 }
 
 impl Loaded {
@@ -217,11 +221,6 @@ pub struct Broken {
 /// How many of a broken file's errors are kept for lookups and the UI (the rest are
 /// counted).
 const BROKEN_PROBLEMS: usize = 10;
-
-/// From how many candidate files (the paths a scan probes for `aai.json`) it parses on
-/// every core (docs/performance.md, "Link order and smaller keys": at 1,000 apps one
-/// thread keeps 0.5 MiB less resident and the scan takes 29 ms instead of 18).
-const PARALLEL_SCAN_FROM: usize = 2_000;
 
 impl Broken {
     fn new(path: &Path, layout: Layout, diagnostics: &[Diagnostic]) -> Broken {
@@ -325,357 +324,6 @@ pub(crate) fn complete(
     }
     builtin::add_to(&mut catalog, apps);
     catalog
-}
-
-/// Scans `dirs` (in precedence order) and loads every descriptor.
-pub fn scan(dirs: &[SearchDir]) -> Catalog {
-    scan_with(dirs, &mut reads::Reads::default()).0
-}
-
-/// One descriptor file as a scan found it.
-struct Scanned {
-    index: usize,
-    path: PathBuf,
-    app: Option<Arc<App>>,
-    diagnostics: Vec<Diagnostic>,
-    /// It could not be read (an I/O error other than its absence).
-    unread: bool,
-    /// Read now, with the stamp it had and its bytes' hash (`None`: reused by stamp).
-    fresh: Option<(reads::Stamp, u64)>,
-    /// Its bytes were parsed (new or changed), not only read again.
-    parsed: bool,
-}
-
-/// [`scan`], reading only the files that changed since the scan `reads` remembers, and
-/// remembering this one's; what it read, reused and lost.
-pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalog, reads::Counts) {
-    let mut listing_problems = Vec::new();
-    let mut seen_dirs: Vec<PathBuf> = Vec::new();
-    let mut files: Vec<(usize, PathBuf)> = Vec::new();
-    for (index, dir) in dirs.iter().enumerate() {
-        // The same directory reached twice (a scanPath naming $AAI_HOME, a symlink) is
-        // searched once, at its highest precedence.
-        let canonical = fs::canonicalize(&dir.dir).unwrap_or_else(|_| dir.dir.clone());
-        if seen_dirs.contains(&canonical) {
-            continue;
-        }
-        seen_dirs.push(canonical);
-        for path in list(dir, &mut listing_problems) {
-            files.push((index, path));
-        }
-    }
-    let mut unreadable: Vec<String> = listing_problems.iter().map(ToString::to_string).collect();
-
-    let now = std::time::SystemTime::now();
-    let known = &*reads;
-    let parse = |(index, path): (usize, PathBuf)| -> Option<Scanned> {
-        let source = path.display().to_string();
-        let unread = |e: std::io::Error| Scanned {
-            index,
-            app: None,
-            diagnostics: failed(&source, format!("cannot read the file: {e}")).diagnostics,
-            unread: true,
-            fresh: None,
-            parsed: false,
-            path: path.clone(),
-        };
-        // The stamp is taken before the read: a write in between is seen by the next scan.
-        let stamp = match fs::metadata(&path) {
-            Ok(meta) => reads::Stamp::of(&meta, now),
-            // Layouts probe `<dir>/<name>/aai.json` without listing it first.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => return Some(unread(e)),
-        };
-        if let Some(read) = known.reusable(&path, &stamp) {
-            return Some(Scanned {
-                index,
-                app: read.app.clone(),
-                diagnostics: read.diagnostics.clone(),
-                unread: false,
-                fresh: None,
-                parsed: false,
-                path,
-            });
-        }
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => return Some(unread(e)),
-        };
-        let hash = reads::Read::hash_of(&bytes);
-        // Read again with the same bytes (a racy stamp, a rewrite of the same text).
-        if let Some(read) = known.same_bytes(&path, hash) {
-            return Some(Scanned {
-                index,
-                app: read.app.clone(),
-                diagnostics: read.diagnostics.clone(),
-                unread: false,
-                fresh: Some((stamp, hash)),
-                parsed: false,
-                path,
-            });
-        }
-        let id = fallback_id(&path, dirs[index].layout);
-        let origin = origin_of(id.as_deref());
-        let parsed = match String::from_utf8(bytes) {
-            Ok(text) => aai_descriptor::parse_with(&text, &source, &origin),
-            Err(_) => failed(&source, "the file is not UTF-8 text".to_owned()),
-        };
-        Some(Scanned {
-            index,
-            app: parsed.app.map(Arc::new),
-            diagnostics: parsed.diagnostics,
-            unread: false,
-            fresh: Some((stamp, hash)),
-            parsed: true,
-            path,
-        })
-    };
-    // Small catalogs are read on this one thread: what a parse leaves behind is reused by
-    // the next, so the apps kept sit in one malloc arena instead of three, and the other
-    // core stays free for the client's handshake. Large ones are read by every core.
-    let scanned: Vec<Scanned> = if files.len() < PARALLEL_SCAN_FROM {
-        files.into_iter().filter_map(parse).collect()
-    } else {
-        files.into_par_iter().filter_map(parse).collect()
-    };
-    let seen: std::collections::HashSet<PathBuf> = scanned.iter().map(|s| s.path.clone()).collect();
-    let fresh: Vec<_> = scanned
-        .iter()
-        .filter_map(|s| {
-            let (stamp, hash) = s.fresh?;
-            let read = reads::Read::new(stamp, hash, s.app.clone(), s.diagnostics.clone());
-            Some((s.path.clone(), read))
-        })
-        .collect();
-    let mut counts = reads::Counts {
-        read: scanned.iter().filter(|s| s.parsed).count(),
-        reused: scanned.iter().filter(|s| !s.parsed && !s.unread).count(),
-        gone: 0,
-    };
-    counts.gone = reads.keep(fresh, counts.read > 0, &seen);
-    unreadable.extend(
-        scanned
-            .iter()
-            .filter(|s| s.unread)
-            .map(|s| s.path.display().to_string()),
-    );
-
-    let mut catalog = Catalog {
-        files: scanned.len(),
-        unreadable,
-        ..Catalog::default()
-    };
-    catalog.diagnostics.extend(listing_problems);
-    let mut by_id: HashMap<String, (usize, usize)> = HashMap::new(); // id -> (app index, dir index)
-    let mut notes = Vec::new();
-    let home = checks::user_home();
-    for Scanned {
-        index,
-        path,
-        app,
-        diagnostics,
-        ..
-    } in scanned
-    {
-        let dir = &dirs[index];
-        let Some(app) = app else {
-            catalog
-                .broken
-                .push(Broken::new(&path, dir.layout, &diagnostics));
-            catalog.diagnostics.extend(diagnostics);
-            continue;
-        };
-        catalog.diagnostics.extend(diagnostics);
-        // Not active here: left out before precedence, as if the file were not there.
-        let folder = path.parent().unwrap_or(Path::new(""));
-        if let Some((i, why)) =
-            checks::unmet(&app.checks, folder, home.as_deref(), crate::host::on_path)
-        {
-            let why = format!("check {} (`discovery.checks[{i}]`): {why}", i + 1);
-            let sink = Sink::new(path.display().to_string());
-            sink.warning(
-                format!("/discovery/checks/{i}"),
-                format!(
-                    "app `{}` is not active on this machine and is not served: {why}",
-                    app.id
-                ),
-            );
-            notes.extend(sink.into_vec());
-            catalog.inactive.push(Inactive {
-                id: app.id.clone(),
-                file: path,
-                why,
-            });
-            continue;
-        }
-        if dir.layout == Layout::AppDirs && dir.kind == SourceKind::User {
-            check_folder_name(&path, &app.id, &mut notes);
-        }
-        match by_id.get(&app.id) {
-            None => {
-                by_id.insert(app.id.clone(), (catalog.apps.len(), index));
-                let binding_sources = vec![path; app.bindings.len()];
-                catalog.apps.push(Loaded {
-                    app,
-                    kind: dir.kind,
-                    binding_sources,
-                });
-            }
-            Some(&(at, winner_dir)) if winner_dir == index => {
-                merge(&mut catalog.apps[at], app, path, &mut notes);
-            }
-            Some(&(at, winner_dir)) => {
-                let winner = &catalog.apps[at];
-                let sink = Sink::new(path.display().to_string());
-                sink.warning(
-                    "",
-                    format!(
-                        "app `{}` is shadowed by {} ({} location `{}` takes precedence over {} location `{}`)",
-                        app.id,
-                        winner.source().display(),
-                        dirs[winner_dir].kind.as_str(),
-                        dirs[winner_dir].dir.display(),
-                        dir.kind.as_str(),
-                        dir.dir.display(),
-                    ),
-                );
-                notes.extend(sink.into_vec());
-            }
-        }
-    }
-    catalog.diagnostics.extend(notes);
-    catalog.apps.sort_by(|a, b| a.app.id.cmp(&b.app.id));
-    (catalog, counts)
-}
-
-fn failed(source: &str, message: String) -> aai_descriptor::Parsed {
-    let sink = Sink::new(source);
-    sink.error("", message);
-    aai_descriptor::Parsed {
-        app: None,
-        diagnostics: sink.into_vec(),
-        id_from_origin: false,
-    }
-}
-
-/// Adds `app`'s bindings to `into`; a platform that is already bound is reported.
-fn merge(into: &mut Loaded, app: Arc<App>, path: PathBuf, notes: &mut Vec<Diagnostic>) {
-    for binding in &app.bindings {
-        if let Some(i) = into
-            .app
-            .bindings
-            .iter()
-            .position(|b| b.platform == binding.platform)
-        {
-            let sink = Sink::new(path.display().to_string());
-            sink.warning(
-                "",
-                format!(
-                    "app `{}` already has a `{}` binding from {}; this file's is ignored",
-                    app.id,
-                    binding.platform.as_str(),
-                    into.binding_sources[i].display()
-                ),
-            );
-            notes.extend(sink.into_vec());
-            continue;
-        }
-        Arc::make_mut(&mut into.app).bindings.push(binding.clone());
-        into.binding_sources.push(path.clone());
-    }
-}
-
-/// In the user dir the folder is meant to be named after the app id (docs/descriptors.md,
-/// Where descriptors are found).
-fn check_folder_name(path: &Path, id: &str, notes: &mut Vec<Diagnostic>) {
-    let folder = path
-        .parent()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy());
-    if let Some(folder) = folder.filter(|f| f != id) {
-        let sink = Sink::new(path.display().to_string());
-        sink.warning(
-            "/appId",
-            format!("the folder is `{folder}` but the app id is `{id}`; name the folder after the app id"),
-        );
-        notes.extend(sink.into_vec());
-    }
-}
-
-/// The candidate files of one search directory, sorted. A missing directory is normal;
-/// an unreadable one is reported.
-fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
-    if dir.layout == Layout::File {
-        return vec![dir.dir.clone()];
-    }
-    let entries = match fs::read_dir(&dir.dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
-            return vec![dir.dir.clone()];
-        }
-        Err(e) => {
-            let sink = Sink::new(dir.dir.display().to_string());
-            sink.warning("", format!("cannot list the directory: {e}"));
-            problems.extend(sink.into_vec());
-            return Vec::new();
-        }
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => {
-                let sink = Sink::new(dir.dir.display().to_string());
-                sink.warning("", format!("cannot list the directory: {e}"));
-                problems.extend(sink.into_vec());
-                continue;
-            }
-        };
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        // `file_type` comes from the directory listing (no extra stat) and does not
-        // follow symlinks; a symlink is resolved by reading through it.
-        let Ok(ty) = entry.file_type() else { continue };
-        let is_dir = ty.is_dir() || (ty.is_symlink() && entry.path().is_dir());
-        let path = entry.path();
-        match dir.layout {
-            Layout::AppDirs | Layout::Mixed
-                if is_dir
-                // The gateway's own folders in `$AAI_HOME` (the web cache, the logs,
-                // kept tool lists) are not app folders.
-                && !(dir.kind == SourceKind::User && OWN_FOLDERS.contains(&name.as_ref())) =>
-            {
-                out.push(path.join("aai.json"));
-            }
-            Layout::Flat | Layout::Mixed if !is_dir && is_descriptor_name(&name) => out.push(path),
-            Layout::Bundles if is_dir && name.ends_with(".app") => {
-                out.push(path.join("Contents/Resources/aai.json"));
-            }
-            _ => {}
-        }
-    }
-    out.sort();
-    out
-}
-
-/// The folders of `$AAI_HOME` that are the gateway's own, never an app's (`trash` holds
-/// removed apps: `manage/trash.rs`).
-const OWN_FOLDERS: [&str; 5] = ["web", "logs", "cache", "skills", "trash"];
-
-/// The candidate descriptor files of one directory that exist, sorted (for `validate`).
-pub(crate) fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {
-    let mut ignored = Vec::new();
-    list(dir, &mut ignored)
-        .into_iter()
-        .filter(|p| p.is_file())
-        .collect()
-}
-
-/// `*.json`, except the gateway's own `config.json`.
-fn is_descriptor_name(name: &str) -> bool {
-    name.ends_with(".json") && name != "config.json" && !name.starts_with('.')
 }
 
 #[cfg(test)]

@@ -574,6 +574,10 @@ fn within(host: &str, source: &reqwest::Url) -> bool {
 /// URLs left the origin it came from (`meta.json`'s `sourceUrl`).
 pub(crate) fn guard(catalog: &mut super::Catalog, reserved: &std::collections::HashSet<String>) {
     use super::SourceKind;
+    // Most catalogs have no web app: nothing to look at, and no set of every id to make.
+    if !catalog.apps.iter().any(|l| l.kind == SourceKind::WebCache) {
+        return;
+    }
     let local: std::collections::HashSet<String> = catalog
         .apps
         .iter()
@@ -610,7 +614,7 @@ pub(crate) fn guard(catalog: &mut super::Catalog, reserved: &std::collections::H
 }
 
 /// The URL a cached descriptor was fetched from (its `meta.json` beside it).
-fn source_of(file: &Path) -> Option<reqwest::Url> {
+pub(super) fn source_of(file: &Path) -> Option<reqwest::Url> {
     let meta = std::fs::read_to_string(file.parent()?.join("meta.json")).ok()?;
     let meta: Value = serde_json::from_str(&meta).ok()?;
     reqwest::Url::parse(meta.get("sourceUrl")?.as_str()?).ok()

@@ -857,15 +857,16 @@ impl AcpExecutor {
     }
 
     /// After a reload: stops the agents of apps that are gone or now start differently.
-    pub(crate) fn retire_stale(&self, live: &HashMap<String, Started>) {
+    pub(crate) fn retire_stale(&self, live: super::Live<'_>) {
         let mut agents = self.agents.lock().expect("agents lock");
         agents.retain(|app, slot| {
             let Ok(current) = slot.try_lock() else {
                 return true; // starting or in use right now; checked on its next use
             };
-            let keep = match current.as_ref() {
-                Some(agent) => live.get(app) == Some(&agent.started),
-                None => live.contains_key(app),
+            let keep = match (current.as_ref(), live(app)) {
+                (Some(agent), Some(super::Start::Acp(now))) => now == agent.started,
+                (None, Some(super::Start::Acp(_))) => true,
+                _ => false,
             };
             if !keep && let Some(agent) = current.as_ref() {
                 tracing::info!(app, "the app was removed or changed; stopping its agent");

@@ -427,12 +427,12 @@ impl Executors {
     }
 
     /// After a reload: retires adapters whose app is gone or now starts differently
-    /// (`app id → how its stdio adapter would start now`); they finish their in-flight
+    /// (`live`: how each app's process would start now); they finish their in-flight
     /// calls first.
-    pub fn retire_stale(&self, live: &Live) {
-        self.stdio.retire_stale(&live.stdio);
-        self.mcp.retire_stale(&live.mcp);
-        self.acp.retire_stale(&live.acp);
+    pub(crate) fn retire_stale(&self, live: Live<'_>) {
+        self.stdio.retire_stale(live);
+        self.mcp.retire_stale(live);
+        self.acp.retire_stale(live);
     }
 
     /// Stops every process the executors started.
@@ -443,16 +443,21 @@ impl Executors {
     }
 }
 
-/// How each app's long-lived process or connection would start now, by app id; anything
-/// started differently is retired after a reload.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// stdio adapters.
-    pub stdio: std::collections::HashMap<String, stdio::Started>,
-    /// Downstream MCP servers.
-    pub mcp: std::collections::HashMap<String, aai_descriptor::McpServer>,
-    /// ACP agents.
-    pub acp: std::collections::HashMap<String, stdio::Started>,
+/// How an app's long-lived process or connection would start now, by app id (`None`:
+/// the app is gone, or starts none); anything started differently is retired after a
+/// reload. Asked only of the apps that run something, so a reload of 10,000 apps does not
+/// work out how each would start.
+pub(crate) type Live<'a> = &'a dyn Fn(&str) -> Option<Start>;
+
+/// How an app's long-lived process or connection starts.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Start {
+    /// A stdio adapter.
+    Stdio(stdio::Started),
+    /// A downstream MCP server.
+    Mcp(aai_descriptor::McpServer),
+    /// An ACP agent.
+    Acp(stdio::Started),
 }
 
 /// Each app's last failed start (of a server or an agent): when it ended, and why. A

@@ -110,11 +110,11 @@ struct Pending {
 
 /// What an adapter was started as; a binding that no longer matches gets a new one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
+pub(crate) struct Started {
     /// Program, arguments, environment.
-    pub process: aai_descriptor::Process,
+    pub(crate) process: aai_descriptor::Process,
     /// The descriptor's folder.
-    pub base_dir: std::path::PathBuf,
+    pub(crate) base_dir: std::path::PathBuf,
 }
 
 /// One running adapter: the child, and what the pool needs to know of it.
@@ -310,10 +310,10 @@ impl StdioExecutor {
     /// After a reload: retires every adapter whose app is gone or was started differently
     /// than `live` now says (`app id → how it would start now`). A retired adapter
     /// finishes its in-flight calls, then stops.
-    pub(crate) fn retire_stale(&self, live: &HashMap<String, Started>) {
+    pub(crate) fn retire_stale(&self, live: super::Live<'_>) {
         let mut adapters = self.adapters.lock().expect("adapters lock");
         adapters.retain(|app, adapter| {
-            let keep = live.get(app).is_some_and(|s| *s == adapter.started);
+            let keep = matches!(live(app), Some(super::Start::Stdio(s)) if s == adapter.started);
             if !keep {
                 tracing::info!(app, "the app was removed or changed; retiring its adapter");
                 retire(adapter);

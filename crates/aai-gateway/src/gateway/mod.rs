@@ -322,8 +322,21 @@ impl Gateway {
             reads.clear();
         }
         self.rescans.fetch_add(1, Ordering::Relaxed);
-        let (scanned, counts) = catalog::scan_with(&self.search_dirs, &mut reads);
-        if why == Why::Files
+        let started = std::time::Instant::now();
+        // Touched paths are looked at alone when they can be placed; else every file is.
+        let (touched, descriptors_only) = match &why {
+            Why::Files(paths) => {
+                match catalog::scan_touched(&self.search_dirs, &mut reads, paths) {
+                    Ok(scanned) => (Some(scanned), true),
+                    Err(whole) => (None, whole == catalog::Whole::List),
+                }
+            }
+            Why::Other | Why::Everything => (None, false),
+        };
+        let files_only = touched.is_some();
+        let (scanned, counts) =
+            touched.unwrap_or_else(|| catalog::scan_with(&self.search_dirs, &mut reads));
+        if descriptors_only
             && counts.unchanged()
             && reads.applied()
             && self.loaded.load(Ordering::SeqCst)
@@ -331,7 +344,8 @@ impl Gateway {
             tracing::info!("rescan: no descriptor changed, nothing to reload");
             return false;
         }
-        let catalog = catalog::complete(scanned, &self.search_dirs, &self.reserved_ids());
+        let catalog =
+            self.with_reserved_ids(|ids| catalog::complete(scanned, &self.search_dirs, ids));
         // A scan that could not read everything (too many open files, an I/O error) says
         // nothing about what it missed: the apps served stay as they were.
         if !catalog.unreadable.is_empty() && self.loaded.load(Ordering::SeqCst) {
@@ -367,36 +381,34 @@ impl Gateway {
         let mut snapshot =
             Snapshot::build_after(catalog, &self.host, self.locale.clone(), Some(&previous));
         snapshot.visibility = Arc::new(self.visibility());
-        tracing::info!(
-            apps = snapshot.entries.len(),
-            read = counts.read,
-            reused = counts.reused,
-            "catalog loaded"
-        );
-        let mut live = crate::exec::Live::default();
-        for e in &snapshot.entries {
-            let started = |process: &aai_descriptor::Process| crate::exec::stdio::Started {
+        let live = |app: &str| {
+            use crate::exec::{Start, stdio::Started};
+            let e = snapshot.exact_id(app)?;
+            let started = |process: &aai_descriptor::Process| Started {
                 process: process.clone(),
                 base_dir: crate::pipeline::base_dir(e).to_owned(),
             };
-            let id = e.app.id.clone();
             match &e.binding().executor {
-                aai_descriptor::Executor::Stdio(p) => {
-                    live.stdio.insert(id, started(p));
-                }
-                aai_descriptor::Executor::Acp(p) => {
-                    live.acp.insert(id, started(p));
-                }
-                aai_descriptor::Executor::Mcp(server) => {
-                    live.mcp.insert(id, server.clone());
-                }
-                _ => {}
+                aai_descriptor::Executor::Stdio(p) => Some(Start::Stdio(started(p))),
+                aai_descriptor::Executor::Acp(p) => Some(Start::Acp(started(p))),
+                aai_descriptor::Executor::Mcp(server) => Some(Start::Mcp(server.clone())),
+                _ => None,
             }
-        }
+        };
         self.pipeline.executors().retire_stale(&live);
         warn_of_breaking_releases(&previous, &snapshot);
+        let apps = snapshot.entries.len();
         let changed = self.registry.replace(snapshot);
         reads.installed();
+        drop(previous);
+        tracing::info!(
+            apps,
+            read = counts.read,
+            reused = counts.reused,
+            files = if files_only { "touched" } else { "all" },
+            ms = started.elapsed().as_millis() as u64,
+            "catalog loaded"
+        );
         let first = !self.loaded.swap(true, Ordering::SeqCst);
         if first {
             self.loaded_notify.notify_waiters();
@@ -425,15 +437,18 @@ impl Gateway {
     }
 
     /// The ids local and built-in descriptors have had, read from `state.db` once.
-    fn reserved_ids(&self) -> std::collections::HashSet<String> {
+    /// Lent to `with`, not copied: at 10,000 apps a copy per scan was 10,000 strings.
+    fn with_reserved_ids<T>(
+        &self,
+        with: impl FnOnce(&std::collections::HashSet<String>) -> T,
+    ) -> T {
         let mut ids = self.local_ids.lock().expect("local ids lock");
-        ids.get_or_insert_with(|| {
+        with(ids.get_or_insert_with(|| {
             self.state
                 .get()
                 .and_then(|s| s.local_ids().inspect_err(|e| tracing::warn!("{e}")).ok())
                 .unwrap_or_default()
-        })
-        .clone()
+        }))
     }
 
     /// Remembers the ids of this scan's local and built-in apps (new ones are written to
@@ -611,11 +626,13 @@ impl Gateway {
         input: &str,
     ) -> Result<(String, bool), GatewayError> {
         let url = catalog::web::well_known(input)?;
+        let started = std::time::Instant::now();
         let fetched = self.web.fetch(&url, None).await?;
+        let fetch_ms = started.elapsed().as_secs_f64() * 1e3;
         // A site may not take the id of a local or built-in app (and the credential
         // stored for it): its copy is not kept.
         if catalog::builtin::is_builtin_id(&fetched.app_id)
-            || self.reserved_ids().contains(&fetched.app_id)
+            || self.with_reserved_ids(|ids| ids.contains(&fetched.app_id))
         {
             if fetched.changed {
                 self.web.forget(&fetched.app_id);
@@ -626,10 +643,21 @@ impl Gateway {
             }
             .into());
         }
-        // A cache hit changes nothing: no rescan (it would cost a scan of every app).
-        if fetched.changed || self.snapshot().await.find(&fetched.app_id).is_none() {
+        // A cache hit changes nothing: no rescan (it would cost a scan of every app). What
+        // the fetch wrote is looked at alone.
+        if fetched.changed {
+            let folder = catalog::web::cache_dir(&self.home).join(&fetched.app_id);
+            let written = vec![folder.join("aai.json"), folder.join("meta.json")];
+            self.rescan_async_for(Why::Files(written)).await;
+        } else if self.snapshot().await.find(&fetched.app_id).is_none() {
             self.rescan_async().await;
         }
+        tracing::debug!(
+            app = %fetched.app_id,
+            fetch_ms = %format!("{fetch_ms:.1}"),
+            then_ms = %format!("{:.1}", started.elapsed().as_secs_f64() * 1e3 - fetch_ms),
+            "web_discover"
+        );
         Ok((fetched.app_id, fetched.stale))
     }
 
@@ -741,10 +769,14 @@ impl crate::pipeline::Apps for AppsOf {
 }
 
 /// Why a scan runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Why {
-    /// The watcher saw files change: when no descriptor did, nothing is rebuilt.
-    Files,
+    /// These paths changed (descriptors, a web app's `meta.json`, app folders made,
+    /// renamed or removed; the watcher saw them, or the gateway wrote them): only the
+    /// files they stand for are looked at (`catalog/touched.rs`), and when none changed,
+    /// nothing is rebuilt. A path no file stands for but a new folder makes it a whole
+    /// scan, as [`Why::Other`].
+    Files(Vec<PathBuf>),
     /// Anything else: the first scan, the interval, the session bus, the gateway's own
     /// writes, a downstream server's tools.
     Other,
@@ -897,10 +929,11 @@ async fn terminated() -> &'static str {
 /// from their MCP server are left out: their lists are not releases.
 fn warn_of_breaking_releases(old: &Snapshot, new: &Snapshot) {
     use aai_descriptor::versions::{self, Bump};
-    let before: std::collections::HashMap<&str, &crate::registry::Entry> =
-        old.entries.iter().map(|e| (e.app.id.as_str(), e)).collect();
+    // Both are sorted by id: each app's release before is found walking along.
+    let mut before = old.entries.iter().peekable();
     for entry in &new.entries {
-        let Some(before) = before.get(entry.app.id.as_str()) else {
+        while before.next_if(|b| b.app.id < entry.app.id).is_some() {}
+        let Some(before) = before.next_if(|b| b.app.id == entry.app.id) else {
             continue;
         };
         // An app whose file did not change is the very same parse: nothing to compare
@@ -1021,7 +1054,7 @@ mod tests {
         gw.rescan();
         let first = gw.registry_snapshot();
         // The gateway's own write seen again by the watcher: the same snapshot stays.
-        assert!(!gw.rescan_for(Why::Files));
+        assert!(!gw.rescan_for(Why::Files(vec![file.clone()])));
         assert!(Arc::ptr_eq(&first, &gw.registry_snapshot()));
         // Any other reason rebuilds it, sharing the app the file still holds.
         assert!(!gw.rescan());

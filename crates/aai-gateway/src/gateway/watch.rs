@@ -5,8 +5,10 @@
 //!
 //! The user dir and `scanPaths` are watched recursively; system directories only at
 //! their top level (watching all of `/opt` would be costly) and are otherwise covered by
-//! the periodic rescan. Only `*.json` paths (not `config.json`) and new folders trigger a
-//! rescan, so log writes under `$AAI_HOME` do not; bursts of events are coalesced. On Unix the session
+//! the periodic rescan. Only `*.json` paths (not `config.json`), new folders and folders
+//! renamed or removed in a search directory trigger a rescan, so log writes under
+//! `$AAI_HOME` do not; bursts of events are coalesced, and a burst of descriptor events
+//! looks at the files it touched alone (`catalog/touched.rs`). On Unix the session
 //! bus is watched too: a media player or notification daemon appearing or leaving
 //! changes the built-in apps at once.
 
@@ -85,11 +87,20 @@ pub(crate) fn start(gateway: Arc<Gateway>) -> Watcher {
                         continue;
                     };
                     tokio::time::sleep(SETTLE).await;
-                    // A burst with a bus change in it rescans as one.
+                    // A burst rescans as one: the paths of all its file events, or
+                    // everything when anything else is in it (a bus change, `apps.json`).
                     while let Ok(more) = rx.try_recv() {
-                        if more != Why::Files {
-                            why = more;
-                        }
+                        why = match (why, more) {
+                            (Why::Files(mut paths), Why::Files(more)) => {
+                                paths.extend(more);
+                                Why::Files(paths)
+                            }
+                            (Why::Files(_), other) | (other, _) => other,
+                        };
+                    }
+                    if let Why::Files(paths) = &mut why {
+                        paths.sort_unstable();
+                        paths.dedup();
                     }
                     why
                 }
@@ -115,22 +126,19 @@ async fn tick(ticker: &mut Option<tokio::time::Interval>) {
     }
 }
 
-/// What a relevant event asks of the scan. Only descriptor files may find nothing to
-/// reload (`Why::Files`); anything else the snapshot depends on and the scan of
-/// descriptors does not see changes through `Why::Other`: `apps.json` (who sees what),
-/// a web app's `meta.json` (where it came from), a new folder (a skill, a path a
-/// `discovery.checks` entry looks for).
+/// What a relevant event asks of the scan. Paths go to the scan (`Why::Files`), which
+/// looks only at the files they stand for, or at every file when one is a new folder no
+/// app's file stands for (a skill, a path a `discovery.checks` entry looks for).
+/// `apps.json` (who sees what) is no descriptor: it rebuilds through `Why::Other`.
 fn why(event: &notify::Event) -> Why {
-    let descriptor = |p: &std::path::Path| {
-        p.extension().is_some_and(|e| e == "json")
-            && p.file_name()
-                .is_some_and(|n| n != "apps.json" && n != "meta.json")
-            && !(event.kind.is_create() && p.is_dir())
-    };
-    if event.paths.iter().all(|p| descriptor(p)) {
-        Why::Files
-    } else {
+    if event
+        .paths
+        .iter()
+        .any(|p| p.file_name().is_some_and(|n| n == "apps.json"))
+    {
         Why::Other
+    } else {
+        Why::Files(event.paths.clone())
     }
 }
 
@@ -147,10 +155,27 @@ fn is_change(kind: &notify::EventKind) -> bool {
     }
 }
 
+/// Whether an event kind moves what it names, or removes a folder (a file removed is
+/// not: the history's `state.db-wal` beside the app folders is no app's).
+fn moved(kind: &notify::EventKind) -> bool {
+    use notify::EventKind;
+    use notify::event::{ModifyKind, RemoveKind};
+    matches!(
+        kind,
+        EventKind::Remove(RemoveKind::Folder | RemoveKind::Any | RemoveKind::Other)
+            | EventKind::Modify(ModifyKind::Name(_))
+    )
+}
+
 fn file_watcher(
     gateway: &Gateway,
     tx: mpsc::UnboundedSender<Why>,
 ) -> Option<notify::RecommendedWatcher> {
+    let roots: Vec<std::path::PathBuf> = gateway
+        .search_dirs()
+        .iter()
+        .map(|d| d.dir.clone())
+        .collect();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         // Only changes count: reading a descriptor (the gateway's own scans included)
@@ -159,11 +184,13 @@ fn file_watcher(
             return;
         }
         // A new folder counts too: its `aai.json` may be written before the recursive
-        // watch on the folder exists, and then no event names the file.
+        // watch on the folder exists, and then no event names the file. So does a folder
+        // renamed or removed in a search directory: an app folder moved in or out.
         let relevant = event.paths.iter().any(|p| {
             (p.extension().is_some_and(|e| e == "json")
                 && p.file_name().is_some_and(|n| n != "config.json"))
                 || (event.kind.is_create() && p.is_dir())
+                || (moved(&event.kind) && p.parent().is_some_and(|d| roots.iter().any(|r| r == d)))
         });
         if relevant {
             let _ = tx.send(why(&event));
@@ -197,7 +224,7 @@ mod tests {
     use notify::{Event, EventKind};
 
     #[test]
-    fn only_events_on_descriptor_files_may_find_nothing_to_reload() {
+    fn file_events_name_their_paths_and_who_sees_what_rebuilds_everything() {
         let dir = tempfile::tempdir().unwrap();
         let written = |paths: &[std::path::PathBuf]| {
             let mut event = Event::new(EventKind::Modify(ModifyKind::Any));
@@ -205,18 +232,19 @@ mod tests {
             why(&event)
         };
         let descriptor = dir.path().join("com.example.a/aai.json");
-        assert_eq!(written(std::slice::from_ref(&descriptor)), Why::Files);
-        // Who sees what, and where a web app came from: not descriptors, but the
-        // snapshot depends on them.
-        for other in ["apps.json", "web/com.example.w/meta.json"] {
-            let path = dir.path().join(other);
-            assert_eq!(written(&[descriptor.clone(), path]), Why::Other, "{other}");
-        }
-        // A new folder: a skill, or a path a `discovery.checks` entry looks for.
+        let meta = dir.path().join("web/com.example.w/meta.json");
+        assert_eq!(
+            written(&[descriptor.clone(), meta.clone()]),
+            Why::Files(vec![descriptor.clone(), meta])
+        );
+        // Who sees what: no descriptor, but the snapshot depends on it.
+        let apps = dir.path().join("apps.json");
+        assert_eq!(written(&[descriptor, apps]), Why::Other);
+        // A new folder goes to the scan, which tells an app's from a skill's.
         let folder = dir.path().join("skills/new");
         std::fs::create_dir_all(&folder).unwrap();
         let mut event = Event::new(EventKind::Create(CreateKind::Folder));
-        event.paths = vec![folder];
-        assert_eq!(why(&event), Why::Other);
+        event.paths = vec![folder.clone()];
+        assert_eq!(why(&event), Why::Files(vec![folder]));
     }
 }

@@ -155,7 +155,7 @@ mod tests {
                 .into(),
             binding: 0,
             slug: crate::registry::slug::sanitize(id),
-            source: std::path::PathBuf::new(),
+            source: std::path::PathBuf::new().into(),
             keys: Default::default(),
         }];
         crate::registry::slug::assign(&mut entries);

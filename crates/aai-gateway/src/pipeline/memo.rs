@@ -160,7 +160,7 @@ mod tests {
                 .into(),
             binding: 0,
             slug: id.to_owned(),
-            source: std::path::PathBuf::from("/apps/x/aai.json"),
+            source: std::path::PathBuf::from("/apps/x/aai.json").into(),
             keys: Default::default(),
         }
     }

@@ -524,7 +524,7 @@ mod tests {
                 .into(),
             binding: 0,
             slug: "com_example_t".to_owned(),
-            source: std::path::PathBuf::new(),
+            source: std::path::PathBuf::new().into(),
             keys: Default::default(),
         }
     }

@@ -17,7 +17,6 @@ pub(crate) mod view;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use aai_descriptor::{App, Binding, Diagnostic, Platform};
@@ -26,7 +25,7 @@ use crate::catalog::Catalog;
 use crate::host::{Host, Os};
 
 /// One served app.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     /// The app, all bindings included (shared with the scan that read it).
     pub app: Arc<App>,
@@ -35,7 +34,7 @@ pub struct Entry {
     /// Client-safe name part.
     pub slug: String,
     /// The file that defined the chosen binding.
-    pub source: PathBuf,
+    pub source: std::sync::Arc<std::path::Path>,
     /// Lower-cased search text, computed once per app object.
     pub keys: Arc<search::Keys>,
 }
@@ -114,6 +113,11 @@ impl Snapshot {
                 missing.insert(inactive.id.clone(), Missing::Inactive(inactive));
             }
         }
+        // Both are sorted by id: the previous entry of each app is found walking along.
+        let mut before = previous
+            .map_or(&[][..], |p| &p.entries[..])
+            .iter()
+            .peekable();
         let mut entries: Vec<Entry> = catalog
             .apps
             .into_iter()
@@ -128,11 +132,19 @@ impl Snapshot {
                     missing.insert(loaded.app.id.clone(), Missing::Unsupported(bindings));
                     return None;
                 };
+                while before.next_if(|p| p.app.id < loaded.app.id).is_some() {}
+                // The very same parse, bound the same way: the same entry, but for its slug,
+                // which depends on the other apps (`slug::assign`).
+                if let Some(p) = before.next_if(|p| p.app.id == loaded.app.id)
+                    && Arc::ptr_eq(&p.app, &loaded.app)
+                    && p.binding == binding
+                {
+                    return Some(Entry {
+                        slug: slug::sanitize(&p.app.id),
+                        ..p.clone()
+                    });
+                }
                 let source = loaded.binding_sources[binding].clone();
-                let kept = previous
-                    .and_then(|p| p.exact_id(&loaded.app.id))
-                    .filter(|p| Arc::ptr_eq(&p.app, &loaded.app) && p.binding == binding)
-                    .map(|p| p.keys.clone());
                 let mut entry = Entry {
                     slug: slug::sanitize(&loaded.app.id),
                     app: loaded.app,
@@ -140,7 +152,7 @@ impl Snapshot {
                     source,
                     keys: Arc::default(),
                 };
-                entry.keys = kept.unwrap_or_else(|| Arc::new(search::Keys::of(&entry)));
+                entry.keys = Arc::new(search::Keys::of(&entry));
                 Some(entry)
             })
             .collect();
@@ -290,7 +302,7 @@ impl Snapshot {
     }
 
     /// The entry whose id is `key`.
-    fn exact_id(&self, key: &str) -> Option<&Entry> {
+    pub(crate) fn exact_id(&self, key: &str) -> Option<&Entry> {
         let i = self
             .entries
             .binary_search_by(|e| e.app.id.as_str().cmp(key))

@@ -32,12 +32,13 @@ fn short_hash(id: &str) -> String {
 /// Gives colliding or over-long slugs a stable hash suffix.
 pub(crate) fn assign(entries: &mut [Entry]) {
     let max_slug = MAX_LISTED_NAME - "app_".len();
-    let mut count: HashMap<String, usize> = HashMap::new();
+    let mut count: HashMap<&str, u32> = HashMap::with_capacity(entries.len());
     for e in entries.iter() {
-        *count.entry(e.slug.clone()).or_default() += 1;
+        *count.entry(&e.slug).or_default() += 1;
     }
-    for e in entries.iter_mut() {
-        let collides = count[&e.slug] > 1;
+    let collides: Vec<bool> = entries.iter().map(|e| count[e.slug.as_str()] > 1).collect();
+    drop(count);
+    for (e, collides) in entries.iter_mut().zip(collides) {
         if collides || e.slug.len() > max_slug {
             let hash = short_hash(&e.app.id);
             let keep = max_slug - hash.len() - 1;
@@ -73,7 +74,7 @@ mod tests {
             app: app(id).into(),
             binding: 0,
             slug: sanitize(id),
-            source: PathBuf::new(),
+            source: PathBuf::new().into(),
             keys: Default::default(),
         })
         .collect();

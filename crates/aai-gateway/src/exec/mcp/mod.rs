@@ -866,27 +866,32 @@ impl McpExecutor {
 
     /// After a reload: drops the connections and tool lists of apps that are gone or
     /// now reach their server differently (`app id → server`).
-    pub fn retire_stale(&self, live: &HashMap<String, McpServer>) {
+    pub(crate) fn retire_stale(&self, live: crate::exec::Live<'_>) {
+        let server = |app: &str| match live(app) {
+            Some(crate::exec::Start::Mcp(server)) => Some(server),
+            _ => None,
+        };
+        let served = |app: &str| server(app).is_some();
         self.reached
             .lock()
             .expect("reached lock")
-            .retain(|(app, _), _| live.contains_key(app));
+            .retain(|(app, _), _| served(app));
         self.slots
             .lock()
             .expect("slots lock")
-            .retain(|(app, _), slot| live.get(app) == Some(&slot.server));
+            .retain(|(app, _), slot| server(app).as_ref() == Some(&slot.server));
         self.tools
             .lock()
             .expect("tools lock")
-            .retain(|app, _| live.contains_key(app));
+            .retain(|app, _| served(app));
         self.kept
             .lock()
             .expect("kept lock")
-            .retain(|app| live.contains_key(app));
+            .retain(|app| served(app));
         self.stale
             .lock()
             .expect("stale lock")
-            .retain(|app| live.contains_key(app));
+            .retain(|app| served(app));
     }
 
     /// Closes the people's connections unused for [`PERSON_IDLE`] (run every minute).

@@ -1,0 +1,613 @@
+//! Scanning: listing the search directories, reading what changed, assembling the
+//! catalog. A whole scan lists every directory and looks at every file's stamp; a scan of
+//! touched paths (a file event, the gateway's own write) starts from the last listing
+//! and looks only at the files those paths stand for (`touched.rs`).
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use aai_descriptor::{App, Diagnostic, Sink};
+use rayon::prelude::*;
+
+use super::{
+    Broken, Catalog, Inactive, Layout, Loaded, SearchDir, SourceKind, checks, fallback_id,
+    origin_of, reads, touched,
+};
+
+/// From how many candidate files (the paths a scan probes for `aai.json`) it parses on
+/// every core (docs/performance.md, "Link order and smaller keys": at 1,000 apps one
+/// thread keeps 0.5 MiB less resident and the scan takes 29 ms instead of 18).
+const PARALLEL_SCAN_FROM: usize = 2_000;
+
+/// Scans `dirs` (in precedence order) and loads every descriptor.
+pub fn scan(dirs: &[SearchDir]) -> Catalog {
+    scan_with(dirs, &mut reads::Reads::default()).0
+}
+
+/// One descriptor file as a scan found it.
+struct Scanned {
+    index: usize,
+    path: Arc<Path>,
+    app: Option<Arc<App>>,
+    diagnostics: Vec<Diagnostic>,
+    /// It could not be read (an I/O error other than its absence).
+    unread: bool,
+    /// Read now, with the stamp it had and its bytes' hash (`None`: reused by stamp).
+    fresh: Option<(reads::Stamp, u64)>,
+    /// Its bytes were parsed (new or changed), not only read again.
+    parsed: bool,
+}
+
+impl Scanned {
+    /// The file as the last scan left it, not looked at again.
+    fn kept(index: usize, path: Arc<Path>, read: &reads::Read) -> Scanned {
+        Scanned {
+            index,
+            path,
+            app: read.app.clone(),
+            diagnostics: read.diagnostics.clone(),
+            unread: false,
+            fresh: None,
+            parsed: false,
+        }
+    }
+}
+
+/// [`scan`], reading only the files that changed since the scan `reads` remembers, and
+/// remembering this one's; what it read, reused and lost.
+pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalog, reads::Counts) {
+    let mut listing_problems = Vec::new();
+    let mut files: Vec<(usize, PathBuf)> = Vec::new();
+    for index in searched(dirs) {
+        for path in list(&dirs[index], &mut listing_problems) {
+            files.push((index, path));
+        }
+    }
+    let unreadable: Vec<String> = listing_problems.iter().map(ToString::to_string).collect();
+    let now = std::time::SystemTime::now();
+    let known = &*reads;
+    let probe = |(index, path): (usize, PathBuf)| probe(dirs, known, index, &path, false, now);
+    // Small catalogs are read on this one thread: what a parse leaves behind is reused by
+    // the next, so the apps kept sit in one malloc arena instead of three, and the other
+    // core stays free for the client's handshake. Large ones are read by every core, their
+    // rescans too (read on one thread, RSS after a full rescan of 10,000 apps was 1.58×
+    // start-up's against 1.46×: docs/performance.md, "Over a gateway's life").
+    let scanned: Vec<Scanned> = if files.len() < PARALLEL_SCAN_FROM {
+        files.into_iter().filter_map(probe).collect()
+    } else {
+        files.into_par_iter().filter_map(probe).collect()
+    };
+    let listing: Vec<(usize, Arc<Path>)> =
+        scanned.iter().map(|s| (s.index, s.path.clone())).collect();
+    let (fresh, mut counts) = tally(&scanned);
+    fn bytes(p: &Path) -> &[u8] {
+        p.as_os_str().as_encoded_bytes()
+    }
+    let seen: std::collections::HashSet<&[u8]> = listing.iter().map(|(_, p)| bytes(p)).collect();
+    counts.gone = reads.keep(fresh, counts.read > 0, |p| seen.contains(bytes(p)));
+    drop(seen);
+    reads.list(listing);
+    (
+        assemble(dirs, scanned, unreadable, listing_problems),
+        counts,
+    )
+}
+
+/// [`scan_with`] for a change known to touch only `changed` (paths of files or folders,
+/// as a file event names them): the last scan's listing stands for everything else, and
+/// only the files `changed` stands for are looked at; or what only a whole scan can tell
+/// (no scan yet, too many paths, a new folder that is not an app's).
+pub(crate) fn scan_touched(
+    dirs: &[SearchDir],
+    reads: &mut reads::Reads,
+    changed: &[PathBuf],
+) -> Result<(Catalog, reads::Counts), touched::Whole> {
+    let listing = reads.listing().ok_or(touched::Whole::List)?;
+    let touched = touched::candidates(dirs, &searched(dirs), changed)?;
+    let now = std::time::SystemTime::now();
+    let known = &*reads;
+    // Both are sorted by (directory, path), as a whole scan lists them: one merge.
+    let mut scanned = Vec::with_capacity(listing.len() + touched.len());
+    let mut gone = Vec::new();
+    let mut next = touched.into_iter().peekable();
+    let mut probed = |t: touched::Touched, scanned: &mut Vec<Scanned>| match probe(
+        dirs, known, t.index, &t.path, t.reread, now,
+    ) {
+        Some(s) => scanned.push(s),
+        None => gone.push(t.path),
+    };
+    for (index, path) in listing {
+        while let Some(t) = next.next_if(|t| (t.index, &*t.path) < (*index, &**path)) {
+            probed(t, &mut scanned);
+        }
+        if let Some(t) = next.next_if(|t| (t.index, &*t.path) == (*index, &**path)) {
+            probed(t, &mut scanned);
+            continue;
+        }
+        match known.read_of(path) {
+            Some(read) => scanned.push(Scanned::kept(*index, path.clone(), read)),
+            // Not read last time (it could not be): looked at again.
+            None => {
+                let t = touched::Touched {
+                    index: *index,
+                    path: path.to_path_buf(),
+                    reread: false,
+                };
+                probed(t, &mut scanned);
+            }
+        }
+    }
+    for t in next {
+        probed(t, &mut scanned);
+    }
+    let listing: Vec<(usize, Arc<Path>)> =
+        scanned.iter().map(|s| (s.index, s.path.clone())).collect();
+    let (fresh, mut counts) = tally(&scanned);
+    counts.gone = reads.keep(fresh, counts.read > 0, |p| !gone.iter().any(|g| g == p));
+    reads.list(listing);
+    Ok((assemble(dirs, scanned, Vec::new(), Vec::new()), counts))
+}
+
+/// The indexes of the directories a scan searches: each directory once, at its highest
+/// precedence (a scanPath naming $AAI_HOME, a symlink).
+fn searched(dirs: &[SearchDir]) -> Vec<usize> {
+    let mut seen_dirs: Vec<PathBuf> = Vec::new();
+    let mut out = Vec::new();
+    for (index, dir) in dirs.iter().enumerate() {
+        let canonical = fs::canonicalize(&dir.dir).unwrap_or_else(|_| dir.dir.clone());
+        if !seen_dirs.contains(&canonical) {
+            seen_dirs.push(canonical);
+            out.push(index);
+        }
+    }
+    out
+}
+
+/// Looks at one candidate file: `None` when it does not exist. Its parse is reused while
+/// its stamp holds (unless `reread`), or while its bytes hash the same.
+fn probe(
+    dirs: &[SearchDir],
+    known: &reads::Reads,
+    index: usize,
+    path: &Path,
+    reread: bool,
+    now: std::time::SystemTime,
+) -> Option<Scanned> {
+    let source = path.display().to_string();
+    // The same path as the last scan's, so the listing and the reads share it.
+    let shared = || known.key(path).unwrap_or_else(|| Arc::from(path));
+    let unread = |e: std::io::Error| Scanned {
+        index,
+        app: None,
+        diagnostics: failed(&source, format!("cannot read the file: {e}")).diagnostics,
+        unread: true,
+        fresh: None,
+        parsed: false,
+        path: shared(),
+    };
+    // Layouts probe `<dir>/<name>/aai.json` without listing it first; a touched path
+    // may name a file where a folder was.
+    let absent = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        )
+    };
+    // The stamp is taken before the read: a write in between is seen by the next scan.
+    let stamp = match fs::metadata(path) {
+        // A folder where a flat layout expects a file is not a descriptor.
+        Ok(meta) if meta.is_dir() => return None,
+        Ok(meta) => reads::Stamp::of(&meta, now),
+        Err(e) if absent(&e) => return None,
+        Err(e) => return Some(unread(e)),
+    };
+    if !reread && let Some(read) = known.reusable(path, &stamp) {
+        return Some(Scanned::kept(index, shared(), read));
+    }
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if absent(&e) => return None,
+        Err(e) => return Some(unread(e)),
+    };
+    let mut hash = reads::Read::hash_of(&bytes);
+    // A web app's file is its descriptor and where it came from (`meta.json` beside it):
+    // a new source is a new app to the guard (`web::guard`).
+    if dirs[index].kind == SourceKind::WebCache {
+        let source = super::web::source_of(path)
+            .map(String::from)
+            .unwrap_or_default();
+        hash = reads::Read::hash_of(&[&hash.to_le_bytes(), source.as_bytes()].concat());
+    }
+    // Read again with the same bytes (a racy stamp, a rewrite of the same text).
+    if let Some(read) = known.same_bytes(path, hash) {
+        let mut kept = Scanned::kept(index, shared(), read);
+        kept.fresh = Some((stamp, hash));
+        return Some(kept);
+    }
+    let id = fallback_id(path, dirs[index].layout);
+    let origin = origin_of(id.as_deref());
+    let parsed = match String::from_utf8(bytes) {
+        Ok(text) => aai_descriptor::parse_with(&text, &source, &origin),
+        Err(_) => failed(&source, "the file is not UTF-8 text".to_owned()),
+    };
+    Some(Scanned {
+        index,
+        app: parsed.app.map(Arc::new),
+        diagnostics: parsed.diagnostics,
+        unread: false,
+        fresh: Some((stamp, hash)),
+        parsed: true,
+        path: shared(),
+    })
+}
+
+/// What a scan read afresh (to keep), and its counts (`gone` still to be filled in).
+fn tally(scanned: &[Scanned]) -> (Vec<(Arc<Path>, reads::Read)>, reads::Counts) {
+    let fresh = scanned
+        .iter()
+        .filter_map(|s| {
+            let (stamp, hash) = s.fresh?;
+            let read = reads::Read::new(stamp, hash, s.app.clone(), s.diagnostics.clone());
+            Some((s.path.clone(), read))
+        })
+        .collect();
+    let counts = reads::Counts {
+        read: scanned.iter().filter(|s| s.parsed).count(),
+        reused: scanned.iter().filter(|s| !s.parsed && !s.unread).count(),
+        gone: 0,
+    };
+    (fresh, counts)
+}
+
+/// The catalog of the files a scan found, in its order: precedence, merges, checks.
+fn assemble(
+    dirs: &[SearchDir],
+    scanned: Vec<Scanned>,
+    mut unreadable: Vec<String>,
+    listing_problems: Vec<Diagnostic>,
+) -> Catalog {
+    unreadable.extend(
+        scanned
+            .iter()
+            .filter(|s| s.unread)
+            .map(|s| s.path.display().to_string()),
+    );
+    let mut catalog = Catalog {
+        files: scanned.len(),
+        unreadable,
+        ..Catalog::default()
+    };
+    catalog.diagnostics.extend(listing_problems);
+    // id -> (app index, dir index)
+    #[expect(
+        clippy::mutable_key_type,
+        reason = "an app's caches are inside; the key is its id, which never changes"
+    )]
+    let mut by_id: HashMap<IdOf, (usize, usize)> = HashMap::with_capacity(scanned.len());
+    let mut notes = Vec::new();
+    let home = checks::user_home();
+    for Scanned {
+        index,
+        path,
+        app,
+        diagnostics,
+        ..
+    } in scanned
+    {
+        let dir = &dirs[index];
+        let Some(app) = app else {
+            catalog
+                .broken
+                .push(Broken::new(&path, dir.layout, &diagnostics));
+            catalog.diagnostics.extend(diagnostics);
+            continue;
+        };
+        catalog.diagnostics.extend(diagnostics);
+        // Not active here: left out before precedence, as if the file were not there.
+        let unmet = || {
+            let folder = path.parent().unwrap_or(Path::new(""));
+            checks::unmet(&app.checks, folder, home.as_deref(), crate::host::on_path)
+        };
+        if let Some((i, why)) = (!app.checks.is_empty()).then(unmet).flatten() {
+            let why = format!("check {} (`discovery.checks[{i}]`): {why}", i + 1);
+            let sink = Sink::new(path.display().to_string());
+            sink.warning(
+                format!("/discovery/checks/{i}"),
+                format!(
+                    "app `{}` is not active on this machine and is not served: {why}",
+                    app.id
+                ),
+            );
+            notes.extend(sink.into_vec());
+            catalog.inactive.push(Inactive {
+                id: app.id.clone(),
+                file: path.to_path_buf(),
+                why,
+            });
+            continue;
+        }
+        if dir.layout == Layout::AppDirs && dir.kind == SourceKind::User {
+            check_folder_name(&path, &app.id, &mut notes);
+        }
+        match by_id.get(app.id.as_str()) {
+            None => {
+                by_id.insert(IdOf(app.clone()), (catalog.apps.len(), index));
+                let binding_sources = vec![path; app.bindings.len()];
+                catalog.apps.push(Loaded {
+                    app,
+                    kind: dir.kind,
+                    binding_sources,
+                });
+            }
+            Some(&(at, winner_dir)) if winner_dir == index => {
+                merge(&mut catalog.apps[at], app, path, &mut notes);
+            }
+            Some(&(at, winner_dir)) => {
+                let winner = &catalog.apps[at];
+                let sink = Sink::new(path.display().to_string());
+                sink.warning(
+                    "",
+                    format!(
+                        "app `{}` is shadowed by {} ({} location `{}` takes precedence over {} location `{}`)",
+                        app.id,
+                        winner.source().display(),
+                        dirs[winner_dir].kind.as_str(),
+                        dirs[winner_dir].dir.display(),
+                        dir.kind.as_str(),
+                        dir.dir.display(),
+                    ),
+                );
+                notes.extend(sink.into_vec());
+            }
+        }
+    }
+    catalog.diagnostics.extend(notes);
+    catalog.apps.sort_by(|a, b| a.app.id.cmp(&b.app.id));
+    catalog
+}
+
+/// An app as a map key, by its id: no copy of the id.
+struct IdOf(Arc<App>);
+
+impl std::hash::Hash for IdOf {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.id.as_str().hash(state);
+    }
+}
+
+impl PartialEq for IdOf {
+    fn eq(&self, other: &IdOf) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for IdOf {}
+
+impl std::borrow::Borrow<str> for IdOf {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
+}
+
+fn failed(source: &str, message: String) -> aai_descriptor::Parsed {
+    let sink = Sink::new(source);
+    sink.error("", message);
+    aai_descriptor::Parsed {
+        app: None,
+        diagnostics: sink.into_vec(),
+        id_from_origin: false,
+    }
+}
+
+/// Adds `app`'s bindings to `into`; a platform that is already bound is reported.
+fn merge(into: &mut Loaded, app: Arc<App>, path: Arc<Path>, notes: &mut Vec<Diagnostic>) {
+    for binding in &app.bindings {
+        if let Some(i) = into
+            .app
+            .bindings
+            .iter()
+            .position(|b| b.platform == binding.platform)
+        {
+            let sink = Sink::new(path.display().to_string());
+            sink.warning(
+                "",
+                format!(
+                    "app `{}` already has a `{}` binding from {}; this file's is ignored",
+                    app.id,
+                    binding.platform.as_str(),
+                    into.binding_sources[i].display()
+                ),
+            );
+            notes.extend(sink.into_vec());
+            continue;
+        }
+        Arc::make_mut(&mut into.app).bindings.push(binding.clone());
+        into.binding_sources.push(path.clone());
+    }
+}
+
+/// In the user dir the folder is meant to be named after the app id (docs/descriptors.md,
+/// Where descriptors are found).
+fn check_folder_name(path: &Path, id: &str, notes: &mut Vec<Diagnostic>) {
+    // The usual case, told from the bytes (taking a path apart costs 3 ms a scan at
+    // 10,000 apps): `…/<id>/aai.json`.
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if let Some(rest) = bytes.strip_suffix(b"aai.json")
+        && let Some(rest) = rest.strip_suffix(std::path::MAIN_SEPARATOR_STR.as_bytes())
+        && let Some(rest) = rest.strip_suffix(id.as_bytes())
+        && rest.ends_with(std::path::MAIN_SEPARATOR_STR.as_bytes())
+    {
+        return;
+    }
+    let folder = path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy());
+    if let Some(folder) = folder.filter(|f| f != id) {
+        let sink = Sink::new(path.display().to_string());
+        sink.warning(
+            "/appId",
+            format!("the folder is `{folder}` but the app id is `{id}`; name the folder after the app id"),
+        );
+        notes.extend(sink.into_vec());
+    }
+}
+
+/// The candidate files of one search directory, sorted. A missing directory is normal;
+/// an unreadable one is reported.
+fn list(dir: &SearchDir, problems: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+    if dir.layout == Layout::File {
+        return vec![dir.dir.clone()];
+    }
+    let entries = match fs::read_dir(&dir.dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return vec![dir.dir.clone()];
+        }
+        Err(e) => {
+            let sink = Sink::new(dir.dir.display().to_string());
+            sink.warning("", format!("cannot list the directory: {e}"));
+            problems.extend(sink.into_vec());
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                let sink = Sink::new(dir.dir.display().to_string());
+                sink.warning("", format!("cannot list the directory: {e}"));
+                problems.extend(sink.into_vec());
+                continue;
+            }
+        };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // `file_type` comes from the directory listing (no extra stat) and does not
+        // follow symlinks; a symlink is resolved by reading through it.
+        let Ok(ty) = entry.file_type() else { continue };
+        let is_dir = ty.is_dir() || (ty.is_symlink() && entry.path().is_dir());
+        let path = entry.path();
+        match dir.layout {
+            Layout::AppDirs | Layout::Mixed
+                if is_dir
+                // The gateway's own folders in `$AAI_HOME` (the web cache, the logs,
+                // kept tool lists) are not app folders.
+                && !(dir.kind == SourceKind::User && OWN_FOLDERS.contains(&name.as_ref())) =>
+            {
+                out.push(path.join("aai.json"));
+            }
+            Layout::Flat | Layout::Mixed if !is_dir && is_descriptor_name(&name) => out.push(path),
+            Layout::Bundles if is_dir && name.ends_with(".app") => {
+                out.push(path.join("Contents/Resources/aai.json"));
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The folders of `$AAI_HOME` that are the gateway's own, never an app's (`trash` holds
+/// removed apps: `manage/trash.rs`).
+pub(super) const OWN_FOLDERS: [&str; 5] = ["web", "logs", "cache", "skills", "trash"];
+
+/// The candidate descriptor files of one directory that exist, sorted (for `validate`).
+pub(crate) fn scan_files(dir: &SearchDir) -> Vec<PathBuf> {
+    let mut ignored = Vec::new();
+    list(dir, &mut ignored)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// `*.json`, except the gateway's own `config.json`.
+pub(super) fn is_descriptor_name(name: &str) -> bool {
+    name.ends_with(".json") && name != "config.json" && !name.starts_with('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use super::super::{Layout, SearchDir, SourceKind, reads::Reads};
+    use super::{scan_touched, scan_with};
+
+    fn write(dir: &std::path::Path, id: &str, description: &str) {
+        let folder = dir.join(id);
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("aai.json");
+        let doc = serde_json::json!({"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": id, "name": {"en": id}, "defaultLang": "en", "description": description},
+            "execution": {"type": "stdio", "command": "true"},
+            "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}]});
+        std::fs::write(&file, doc.to_string()).unwrap();
+        // Not so recent that it must be read again.
+        let then = SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
+    }
+
+    fn apps(catalog: &super::Catalog) -> Vec<(&str, &str)> {
+        catalog
+            .apps
+            .iter()
+            .map(|l| (l.app.id.as_str(), l.app.description.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_scan_of_touched_paths_looks_at_their_files_alone_and_keeps_the_rest() {
+        let home = tempfile::tempdir().unwrap();
+        for id in ["com.example.a", "com.example.c", "com.example.e"] {
+            write(home.path(), id, "first");
+        }
+        let dirs = [SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        }];
+        let mut reads = Reads::default();
+        // Without a whole scan there is no listing to start from.
+        assert!(scan_touched(&dirs, &mut reads, &[home.path().join("x")]).is_err());
+        let (first, _) = scan_with(&dirs, &mut reads);
+        // A change, a new folder, a removed folder; and one change nobody names.
+        write(home.path(), "com.example.c", "second");
+        write(home.path(), "com.example.b", "new");
+        std::fs::remove_dir_all(home.path().join("com.example.e")).unwrap();
+        write(home.path(), "com.example.a", "unseen");
+        let changed = [
+            home.path().join("com.example.c/aai.json"),
+            home.path().join("com.example.b"),
+            home.path().join("com.example.e/aai.json"),
+            home.path().join("com.example.e"),
+        ];
+        let (second, counts) = scan_touched(&dirs, &mut reads, &changed).unwrap();
+        assert_eq!((counts.read, counts.reused, counts.gone), (2, 1, 1));
+        assert_eq!(
+            apps(&second),
+            [
+                ("com.example.a", "first"),
+                ("com.example.b", "new"),
+                ("com.example.c", "second"),
+            ]
+        );
+        assert!(Arc::ptr_eq(&first.apps[0].app, &second.apps[0].app));
+        // Nothing changed where the paths point: nothing read, nothing lost.
+        let (_, counts) = scan_touched(&dirs, &mut reads, &changed[..1]).unwrap();
+        assert!(counts.unchanged(), "{counts:?}");
+        // A whole scan sees what no path named, from the listing the touched scan left.
+        let (third, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused, counts.gone), (1, 2, 0));
+        assert_eq!(apps(&third)[0], ("com.example.a", "unseen"));
+    }
+}
