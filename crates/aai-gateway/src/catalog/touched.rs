@@ -52,7 +52,28 @@ pub(super) fn candidates(
     }
     let mut out: Vec<Touched> = Vec::new();
     let mut whole = None;
+    let mut canonical: Option<Vec<(PathBuf, &Path)>> = None;
     for path in changed {
+        // A watcher may name a path through its real folders (FSEvents on macOS:
+        // `/private/var/…` for `/var/…`): it is placed as the scan lists it. A path under
+        // no search directory at all is not understood: everything is listed.
+        let path = if dirs.iter().any(|d| path.starts_with(&d.dir)) {
+            path.clone()
+        } else {
+            let real = canonical.get_or_insert_with(|| {
+                dirs.iter()
+                    .filter_map(|d| Some((std::fs::canonicalize(&d.dir).ok()?, d.dir.as_path())))
+                    .collect()
+            });
+            match real
+                .iter()
+                .find_map(|(real, dir)| Some(dir.join(path.strip_prefix(real).ok()?)))
+            {
+                Some(path) => path,
+                None => return Err(Whole::List),
+            }
+        };
+        let path = &path;
         let before = out.len();
         for &index in searched {
             if let Some((file, reread)) = stands_for(&dirs[index], path) {
@@ -170,7 +191,6 @@ mod tests {
             home.join("logs/aai.log"),
             home.join("com.example.b/notes.json"),
             flat.join("config.json"),
-            root.path().join("elsewhere.json"),
         ];
         assert_eq!(
             candidates(&dirs, &[0, 1, 2], &changed).unwrap(),
@@ -186,6 +206,29 @@ mod tests {
             candidates(&dirs, &[0], &[flat.join("com.example.f.json")]).unwrap(),
             []
         );
+        // A path under no search directory is not understood; one through the real
+        // folder of a directory reached by a symlink is placed as the scan lists it.
+        assert_eq!(
+            candidates(&dirs, &[0, 1, 2], &[root.path().join("elsewhere.json")]),
+            Err(Whole::List)
+        );
+        #[cfg(unix)]
+        {
+            let real = root.path().join("real");
+            std::fs::create_dir_all(&real).unwrap();
+            let link = root.path().join("link");
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            let linked = [SearchDir {
+                kind: SourceKind::Config,
+                dir: link.clone(),
+                layout: Layout::Mixed,
+            }];
+            let real = std::fs::canonicalize(&real).unwrap();
+            assert_eq!(
+                candidates(&linked, &[0], &[real.join("com.example.r/aai.json")]).unwrap(),
+                [touched(0, link.join("com.example.r/aai.json"), false)]
+            );
+        }
         // A new folder no app's file stands for (a skill, a path a check looks for):
         // only a whole scan can tell.
         let skill = home.join("skills/new");

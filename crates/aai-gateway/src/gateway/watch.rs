@@ -24,6 +24,10 @@ use crate::catalog::SourceKind;
 /// How long to wait for an event burst to settle before rescanning.
 const SETTLE: Duration = Duration::from_millis(150);
 
+/// How many paths of a burst are kept; more than the scan places one by one
+/// (`catalog/touched.rs`).
+const KEPT_PATHS: usize = 4_096;
+
 /// Stops watching when dropped.
 #[derive(Debug)]
 pub(crate) struct Watcher {
@@ -89,10 +93,18 @@ pub(crate) fn start(gateway: Arc<Gateway>) -> Watcher {
                     tokio::time::sleep(SETTLE).await;
                     // A burst rescans as one: the paths of all its file events, or
                     // everything when anything else is in it (a bus change, `apps.json`).
+                    // Past a bound the paths are not kept (a rewrite of every file):
+                    // that many lists everything anyway (`catalog/touched.rs`).
                     while let Ok(more) = rx.try_recv() {
                         why = match (why, more) {
                             (Why::Files(mut paths), Why::Files(more)) => {
-                                paths.extend(more);
+                                if paths.len() < KEPT_PATHS {
+                                    paths.extend(more);
+                                    if paths.len() >= KEPT_PATHS {
+                                        paths.sort_unstable();
+                                        paths.dedup();
+                                    }
+                                }
                                 Why::Files(paths)
                             }
                             (Why::Files(_), other) | (other, _) => other,
