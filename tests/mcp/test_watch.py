@@ -56,3 +56,20 @@ async def test_an_app_folder_moved_in_and_out_is_seen_by_the_watcher_alone(gw, t
         loads = re.findall(r'catalog loaded apps=\d+ (read=\d+ reused=\d+ files="\w+")', log.read_text())
         assert loads[-2:] == ['read=1 reused=1 files="touched"',
                               'read=0 reused=1 files="touched"'], loads
+
+
+async def test_a_home_also_reached_through_a_symlinked_scan_path_is_still_watched(gw, tmp_path):
+    """Two names of one folder: it is searched once, under the home, but the watcher may
+    name its files through the other (the later watch of a folder wins)."""
+    link = tmp_path / "home-again"
+    link.symlink_to(gw.home)
+    gw.config(scanInterval=0, scanPaths=[str(link)])
+    gw.add_app("com.example.echo")
+    async with gw.session() as s:
+        assert await guide(s, "com.example.echo")
+        # An edit in a folder already watched (a new folder would rescan everything).
+        gw.add_app("com.example.echo", description="Edited later")
+        with anyio.fail_after(10):
+            while "Edited later" not in (await s.call_tool(
+                    "aai_guide", {"app": "com.example.echo"})).content[0].text:
+                await anyio.sleep(0.05)

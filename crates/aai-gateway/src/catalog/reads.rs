@@ -197,6 +197,11 @@ impl Reads {
         self.listing.as_deref()
     }
 
+    /// Forgets the listing: the next scan lists everything.
+    pub(super) fn unlist(&mut self) {
+        self.listing = None;
+    }
+
     /// Keeps `listing` as what the scan found.
     pub(super) fn list(&mut self, mut listing: Vec<(usize, Arc<Path>)>) {
         listing.shrink_to_fit();

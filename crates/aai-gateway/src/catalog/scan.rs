@@ -88,7 +88,13 @@ pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalo
     let seen: std::collections::HashSet<&[u8]> = listing.iter().map(|(_, p)| bytes(p)).collect();
     counts.gone = reads.keep(fresh, counts.read > 0, |p| seen.contains(bytes(p)));
     drop(seen);
-    reads.list(listing);
+    // A listing that missed a directory, or a file it could not read, is no ground for a
+    // scan of touched paths: the next scan lists everything again.
+    if listing_problems.is_empty() && !scanned.iter().any(|s| s.unread) {
+        reads.list(listing);
+    } else {
+        reads.unlist();
+    }
     (
         assemble(dirs, scanned, unreadable, listing_problems),
         counts,
@@ -98,14 +104,19 @@ pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalo
 /// [`scan_with`] for a change known to touch only `changed` (paths of files or folders,
 /// as a file event names them): the last scan's listing stands for everything else, and
 /// only the files `changed` stands for are looked at; or what only a whole scan can tell
-/// (no scan yet, too many paths, a new folder that is not an app's).
+/// (no clean whole scan yet, too many paths, a new folder that is not an app's).
+/// `Ok(None)`: the paths stand for no file, and everything read is served.
 pub(crate) fn scan_touched(
     dirs: &[SearchDir],
     reads: &mut reads::Reads,
     changed: &[PathBuf],
-) -> Result<(Catalog, reads::Counts), touched::Whole> {
+) -> Result<Option<(Catalog, reads::Counts)>, touched::Whole> {
     let listing = reads.listing().ok_or(touched::Whole::List)?;
     let touched = touched::candidates(dirs, &searched(dirs), changed)?;
+    // A tool list kept under `cache/`, a credential saved: no descriptor, nothing pending.
+    if touched.is_empty() && reads.applied() {
+        return Ok(None);
+    }
     let now = std::time::SystemTime::now();
     let known = &*reads;
     // Both are sorted by (directory, path), as a whole scan lists them: one merge.
@@ -146,8 +157,15 @@ pub(crate) fn scan_touched(
         scanned.iter().map(|s| (s.index, s.path.clone())).collect();
     let (fresh, mut counts) = tally(&scanned);
     counts.gone = reads.keep(fresh, counts.read > 0, |p| !gone.iter().any(|g| g == p));
-    reads.list(listing);
-    Ok((assemble(dirs, scanned, Vec::new(), Vec::new()), counts))
+    if scanned.iter().any(|s| s.unread) {
+        reads.unlist();
+    } else {
+        reads.list(listing);
+    }
+    Ok(Some((
+        assemble(dirs, scanned, Vec::new(), Vec::new()),
+        counts,
+    )))
 }
 
 /// The indexes of the directories a scan searches: each directory once, at its highest
@@ -591,7 +609,7 @@ mod tests {
             home.path().join("com.example.e/aai.json"),
             home.path().join("com.example.e"),
         ];
-        let (second, counts) = scan_touched(&dirs, &mut reads, &changed).unwrap();
+        let (second, counts) = scan_touched(&dirs, &mut reads, &changed).unwrap().unwrap();
         assert_eq!((counts.read, counts.reused, counts.gone), (2, 1, 1));
         assert_eq!(
             apps(&second),
@@ -603,11 +621,49 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&first.apps[0].app, &second.apps[0].app));
         // Nothing changed where the paths point: nothing read, nothing lost.
-        let (_, counts) = scan_touched(&dirs, &mut reads, &changed[..1]).unwrap();
+        reads.installed();
+        let (_, counts) = scan_touched(&dirs, &mut reads, &changed[..1])
+            .unwrap()
+            .unwrap();
         assert!(counts.unchanged(), "{counts:?}");
+        // Paths that stand for no file, with everything served: nothing to look at.
+        let cache = home.path().join("cache/tools.json");
+        assert!(scan_touched(&dirs, &mut reads, &[cache]).unwrap().is_none());
         // A whole scan sees what no path named, from the listing the touched scan left.
         let (third, counts) = scan_with(&dirs, &mut reads);
         assert_eq!((counts.read, counts.reused, counts.gone), (1, 2, 0));
         assert_eq!(apps(&third)[0], ("com.example.a", "unseen"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_whole_scan_that_could_not_list_a_directory_leaves_no_listing_to_start_from() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        write(&home, "com.example.a", "first");
+        // A folder that cannot be listed (even by root): a symlink to itself.
+        let looped = root.path().join("looped");
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        let dirs = [
+            SearchDir {
+                kind: SourceKind::User,
+                dir: home.clone(),
+                layout: Layout::AppDirs,
+            },
+            SearchDir {
+                kind: SourceKind::Config,
+                dir: looped,
+                layout: Layout::Mixed,
+            },
+        ];
+        let mut reads = Reads::default();
+        let (catalog, _) = scan_with(&dirs, &mut reads);
+        assert!(!catalog.unreadable.is_empty());
+        // Its apps, had it any, would be missing from a listing: none is kept.
+        let changed = [home.join("com.example.a/aai.json")];
+        assert!(matches!(
+            scan_touched(&dirs, &mut reads, &changed),
+            Err(super::touched::Whole::List)
+        ));
     }
 }

@@ -8,6 +8,7 @@
 //! `Contents/Resources/aai.json`. A web app's `meta.json` stands for its descriptor, read
 //! again whatever its stamp (where it came from is part of it).
 
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
 use super::scan::{OWN_FOLDERS, is_descriptor_name};
@@ -30,11 +31,13 @@ pub(super) struct Touched {
 /// What only a whole scan can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Whole {
-    /// Every directory must be listed (too many paths; a search directory made, whose
-    /// files' events may have come before its watch), but only descriptors changed.
+    /// Every directory must be listed (no whole scan yet; a search directory made, whose
+    /// files' events may have come before its watch; a path the scan cannot place), but
+    /// only descriptors changed.
     List,
     /// And what clients see must be rebuilt, whatever the descriptors: a new folder that
-    /// is no app's (a skill, a path a `discovery.checks` entry looks for).
+    /// is no app's (a skill, a path a `discovery.checks` entry looks for), or a burst too
+    /// large to look at path by path (what it held is not known).
     Rebuild,
 }
 
@@ -48,44 +51,31 @@ pub(super) fn candidates(
     changed: &[PathBuf],
 ) -> Result<Vec<Touched>, Whole> {
     if changed.len() > MAX_TOUCHED {
-        return Err(Whole::List);
+        return Err(Whole::Rebuild);
     }
     let mut out: Vec<Touched> = Vec::new();
     let mut whole = None;
-    let mut canonical: Option<Vec<(PathBuf, &Path)>> = None;
-    for path in changed {
-        // A watcher may name a path through its real folders (FSEvents on macOS:
-        // `/private/var/…` for `/var/…`): it is placed as the scan lists it. A path under
-        // no search directory at all is not understood: everything is listed.
-        let path = if dirs.iter().any(|d| path.starts_with(&d.dir)) {
-            path.clone()
-        } else {
-            let real = canonical.get_or_insert_with(|| {
-                dirs.iter()
-                    .filter_map(|d| Some((std::fs::canonicalize(&d.dir).ok()?, d.dir.as_path())))
-                    .collect()
-            });
-            match real
-                .iter()
-                .find_map(|(real, dir)| Some(dir.join(path.strip_prefix(real).ok()?)))
-            {
-                Some(path) => path,
-                None => return Err(Whole::List),
-            }
+    let mut real = Real::default();
+    for changed in changed {
+        let Some(paths) = real.as_searched(dirs, searched, changed) else {
+            // Under no search directory as the gateway names it: not understood.
+            whole = whole.or(Some(Whole::List));
+            continue;
         };
-        let path = &path;
         let before = out.len();
-        for &index in searched {
-            if let Some((file, reread)) = stands_for(&dirs[index], path) {
-                out.push(Touched {
-                    index,
-                    path: file,
-                    reread,
+        for path in &paths {
+            for &index in searched {
+                stands_for(&dirs[index], path, |file, reread| {
+                    out.push(Touched {
+                        index,
+                        path: file,
+                        reread,
+                    });
                 });
             }
         }
-        if out.len() == before && path.is_dir() {
-            if !dirs.iter().any(|d| d.dir.starts_with(path)) {
+        if out.len() == before && changed.is_dir() {
+            if !dirs.iter().any(|d| d.dir.starts_with(changed)) {
                 return Err(Whole::Rebuild);
             }
             whole = Some(Whole::List);
@@ -106,43 +96,133 @@ pub(super) fn candidates(
     Ok(out)
 }
 
-/// The file `path` stands for in `dir`, and whether it must be read again whatever its
-/// stamp.
-fn stands_for(dir: &SearchDir, path: &Path) -> Option<(PathBuf, bool)> {
-    if dir.layout == Layout::File {
-        return (path == dir.dir).then(|| (path.to_owned(), false));
+/// The search directories' real folders, found on first need.
+#[derive(Default)]
+struct Real(Option<Vec<Option<PathBuf>>>);
+
+impl Real {
+    /// `path` as the searched directories name it: as it is, and through the searched
+    /// twin of a directory that is not searched itself (the same folder reached twice, a
+    /// symlink: a watcher reports it through either); or through a directory's real
+    /// folder (FSEvents on macOS names `/private/var/…` for `/var/…`). `None` when it is
+    /// under no search directory at all.
+    fn as_searched(
+        &mut self,
+        dirs: &[SearchDir],
+        searched: &[usize],
+        path: &Path,
+    ) -> Option<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        let mut under_any = false;
+        for (index, dir) in dirs.iter().enumerate() {
+            let Ok(rest) = path.strip_prefix(&dir.dir) else {
+                continue;
+            };
+            under_any = true;
+            if searched.contains(&index) {
+                if out.is_empty() {
+                    out.push(path.to_owned());
+                }
+            } else if let Some(twin) = self.twin(dirs, searched, index) {
+                out.push(twin.join(rest));
+            }
+        }
+        if under_any {
+            return Some(out);
+        }
+        let real = self.of(dirs);
+        let (index, rest) = real
+            .iter()
+            .enumerate()
+            .find_map(|(index, real)| Some((index, path.strip_prefix(real.as_deref()?).ok()?)))?;
+        let dir = if searched.contains(&index) {
+            dirs[index].dir.clone()
+        } else {
+            self.twin(dirs, searched, index)?
+        };
+        Some(vec![dir.join(rest)])
     }
-    let rest = path.strip_prefix(&dir.dir).ok()?;
-    let parts: Vec<&str> = rest
+
+    /// The searched directory that is the same folder as `dirs[index]`.
+    fn twin(&mut self, dirs: &[SearchDir], searched: &[usize], index: usize) -> Option<PathBuf> {
+        let real = self.of(dirs);
+        let mine = real[index].as_ref()?;
+        searched
+            .iter()
+            .find(|&&i| real[i].as_ref() == Some(mine))
+            .map(|&i| dirs[i].dir.clone())
+    }
+
+    fn of(&mut self, dirs: &[SearchDir]) -> &[Option<PathBuf>] {
+        self.0.get_or_insert_with(|| {
+            dirs.iter()
+                .map(|d| std::fs::canonicalize(&d.dir).ok())
+                .collect()
+        })
+    }
+}
+
+/// Hands `found` each file `path` stands for in `dir` (at most two: in a mixed layout
+/// `<dir>/<name>.json` may be a file or a folder), and whether it must be read again
+/// whatever its stamp.
+fn stands_for(dir: &SearchDir, path: &Path, mut found: impl FnMut(PathBuf, bool)) {
+    // A directory that is one file: itself (a scanPath naming a file).
+    if path == dir.dir {
+        if dir.layout == Layout::File || !dir.dir.is_dir() {
+            found(path.to_owned(), false);
+        }
+        return;
+    }
+    if dir.layout == Layout::File {
+        return;
+    }
+    let Ok(rest) = path.strip_prefix(&dir.dir) else {
+        return;
+    };
+    let parts: Vec<&OsStr> = rest
         .components()
-        .map(|c| match c {
-            Component::Normal(name) => name.to_str(),
+        .map_while(|c| match c {
+            Component::Normal(name) => Some(name),
             _ => None,
         })
-        .collect::<Option<_>>()?;
+        .collect();
+    if parts.len() != rest.components().count() {
+        return;
+    }
+    let flat = matches!(dir.layout, Layout::Flat | Layout::Mixed);
     let folders = matches!(dir.layout, Layout::AppDirs | Layout::Mixed);
-    let app_folder = |name: &str| !(dir.kind == SourceKind::User && OWN_FOLDERS.contains(&name));
-    let in_folder = |name: &str| dir.dir.join(name).join("aai.json");
+    // As `list` reads names: lossily.
+    let app_folder = |name: &OsStr| {
+        !(dir.kind == SourceKind::User && OWN_FOLDERS.contains(&&*name.to_string_lossy()))
+    };
+    let in_folder = |name: &OsStr| dir.dir.join(name).join("aai.json");
+    let is = |name: &OsStr, what: &str| name == OsStr::new(what);
     match parts.as_slice() {
-        // `<dir>/<name>.json` in a flat layout, or a folder in a folder layout (made,
+        // `<dir>/<name>.json` in a flat layout, and a folder in a folder layout (made,
         // renamed or removed): which it is, the look at the file tells.
-        [name]
-            if matches!(dir.layout, Layout::Flat | Layout::Mixed)
-                && is_descriptor_name(name)
-                && !(folders && path.is_dir()) =>
+        [name] => {
+            if flat && is_descriptor_name(&name.to_string_lossy()) {
+                found(path.to_owned(), false);
+            }
+            if folders && app_folder(name) {
+                found(in_folder(name), false);
+            }
+        }
+        [name, file] if folders && is(file, "aai.json") && app_folder(name) => {
+            found(path.to_owned(), false);
+        }
+        [name, file] if folders && is(file, "meta.json") && dir.kind == SourceKind::WebCache => {
+            found(in_folder(name), true);
+        }
+        [bundle, ..]
+            if dir.layout == Layout::Bundles && bundle.to_string_lossy().ends_with(".app") =>
         {
-            Some((path.to_owned(), false))
+            found(
+                dir.dir.join(bundle).join("Contents/Resources/aai.json"),
+                false,
+            );
         }
-        [name] if folders && app_folder(name) => Some((in_folder(name), false)),
-        [name, "aai.json"] if folders && app_folder(name) => Some((path.to_owned(), false)),
-        [name, "meta.json"] if folders && dir.kind == SourceKind::WebCache => {
-            Some((in_folder(name), true))
-        }
-        [bundle, ..] if dir.layout == Layout::Bundles && bundle.ends_with(".app") => Some((
-            dir.dir.join(bundle).join("Contents/Resources/aai.json"),
-            false,
-        )),
-        _ => None,
+        _ => {}
     }
 }
 
@@ -201,11 +281,6 @@ mod tests {
                 touched(2, home.join("web/com.example.w/aai.json"), true),
             ]
         );
-        // A directory searched twice is searched at its first place only.
-        assert_eq!(
-            candidates(&dirs, &[0], &[flat.join("com.example.f.json")]).unwrap(),
-            []
-        );
         // A path under no search directory is not understood; one through the real
         // folder of a directory reached by a symlink is placed as the scan lists it.
         assert_eq!(
@@ -228,14 +303,39 @@ mod tests {
                 candidates(&linked, &[0], &[real.join("com.example.r/aai.json")]).unwrap(),
                 [touched(0, link.join("com.example.r/aai.json"), false)]
             );
+            // In a mixed layout `<name>.json` may be a file or a folder: both are looked
+            // at (one moved out is gone either way).
+            assert_eq!(
+                candidates(&linked, &[0], &[link.join("tool.json")]).unwrap(),
+                [
+                    touched(0, link.join("tool.json"), false),
+                    touched(0, link.join("tool.json/aai.json"), false)
+                ]
+            );
+            // A directory reached twice is searched once, at its first place; a watcher
+            // may report it through the other (the later watch of one folder wins).
+            let twice = [
+                dirs[0].clone(),
+                SearchDir {
+                    kind: SourceKind::Config,
+                    dir: root.path().join("home-again"),
+                    layout: Layout::Mixed,
+                },
+            ];
+            std::fs::create_dir_all(&home).unwrap();
+            std::os::unix::fs::symlink(&home, &twice[1].dir).unwrap();
+            assert_eq!(
+                candidates(&twice, &[0], &[twice[1].dir.join("com.example.t/aai.json")]).unwrap(),
+                [touched(0, home.join("com.example.t/aai.json"), false)]
+            );
         }
         // A new folder no app's file stands for (a skill, a path a check looks for):
         // only a whole scan can tell.
         let skill = home.join("skills/new");
         std::fs::create_dir_all(&skill).unwrap();
         assert_eq!(candidates(&dirs, &[0, 1, 2], &[skill]), Err(Whole::Rebuild));
-        // A search directory made (the web cache, on the first discovery): listed whole,
-        // as is a flood of paths; only descriptors are in them.
+        // A search directory made (the web cache, on the first discovery): listed whole;
+        // only descriptors are in it. A flood of paths: what it held is not known.
         std::fs::create_dir_all(home.join("web")).unwrap();
         assert_eq!(
             candidates(&dirs, &[0, 1, 2], &[home.join("web")]),
@@ -244,6 +344,6 @@ mod tests {
         let many: Vec<_> = (0..=super::MAX_TOUCHED)
             .map(|i| home.join(format!("a{i}")))
             .collect();
-        assert_eq!(candidates(&dirs, &[0, 1, 2], &many), Err(Whole::List));
+        assert_eq!(candidates(&dirs, &[0, 1, 2], &many), Err(Whole::Rebuild));
     }
 }

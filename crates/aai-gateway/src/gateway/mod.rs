@@ -327,7 +327,11 @@ impl Gateway {
         let (touched, descriptors_only) = match &why {
             Why::Files(paths) => {
                 match catalog::scan_touched(&self.search_dirs, &mut reads, paths) {
-                    Ok(scanned) => (Some(scanned), true),
+                    Ok(None) if self.loaded.load(Ordering::SeqCst) => {
+                        tracing::debug!("rescan: no descriptor's path changed, nothing to reload");
+                        return false;
+                    }
+                    Ok(scanned) => (scanned, true),
                     Err(whole) => (None, whole == catalog::Whole::List),
                 }
             }

@@ -167,15 +167,14 @@ fn is_change(kind: &notify::EventKind) -> bool {
     }
 }
 
-/// Whether an event kind moves what it names, or removes a folder (a file removed is
-/// not: the history's `state.db-wal` beside the app folders is no app's).
+/// Whether an event kind moves or removes what it names: an app folder, perhaps (a
+/// symlink to one is removed as a file). What it stands for, the scan works out.
 fn moved(kind: &notify::EventKind) -> bool {
     use notify::EventKind;
-    use notify::event::{ModifyKind, RemoveKind};
+    use notify::event::ModifyKind;
     matches!(
         kind,
-        EventKind::Remove(RemoveKind::Folder | RemoveKind::Any | RemoveKind::Other)
-            | EventKind::Modify(ModifyKind::Name(_))
+        EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
     )
 }
 
@@ -190,6 +189,12 @@ fn file_watcher(
         .collect();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
+        // Events were lost (the kernel's queue overflowed) or the watcher says to look
+        // again: nothing says what changed, so everything is scanned and rebuilt.
+        if event.need_rescan() {
+            let _ = tx.send(Why::Other);
+            return;
+        }
         // Only changes count: reading a descriptor (the gateway's own scans included)
         // raises open/access events, and reacting to those would rescan forever.
         if !is_change(&event.kind) {
