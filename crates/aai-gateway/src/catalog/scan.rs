@@ -556,16 +556,20 @@ mod tests {
     use super::super::{Layout, SearchDir, SourceKind, reads::Reads};
     use super::{scan_touched, scan_with};
 
+    fn descriptor(id: &str, description: &str) -> String {
+        serde_json::json!({"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
+            "app": {"id": id, "name": {"en": id}, "defaultLang": "en", "description": description},
+            "execution": {"type": "stdio", "command": "true"},
+            "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}]})
+        .to_string()
+    }
+
+    /// Writes `id`'s descriptor under `dir`, last modified a minute ago (not racy).
     fn write(dir: &std::path::Path, id: &str, description: &str) {
         let folder = dir.join(id);
         std::fs::create_dir_all(&folder).unwrap();
         let file = folder.join("aai.json");
-        let doc = serde_json::json!({"schemaVersion": "1.0", "version": "1.0.0", "platform": "linux",
-            "app": {"id": id, "name": {"en": id}, "defaultLang": "en", "description": description},
-            "execution": {"type": "stdio", "command": "true"},
-            "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}]});
-        std::fs::write(&file, doc.to_string()).unwrap();
-        // Not so recent that it must be read again.
+        std::fs::write(&file, descriptor(id, description)).unwrap();
         let then = SystemTime::now() - Duration::from_secs(60);
         std::fs::File::options()
             .write(true)
@@ -665,5 +669,101 @@ mod tests {
             scan_touched(&dirs, &mut reads, &changed),
             Err(super::touched::Whole::List)
         ));
+    }
+
+    #[test]
+    fn a_scan_reads_only_the_files_that_changed_and_shares_the_rest() {
+        let home = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            write(home.path(), &format!("com.example.a{i}"), "first");
+        }
+        let dirs = [SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        }];
+        let mut reads = Reads::default();
+        let (first, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused, counts.gone), (3, 0, 0));
+        let (second, counts) = scan_with(&dirs, &mut reads);
+        assert!(counts.unchanged());
+        assert_eq!(counts.reused, 3);
+        // Not a copy: the very apps of the first scan.
+        for (a, b) in first.apps.iter().zip(&second.apps) {
+            assert!(std::sync::Arc::ptr_eq(&a.app, &b.app));
+        }
+        // One file changed (same size, new time), one removed, one added.
+        write(home.path(), "com.example.a1", "secnd");
+        std::fs::remove_dir_all(home.path().join("com.example.a2")).unwrap();
+        write(home.path(), "com.example.b", "new");
+        let (third, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused, counts.gone), (2, 1, 1));
+        let ids: Vec<(&str, &str)> = third
+            .apps
+            .iter()
+            .map(|l| (l.app.id.as_str(), l.app.description.as_str()))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("com.example.a0", "first"),
+                ("com.example.a1", "secnd"),
+                ("com.example.b", "new")
+            ]
+        );
+        assert!(std::sync::Arc::ptr_eq(
+            &first.apps[0].app,
+            &third.apps[0].app
+        ));
+    }
+
+    #[test]
+    fn a_file_modified_just_now_is_read_again_and_parsed_only_when_its_bytes_changed() {
+        let home = tempfile::tempdir().unwrap();
+        let folder = home.path().join("com.example.racy");
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("aai.json");
+        // Modified "now" (here: later than now, as after a clock step): a second write
+        // within the same timestamp tick would leave the stamp as it was.
+        let future = SystemTime::now() + Duration::from_secs(3600);
+        let write_racy = |description: &str| {
+            std::fs::write(&file, descriptor("com.example.racy", description)).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(future)
+                .unwrap();
+        };
+        write_racy("one");
+        write(home.path(), "com.example.old", "d");
+        let dirs = [SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        }];
+        let mut reads = Reads::default();
+        let (first, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused), (2, 0));
+        // Read again, the same bytes: the same parse, nothing to reload.
+        let (second, counts) = scan_with(&dirs, &mut reads);
+        assert!(counts.unchanged(), "{counts:?}");
+        let racy = |c: &crate::catalog::Catalog| {
+            c.apps
+                .iter()
+                .find(|l| l.app.id == "com.example.racy")
+                .unwrap()
+                .app
+                .clone()
+        };
+        assert!(std::sync::Arc::ptr_eq(&racy(&first), &racy(&second)));
+        // Rewritten with the same size and time: seen all the same.
+        write_racy("two");
+        let (third, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused), (1, 1));
+        assert_eq!(racy(&third).description, "two");
+        reads.clear();
+        let (_, counts) = scan_with(&dirs, &mut reads);
+        assert_eq!((counts.read, counts.reused), (2, 0));
     }
 }

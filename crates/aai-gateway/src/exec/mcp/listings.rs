@@ -51,11 +51,7 @@ pub(super) fn listing_remote(
         lines.push(crate::text::excerpt(
             &format!(
                 "- `{key}` (a template: fill in each `{{…}}`){}",
-                if about.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {about}")
-                }
+                described(&about)
             ),
             300,
         ));
@@ -94,14 +90,7 @@ pub(super) fn listing_remote(
             format!(" ({})", arguments.join(", "))
         };
         lines.push(crate::text::excerpt(
-            &format!(
-                "- `{key}`{args}{}",
-                if about.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {about}")
-                }
-            ),
+            &format!("- `{key}`{args}{}", described(&about)),
             300,
         ));
         names.push(key);
@@ -273,6 +262,15 @@ pub(super) async fn read_listing(
                 json!({"content": [{"type": "text", "text": text}], "structuredContent": answer, "isError": false}),
             )
         }
+    }
+}
+
+/// `: <about>` after a listed item, when there is anything to say.
+fn described(about: &str) -> String {
+    if about.is_empty() {
+        String::new()
+    } else {
+        format!(": {about}")
     }
 }
 
