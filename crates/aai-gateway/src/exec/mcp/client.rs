@@ -12,6 +12,7 @@
 #![allow(clippy::disallowed_types)]
 
 mod call;
+mod direct;
 mod framing;
 mod listing;
 mod updates;
@@ -268,6 +269,8 @@ pub(super) struct Connection {
     _listening: tokio_util::sync::DropGuard,
     /// The resources watched (servers before 2026-07-28).
     watched: updates::Watched,
+    /// Calls without rmcp's service loop (stdio servers).
+    wire: Option<direct::Wire>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -386,11 +389,17 @@ async fn handshake(
         watched: watched.clone(),
     };
     let oversized = Arc::new(AtomicBool::new(false));
-    let (service, child, stderr, secrets) = match transport {
+    let (service, child, stderr, secrets, wire) = match transport {
         Transport::Stdio(spawned) => {
-            let (service, guard, tail) =
+            let (service, guard, tail, mut wire) =
                 over_stdio(*spawned, handler, oversized.clone(), deadline, start).await?;
-            (service, Some(guard), Some(tail), Vec::new())
+            if let Some(info) = service.peer_info() {
+                wire.opened(direct::Session {
+                    revision: info.protocol_version.clone(),
+                    client: service.service().get_info(),
+                });
+            }
+            (service, Some(guard), Some(tail), Vec::new(), Some(wire))
         }
         Transport::Http {
             url,
@@ -405,7 +414,7 @@ async fn handshake(
                 mode,
             };
             let (service, secrets) = http.handshake(handler, &refused, deadline, start).await?;
-            (service, None, None, secrets)
+            (service, None, None, secrets, None)
         }
     };
     let listening = CancellationToken::new();
@@ -421,6 +430,7 @@ async fn handshake(
         oversized,
         _listening: listening.drop_guard(),
         watched,
+        wire,
     })
 }
 
@@ -431,14 +441,23 @@ async fn over_stdio(
     oversized: Arc<AtomicBool>,
     deadline: Duration,
     start: ClientLifecycleMode,
-) -> Result<(RunningService<RoleClient, Handler>, ChildGuard, StderrTail), Failed> {
+) -> Result<
+    (
+        RunningService<RoleClient, Handler>,
+        ChildGuard,
+        StderrTail,
+        direct::Wire,
+    ),
+    Failed,
+> {
     let Spawned {
         guard,
         stdin,
         stdout,
         stderr_tail,
     } = spawned;
-    let stdout = Capped::new(stdout, oversized.clone());
+    let (wire, stdin) = direct::Wire::new(stdin);
+    let stdout = Capped::new(stdout, oversized.clone(), Some(wire.waiting.clone()));
     let started = tokio::time::timeout(
         deadline,
         handler.serve_with_lifecycle((stdout, stdin), start),
@@ -465,7 +484,7 @@ async fn over_stdio(
             .into());
         }
     };
-    Ok((service, guard, stderr_tail))
+    Ok((service, guard, stderr_tail, wire))
 }
 
 /// An HTTP server's endpoint as the handshake reaches it.

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::super::asks::InFlight;
+use super::direct::{Answer, Wire};
 use super::{CallError, Caller, Connection, token_key};
 use crate::exec::ProgressSink;
 use crate::telemetry::{TRACEPARENT, TRACESTATE};
@@ -22,6 +23,15 @@ use crate::telemetry::{TRACEPARENT, TRACESTATE};
 /// Most input rounds of one call (rmcp's default cap too): a server asking for more is
 /// broken or hostile.
 const MAX_ROUNDS: usize = 10;
+
+/// A `tools/call` answered with something else.
+fn not_a_tool_result() -> CallError {
+    CallError::Rpc {
+        code: ErrorCode::INTERNAL_ERROR.0,
+        message: "the server answered tools/call with something other than a tool result"
+            .to_owned(),
+    }
+}
 
 /// How one round of a call ended.
 enum Round {
@@ -106,6 +116,11 @@ impl Connection {
         cancel: &CancellationToken,
         until: Instant,
     ) -> Result<Round, CallError> {
+        if let Some(wire) = &self.wire {
+            return self
+                .round_direct(wire, request, in_flight, progress, cancel, until)
+                .await;
+        }
         let peer = self.service.peer().clone();
         let handle = peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -159,17 +174,71 @@ impl Connection {
                     message: e.to_string(),
                 }),
             Ok(ServerResult::InputRequiredResult(asked)) => Ok(Round::Input(asked)),
-            Ok(_) => Err(CallError::Rpc {
-                code: ErrorCode::INTERNAL_ERROR.0,
-                message: "the server answered tools/call with something other than a tool result"
-                    .to_owned(),
-            }),
+            Ok(_) => Err(not_a_tool_result()),
             // A server may echo the request's headers in its error.
             Err(rmcp::ServiceError::McpError(e)) => Err(CallError::Rpc {
                 code: e.code.0,
                 message: self.clean(&e.message),
             }),
             Err(e) => Err(self.closed(&e.to_string())),
+        }
+    }
+
+    /// [`Connection::round`] without rmcp's service loop ([`super::direct`]).
+    async fn round_direct(
+        &self,
+        wire: &Wire,
+        request: ClientRequest,
+        in_flight: &InFlight,
+        progress: Option<&ProgressSink>,
+        cancel: &CancellationToken,
+        until: Instant,
+    ) -> Result<Round, CallError> {
+        let mut sent = wire.send(request).await.map_err(|e| self.closed(&e))?;
+        let key = token_key(&sent.token);
+        in_flight.sent(sent.id.clone(), key.clone());
+        if let Some(sink) = progress {
+            self.sinks
+                .lock()
+                .expect("sinks lock")
+                .insert(key.clone(), sink.clone());
+        }
+        let outcome = tokio::select! {
+            answer = sent.answer() => Ok(answer),
+            () = cancel.cancelled() => Err(CallError::Cancelled),
+            () = tokio::time::sleep_until(until) => Err(CallError::Timeout),
+        };
+        // As in `round`: the progress rmcp read before the answer is delivered first.
+        if outcome.is_ok() {
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+        }
+        self.sinks.lock().expect("sinks lock").remove(&key);
+        let answer = match outcome {
+            Ok(answer) => answer,
+            Err(why) => {
+                let reason = match why {
+                    CallError::Timeout => "timed out",
+                    _ => "cancelled by the client",
+                };
+                wire.cancel(&sent, reason).await;
+                return Err(why);
+            }
+        };
+        match answer {
+            Ok(Answer::Done(result)) => Ok(Round::Done(result)),
+            Ok(Answer::Input(asked)) => Ok(Round::Input(asked)),
+            // A server may echo the request's headers in its error.
+            Ok(Answer::Failed(e)) => Err(CallError::Rpc {
+                code: e.code.0,
+                message: self.clean(&e.message),
+            }),
+            Ok(Answer::Odd(why)) => {
+                tracing::debug!("{why}");
+                Err(not_a_tool_result())
+            }
+            Err(()) => Err(self.closed("Transport closed")),
         }
     }
 

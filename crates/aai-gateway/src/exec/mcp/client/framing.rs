@@ -1,5 +1,6 @@
 //! A stdio server's stdout as rmcp reads it: whole lines only, none over rmcp's limit,
-//! none nested deeper than its parser goes.
+//! none nested deeper than its parser goes; the answers to the direct path's calls
+//! (`direct.rs`) are taken out on the way.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -8,6 +9,8 @@ use std::task::{Context, Poll};
 
 use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 use tokio::io::{AsyncRead, ReadBuf};
+
+use super::direct::{Waiter, Waiting};
 
 /// Why a stdio connection ended when the server sent a line longer than the transport
 /// takes.
@@ -23,23 +26,44 @@ pub(super) struct Capped<R> {
     inner: R,
     /// The current line so far.
     held: Vec<u8>,
-    /// Whole lines ready to be read, the first of them `given` bytes in.
-    ready: std::collections::VecDeque<Vec<u8>>,
+    /// Whole lines ready to be read, the first of them `given` bytes in, and the answers
+    /// of the direct path behind them (handed over in their turn: a call's progress,
+    /// written before its answer, reaches rmcp first).
+    ready: std::collections::VecDeque<Line>,
     given: usize,
     /// The JSON nesting of the current line.
     depth: Depth,
     eof: bool,
     over: Arc<AtomicBool>,
+    /// The direct path's calls waiting for their answers (`super::direct`).
+    waiting: Option<Arc<Waiting>>,
     /// What each read of the server's stdout fills: zeroed once, not at every read (a
     /// fresh 16 KiB array per read was a third of the proxy path's instructions).
     scratch: Box<[u8]>,
+}
+
+/// A whole line of the server's.
+enum Line {
+    /// For rmcp.
+    Rmcp(Vec<u8>),
+    /// An answer to a request of the direct path, and who waits for it.
+    Answer(Waiter, Vec<u8>),
+}
+
+impl<R> Drop for Capped<R> {
+    fn drop(&mut self) {
+        // The connection's output is gone: the direct path's calls are told.
+        if let Some(waiting) = &self.waiting {
+            waiting.close();
+        }
+    }
 }
 
 /// How much one read of the server's stdout takes at most.
 const READ_CHUNK: usize = 16 * 1024;
 
 impl<R> Capped<R> {
-    pub(super) fn new(inner: R, over: Arc<AtomicBool>) -> Capped<R> {
+    pub(super) fn new(inner: R, over: Arc<AtomicBool>, waiting: Option<Arc<Waiting>>) -> Capped<R> {
         Capped {
             inner,
             held: Vec::new(),
@@ -48,6 +72,7 @@ impl<R> Capped<R> {
             depth: Depth::default(),
             eof: false,
             over,
+            waiting,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
         }
     }
@@ -74,7 +99,13 @@ impl<R> Capped<R> {
                 if self.depth.deepest > DEEPEST {
                     line = drop_deep_entries(&line);
                 }
-                self.ready.push_back(line);
+                match self.waiting.as_ref().and_then(|w| w.claim(&line)) {
+                    Some(waiter) if self.ready.is_empty() => {
+                        let _ = waiter.send(line);
+                    }
+                    Some(waiter) => self.ready.push_back(Line::Answer(waiter, line)),
+                    None => self.ready.push_back(Line::Rmcp(line)),
+                }
                 self.depth = Depth::default();
             }
             bytes = rest;
@@ -90,7 +121,13 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         loop {
-            if let Some(line) = this.ready.front() {
+            if let Some(Line::Answer(..)) = this.ready.front() {
+                if let Some(Line::Answer(waiter, line)) = this.ready.pop_front() {
+                    let _ = waiter.send(line);
+                }
+                continue;
+            }
+            if let Some(Line::Rmcp(line)) = this.ready.front() {
                 // At most one line per read, each a unit of the task's budget: rmcp starts
                 // a task for every notification it reads, and a server that floods them
                 // must not get ahead of those tasks (300,000 progress notifications once
@@ -107,6 +144,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
                 return Poll::Ready(Ok(()));
             }
             if this.eof || this.over.load(Ordering::Relaxed) {
+                if let Some(waiting) = &this.waiting {
+                    waiting.close();
+                }
                 return Poll::Ready(Ok(())); // end of stream
             }
             let mut read = ReadBuf::new(&mut this.scratch);
@@ -117,7 +157,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
                 this.eof = true;
                 let rest = std::mem::take(&mut this.held);
                 if !rest.is_empty() {
-                    this.ready.push_back(rest);
+                    this.ready.push_back(Line::Rmcp(rest));
                 }
             } else {
                 let bytes = std::mem::take(&mut this.scratch);
@@ -244,13 +284,48 @@ mod tests {
     use serde_json::Value;
 
     #[tokio::test]
+    async fn an_answer_of_the_direct_path_waits_for_the_lines_before_it() {
+        use tokio::io::AsyncReadExt;
+        let waiting = Arc::new(Waiting::default());
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        assert!(waiting.expect(&Arc::from("aai-1"), tx));
+        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"aai-1","progress":1}}"#;
+        let ours = r#"{"jsonrpc":"2.0","id":"aai-1","result":{}}"#;
+        let rmcps = r#"{"jsonrpc":"2.0","id":2,"result":{}}"#;
+        let data = format!("{progress}\n{ours}\n{rmcps}\n");
+        let over = Arc::new(AtomicBool::new(false));
+        let mut capped = Capped::new(data.as_bytes(), over, Some(waiting.clone()));
+        let mut buf = vec![0u8; 4096];
+        let n = capped.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], format!("{progress}\n").as_bytes());
+        assert!(
+            rx.try_recv().is_err(),
+            "the answer waits for the progress before it"
+        );
+        // rmcp's own answer passes on; ours was handed over on the way, not to rmcp.
+        let n = capped.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], format!("{rmcps}\n").as_bytes());
+        assert_eq!(rx.try_recv().unwrap(), format!("{ours}\n").as_bytes());
+        // The end of the server's output tells every waiter, and none waits again.
+        let (tx, mut late) = tokio::sync::oneshot::channel();
+        assert!(waiting.expect(&Arc::from("aai-2"), tx));
+        assert_eq!(capped.read(&mut buf).await.unwrap(), 0);
+        assert!(matches!(
+            late.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed)
+        ));
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        assert!(!waiting.expect(&Arc::from("aai-3"), tx));
+    }
+
+    #[tokio::test]
     async fn an_oversized_line_ends_the_stream_after_the_whole_lines() {
         use tokio::io::AsyncReadExt;
         let mut data = b"{\"ok\":1}\n".to_vec();
         data.extend(std::iter::repeat_n(b'x', DEFAULT_MAX_LINE_LENGTH + 10));
         data.extend(b"\n{\"after\":1}\n");
         let over = Arc::new(AtomicBool::new(false));
-        let mut capped = Capped::new(&data[..], over.clone());
+        let mut capped = Capped::new(&data[..], over.clone(), None);
         let mut out = Vec::new();
         capped.read_to_end(&mut out).await.unwrap();
         assert!(over.load(Ordering::SeqCst));
@@ -263,7 +338,7 @@ mod tests {
     async fn each_read_gives_at_most_one_line_and_spends_the_tasks_budget() {
         use tokio::io::AsyncReadExt;
         let data = b"{\"a\":10}\n{\"b\":2}\nlast, without a newline".to_vec();
-        let mut capped = Capped::new(&data[..], Arc::new(AtomicBool::new(false)));
+        let mut capped = Capped::new(&data[..], Arc::new(AtomicBool::new(false)), None);
         let mut reads = Vec::new();
         let mut buf = [0u8; 4];
         loop {
@@ -284,7 +359,7 @@ mod tests {
         // 300 lines in one chunk: the reader runs out of budget (128 a turn) and yields
         // to the tasks the lines started, instead of reading them all in one turn.
         let many = "{}\n".repeat(300);
-        let mut capped = Capped::new(many.as_bytes(), Arc::new(AtomicBool::new(false)));
+        let mut capped = Capped::new(many.as_bytes(), Arc::new(AtomicBool::new(false)), None);
         let mut line = [0u8; 3];
         let mut in_one_turn = 0;
         while tokio::task::coop::has_budget_remaining() {
@@ -305,7 +380,7 @@ mod tests {
             r#"{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"first","inputSchema":{{}}}},{{"name":"deep","inputSchema":{deep}}},{{"name":"last","s":"[{{,"}}]}}}}"#
         );
         let data = format!("{{\"ok\":1}}\n{line}\n");
-        let mut capped = Capped::new(data.as_bytes(), Arc::new(AtomicBool::new(false)));
+        let mut capped = Capped::new(data.as_bytes(), Arc::new(AtomicBool::new(false)), None);
         let mut out = Vec::new();
         capped.read_to_end(&mut out).await.unwrap();
         let text = String::from_utf8(out).unwrap();
