@@ -17,6 +17,7 @@
 //! revision other than the session's (rmcp scopes what such a request's handler may send).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -40,9 +41,13 @@ pub(super) struct Direct {
     peer: Peer<RoleServer>,
     /// The output queue; `None` once the session takes no more requests here.
     out: Mutex<Option<mpsc::Sender<Outgoing>>>,
-    /// Each call's token by its id (as JSON text): removed when it is answered or cancelled.
-    running: Mutex<HashMap<String, CancellationToken>>,
-    /// The framing's count of requests in flight, which an answer (or a cancellation) ends.
+    /// Each call's number and token by its id (as JSON text): removed when it is answered
+    /// or cancelled. The number tells a call from a later one the client sent with the id
+    /// of a cancelled one.
+    running: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    calls_made: AtomicU64,
+    /// The framing's count of requests in flight, which a cancellation ends here (an
+    /// answer ends it when it is written: `outbound`).
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
     /// Cancels every call of the session (the gateway stops, or the session's grace ends).
     session: CancellationToken,
@@ -61,6 +66,7 @@ impl Direct {
             peer,
             out: Mutex::new(Some(out)),
             running: Mutex::default(),
+            calls_made: AtomicU64::new(0),
             in_flight,
             session: CancellationToken::new(),
             calls: TaskTracker::new(),
@@ -99,26 +105,28 @@ impl Direct {
         };
         let key = id.to_string();
         let ct = self.session.child_token();
+        let call = self.calls_made.fetch_add(1, Ordering::Relaxed);
         self.running
             .lock()
             .expect("direct lock")
-            .insert(key.clone(), ct.clone());
+            .insert(key.clone(), (call, ct.clone()));
         // As rmcp's loop builds it: the request's `_meta` and extensions move to the context.
         let mut ctx = RequestContext::new(request_id.clone(), self.peer.clone());
-        ctx.ct = ct;
+        ctx.ct = ct.clone();
         std::mem::swap(&mut ctx.meta, request.get_meta_mut());
         std::mem::swap(&mut ctx.extensions, request.extensions_mut());
         let this = self.clone();
         self.calls.spawn(async move {
             let result = Service::handle_request(&this.server, request, ctx).await;
-            let answered = this
-                .running
-                .lock()
-                .expect("direct lock")
-                .remove(&key)
-                .is_some();
-            this.in_flight.lock().expect("in-flight lock").remove(&key);
-            // A call the client cancelled gets no answer (MCP's cancellation rule).
+            // What the call started ends with its answer (as rmcp's loop does it).
+            ct.cancel();
+            let answered = {
+                let mut running = this.running.lock().expect("direct lock");
+                let ours = running.get(&key).is_some_and(|(c, _)| *c == call);
+                ours && running.remove(&key).is_some()
+            };
+            // A call the client cancelled gets no answer (MCP's cancellation rule), and
+            // its id may name a newer call by now.
             if !answered {
                 return;
             }
@@ -128,7 +136,7 @@ impl Direct {
             };
             let mut line = serde_json::to_vec(&message).expect("MCP messages serialize");
             line.push(b'\n');
-            let _ = out.send(Outgoing::Answer(line)).await;
+            let _ = out.send(Outgoing::Answer(line, key)).await;
         });
         true
     }
@@ -138,7 +146,7 @@ impl Direct {
         let Some(key) = cancelled_id(message) else {
             return false;
         };
-        let Some(ct) = self.running.lock().expect("direct lock").remove(&key) else {
+        let Some((_, ct)) = self.running.lock().expect("direct lock").remove(&key) else {
             return false;
         };
         self.in_flight.lock().expect("in-flight lock").remove(&key);
@@ -166,7 +174,7 @@ impl Direct {
 }
 
 /// The id (as JSON text) a `notifications/cancelled` names.
-pub(super) fn cancelled_id(message: &Value) -> Option<String> {
+fn cancelled_id(message: &Value) -> Option<String> {
     if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
         return None;
     }

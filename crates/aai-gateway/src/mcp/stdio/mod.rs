@@ -76,8 +76,9 @@ pub async fn serve(gateway: Handle) -> anyhow::Result<()> {
 enum Outgoing {
     /// Written by rmcp: when it is a response, it ends its id's time in flight.
     Rmcp(Vec<u8>),
-    /// An answer of the direct path (which has ended its id's time in flight).
-    Answer(Vec<u8>),
+    /// An answer of the direct path, and its id (as JSON text), whose time in flight ends
+    /// when it is written.
+    Answer(Vec<u8>, String),
 }
 
 /// [`serve`] over any pair of pipes.
@@ -231,11 +232,6 @@ async fn inbound(
                 {
                     continue;
                 }
-                // rmcp sends no answer to a request it saw cancelled: its time in flight
-                // ends here.
-                if let Some(id) = direct::cancelled_id(&message) {
-                    in_flight.lock().expect("in-flight lock").remove(&id);
-                }
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
                 }
@@ -282,7 +278,10 @@ async fn outbound(
                     }
                     line
                 }
-                Outgoing::Answer(line) => line,
+                Outgoing::Answer(line, id) => {
+                    in_flight.lock().expect("in-flight lock").remove(&id);
+                    line
+                }
             };
             if gathered.is_empty() {
                 gathered = line;

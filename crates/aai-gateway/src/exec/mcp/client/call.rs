@@ -194,7 +194,8 @@ impl Connection {
         cancel: &CancellationToken,
         until: Instant,
     ) -> Result<Round, CallError> {
-        let mut sent = wire.send(request).await.map_err(|e| self.closed(&e))?;
+        let mut sent = wire.prepare(request).map_err(|e| self.closed(&e))?;
+        // Known before the request is written: a server may ask or report at once.
         let key = token_key(&sent.token);
         in_flight.sent(sent.id.clone(), key.clone());
         if let Some(sink) = progress {
@@ -204,7 +205,7 @@ impl Connection {
                 .insert(key.clone(), sink.clone());
         }
         let outcome = tokio::select! {
-            answer = sent.answer() => Ok(answer),
+            answer = wire.send(&mut sent) => Ok(answer),
             () = cancel.cancelled() => Err(CallError::Cancelled),
             () = tokio::time::sleep_until(until) => Err(CallError::Timeout),
         };
@@ -222,7 +223,7 @@ impl Connection {
                     CallError::Timeout => "timed out",
                     _ => "cancelled by the client",
                 };
-                wire.cancel(&sent, reason).await;
+                wire.cancel(&sent, reason);
                 return Err(why);
             }
         };
@@ -238,7 +239,7 @@ impl Connection {
                 tracing::debug!("{why}");
                 Err(not_a_tool_result())
             }
-            Err(()) => Err(self.closed("Transport closed")),
+            Err(why) => Err(self.closed(&why)),
         }
     }
 

@@ -49,11 +49,21 @@ pub(super) struct Session {
     pub(super) client: ClientConfig,
 }
 
-/// A request of this path, written and waited for.
+/// A request of this path, made and waited for (until it is dropped).
 pub(super) struct Sent {
     pub(super) id: RequestId,
     pub(super) token: ProgressToken,
+    name: Arc<str>,
+    /// The line to write, until [`Wire::send`] takes it.
+    line: Vec<u8>,
     answer: oneshot::Receiver<Vec<u8>>,
+    waiting: Arc<Waiting>,
+}
+
+impl Drop for Sent {
+    fn drop(&mut self) {
+        self.waiting.forget(&self.name);
+    }
 }
 
 /// How a call's answer reads.
@@ -86,9 +96,10 @@ impl Wire {
         }
     }
 
-    /// Writes `request` (a `tools/call`) with an id and progress token of this path.
-    /// `Err` when the server's stdin is gone.
-    pub(super) async fn send(&self, mut request: ClientRequest) -> Result<Sent, String> {
+    /// `request` (a `tools/call`) with an id and progress token of this path, its answer
+    /// waited for from now on; [`Wire::send`] writes it. `Err` when the server's output
+    /// has ended.
+    pub(super) fn prepare(&self, mut request: ClientRequest) -> Result<Sent, String> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let name: Arc<str> = format!("{PREFIX}{n}").into();
         let token = ProgressToken(NumberOrString::String(name.clone()));
@@ -105,40 +116,58 @@ impl Wire {
             return Err("Transport closed".to_owned());
         }
         let message = ClientJsonRpcMessage::request(request, id.clone());
-        let mut line = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
-        line.push(b'\n');
-        if let Err(e) = self.write(&line).await {
-            self.waiting.forget(&name);
-            return Err(e.to_string());
-        }
-        Ok(Sent { id, token, answer })
+        let mut sent = Sent {
+            id,
+            token,
+            name,
+            line: Vec::new(),
+            answer,
+            waiting: self.waiting.clone(),
+        };
+        sent.line = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+        sent.line.push(b'\n');
+        Ok(sent)
     }
 
-    /// Tells the server a request of this path is abandoned (best effort).
-    pub(super) async fn cancel(&self, sent: &Sent, reason: &str) {
-        if let RequestId::String(name) = &sent.id {
-            self.waiting.forget(name);
-        }
+    /// Writes `sent`'s request, then waits for its answer; `Err` when the server's stdin
+    /// or stdout is gone. Dropping this future leaves no part of a line behind: a line
+    /// begun is finished.
+    pub(super) async fn send(&self, sent: &mut Sent) -> Result<Answer, String> {
+        let line = std::mem::take(&mut sent.line);
+        write_line(self.stdin.clone(), line)
+            .await
+            .map_err(|e| e.to_string())?;
+        let line = (&mut sent.answer)
+            .await
+            .map_err(|_| "Transport closed".to_owned())?;
+        Ok(read_answer(&line))
+    }
+
+    /// Tells the server a request of this path is abandoned (best effort, without
+    /// waiting: the server's stdin may be full).
+    pub(super) fn cancel(&self, sent: &Sent, reason: &str) {
         let message = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": sent.id, "reason": reason}});
         let mut line = message.to_string().into_bytes();
         line.push(b'\n');
-        let _ = self.write(&line).await;
-    }
-
-    async fn write(&self, line: &[u8]) -> std::io::Result<()> {
-        let mut stdin = self.stdin.lock().await;
-        stdin.write_all(line).await?;
-        stdin.flush().await
+        tokio::spawn(write_line(self.stdin.clone(), line));
     }
 }
 
-impl Sent {
-    /// The answer, read; `Err` when the connection closed first.
-    pub(super) async fn answer(&mut self) -> Result<Answer, ()> {
-        let line = (&mut self.answer).await.map_err(|_| ())?;
-        Ok(read_answer(&line))
-    }
+/// Writes `line` whole to `stdin` under its lock. Once the lock is taken the line is
+/// written by a task of its own, so a caller that stops waiting cannot leave half of it
+/// for the next line to be glued to.
+async fn write_line(
+    stdin: Arc<tokio::sync::Mutex<ChildStdin>>,
+    line: Vec<u8>,
+) -> std::io::Result<()> {
+    let mut stdin = stdin.lock_owned().await;
+    tokio::spawn(async move {
+        stdin.write_all(&line).await?;
+        stdin.flush().await
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
 }
 
 /// Reads a `tools/call` answer as rmcp's client would: a tool result (re-encoded from
@@ -270,19 +299,30 @@ impl<W: AsyncWrite + Unpin + Send + 'static> SharedStdin<W> {
                 }
                 Turn::Holding(stdin) => {
                     let (front, _) = self.whole.as_slices();
-                    let n = ready!(Pin::new(&mut **stdin).poll_write(cx, front))?;
-                    if n == 0 {
-                        return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                    match ready!(Pin::new(&mut **stdin).poll_write(cx, front)) {
+                        Ok(0) => return self.give_back(std::io::ErrorKind::WriteZero.into()),
+                        Ok(n) => {
+                            self.whole.drain(..n);
+                        }
+                        Err(e) => return self.give_back(e),
                     }
-                    self.whole.drain(..n);
                 }
             }
         }
-        if let Turn::Holding(stdin) = &mut self.state {
-            ready!(Pin::new(&mut **stdin).poll_flush(cx))?;
+        if let Turn::Holding(stdin) = &mut self.state
+            && let Err(e) = ready!(Pin::new(&mut **stdin).poll_flush(cx))
+        {
+            return self.give_back(e);
         }
         self.state = Turn::Idle;
         Poll::Ready(Ok(()))
+    }
+
+    /// A write failed: the lock goes back (the direct path's writes then fail on their
+    /// own), and the error to rmcp.
+    fn give_back(&mut self, e: std::io::Error) -> Poll<std::io::Result<()>> {
+        self.state = Turn::Idle;
+        Poll::Ready(Err(e))
     }
 }
 
