@@ -154,20 +154,55 @@ impl Wire {
     }
 }
 
-/// Writes `line` whole to `stdin` under its lock. Once the lock is taken the line is
-/// written by a task of its own, so a caller that stops waiting cannot leave half of it
-/// for the next line to be glued to.
-async fn write_line(
-    stdin: Arc<tokio::sync::Mutex<ChildStdin>>,
+/// Writes `line` whole to `stdin` under its lock. A caller that stops waiting midway does
+/// not leave half of the line for the next one to be glued to: what is left of a line
+/// begun is written by a task of its own ([`Begun`]).
+async fn write_line<W: AsyncWrite + Unpin + Send + 'static>(
+    stdin: Arc<tokio::sync::Mutex<W>>,
     line: Vec<u8>,
 ) -> std::io::Result<()> {
-    let mut stdin = stdin.lock_owned().await;
-    tokio::spawn(async move {
-        stdin.write_all(&line).await?;
-        stdin.flush().await
-    })
-    .await
-    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    let mut begun = Begun {
+        stdin: Some(stdin.lock_owned().await),
+        line,
+        written: 0,
+    };
+    while begun.written < begun.line.len() {
+        let stdin = begun.stdin.as_mut().expect("held until written");
+        // One `write` either writes or, dropped, has written nothing.
+        match stdin.write(&begun.line[begun.written..]).await {
+            Ok(0) => {
+                begun.written = begun.line.len();
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            Ok(n) => begun.written += n,
+            Err(e) => {
+                begun.written = begun.line.len();
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A line being written under the lock of a server's stdin.
+struct Begun<W: AsyncWrite + Unpin + Send + 'static> {
+    stdin: Option<OwnedMutexGuard<W>>,
+    line: Vec<u8>,
+    written: usize,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Drop for Begun<W> {
+    fn drop(&mut self) {
+        if self.written == 0 || self.written >= self.line.len() {
+            return;
+        }
+        if let Some(mut stdin) = self.stdin.take() {
+            let rest = self.line.split_off(self.written);
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&rest).await;
+            });
+        }
+    }
 }
 
 /// Reads a `tools/call` answer as rmcp's client would: a tool result (re-encoded from
@@ -445,6 +480,34 @@ mod tests {
         ));
         let (tx, _rx) = oneshot::channel();
         assert!(!waiting.expect(&Arc::from("aai-4"), tx));
+    }
+
+    #[tokio::test]
+    async fn a_line_begun_is_finished_when_its_writer_stops_waiting() {
+        let (writer, mut reader) = tokio::io::duplex(64);
+        let stdin = Arc::new(tokio::sync::Mutex::new(writer));
+        let long = format!("{{\"a\":\"{}\"}}\n", "x".repeat(1000));
+        // Nobody reads: the write stops after 64 bytes, and its caller gives up.
+        let given_up = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            write_line(stdin.clone(), long.clone().into_bytes()),
+        )
+        .await;
+        assert!(given_up.is_err());
+        let next = tokio::spawn(write_line(stdin.clone(), b"{\"b\":1}\n".to_vec()));
+        let mut got = vec![0u8; long.len() + 8];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            reader.read_exact(&mut got),
+        )
+        .await
+        .expect("the rest of the first line, then the second")
+        .unwrap();
+        next.await.unwrap().unwrap();
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            format!("{long}{{\"b\":1}}\n")
+        );
     }
 
     #[tokio::test]
