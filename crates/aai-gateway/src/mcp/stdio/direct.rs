@@ -110,6 +110,8 @@ impl Direct {
             .lock()
             .expect("direct lock")
             .insert(key.clone(), (call, ct.clone()));
+        // Logged as rmcp's loop logs it (the log is how a session is followed).
+        tracing::debug!(id = %request_id, ?request, "received request");
         // As rmcp's loop builds it: the request's `_meta` and extensions move to the context.
         let mut ctx = RequestContext::new(request_id.clone(), self.peer.clone());
         ctx.ct = ct.clone();
@@ -131,8 +133,14 @@ impl Direct {
                 return;
             }
             let message = match result {
-                Ok(result) => ServerJsonRpcMessage::response(result, request_id),
-                Err(error) => ServerJsonRpcMessage::error(error, Some(request_id)),
+                Ok(result) => {
+                    tracing::debug!(id = %request_id, ?result, "response message");
+                    ServerJsonRpcMessage::response(result, request_id)
+                }
+                Err(error) => {
+                    tracing::warn!(id = %request_id, ?error, "response error");
+                    ServerJsonRpcMessage::error(error, Some(request_id))
+                }
             };
             let mut line = serde_json::to_vec(&message).expect("MCP messages serialize");
             line.push(b'\n');
@@ -150,7 +158,7 @@ impl Direct {
             return false;
         };
         self.in_flight.lock().expect("in-flight lock").remove(&key);
-        tracing::info!(id = %key, "cancelled");
+        tracing::info!(id = %key, "received notification: CancelledNotification; cancelled");
         ct.cancel();
         true
     }
