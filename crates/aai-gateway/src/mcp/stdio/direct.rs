@@ -82,11 +82,23 @@ impl Direct {
         ) else {
             return false;
         };
-        let request = match method {
-            "tools/call" => CallToolRequest::deserialize(message).map(ClientRequest::from),
-            "tools/list" => ListToolsRequest::deserialize(message).map(ClientRequest::from),
-            "resources/read" => ReadResourceRequest::deserialize(message).map(ClientRequest::from),
-            "ping" => PingRequest::deserialize(message).map(ClientRequest::from),
+        let (request, kind) = match method {
+            "tools/call" => (
+                CallToolRequest::deserialize(message).map(ClientRequest::from),
+                "CallToolRequest",
+            ),
+            "tools/list" => (
+                ListToolsRequest::deserialize(message).map(ClientRequest::from),
+                "ListToolsRequest",
+            ),
+            "resources/read" => (
+                ReadResourceRequest::deserialize(message).map(ClientRequest::from),
+                "ReadResourceRequest",
+            ),
+            "ping" => (
+                PingRequest::deserialize(message).map(ClientRequest::from),
+                "PingRequest",
+            ),
             _ => return false,
         };
         let (Ok(mut request), Ok(request_id)) = (request, RequestId::deserialize(id)) else {
@@ -110,8 +122,8 @@ impl Direct {
             .lock()
             .expect("direct lock")
             .insert(key.clone(), (call, ct.clone()));
-        // Logged as rmcp's loop logs it (the log is how a session is followed).
-        tracing::debug!(id = %request_id, ?request, "received request");
+        // The kind of request and its id only: arguments may carry secrets.
+        tracing::debug!(id = %request_id, request = kind, "received request");
         // As rmcp's loop builds it: the request's `_meta` and extensions move to the context.
         let mut ctx = RequestContext::new(request_id.clone(), self.peer.clone());
         ctx.ct = ct.clone();
@@ -133,14 +145,8 @@ impl Direct {
                 return;
             }
             let message = match result {
-                Ok(result) => {
-                    tracing::debug!(id = %request_id, ?result, "response message");
-                    ServerJsonRpcMessage::response(result, request_id)
-                }
-                Err(error) => {
-                    tracing::warn!(id = %request_id, ?error, "response error");
-                    ServerJsonRpcMessage::error(error, Some(request_id))
-                }
+                Ok(result) => ServerJsonRpcMessage::response(result, request_id),
+                Err(error) => ServerJsonRpcMessage::error(error, Some(request_id)),
             };
             let mut line = serde_json::to_vec(&message).expect("MCP messages serialize");
             line.push(b'\n');
