@@ -33,6 +33,14 @@ fn not_a_tool_result() -> CallError {
     }
 }
 
+/// Why a round was abandoned, as the server is told.
+fn reason(why: &CallError) -> &'static str {
+    match why {
+        CallError::Timeout => "timed out",
+        _ => "cancelled by the client",
+    }
+}
+
 /// How one round of a call ended.
 enum Round {
     Done(Value),
@@ -140,22 +148,11 @@ impl Connection {
             () = cancel.cancelled() => Err(CallError::Cancelled),
             () = tokio::time::sleep_until(until) => Err(CallError::Timeout),
         };
-        // rmcp hands each notification to a task of its own, spawned before the answer
-        // that followed it on the wire is delivered: let those tasks run before the
-        // call's progress sink goes, so the last progress is not lost.
-        if outcome.is_ok() {
-            for _ in 0..4 {
-                tokio::task::yield_now().await;
-            }
-        }
-        self.sinks.lock().expect("sinks lock").remove(&key);
+        self.progress_done(&key, outcome.is_ok()).await;
         let answer = match outcome {
             Ok(answer) => answer,
             Err(why) => {
-                let reason = match why {
-                    CallError::Timeout => "timed out",
-                    _ => "cancelled by the client",
-                };
+                let reason = reason(&why);
                 // Best effort: the server may be gone already.
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
@@ -209,20 +206,11 @@ impl Connection {
             () = cancel.cancelled() => Err(CallError::Cancelled),
             () = tokio::time::sleep_until(until) => Err(CallError::Timeout),
         };
-        // As in `round`: the progress rmcp read before the answer is delivered first.
-        if outcome.is_ok() {
-            for _ in 0..4 {
-                tokio::task::yield_now().await;
-            }
-        }
-        self.sinks.lock().expect("sinks lock").remove(&key);
+        self.progress_done(&key, outcome.is_ok()).await;
         let answer = match outcome {
             Ok(answer) => answer,
             Err(why) => {
-                let reason = match why {
-                    CallError::Timeout => "timed out",
-                    _ => "cancelled by the client",
-                };
+                let reason = reason(&why);
                 wire.cancel(&sent, reason);
                 return Err(why);
             }
@@ -241,6 +229,18 @@ impl Connection {
             }
             Err(why) => Err(self.closed(&why)),
         }
+    }
+
+    /// A round's progress sink goes. rmcp hands each notification to a task of its own,
+    /// spawned before the answer that followed it on the wire is delivered: after an
+    /// answer, those tasks run first, so the last progress is not lost.
+    async fn progress_done(&self, key: &str, answered: bool) {
+        if answered {
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+        }
+        self.sinks.lock().expect("sinks lock").remove(key);
     }
 
     /// The answers to a round's questions, each put to the call's own client exactly as
