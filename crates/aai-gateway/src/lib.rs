@@ -34,6 +34,7 @@
 //! (drafts from other formats) in `aai-author`; neither does I/O.
 
 pub(crate) mod access;
+pub(crate) mod allocator;
 pub(crate) mod auth;
 pub(crate) mod batch;
 pub(crate) mod budget;

@@ -22,7 +22,7 @@ pub(crate) mod touched;
 pub(crate) mod web;
 
 pub use scan::scan;
-pub(crate) use scan::{scan_files, scan_touched, scan_with};
+pub(crate) use scan::{STEP, scan_files, scan_in_steps, scan_touched};
 pub(crate) use touched::Whole;
 
 use std::fs;

@@ -236,11 +236,4 @@ impl Reads {
     pub(crate) fn installed(&mut self) {
         self.unapplied = false;
     }
-
-    /// Forgets every parse: the next scan reads every file.
-    pub(crate) fn clear(&mut self) {
-        self.files = HashMap::new();
-        self.listing = None;
-        self.unapplied = true;
-    }
 }

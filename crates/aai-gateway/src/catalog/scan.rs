@@ -26,7 +26,14 @@ pub fn scan(dirs: &[SearchDir]) -> Catalog {
     scan_with(dirs, &mut reads::Reads::default()).0
 }
 
+/// How many files a whole scan looks at before it hands on what it has, when it may go in
+/// steps: a step's catalog replaces the apps it read, so the old parses go before the next
+/// step's are made, and a rescan of 10,000 changed files never holds two catalogs
+/// (docs/performance.md, "A rescan in steps").
+pub(crate) const STEP: usize = 2_000;
+
 /// One descriptor file as a scan found it.
+#[derive(Clone)]
 struct Scanned {
     index: usize,
     path: Arc<Path>,
@@ -58,6 +65,24 @@ impl Scanned {
 /// [`scan`], reading only the files that changed since the scan `reads` remembers, and
 /// remembering this one's; what it read, reused and lost.
 pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalog, reads::Counts) {
+    scan_in_steps(dirs, reads, false, None)
+}
+
+/// How a whole scan goes in steps: after every `.0` files, the catalog goes to `.1`.
+pub(crate) type Steps<'a> = (usize, &'a mut dyn FnMut(Catalog));
+
+/// [`scan_with`], reading every file again whatever its stamp when `reread` (a parse is
+/// still kept for the same bytes), and handing `step` the catalog as it stands after
+/// every `step.0` files ([`STEP`] for the gateway) that read something new (while the listing and every file read
+/// so far were whole): the files looked at so far as they are now, the others as they
+/// were read last. Files not read before wait for their step; files gone go at the
+/// first. The last step's catalog is the one returned.
+pub(crate) fn scan_in_steps(
+    dirs: &[SearchDir],
+    reads: &mut reads::Reads,
+    reread: bool,
+    mut step: Option<Steps<'_>>,
+) -> (Catalog, reads::Counts) {
     let mut listing_problems = Vec::new();
     let mut files: Vec<(usize, PathBuf)> = Vec::new();
     for index in searched(dirs) {
@@ -66,19 +91,49 @@ pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalo
         }
     }
     let unreadable: Vec<String> = listing_problems.iter().map(ToString::to_string).collect();
+    if !listing_problems.is_empty() {
+        step = None;
+    }
     let now = std::time::SystemTime::now();
-    let known = &*reads;
-    let probe = |(index, path): (usize, PathBuf)| probe(dirs, known, index, &path, false, now);
     // Small catalogs are read on this one thread: what a parse leaves behind is reused by
     // the next, so the apps kept sit in one malloc arena instead of three, and the other
     // core stays free for the client's handshake. Large ones are read by every core, their
     // rescans too (read on one thread, RSS after a full rescan of 10,000 apps was 1.58×
     // start-up's against 1.46×: docs/performance.md, "Over a gateway's life").
-    let scanned: Vec<Scanned> = if files.len() < PARALLEL_SCAN_FROM {
-        files.into_iter().filter_map(probe).collect()
-    } else {
-        files.into_par_iter().filter_map(probe).collect()
-    };
+    let parallel = files.len() >= PARALLEL_SCAN_FROM;
+    let per_step = step.as_ref().map_or(files.len(), |(every, _)| *every);
+    let mut scanned: Vec<Scanned> = Vec::with_capacity(files.len());
+    let mut rest = files.into_iter();
+    while rest.len() > 0 {
+        let part: Vec<(usize, PathBuf)> = rest.by_ref().take(per_step.max(1)).collect();
+        let known = &*reads;
+        let probe = |(index, path): (usize, PathBuf)| probe(dirs, known, index, &path, reread, now);
+        let from = scanned.len();
+        if parallel {
+            scanned.par_extend(part.into_par_iter().filter_map(probe));
+        } else {
+            scanned.extend(part.into_iter().filter_map(probe));
+        }
+        let new = &scanned[from..];
+        if new.iter().any(|s| s.unread) {
+            step = None;
+        }
+        let Some((_, step)) = step.as_mut().filter(|_| rest.len() > 0) else {
+            continue;
+        };
+        if new.iter().any(|s| s.parsed) {
+            // This step's parses replace the last ones now, so what it hands on is all
+            // that holds the old apps.
+            let (fresh, _) = tally(new);
+            reads.keep(fresh, true, |_| true);
+            let mut now_served = scanned.clone();
+            now_served.extend(rest.as_slice().iter().filter_map(|(index, path)| {
+                let read = reads.read_of(path)?;
+                Some(Scanned::kept(*index, reads.key(path)?, read))
+            }));
+            step(assemble(dirs, now_served, Vec::new(), Vec::new()));
+        }
+    }
     let listing: Vec<(usize, Arc<Path>)> =
         scanned.iter().map(|s| (s.index, s.path.clone())).collect();
     let (fresh, mut counts) = tally(&scanned);
@@ -762,8 +817,84 @@ mod tests {
         let (third, counts) = scan_with(&dirs, &mut reads);
         assert_eq!((counts.read, counts.reused), (1, 1));
         assert_eq!(racy(&third).description, "two");
-        reads.clear();
-        let (_, counts) = scan_with(&dirs, &mut reads);
-        assert_eq!((counts.read, counts.reused), (2, 0));
+        // Read again whatever the stamps (the web UI's Rescan): the same bytes, the same
+        // parses.
+        let (fourth, counts) = super::scan_in_steps(&dirs, &mut reads, true, None);
+        assert_eq!((counts.read, counts.reused), (0, 2));
+        assert!(std::sync::Arc::ptr_eq(&racy(&third), &racy(&fourth)));
+    }
+
+    #[test]
+    fn a_whole_scan_in_steps_serves_each_step_and_lets_the_old_parses_go() {
+        let home = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            write(home.path(), &format!("com.example.a{i}"), "old");
+        }
+        let dirs = [SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        }];
+        let mut reads = Reads::default();
+        let (first, _) = scan_with(&dirs, &mut reads);
+        let old = |i: usize| std::sync::Arc::downgrade(&first.apps[i].app);
+        let olds: Vec<_> = (0..5).map(old).collect();
+        drop(first);
+        // Every file rewritten but a4; a2 removed; b added (it sorts last).
+        for i in [0, 1, 3] {
+            write(home.path(), &format!("com.example.a{i}"), "new");
+        }
+        std::fs::remove_dir_all(home.path().join("com.example.a2")).unwrap();
+        write(home.path(), "com.example.b", "new");
+        let mut seen: Vec<Vec<(String, String)>> = Vec::new();
+        let mut step = |c: crate::catalog::Catalog| {
+            let apps = c.apps.iter();
+            seen.push(
+                apps.map(|l| (l.app.id.clone(), l.app.description.clone()))
+                    .collect(),
+            );
+        };
+        let (last, counts) = super::scan_in_steps(&dirs, &mut reads, false, Some((2, &mut step)));
+        assert_eq!((counts.read, counts.reused, counts.gone), (4, 1, 1));
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (format!("com.example.{a}"), (*b).to_owned()))
+                .collect()
+        };
+        // Files a0, a1 first: a2 is gone, b not read yet. Then a3, a4 (one changed).
+        // Then b: the last step is what the scan returns.
+        assert_eq!(
+            seen,
+            [
+                pairs(&[("a0", "new"), ("a1", "new"), ("a3", "old"), ("a4", "old")]),
+                pairs(&[("a0", "new"), ("a1", "new"), ("a3", "new"), ("a4", "old")]),
+            ]
+        );
+        let ids: Vec<_> = last
+            .apps
+            .iter()
+            .map(|l| (l.app.id.clone(), l.app.description.clone()))
+            .collect();
+        assert_eq!(
+            ids,
+            pairs(&[
+                ("a0", "new"),
+                ("a1", "new"),
+                ("a3", "new"),
+                ("a4", "old"),
+                ("b", "new")
+            ])
+        );
+        // Nothing holds the replaced parses (the reads let each go at its step).
+        for i in [0, 1, 2, 3] {
+            assert!(olds[i].upgrade().is_none(), "a{i} still held");
+        }
+        assert!(olds[4].upgrade().is_some());
+        // Nothing changed since: one step, nothing read.
+        let mut steps = 0;
+        let mut count = |_: crate::catalog::Catalog| steps += 1;
+        let (_, counts) = super::scan_in_steps(&dirs, &mut reads, false, Some((2, &mut count)));
+        assert!(counts.unchanged());
+        assert_eq!(steps, 0);
     }
 }

@@ -414,6 +414,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 /// Runs the command line; the binary's `main` is only this.
 pub fn main() -> ExitCode {
+    crate::allocator::limit_arenas();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

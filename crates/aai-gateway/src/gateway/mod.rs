@@ -318,9 +318,6 @@ impl Gateway {
 
     fn scan_now(&self, why: Why) -> bool {
         let mut reads = self.scanning.lock().unwrap_or_else(|e| e.into_inner());
-        if why == Why::Everything {
-            reads.clear();
-        }
         self.rescans.fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
         // Touched paths are looked at alone when they can be placed; else every file is.
@@ -338,16 +335,62 @@ impl Gateway {
             Why::Other | Why::Everything => (None, false),
         };
         let files_only = touched.is_some();
-        let (scanned, counts) =
-            touched.unwrap_or_else(|| catalog::scan_with(&self.search_dirs, &mut reads));
-        if descriptors_only
-            && counts.unchanged()
-            && reads.applied()
-            && self.loaded.load(Ordering::SeqCst)
-        {
+        let loaded = self.loaded.load(Ordering::SeqCst);
+        // A whole scan of a served catalog goes in steps, each served as it is read.
+        let (mut steps, mut stepped) = (0, false);
+        let mut step = |catalog: catalog::Catalog| {
+            steps += 1;
+            stepped |= self.apply(catalog).is_some_and(|(changed, _)| changed);
+        };
+        let (scanned, counts) = touched.unwrap_or_else(|| {
+            let reread = why == Why::Everything;
+            let step = loaded.then_some((catalog::STEP, &mut step as &mut dyn FnMut(_)));
+            catalog::scan_in_steps(&self.search_dirs, &mut reads, reread, step)
+        });
+        if descriptors_only && counts.unchanged() && reads.applied() && loaded {
             tracing::info!("rescan: no descriptor changed, nothing to reload");
             return false;
         }
+        let Some((changed, apps)) = self.apply(scanned) else {
+            // What the steps served stays served.
+            if stepped {
+                self.announce();
+            }
+            return stepped;
+        };
+        let changed = changed || stepped;
+        reads.installed();
+        tracing::info!(
+            apps,
+            read = counts.read,
+            reused = counts.reused,
+            files = if files_only { "touched" } else { "all" },
+            steps = steps + 1,
+            ms = started.elapsed().as_millis() as u64,
+            "catalog loaded"
+        );
+        let first = !self.loaded.swap(true, Ordering::SeqCst);
+        if first {
+            self.loaded_notify.notify_waiters();
+        } else if changed {
+            self.announce();
+        }
+        changed
+    }
+
+    /// Tells every subscriber that what agents see changed.
+    fn announce(&self) {
+        tracing::info!("apps changed; notifying clients");
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        // Nobody listening is fine: there may be no session yet.
+        let _ = self.changes.send(generation);
+    }
+
+    /// Serves `scanned`: the ids it may claim, the remote tools, the user's overrides,
+    /// the snapshot built from the one served (what it shares), the executors of apps gone
+    /// or changed retired. Whether what agents see changed, and how many apps there are;
+    /// `None` when the scan could not read everything, and the apps served stay.
+    fn apply(&self, scanned: catalog::Catalog) -> Option<(bool, usize)> {
         let catalog =
             self.with_reserved_ids(|ids| catalog::complete(scanned, &self.search_dirs, ids));
         // A scan that could not read everything (too many open files, an I/O error) says
@@ -358,7 +401,7 @@ impl Gateway {
                 crate::text::count(catalog.unreadable.len(), "place", "places"),
                 catalog.unreadable[0]
             );
-            return false;
+            return None;
         }
         let mut catalog = catalog;
         self.note_local_ids(&catalog);
@@ -403,26 +446,8 @@ impl Gateway {
         warn_of_breaking_releases(&previous, &snapshot);
         let apps = snapshot.entries.len();
         let changed = self.registry.replace(snapshot);
-        reads.installed();
         drop(previous);
-        tracing::info!(
-            apps,
-            read = counts.read,
-            reused = counts.reused,
-            files = if files_only { "touched" } else { "all" },
-            ms = started.elapsed().as_millis() as u64,
-            "catalog loaded"
-        );
-        let first = !self.loaded.swap(true, Ordering::SeqCst);
-        if first {
-            self.loaded_notify.notify_waiters();
-        } else if changed {
-            tracing::info!("apps changed; notifying clients");
-            let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-            // Nobody listening is fine: there may be no session yet.
-            let _ = self.changes.send(generation);
-        }
-        changed
+        Some((changed, apps))
     }
 
     /// Who sees what: config `clients`, and what the gateway's own app changed
@@ -784,7 +809,8 @@ pub(crate) enum Why {
     /// Anything else: the first scan, the interval, the session bus, the gateway's own
     /// writes, a downstream server's tools.
     Other,
-    /// Every file is read again, whatever its stamp (the web UI's Rescan).
+    /// Every file is read again, whatever its stamp (the web UI's Rescan); a file with
+    /// the same bytes keeps its parse.
     Everything,
 }
 
