@@ -8,6 +8,8 @@
 //!   gateway's overhead;
 //! * a gateway over its life (`AAI_BENCH_ONLY=life`): RSS after init, changes, a full
 //!   rescan and `web_discover`, and how soon a written descriptor is callable;
+//! * rescans (`AAI_BENCH_ONLY=rescans`): RSS after three whole rescans, and after three
+//!   rewrites of every file seen by the watcher in bursts, at 10,000 apps;
 //! * an app's guide at 1,000 apps (`AAI_BENCH_ONLY=guide`): latency and the gateway's CPU
 //!   per call, fresh and after 10 catalog changes.
 //!
@@ -1074,6 +1076,109 @@ async fn life(tmp: &Path, adapter: &Path) {
     }
 }
 
+/// Until `app`'s guide says `text`.
+async fn says(gw: &Client, app: &str, text: &str) {
+    let since = Instant::now();
+    loop {
+        let (r, _) = gw
+            .rpc(
+                "tools/call",
+                json!({"name":"aai_guide","arguments":{"app": app}}),
+            )
+            .await;
+        if r["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains(text))
+        {
+            return;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "{app}: no {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Rescans over a gateway's life at 10,000 apps (docs/performance.md, "A rescan in steps,
+/// and two malloc arenas"): RSS after init, then after each of three whole rescans (a
+/// scan path, a symlink, turned to a folder where every descriptor differs, which the
+/// periodic check finds); and on a second gateway after each of three rewrites of every
+/// file, 500 at a time, 200 ms apart, each burst reloaded by the watcher alone.
+async fn rescans(tmp: &Path, adapter: &Path) {
+    let n = 10_000;
+    let base = tmp.join("rescans");
+    for name in ["a", "b"] {
+        write_apps(&base.join(name), n, adapter);
+        for i in 0..n {
+            let file = base.join(format!("{name}/com.bench.app{i}/aai.json"));
+            let text = fs::read_to_string(&file).unwrap();
+            fs::write(&file, text.replace("app number", &format!("app {name}"))).unwrap();
+        }
+    }
+    let link = base.join("current");
+    std::os::unix::fs::symlink(base.join("a"), &link).unwrap();
+    let home = base.join("home");
+    fs::create_dir_all(&home).unwrap();
+    let config = json!({"consent": {"mode": "allow"}, "scanInterval": 1, "scanPaths": [link]});
+    fs::write(home.join("config.json"), config.to_string()).unwrap();
+    let last = format!("com.bench.app{}", n - 1);
+    let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
+    gw.initialize().await;
+    says(&gw, &last, &format!("app a {}", n - 1)).await;
+    let init = settled_mib(&gw).await;
+    let mut whole = Vec::new();
+    for round in 0..3 {
+        let name = ["b", "a"][round % 2];
+        let turned = base.join("turned");
+        std::os::unix::fs::symlink(base.join(name), &turned).unwrap();
+        fs::rename(&turned, &link).unwrap();
+        says(&gw, &last, &format!("app {name} {}", n - 1)).await;
+        whole.push(settled_mib(&gw).await);
+    }
+    drop(gw);
+    let home = tmp.join("rescans-watched");
+    write_apps(&home, n, adapter);
+    let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
+    gw.initialize().await;
+    callable(&gw, &last, Instant::now()).await;
+    let watched_init = settled_mib(&gw).await;
+    let mut bursts = Vec::new();
+    for round in 0..3 {
+        let word = format!("round {round}");
+        for i in 0..n {
+            let file = home.join(format!("com.bench.app{i}/aai.json"));
+            let text = fs::read_to_string(&file).unwrap();
+            let from = if round == 0 {
+                "app number".to_owned()
+            } else {
+                format!("round {}", round - 1)
+            };
+            fs::write(&file, text.replace(&from, &word)).unwrap();
+            if i % 500 == 499 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        says(&gw, &last, &word).await;
+        bursts.push(settled_mib(&gw).await);
+    }
+    let ratios = |init: f64, after: &[f64]| {
+        let each: Vec<String> = after
+            .iter()
+            .map(|m| format!("{m:.1} ({:.2}×)", m / init))
+            .collect();
+        each.join(", ")
+    };
+    println!(
+        "rescans {n} apps: RSS after init {init:.1} MiB, after each of 3 whole rescans {}",
+        ratios(init, &whole)
+    );
+    println!(
+        "rescans {n} apps: RSS after init {watched_init:.1} MiB, after each of 3 rewrites seen by the watcher in bursts {}",
+        ratios(watched_init, &bursts)
+    );
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--adapter") {
         return adapter();
@@ -1112,6 +1217,9 @@ fn main() {
         }
         if only.is_empty() || only == "life" {
             life(tmp.path(), &adapter).await;
+        }
+        if only.is_empty() || only == "rescans" {
+            rescans(tmp.path(), &adapter).await;
         }
         if only.is_empty() || only == "guide" {
             guide(tmp.path(), &adapter).await;
