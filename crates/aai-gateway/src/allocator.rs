@@ -24,7 +24,9 @@ const ARENAS: libc::c_int = 2;
 /// limit. Called first thing in `main`, while the process has one thread.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub(crate) fn limit_arenas() {
-    let tuned = std::env::var_os("MALLOC_ARENA_MAX").is_some()
+    // glibc ignores a value it cannot read (and 0): such a setting sets nothing.
+    let tuned = std::env::var("MALLOC_ARENA_MAX")
+        .is_ok_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0))
         || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
     if tuned {
         return;
@@ -46,10 +48,18 @@ pub(crate) fn limit_arenas() {}
 
 #[cfg(test)]
 mod tests {
-    /// `unsafe` appears in this file alone, across the workspace's sources.
+    /// `unsafe`, or what the `unsafe_code` lint also catches, appears in this file alone
+    /// among the workspace's sources (outside comments).
     #[test]
     fn no_other_file_uses_unsafe() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let words = [
+            "unsafe",
+            "unsafe_code",
+            "no_mangle",
+            "export_name",
+            "link_section",
+        ];
         let mut found = Vec::new();
         let mut dirs = vec![root.join("crates")];
         while let Some(dir) = dirs.pop() {
@@ -57,21 +67,20 @@ mod tests {
                 let path = entry.unwrap().path();
                 if path.is_dir() {
                     dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs")
-                    && !path.ends_with("src/allocator.rs")
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") || path.ends_with("src/allocator.rs")
                 {
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    let uses = [
-                        "unsafe {",
-                        "unsafe fn",
-                        "unsafe impl",
-                        "unsafe extern",
-                        "(unsafe_code",
-                    ]
-                    .iter()
-                    .any(|u| text.contains(u));
-                    if uses {
-                        found.push(path);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in text.lines().enumerate() {
+                    let code = line.split("//").next().unwrap_or_default();
+                    let named = code
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .any(|word| words.contains(&word));
+                    if named {
+                        found.push(format!("{}:{}", path.display(), n + 1));
                     }
                 }
             }
@@ -80,5 +89,8 @@ mod tests {
             found.is_empty(),
             "unsafe outside src/allocator.rs: {found:?}"
         );
+        // The check sees what it looks for: this file's own `unsafe`.
+        let here = include_str!("allocator.rs");
+        assert!(here.lines().any(|l| l.trim_start().starts_with("unsafe {")));
     }
 }

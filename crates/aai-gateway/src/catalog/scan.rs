@@ -3,7 +3,7 @@
 //! touched paths (a file event, the gateway's own write) starts from the last listing
 //! and looks only at the files those paths stand for (`touched.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -72,11 +72,10 @@ pub(crate) fn scan_with(dirs: &[SearchDir], reads: &mut reads::Reads) -> (Catalo
 pub(crate) type Steps<'a> = (usize, &'a mut dyn FnMut(Catalog));
 
 /// [`scan_with`], reading every file again whatever its stamp when `reread` (a parse is
-/// still kept for the same bytes), and handing `step` the catalog as it stands after
-/// every `step.0` files ([`STEP`] for the gateway) that read something new (while the listing and every file read
-/// so far were whole): the files looked at so far as they are now, the others as they
-/// were read last. Files not read before wait for their step; files gone go at the
-/// first. The last step's catalog is the one returned.
+/// still kept for the same bytes), and handing `step` the catalog as it stands (see
+/// [`step_served`]) after each `step.0` files ([`STEP`] for the gateway) once half as
+/// many were parsed since the last step, while the listing, the last one and every file
+/// read so far are whole. The last step's catalog is the one returned.
 pub(crate) fn scan_in_steps(
     dirs: &[SearchDir],
     reads: &mut reads::Reads,
@@ -91,9 +90,19 @@ pub(crate) fn scan_in_steps(
         }
     }
     let unreadable: Vec<String> = listing_problems.iter().map(ToString::to_string).collect();
-    if !listing_problems.is_empty() {
+    // Steps stand on a whole picture of what is served: a clean listing now and before.
+    if !listing_problems.is_empty() || reads.listing().is_none() {
         step = None;
     }
+    // What the last scan listed and this one does not: served as it was until the end.
+    let gone: Vec<(usize, Arc<Path>)> = match (&step, reads.listing()) {
+        (Some(_), Some(before)) => {
+            let listed: HashSet<&[u8]> = files.iter().map(|(_, p)| bytes(p)).collect();
+            let gone = before.iter().filter(|(_, p)| !listed.contains(bytes(p)));
+            gone.cloned().collect()
+        }
+        _ => Vec::new(),
+    };
     let now = std::time::SystemTime::now();
     // Small catalogs are read on this one thread: what a parse leaves behind is reused by
     // the next, so the apps kept sit in one malloc arena instead of three, and the other
@@ -104,6 +113,8 @@ pub(crate) fn scan_in_steps(
     let per_step = step.as_ref().map_or(files.len(), |(every, _)| *every);
     let mut scanned: Vec<Scanned> = Vec::with_capacity(files.len());
     let mut rest = files.into_iter();
+    // Files parsed since the last step: a step is served once they are half a step's.
+    let mut pending = 0;
     while rest.len() > 0 {
         let part: Vec<(usize, PathBuf)> = rest.by_ref().take(per_step.max(1)).collect();
         let known = &*reads;
@@ -118,29 +129,20 @@ pub(crate) fn scan_in_steps(
         if new.iter().any(|s| s.unread) {
             step = None;
         }
+        pending += new.iter().filter(|s| s.parsed).count();
         let Some((_, step)) = step.as_mut().filter(|_| rest.len() > 0) else {
             continue;
         };
-        if new.iter().any(|s| s.parsed) {
-            // This step's parses replace the last ones now, so what it hands on is all
-            // that holds the old apps.
-            let (fresh, _) = tally(new);
-            reads.keep(fresh, true, |_| true);
-            let mut now_served = scanned.clone();
-            now_served.extend(rest.as_slice().iter().filter_map(|(index, path)| {
-                let read = reads.read_of(path)?;
-                Some(Scanned::kept(*index, reads.key(path)?, read))
-            }));
-            step(assemble(dirs, now_served, Vec::new(), Vec::new()));
+        if pending > 0 && pending >= per_step / 2 {
+            pending = 0;
+            let served = step_served(reads, &scanned, rest.as_slice(), &gone);
+            step(assemble(dirs, served, Vec::new(), Vec::new()));
         }
     }
     let listing: Vec<(usize, Arc<Path>)> =
         scanned.iter().map(|s| (s.index, s.path.clone())).collect();
     let (fresh, mut counts) = tally(&scanned);
-    fn bytes(p: &Path) -> &[u8] {
-        p.as_os_str().as_encoded_bytes()
-    }
-    let seen: std::collections::HashSet<&[u8]> = listing.iter().map(|(_, p)| bytes(p)).collect();
+    let seen: HashSet<&[u8]> = listing.iter().map(|(_, p)| bytes(p)).collect();
     counts.gone = reads.keep(fresh, counts.read > 0, |p| seen.contains(bytes(p)));
     drop(seen);
     // A listing that missed a directory, or a file it could not read, is no ground for a
@@ -154,6 +156,61 @@ pub(crate) fn scan_in_steps(
         assemble(dirs, scanned, unreadable, listing_problems),
         counts,
     )
+}
+
+/// A path's bytes: what the reads and the listings compare.
+fn bytes(p: &Path) -> &[u8] {
+    p.as_os_str().as_encoded_bytes()
+}
+
+/// What a step of a whole scan serves, in listing order: the files looked at so far as
+/// they are now, the files still to look at and those gone as they were read last. An app
+/// with a file of either kind (its files merged, moved, or shadowing one another) stays
+/// as it was until the end: its files looked at so far are served from their last read
+/// too (a new one waits). The new parses served replace the last ones in `reads`, so what
+/// the step's catalog holds is all that holds the old apps.
+fn step_served(
+    reads: &mut reads::Reads,
+    scanned: &[Scanned],
+    rest: &[(usize, PathBuf)],
+    gone: &[(usize, Arc<Path>)],
+) -> Vec<Scanned> {
+    let last = |index: usize, path: &Path| {
+        let read = reads.read_of(path)?;
+        Some(Scanned::kept(index, reads.key(path)?, read))
+    };
+    let old: Vec<Scanned> = rest
+        .iter()
+        .map(|(index, path)| (*index, path.as_path()))
+        .chain(gone.iter().map(|(index, path)| (*index, &**path)))
+        .filter_map(|(index, path)| last(index, path))
+        .collect();
+    #[expect(
+        clippy::mutable_key_type,
+        reason = "an app's caches are inside; the key is its id, which never changes"
+    )]
+    let waiting: HashSet<IdOf> = old.iter().filter_map(|s| s.app.clone().map(IdOf)).collect();
+    let waits = |app: Option<&Arc<App>>| app.is_some_and(|a| waiting.contains(a.id.as_str()));
+    let mut served = Vec::with_capacity(scanned.len() + old.len());
+    let mut fresh = Vec::new();
+    for s in scanned {
+        let before = reads.read_of(&s.path);
+        if s.fresh.is_some()
+            && (waits(s.app.as_ref()) || waits(before.and_then(|r| r.app.as_ref())))
+        {
+            served.extend(before.map(|read| Scanned::kept(s.index, s.path.clone(), read)));
+            continue;
+        }
+        if let Some((stamp, hash)) = s.fresh {
+            let read = reads::Read::new(stamp, hash, s.app.clone(), s.diagnostics.clone());
+            fresh.push((s.path.clone(), read));
+        }
+        served.push(s.clone());
+    }
+    reads.keep(fresh, true, |_| true);
+    served.extend(old);
+    served.sort_by(|a, b| (a.index, &*a.path).cmp(&(b.index, &*b.path)));
+    served
 }
 
 /// [`scan_with`] for a change known to touch only `changed` (paths of files or folders,
@@ -861,13 +918,26 @@ mod tests {
                 .map(|(a, b)| (format!("com.example.{a}"), (*b).to_owned()))
                 .collect()
         };
-        // Files a0, a1 first: a2 is gone, b not read yet. Then a3, a4 (one changed).
-        // Then b: the last step is what the scan returns.
+        // Files a0, a1 first (a2, gone, is served as it was until the end; b, not read
+        // yet, waits). Then a3, a4 (one changed). Then b: the last step is what the scan
+        // returns.
         assert_eq!(
             seen,
             [
-                pairs(&[("a0", "new"), ("a1", "new"), ("a3", "old"), ("a4", "old")]),
-                pairs(&[("a0", "new"), ("a1", "new"), ("a3", "new"), ("a4", "old")]),
+                pairs(&[
+                    ("a0", "new"),
+                    ("a1", "new"),
+                    ("a2", "old"),
+                    ("a3", "old"),
+                    ("a4", "old")
+                ]),
+                pairs(&[
+                    ("a0", "new"),
+                    ("a1", "new"),
+                    ("a2", "old"),
+                    ("a3", "new"),
+                    ("a4", "old")
+                ]),
             ]
         );
         let ids: Vec<_> = last
@@ -890,11 +960,77 @@ mod tests {
             assert!(olds[i].upgrade().is_none(), "a{i} still held");
         }
         assert!(olds[4].upgrade().is_some());
-        // Nothing changed since: one step, nothing read.
+        // Nothing changed since: no step, nothing read.
         let mut steps = 0;
         let mut count = |_: crate::catalog::Catalog| steps += 1;
         let (_, counts) = super::scan_in_steps(&dirs, &mut reads, false, Some((2, &mut count)));
         assert!(counts.unchanged());
         assert_eq!(steps, 0);
+    }
+
+    #[test]
+    fn an_app_whose_files_are_still_to_come_stays_as_it_was_until_the_last_step() {
+        let home = tempfile::tempdir().unwrap();
+        for id in ["com.example.a", "com.example.b", "com.example.c"] {
+            write(home.path(), id, "old");
+        }
+        // Two files for one app in one folder's listing order: the first and the last.
+        let merged = |folder: &str, platform: &str, description: &str| {
+            let text = descriptor("com.example.m", description).replace("linux", platform);
+            let dir = home.path().join(folder);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("aai.json"), text).unwrap();
+        };
+        merged("a-m", "linux", "old");
+        merged("z-m", "macos", "old");
+        let dirs = [SearchDir {
+            kind: SourceKind::User,
+            dir: home.path().to_owned(),
+            layout: Layout::AppDirs,
+        }];
+        let mut reads = Reads::default();
+        scan_with(&dirs, &mut reads);
+        // a moves to the end of the listing; m's two files change; b and c change.
+        std::fs::rename(home.path().join("com.example.a"), home.path().join("zz-a")).unwrap();
+        let text = descriptor("com.example.a", "new");
+        std::fs::write(home.path().join("zz-a/aai.json"), text).unwrap();
+        merged("a-m", "linux", "new");
+        merged("z-m", "macos", "new");
+        for id in ["com.example.b", "com.example.c"] {
+            write(home.path(), id, "new");
+        }
+        let mut seen: Vec<Vec<(String, String, usize)>> = Vec::new();
+        let mut step = |c: crate::catalog::Catalog| {
+            let apps = c.apps.iter().map(|l| {
+                let short = l.app.id.trim_start_matches("com.example.").to_owned();
+                (short, l.app.description.clone(), l.app.bindings.len())
+            });
+            seen.push(apps.collect());
+        };
+        // Listing order: a-m, com.example.b, com.example.c, z-m, zz-a.
+        super::scan_in_steps(&dirs, &mut reads, false, Some((2, &mut step)));
+        let app = |id: &str, description: &str, bindings: usize| {
+            (id.to_owned(), description.to_owned(), bindings)
+        };
+        assert_eq!(
+            seen,
+            [
+                // a-m is new, but m's other file is still to come: m as it was. a's old
+                // file is gone, its new one still to come: a as it was.
+                vec![
+                    app("a", "old", 1),
+                    app("b", "new", 1),
+                    app("c", "old", 1),
+                    app("m", "old", 2)
+                ],
+                // z-m read: m is new, both its bindings; a still as it was.
+                vec![
+                    app("a", "old", 1),
+                    app("b", "new", 1),
+                    app("c", "new", 1),
+                    app("m", "new", 2)
+                ],
+            ]
+        );
     }
 }

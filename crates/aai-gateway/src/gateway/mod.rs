@@ -340,7 +340,9 @@ impl Gateway {
         let (mut steps, mut stepped) = (0, false);
         let mut step = |catalog: catalog::Catalog| {
             steps += 1;
-            stepped |= self.apply(catalog).is_some_and(|(changed, _)| changed);
+            stepped |= self
+                .apply(catalog, false)
+                .is_some_and(|(changed, _)| changed);
         };
         let (scanned, counts) = touched.unwrap_or_else(|| {
             let reread = why == Why::Everything;
@@ -351,7 +353,7 @@ impl Gateway {
             tracing::info!("rescan: no descriptor changed, nothing to reload");
             return false;
         }
-        let Some((changed, apps)) = self.apply(scanned) else {
+        let Some((changed, apps)) = self.apply(scanned, steps > 0) else {
             // What the steps served stays served.
             if stepped {
                 self.announce();
@@ -389,15 +391,21 @@ impl Gateway {
     /// Serves `scanned`: the ids it may claim, the remote tools, the user's overrides,
     /// the snapshot built from the one served (what it shares), the executors of apps gone
     /// or changed retired. Whether what agents see changed, and how many apps there are;
-    /// `None` when the scan could not read everything, and the apps served stay.
-    fn apply(&self, scanned: catalog::Catalog) -> Option<(bool, usize)> {
+    /// `None` when the scan could not read everything, and the apps served stay (those of
+    /// its steps, when `stepped`).
+    fn apply(&self, scanned: catalog::Catalog, stepped: bool) -> Option<(bool, usize)> {
         let catalog =
             self.with_reserved_ids(|ids| catalog::complete(scanned, &self.search_dirs, ids));
         // A scan that could not read everything (too many open files, an I/O error) says
         // nothing about what it missed: the apps served stay as they were.
         if !catalog.unreadable.is_empty() && self.loaded.load(Ordering::SeqCst) {
+            let stay = if stepped {
+                "the apps it read before stay served, the others as they were,"
+            } else {
+                "the apps stay as they were"
+            };
             tracing::warn!(
-                "the rescan could not read {} ({}); the apps stay as they were until a rescan reads everything",
+                "the rescan could not read {} ({}); {stay} until a rescan reads everything",
                 crate::text::count(catalog.unreadable.len(), "place", "places"),
                 catalog.unreadable[0]
             );
