@@ -691,6 +691,15 @@ mod tests {
             .unwrap();
     }
 
+    /// `home` as the one search directory, the user's.
+    fn user_dir(home: &std::path::Path) -> [SearchDir; 1] {
+        [SearchDir {
+            kind: SourceKind::User,
+            dir: home.to_owned(),
+            layout: Layout::AppDirs,
+        }]
+    }
+
     fn apps(catalog: &super::Catalog) -> Vec<(&str, &str)> {
         catalog
             .apps
@@ -705,11 +714,7 @@ mod tests {
         for id in ["com.example.a", "com.example.c", "com.example.e"] {
             write(home.path(), id, "first");
         }
-        let dirs = [SearchDir {
-            kind: SourceKind::User,
-            dir: home.path().to_owned(),
-            layout: Layout::AppDirs,
-        }];
+        let dirs = user_dir(home.path());
         let mut reads = Reads::default();
         // Without a whole scan there is no listing to start from.
         assert!(scan_touched(&dirs, &mut reads, &[home.path().join("x")]).is_err());
@@ -789,11 +794,7 @@ mod tests {
         for i in 0..3 {
             write(home.path(), &format!("com.example.a{i}"), "first");
         }
-        let dirs = [SearchDir {
-            kind: SourceKind::User,
-            dir: home.path().to_owned(),
-            layout: Layout::AppDirs,
-        }];
+        let dirs = user_dir(home.path());
         let mut reads = Reads::default();
         let (first, counts) = scan_with(&dirs, &mut reads);
         assert_eq!((counts.read, counts.reused, counts.gone), (3, 0, 0));
@@ -849,11 +850,7 @@ mod tests {
         };
         write_racy("one");
         write(home.path(), "com.example.old", "d");
-        let dirs = [SearchDir {
-            kind: SourceKind::User,
-            dir: home.path().to_owned(),
-            layout: Layout::AppDirs,
-        }];
+        let dirs = user_dir(home.path());
         let mut reads = Reads::default();
         let (first, counts) = scan_with(&dirs, &mut reads);
         assert_eq!((counts.read, counts.reused), (2, 0));
@@ -887,11 +884,7 @@ mod tests {
         for i in 0..5 {
             write(home.path(), &format!("com.example.a{i}"), "old");
         }
-        let dirs = [SearchDir {
-            kind: SourceKind::User,
-            dir: home.path().to_owned(),
-            layout: Layout::AppDirs,
-        }];
+        let dirs = user_dir(home.path());
         let mut reads = Reads::default();
         let (first, _) = scan_with(&dirs, &mut reads);
         let old = |i: usize| std::sync::Arc::downgrade(&first.apps[i].app);
@@ -983,11 +976,7 @@ mod tests {
         };
         merged("a-m", "linux", "old");
         merged("z-m", "macos", "old");
-        let dirs = [SearchDir {
-            kind: SourceKind::User,
-            dir: home.path().to_owned(),
-            layout: Layout::AppDirs,
-        }];
+        let dirs = user_dir(home.path());
         let mut reads = Reads::default();
         scan_with(&dirs, &mut reads);
         // a moves to the end of the listing; m's two files change; b and c change.
