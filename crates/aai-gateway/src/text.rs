@@ -81,7 +81,11 @@ pub(crate) fn mask_secrets(text: &str) -> String {
 /// [`mask_secrets`], with `secret` deciding which query parameter names are secret.
 pub(crate) fn mask_secrets_with(text: &str, secret: impl Fn(&str) -> bool) -> String {
     let mut out = text.to_owned();
-    if let Some(scheme_end) = text.find("://") {
+    // Byte searches first (`:`, a space): most values hold no URL and no credential, and a
+    // search for a word sets up a searcher each time.
+    if text.contains(':')
+        && let Some(scheme_end) = text.find("://")
+    {
         let rest = &text[scheme_end + 3..];
         let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         if let Some(at) = rest[..authority_end].rfind('@')
@@ -102,13 +106,16 @@ pub(crate) fn mask_secrets_with(text: &str, secret: impl Fn(&str) -> bool) -> St
             .collect();
         out = format!("{head}{}", masked.join("&"));
     }
-    for scheme in ["Bearer ", "bearer ", "Basic ", "basic "] {
-        if let Some(at) = out.find(scheme) {
-            let start = at + scheme.len();
-            let end = out[start..]
-                .find(char::is_whitespace)
-                .map_or(out.len(), |e| start + e);
-            out.replace_range(start..end, "***");
+    // Each scheme is followed by a space.
+    if out.contains(' ') {
+        for scheme in ["Bearer ", "bearer ", "Basic ", "basic "] {
+            if let Some(at) = out.find(scheme) {
+                let start = at + scheme.len();
+                let end = out[start..]
+                    .find(char::is_whitespace)
+                    .map_or(out.len(), |e| start + e);
+                out.replace_range(start..end, "***");
+            }
         }
     }
     out

@@ -72,6 +72,34 @@ fn a_social_security_number_is_masked_by_its_field_name() {
     assert_eq!(masked["lessness"], "kept");
 }
 
+#[test]
+fn secret_field_names_are_found_in_any_case_and_at_any_length() {
+    let long = format!("{}SSN", "x".repeat(80));
+    let long_kept = format!("{}name", "x".repeat(80));
+    for name in [
+        "PASSWORD",
+        "apiKey",
+        "X-Auth-Token",
+        "clientSecret",
+        "so_cial-Secu_rity",
+        "ssn",
+        "SSN2",
+        long.as_str(),
+    ] {
+        assert!(super::secret_looking(name), "{name} should be masked");
+    }
+    for name in [
+        "message",
+        "className",
+        "lessness",
+        "",
+        "é",
+        long_kept.as_str(),
+    ] {
+        assert!(!super::secret_looking(name), "{name} should be kept");
+    }
+}
+
 /// Token-shaped values of the kinds `looks_secret_value` knows.
 fn tokens() -> [String; 4] {
     [
