@@ -30,8 +30,8 @@ const MAX_RESULT: usize = 500;
 /// Longest kept caller, app or tool name.
 const MAX_NAME: usize = 200;
 /// The shortest time between two commits of the local history in a burst of calls: a
-/// commit costs an fsync and 100–150 µs of CPU, which one record per call would pay at
-/// every call (docs/performance.md, "The proxy path").
+/// commit costs 100–150 µs of CPU (and an fsync, before `synchronous = NORMAL`), which one
+/// record per call would pay at every call (docs/performance.md, "The proxy path").
 const GROUP_COMMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// What went wrong with the history.
@@ -566,8 +566,9 @@ fn pg_record(r: &tokio_postgres::Row) -> (u64, Record) {
 fn connect(file: &Path) -> rusqlite::Result<Connection> {
     crate::files::open_sqlite(file, std::time::Duration::from_secs(5), |conn| {
         // NORMAL: a commit is not synced to the disk (the log is, at each checkpoint). A
-        // gateway that crashes loses nothing; a power cut may lose the last commits. An
-        // fsync per commit cost 20–40 µs of a forwarded call's CPU.
+        // gateway that crashes loses nothing; a power cut may lose the last commits. The
+        // fsync per commit cost the writer thread 2–4 µs per forwarded call in a burst
+        // (docs/performance.md, "A forwarded call's own work").
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
         // A table made by this release (its last column and index there) needs nothing:
         // readers open without taking the write lock.
