@@ -148,8 +148,9 @@ impl Connection {
             () = cancel.cancelled() => Err(CallError::Cancelled),
             () = tokio::time::sleep_until(until) => Err(CallError::Timeout),
         };
-        self.progress_done(&key, progress.is_some(), outcome.is_ok())
-            .await;
+        if progress.is_some() {
+            self.progress_done(&key, outcome.is_ok()).await;
+        }
         let answer = match outcome {
             Ok(answer) => answer,
             Err(why) => {
@@ -207,8 +208,9 @@ impl Connection {
             () = cancel.cancelled() => Err(CallError::Cancelled),
             () = tokio::time::sleep_until(until) => Err(CallError::Timeout),
         };
-        self.progress_done(&key, progress.is_some(), outcome.is_ok())
-            .await;
+        if progress.is_some() {
+            self.progress_done(&key, outcome.is_ok()).await;
+        }
         let answer = match outcome {
             Ok(answer) => answer,
             Err(why) => {
@@ -233,15 +235,12 @@ impl Connection {
         }
     }
 
-    /// A round's progress sink goes, when it had one. rmcp hands each notification to a
-    /// task of its own, spawned before the answer that followed it on the wire is
-    /// delivered: after an answer, those tasks run first, so the last progress is not lost.
-    /// A round without a sink waits for nothing: each yield is a turn of the runtime's
-    /// driver (an `epoll_wait`), four of a forwarded call's eleven system calls.
-    async fn progress_done(&self, key: &str, sink: bool, answered: bool) {
-        if !sink {
-            return;
-        }
+    /// A round's progress sink goes. rmcp hands each notification to a task of its own,
+    /// spawned before the answer that followed it on the wire is delivered: after an
+    /// answer, those tasks run first, so the last progress is not lost. Only for a round
+    /// with a sink: each yield is a turn of the runtime's driver (an `epoll_wait`), four of
+    /// a forwarded call's eleven system calls.
+    async fn progress_done(&self, key: &str, answered: bool) {
         if answered {
             for _ in 0..4 {
                 tokio::task::yield_now().await;
