@@ -894,11 +894,16 @@ fn adapter() {
 }
 
 /// `aai_guide` of one of 1,000 apps, one call at a time: median, p99 and the gateway's
-/// CPU per call, on a fresh gateway and after 10 descriptors were added.
+/// CPU per call, on a fresh gateway and after 10 descriptors were added; then from a
+/// one-thread client, placed three ways ([`guide_by_placement`]).
 async fn guide(tmp: &Path, adapter: &Path) {
     const CALLS: usize = 3_000;
     let home = tmp.join("guide");
     write_apps(&home, 1_000, adapter);
+    let (h, me) = (home.clone(), adapter.to_owned());
+    tokio::task::spawn_blocking(move || guide_by_placement(&h, &me, CALLS))
+        .await
+        .unwrap();
     let gw = Arc::new(Client::spawn(
         &GATEWAY,
         &["--home", home.to_str().unwrap()],
@@ -957,11 +962,58 @@ async fn guide(tmp: &Path, adapter: &Path) {
     round("after 10 changes").await;
 }
 
-fn main() {
-    if std::env::args().any(|a| a == "--adapter") {
-        return adapter();
+/// `ping` and `aai_guide` from a one-thread client ([`Lean`]), each [`Placement`], beside
+/// the floor: a server that answers at once with the same bytes as the guide (this
+/// binary, `--canned`).
+fn guide_by_placement(home: &Path, me: &Path, calls: usize) {
+    let guide = |i: usize| {
+        let app = format!("com.bench.app{}", i % 50);
+        (
+            "tools/call",
+            json!({"name":"aai_guide","arguments":{"app": app}}),
+        )
+    };
+    let answered = |a: &str| assert!(a.contains("\"result\""), "{a}");
+    let answer = home.join("guide-answer.json");
+    for placement in Placement::all() {
+        let (ping, guided, bytes) = on_own_thread(|| {
+            let mut gw = Lean::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], placement);
+            gw.initialize();
+            let ping = gw.round(calls, |_| ("ping", json!({})), answered);
+            let guided = gw.round(calls, guide, answered);
+            let (method, params) = guide(7);
+            let (_, line) = gw.call(method, &params);
+            fs::write(&answer, line).unwrap();
+            (ping, guided, line.len())
+        });
+        let floor = on_own_thread(|| {
+            let args = ["--canned", answer.to_str().unwrap()];
+            let mut canned = Lean::spawn(me.to_str().unwrap(), &args, placement);
+            canned.initialize();
+            canned.round(calls, guide, answered)
+        });
+        println!(
+            "aai_guide, 1,000 apps, one-thread client, {:<32} median {:>6.1} µs  p99 {:>6.1} µs  \
+             gateway CPU {:>5.1} µs | ping {:>6.1} µs | a server answering the same {bytes} \
+             bytes at once {:>6.1} µs",
+            placement.label(),
+            guided.median,
+            guided.p99,
+            guided.cpu,
+            ping.median,
+            floor.median,
+        );
     }
-    let full = std::env::args().any(|a| a == "--bench");
+}
+
+fn main() {
+    let args = placed_args();
+    match args.get(1).map(String::as_str) {
+        Some("--adapter") => return adapter(),
+        Some("--canned") => return canned(Path::new(&args[2])),
+        _ => {}
+    }
+    let full = args.iter().any(|a| a == "--bench");
     if full && std::env::var_os("AAI_BENCH_GATEWAY").is_none() {
         // `cargo bench` builds the binary with the dev-dependencies' features, so its
         // symbols differ from the release build's and the link order does not apply.

@@ -46,13 +46,13 @@ struct Server {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--mcp-echo") {
-        return mcp_echo();
+    let args = placed_args();
+    match args.get(1).map(String::as_str) {
+        Some("--mcp-echo") => return mcp_echo(),
+        Some("--relay") => return relay(&args[2..]),
+        _ => {}
     }
-    if std::env::args().any(|a| a == "--relay") {
-        return relay();
-    }
-    let full = std::env::args().any(|a| a == "--bench");
+    let full = args.iter().any(|a| a == "--bench");
     let me = std::env::current_exe().unwrap();
     let me = me.to_str().unwrap().to_owned();
     let tmp = tempfile::tempdir().unwrap();
@@ -83,6 +83,10 @@ fn main() {
         if only.is_empty() || only == "rust" {
             compare("rust echo", &tmp.path().join("rust"), &rust).await;
             bare_relay(&me).await;
+            let (me, home) = (me.clone(), tmp.path().join("placed"));
+            tokio::task::spawn_blocking(move || by_placement(&me, &home))
+                .await
+                .unwrap();
         }
         if (only.is_empty() || only == "python")
             && let Some(python) = python_set()
@@ -233,6 +237,84 @@ async fn bare_relay(me: &str) {
     );
 }
 
+/// One Rust echo server called one call at a time from a one-thread client ([`Lean`]):
+/// directly, through a bare relay and through the gateway (flat), each placed three ways
+/// ([`Placement`]). The relay is the floor under any proxy placed the same way.
+fn by_placement(me: &str, home: &Path) {
+    let echo = |name: &str| {
+        (
+            "tools/call",
+            json!({"name": name, "arguments": {"message": "hi"}}),
+        )
+    };
+    let answered = |a: &str| assert!(a.contains("\"result\""), "{a}");
+    for placement in Placement::all() {
+        let server = placement.server_args();
+        let server: Vec<&str> = server.iter().map(String::as_str).collect();
+        let direct = on_own_thread(|| {
+            let mut s = Lean::spawn(me, &["--mcp-echo"], placement);
+            s.initialize();
+            s.round(CALLS, |_| echo("echo"), answered)
+        });
+        let relay = on_own_thread(|| {
+            let args: Vec<&str> = ["--relay"]
+                .into_iter()
+                .chain(server.iter().copied())
+                .chain(["--mcp-echo"])
+                .collect();
+            let mut r = Lean::spawn(me, &args, placement);
+            r.initialize();
+            r.round(CALLS, |_| echo("echo"), answered)
+        });
+        let home = home.join(format!("{placement:?}"));
+        let args: Vec<String> = placement
+            .server_args()
+            .into_iter()
+            .chain(["--mcp-echo".to_owned()])
+            .collect();
+        let servers = [Server {
+            id: "dev.bench.placed".into(),
+            command: me.to_owned(),
+            args,
+            tool: "echo",
+            arguments: json!({"message": "hi"}),
+        }];
+        write_front_door(&home, &servers);
+        let gateway = on_own_thread(|| {
+            let mut gw = Lean::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], placement);
+            gw.initialize();
+            gw.call(
+                "tools/call",
+                &json!({"name":"aai_guide","arguments":{"app": servers[0].id}}),
+            );
+            let (_, list) = gw.call("tools/list", &json!({}));
+            let list: Value = serde_json::from_str(list).unwrap();
+            let name = list["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .find(|n| n.ends_with("__echo"))
+                .expect("the echo tool")
+                .to_owned();
+            gw.round(CALLS, |_| echo(&name), answered)
+        });
+        println!(
+            "one at a time, one-thread client, {:<32} directly {:>6.1} µs | bare relay {:>6.1} \
+             µs (+{:.1}), CPU {:.0} µs | gateway {:>6.1} µs (+{:.1}, p99 {:.0}), CPU {:.0} µs",
+            placement.label(),
+            direct.median,
+            relay.median,
+            relay.median - direct.median,
+            relay.cpu,
+            gateway.median,
+            gateway.median - direct.median,
+            gateway.p99,
+            gateway.cpu,
+        );
+    }
+}
+
 /// `CALLS` calls one after another: the median and p99.
 async fn timed_serial(label: &str, call: Arc<Call>) {
     for _ in 0..200 {
@@ -269,6 +351,14 @@ async fn in_flight(call: Arc<Call>) -> f64 {
 
 /// A gateway in `flat` exposure with one app per server, initialized.
 async fn front_door(home: &Path, servers: &[Server]) -> Client {
+    write_front_door(home, servers);
+    let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
+    gw.initialize().await;
+    gw
+}
+
+/// A home in `flat` exposure with one app per server.
+fn write_front_door(home: &Path, servers: &[Server]) {
     fs::create_dir_all(home).unwrap();
     fs::write(
         home.join("config.json"),
@@ -282,9 +372,6 @@ async fn front_door(home: &Path, servers: &[Server]) -> Client {
         fs::create_dir_all(home.join(&s.id)).unwrap();
         fs::write(home.join(&s.id).join("aai.json"), doc.to_string()).unwrap();
     }
-    let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
-    gw.initialize().await;
-    gw
 }
 
 /// Each server's echo tool as `tools/list` names it.
@@ -323,12 +410,18 @@ async fn flat_names(gw: &Client, servers: &[Server]) -> Vec<String> {
 }
 
 /// The gateway's own CPU time so far (user + system, all threads, children excluded), µs.
-/// Passes lines between stdin/stdout and an echo server (see [`bare_relay`]).
-fn relay() {
+/// Passes lines between stdin/stdout and an echo server (see [`bare_relay`]): this
+/// binary started with `server` (`--mcp-echo` by default).
+fn relay(server: &[String]) {
     use std::io::{BufRead, Write};
     let me = std::env::current_exe().unwrap();
+    let default = ["--mcp-echo".to_owned()];
     let mut child = std::process::Command::new(me)
-        .arg("--mcp-echo")
+        .args(if server.is_empty() {
+            &default[..]
+        } else {
+            server
+        })
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -1,5 +1,6 @@
 //! What the MCP benchmarks share: the measured gateway binary, a raw line-oriented
-//! JSON-RPC client over a child's stdio, and the timing loop.
+//! JSON-RPC client over a child's stdio, and the timing loop; one call at a time from a
+//! one-thread client, placed on CPUs on purpose, in `lean.rs`.
 
 // Each bench uses part of it.
 #![allow(dead_code)]
@@ -16,6 +17,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex, oneshot};
+
+mod lean;
+// Not every bench calls one at a time.
+#[allow(unused_imports)]
+pub(crate) use lean::*;
 
 /// The gateway binary measured: this build's, or `AAI_BENCH_GATEWAY` (an older build, to
 /// compare side by side on the same machine).
@@ -210,7 +216,12 @@ pub(crate) async fn measure(label: &str, calls: usize, call: Arc<Call>) {
 
 /// The CPU time (user and system) `gw` has used so far, in µs (10 ms ticks).
 pub(crate) fn cpu_us(gw: &Client) -> f64 {
-    let stat = fs::read_to_string(format!("/proc/{}/stat", gw.child.id().unwrap())).unwrap();
+    proc_cpu_us(gw.child.id().unwrap())
+}
+
+/// The CPU time (user and system) process `pid` has used so far, in µs (10 ms ticks).
+pub(crate) fn proc_cpu_us(pid: u32) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // Fields after the command's closing parenthesis; utime and stime are the 12th and
     // 13th of them (14th and 15th of the line), in clock ticks of 10 ms.
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
