@@ -11,9 +11,12 @@
 //! * rescans (`AAI_BENCH_ONLY=rescans`): RSS after three whole rescans, and after three
 //!   rewrites of every file seen by the watcher in bursts, at 10,000 apps;
 //! * an app's guide at 1,000 apps (`AAI_BENCH_ONLY=guide`): latency and the gateway's CPU
-//!   per call, fresh and after 10 catalog changes.
+//!   per call, fresh and after 10 catalog changes; then from a one-thread client with the
+//!   processes placed three ways, beside `ping` and a server that answers at once with
+//!   the same bytes (`common/lean.rs`).
 //!
-//! This binary is also the adapter (`--adapter`): a minimal envelope echo server.
+//! This binary is also the adapter (`--adapter`): a minimal envelope echo server; and that
+//! server (`--canned <file>`). A leading `--cpu <n>` places it on CPU `n`.
 //! Run: `cargo bench -p aai-gateway --bench mcp`.
 
 // Tests and benchmarks drive the binary and peers as separate processes.

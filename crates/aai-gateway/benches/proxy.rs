@@ -13,7 +13,10 @@
 //!   `tests/install-peers`).
 //!
 //! Beside them, a bare relay (this binary, `--relay`): two threads passing lines, the least
-//! any proxy costs on this machine.
+//! any proxy costs on this machine. Then one Rust echo server called one at a time from a
+//! one-thread client, directly, through the relay and through the gateway, with the
+//! processes placed three ways (`common/lean.rs`; a leading `--cpu <n>` places this binary
+//! on CPU `n`).
 //!
 //! Run: `cargo bench -p aai-gateway --bench proxy`, with `AAI_BENCH_GATEWAY` naming a
 //! release build for release figures (`docs/performance.md`); `AAI_BENCH_ONLY=rust` or

@@ -86,16 +86,12 @@ pub(crate) fn on_own_thread<T: Send>(work: impl FnOnce() -> T + Send) -> T {
 
 /// Limits the calling thread (and the processes it starts from now on) to `cpu`.
 #[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
 pub(crate) fn pin(cpu: usize) {
-    // SAFETY: a zeroed `cpu_set_t` is the empty set, `CPU_SET` writes within it, and
-    // `sched_setaffinity` only reads it.
-    let done = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    assert_eq!(done, 0, "cannot run on CPU {cpu}");
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let mut set = CpuSet::new();
+    set.set(cpu).expect("a CPU number");
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .unwrap_or_else(|e| panic!("cannot run on CPU {cpu}: {e}"));
 }
 
 #[cfg(not(target_os = "linux"))]

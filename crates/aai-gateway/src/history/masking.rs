@@ -28,14 +28,32 @@ const SECRET_WORDS: [&str; 18] = [
     "dsn",
 ];
 
+/// Whether a byte (lower-cased) begins one of [`SECRET_WORDS`].
+const FIRST_LETTERS: [bool; 256] = {
+    let mut first = [false; 256];
+    let mut i = 0;
+    while i < SECRET_WORDS.len() {
+        first[SECRET_WORDS[i].as_bytes()[0] as usize] = true;
+        i += 1;
+    }
+    first
+};
+
 /// Field names whose values are never kept. Called for every field of every call's
-/// arguments and result, so it allocates nothing.
+/// arguments and result, so it allocates nothing, and compares words only where the
+/// name has one of their first letters.
 pub(super) fn secret_looking(key: &str) -> bool {
-    let key_bytes = key.as_bytes();
-    SECRET_WORDS.iter().any(|w| {
-        key_bytes
-            .windows(w.len())
-            .any(|at| at.eq_ignore_ascii_case(w.as_bytes()))
+    let bytes = key.as_bytes();
+    (0..bytes.len()).any(|at| {
+        let first = bytes[at].to_ascii_lowercase();
+        FIRST_LETTERS[first as usize]
+            && SECRET_WORDS.iter().any(|w| {
+                let w = w.as_bytes();
+                w[0] == first
+                    && bytes
+                        .get(at..at + w.len())
+                        .is_some_and(|here| here.eq_ignore_ascii_case(w))
+            })
     }) || names_ssn(key)
 }
 
@@ -118,6 +136,9 @@ pub(super) fn mask_text(s: &str) -> String {
 /// `.` for JWTs); one that only contains a prefix (`task-scheduler`) is kept. In JSON
 /// text a word right after an escape (`\nghp_…`) counts from after it.
 pub(crate) fn mask_tokens(text: &str) -> String {
+    if !may_hold_tokens(text) {
+        return text.to_owned();
+    }
     let text = mask_private_keys(text);
     let bytes = text.as_bytes();
     let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
@@ -172,6 +193,29 @@ pub(crate) fn mask_tokens(text: &str) -> String {
         i = plain;
     }
     out
+}
+
+/// Whether [`mask_tokens`] may find anything in `text`: a run of 16 word characters or
+/// dots (the shortest token it masks), `bearer` in any case, or a private key's
+/// `-----BEGIN ` (a run of dashes). Most texts — a short answer, a name — have none, and
+/// are copied as they are after one pass.
+fn may_hold_tokens(text: &str) -> bool {
+    let mut run = 0;
+    for &b in text.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.') {
+            run += 1;
+            if run >= 16 {
+                return true;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    text.contains("-----BEGIN ")
+        || text
+            .as_bytes()
+            .windows(6)
+            .any(|w| w.eq_ignore_ascii_case(b"bearer"))
 }
 
 /// `text` with the body of each PEM private key (`-----BEGIN … PRIVATE KEY-----` up to its

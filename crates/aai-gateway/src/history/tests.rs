@@ -155,6 +155,20 @@ fn secrets_inside_free_text_are_masked() {
 }
 
 #[test]
+fn short_credentials_and_keys_are_masked_though_no_word_is_token_long() {
+    // No run of 16 word characters: only the `bearer` and `-----BEGIN ` checks find these.
+    assert_eq!(mask_tokens("auth: Bearer abc"), "auth: Bearer ***");
+    assert_eq!(mask_tokens("BEARER a1"), "BEARER ***");
+    let pem = "-----BEGIN PRIVATE KEY-----\nab+cd/ef+gh\n-----END PRIVATE KEY-----";
+    assert_eq!(
+        mask_tokens(pem),
+        "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----"
+    );
+    let short = "ok: 15-characters.";
+    assert_eq!(mask_tokens(short), short);
+}
+
+#[test]
 fn a_token_in_a_tool_name_or_a_stored_excerpt_is_masked() {
     let [gh, sk, ..] = tokens();
     let kept = prepare(Record {
