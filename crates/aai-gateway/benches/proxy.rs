@@ -252,33 +252,30 @@ fn by_placement(me: &str, home: &Path) {
     };
     let answered = |a: &str| assert!(a.contains("\"result\""), "{a}");
     for placement in Placement::all() {
-        let server = placement.server_args();
-        let server: Vec<&str> = server.iter().map(String::as_str).collect();
+        // The echo server behind a relay or the gateway, placed with the client.
+        let echo_args: Vec<String> = placement
+            .server_args()
+            .into_iter()
+            .chain(["--mcp-echo".to_owned()])
+            .collect();
         let direct = on_own_thread(|| {
             let mut s = Lean::spawn(me, &["--mcp-echo"], placement);
             s.initialize();
             s.round(CALLS, |_| echo("echo"), answered)
         });
         let relay = on_own_thread(|| {
-            let args: Vec<&str> = ["--relay"]
-                .into_iter()
-                .chain(server.iter().copied())
-                .chain(["--mcp-echo"])
+            let args: Vec<&str> = std::iter::once("--relay")
+                .chain(echo_args.iter().map(String::as_str))
                 .collect();
             let mut r = Lean::spawn(me, &args, placement);
             r.initialize();
             r.round(CALLS, |_| echo("echo"), answered)
         });
         let home = home.join(format!("{placement:?}"));
-        let args: Vec<String> = placement
-            .server_args()
-            .into_iter()
-            .chain(["--mcp-echo".to_owned()])
-            .collect();
         let servers = [Server {
             id: "dev.bench.placed".into(),
             command: me.to_owned(),
-            args,
+            args: echo_args.clone(),
             tool: "echo",
             arguments: json!({"message": "hi"}),
         }];
