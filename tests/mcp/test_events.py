@@ -110,10 +110,15 @@ async def test_a_track_change_reaches_a_subscriber_and_a_waiting_script(gw, desk
             while not seen:
                 await anyio.sleep(0.05)
         assert seen[0][1] == uri
-        # A burst of changes is coalesced: at most one notification per 250 ms.
-        for _ in range(4):
-            desktop.run("playerctl", "-p", "mpv", "previous")
-            desktop.run("playerctl", "-p", "mpv", "next")
+        # A burst of changes is coalesced: at most one notification per 250 ms. The burst
+        # runs on a thread: `desktop.run` blocks, and a blocked loop would stamp the
+        # notifications that queued meanwhile with the time it woke, not when they came.
+        def burst():
+            for _ in range(4):
+                desktop.run("playerctl", "-p", "mpv", "previous")
+                desktop.run("playerctl", "-p", "mpv", "next")
+
+        await anyio.to_thread.run_sync(burst)
         await anyio.sleep(1.5)
         times = [t for t, _ in seen]
         gaps = [b - a for a, b in zip(times, times[1:])]
