@@ -244,7 +244,8 @@ async def test_an_agent_that_crashes_mid_prompt_fails_the_call_and_is_started_ag
 
 
 async def test_a_hung_agent_times_out_and_is_stopped(gw, tmp_path):
-    ts_agent(gw, timeout_ms=2500)
+    # The timeout covers starting the agent under tsx too: room for a cold start.
+    ts_agent(gw, timeout_ms=6000)
     async with gw.session() as s:
         error = await prompt_and_signal(s, tmp_path, signal.SIGSTOP)
         assert error.data["type"] == "TIMEOUT", error
@@ -254,8 +255,19 @@ async def test_a_hung_agent_times_out_and_is_stopped(gw, tmp_path):
 async def test_a_cancelled_call_cancels_the_turn_and_keeps_the_agent(gw, tmp_path):
     ts_agent(gw)
     async with gw.session() as s:
-        with anyio.move_on_after(1.5):
-            await ask(s, "dev.acp.example", "update the config")
+        # Cancelled once the turn is under way (its first chunk came), not at a fixed time
+        # that a slow start of the agent could outlast.
+        first_chunk = anyio.Event()
+
+        async def on_progress(progress, total, message):
+            first_chunk.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: ask(s, "dev.acp.example", "update the config", on_progress=on_progress))
+            with anyio.fail_after(30):
+                await first_chunk.wait()
+            await anyio.sleep(0.5)
+            tg.cancel_scope.cancel()
         before = running(tmp_path, str(TS_AGENT))
         assert before
         # The agent ends the cancelled turn (within its next step), so it is kept.

@@ -139,17 +139,18 @@ async def person(url, name, roots, asked):
 
 
 async def alice_then_bob(alice, bob, app, asking_tool):
-    """Alice calls `asking_tool` of `app`, which asks her client after 1 s; 0.3 s in, Bob
-    calls a slow tool of the same server. Returns each one's result text."""
+    """Alice calls `asking_tool` of `app`, which asks her client after 2 s; 0.3 s in, Bob
+    calls a slow tool of the same server (in flight until 4.3 s: the margins are for a
+    loaded machine). Returns each one's result text."""
     await exec_(alice, app, "slow", seconds=0)  # started and listed
     results = {}
 
     async def alices():
-        results["alice"] = text_of(await exec_(alice, app, asking_tool, delay=1.0))
+        results["alice"] = text_of(await exec_(alice, app, asking_tool, delay=2.0))
 
     async def bobs():
         await anyio.sleep(0.3)
-        results["bob"] = text_of(await exec_(bob, app, "slow", seconds=2.5))
+        results["bob"] = text_of(await exec_(bob, app, "slow", seconds=4))
     async with anyio.create_task_group() as tg:
         tg.start_soon(alices)
         tg.start_soon(bobs)
@@ -157,7 +158,7 @@ async def alice_then_bob(alice, bob, app, asking_tool):
 
 
 async def test_a_servers_question_never_reaches_the_newest_caller(gw):
-    """Alice's call asks for roots after 1 s; Bob calls the same stdio server meanwhile.
+    """Alice's call asks for roots after 2 s; Bob calls the same stdio server meanwhile.
     Nothing ties the stdio request to a call: refused, and Bob is never asked. Alone,
     Alice is asked."""
     mcp_app(gw, "dev.mcp.asking", {"command": sys.executable, "args": [str(ASKING)]})

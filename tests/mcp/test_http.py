@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -25,12 +26,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, proc, seconds=20):
+def wait_port(port, proc, seconds=20, answers=None):
+    """Waits until `port` accepts, and with `answers` (a path) until a GET of it is
+    answered: gunicorn's master listens before its workers have imported the app, and a
+    test's first call, with its timeout, must not pay for that."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"{proc.args} exited"
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            if answers:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{answers}", timeout=5).read()
             return
         except OSError:
             time.sleep(0.05)
@@ -49,7 +55,7 @@ def httpbin():
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-b", f"127.0.0.1:{port}", "-w", "2",
                              "httpbin:app"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, proc)
+    wait_port(port, proc, answers="/get")
     yield f"http://127.0.0.1:{port}"
     proc.kill()
     proc.wait()

@@ -137,6 +137,12 @@ async def test_rate_limits_refuse_with_retry_after_then_let_calls_through(gw):
         async with client(url) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
+                # Both adapters started first, then the buckets left to fill again: the four
+                # calls below must come faster than a token a second, and a cold start of an
+                # adapter on a loaded machine is not.
+                await s.call_tool("aai_exec", echo)
+                await s.call_tool("aai_exec", {"app": "com.example.slow", "tool": "echo", "args": {"text": "w"}})
+                await anyio.sleep(3.1)
                 for _ in range(3):
                     await s.call_tool("aai_exec", echo)
                 with pytest.raises(MCPError) as e:

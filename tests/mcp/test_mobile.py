@@ -74,7 +74,11 @@ async def test_the_spec_ios_url_is_percent_encoded_and_its_result_read(gw, fakes
     import anyio
 
     async def app_writes_result():
-        await anyio.sleep(0.5)
+        # The app answers once it was opened: by then the gateway has read what the file
+        # held before (a fixed delay could come first on a slow machine).
+        with anyio.fail_after(30):
+            while not any(c["argv"][:2] == ["simctl", "openurl"] for c in fakes.calls()):
+                await anyio.sleep(0.05)
         (group / "aai-result.json").write_text('{"sent": true}')
 
     async with gw.session(**fakes.env) as s:

@@ -235,7 +235,10 @@ async def test_a_subscription_ends_with_its_server_and_can_be_made_again(gw):
             async def run():
                 result["r"] = await wait()
             tg.start_soon(run)
-            await anyio.sleep(1.0)
+            # The script listens (the server was asked for note://b) before the crash.
+            with anyio.fail_after(15):
+                while "note://b" not in await subs_of(s):
+                    await anyio.sleep(0.1)
             started = time.monotonic()
             with pytest.raises(MCPError):
                 await exec_(s, "dev.mcp.subs", "crash")

@@ -86,7 +86,7 @@ async def test_a_stream_of_comments_is_closed_once_no_call_needs_it(gw, tmp_path
     try:
         wait_port(port, server)
         mcp_app(gw, "dev.mcp.commenting",
-                {"url": f"http://127.0.0.1:{port}/sse", "transport": "sse", "timeout": 2000})
+                {"url": f"http://127.0.0.1:{port}/sse", "transport": "sse", "timeout": 5000})
         async with gw.session() as s:
             r = await exec_(s, "dev.mcp.commenting", "echo")
             assert r.content[0].text == "echoed"

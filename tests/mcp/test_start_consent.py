@@ -198,9 +198,15 @@ async def test_a_command_changed_while_the_user_is_asked_is_asked_about_again(gw
         from mcp import types
         asked.append(params.message)
         if len(asked) == 1:
-            # The descriptor is edited while the question is open.
+            # The descriptor is edited while the question is open, and the gateway has
+            # loaded the edit before the answer comes.
+            log = gw.home / "logs" / "aai-gateway.log"
+            before = log.read_text().count("catalog loaded")
             marker_app(gw, other)
-            await anyio.sleep(2.5)
+            with anyio.fail_after(15):
+                while log.read_text().count("catalog loaded") == before:
+                    await anyio.sleep(0.1)
+            await anyio.sleep(0.3)
             return types.ElicitResult(action="accept", content={"decision": "once"})
         return types.ElicitResult(action="accept", content={"decision": "deny"})
 

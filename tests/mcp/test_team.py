@@ -263,7 +263,11 @@ def test_the_ui_signs_people_in_and_shows_each_their_own(team, gw):
     for who in ("alice", "bob"):
         done = gw.run("consent", "grant", "com.example.notes", "--start", "--caller", f"grant-of-{who}@http~{who}")
         assert done.returncode == 0, done.stderr
-    time.sleep(0.5)
+    # A background writer records the calls: wait for both.
+    deadline = time.monotonic() + 15
+    while not all(t in (out := gw.run("history", "--json").stdout) for t in ("from-alice", "from-bob")):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.1)
     pages, grants = {}, {}
     for who in ("bob", "alice"):
         opener = ui_browser(idp, who)

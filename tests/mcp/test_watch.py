@@ -95,7 +95,9 @@ async def test_a_whole_rescan_of_many_changed_files_is_served_in_steps(gw, tmp_p
                 "tools": [{"name": "t", "description": "d", "parameters": {"type": "object"}}]}))
     link = tmp_path / "current"
     link.symlink_to(tmp_path / "old")
-    gw.config(scanInterval=1, scanPaths=[str(link)])
+    # Scans 3 s apart: one of 2,100 unchanged files by a debug build on a loaded machine
+    # may take a second, and the next must not start at once and meet the turn half-way.
+    gw.config(scanInterval=3, scanPaths=[str(link)])
     log = gw.home / "logs" / "aai-gateway.log"
 
     async def text(s, app):
@@ -106,7 +108,7 @@ async def test_a_whole_rescan_of_many_changed_files_is_served_in_steps(gw, tmp_p
 
     async with gw.session() as s:
         assert "Old text 0" in await text(s, "com.example.s0")
-        # Turned just after a periodic scan ends, so that the next one, a second later,
+        # Turned just after a periodic scan ends, so that the next one, 3 s later,
         # reads every file of the new folder (one under way would read some of each).
         before = loads()
         with anyio.fail_after(10):

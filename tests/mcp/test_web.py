@@ -230,7 +230,11 @@ async def test_one_discovery_is_one_reload_of_the_one_app(gw, site):
         await s.list_tools()
         await s.call_tool("web_discover", {"url": site.base})
         assert "app_com_example_once" in [t.name for t in (await s.list_tools()).tools]
-        await anyio.sleep(1.5)  # the watcher has seen the cache written, and settled
+        # The watcher has seen the cache written (and found nothing to load), and settled.
+        with anyio.fail_after(15):
+            while "no descriptor changed" not in log.read_text():
+                await anyio.sleep(0.1)
+        await anyio.sleep(0.5)
         loads = re.findall(r'catalog loaded apps=\d+ (read=\d+ reused=\d+ files="\w+")', log.read_text())
         assert loads == ['read=1 reused=0 files="all"', 'read=1 reused=1 files="touched"'], loads
         assert "no descriptor changed" in log.read_text()
