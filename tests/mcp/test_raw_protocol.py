@@ -18,10 +18,10 @@ from conftest import alive
 
 
 class Raw:
-    def __init__(self, gw):
+    def __init__(self, gw, stderr=subprocess.DEVNULL):
         self.proc = subprocess.Popen([str(gw.binary), "--home", str(gw.home)], env=gw.env(),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                     stderr=stderr, text=True, bufsize=1)
         self.lines = queue.Queue()
         self.raw_lines = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -376,3 +376,31 @@ def test_a_request_of_many_small_values_is_refused_before_it_is_parsed(gw):
     finally:
         raw.proc.stdin.close()
         raw.proc.wait(timeout=15)
+
+
+def test_a_client_that_never_reads_stderr_never_stalls_the_server(gw):
+    """A client pipes the gateway's stderr and never reads it. With every debug line on
+    stderr the pipe fills within a few hundred calls; the gateway leaves out the lines it
+    cannot write at once (the log file has them) and says so once stderr is read again."""
+    gw.add_app("com.example.echo")
+    raw = Raw(gw, stderr=subprocess.PIPE)  # AAI_LOG=debug: every request logs on stderr
+    try:
+        raw.initialize("2025-11-25")
+        echo = {"name": "aai_exec", "arguments": {"app": "com.example.echo", "tool": "echo", "args": {"text": "x"}}}
+        for _ in range(1_500):
+            assert "result" in raw.reply(raw.send("tools/call", echo), timeout=30)
+        log = (gw.home / "logs" / "aai-gateway.log").stat().st_size
+        assert log > 256 * 1024, f"{log} bytes of log: enough to fill a pipe"
+        # Read at last: the next line written says what was left out.
+        err = []
+        threading.Thread(target=lambda: err.extend(raw.proc.stderr), daemon=True).start()
+        assert "result" in raw.reply(raw.send("tools/call", echo))
+    finally:
+        raw.proc.stdin.close()
+        try:
+            raw.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raw.proc.kill()  # stalled on its stderr
+            raise
+    text = "".join(err)
+    assert "log line(s) left out here while stderr was full; the log file has them" in text, text[-2000:]

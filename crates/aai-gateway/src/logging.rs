@@ -6,7 +6,8 @@
 //!   most 5 old files are kept, so a long-running gateway never fills the disk.
 //! * stderr shows warnings and errors only. CLI commands other than the server also leave
 //!   out the problems of descriptors they did not ask about (`--scan` and `validate` report
-//!   those as their output).
+//!   those as their output). The server's stderr never blocks it: a line stderr cannot
+//!   take at once (a client piped it and does not read) is left out ([`stderr`]).
 //! * `AAI_LOG` (an `EnvFilter` directive such as `debug` or `aai_gateway=trace`) overrides
 //!   both.
 //!
@@ -23,9 +24,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use tracing_subscriber::filter::{DynFilterFn, FilterExt};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
+
+mod stderr;
 
 /// The target of descriptor diagnostics logged by a scan.
 pub(crate) const DESCRIPTORS: &str = "aai_gateway::descriptors";
@@ -124,8 +128,13 @@ pub(crate) fn init(mode: Mode, level: &str, dir: Option<&Path>) {
             .map_err(|e| eprintln!("aai-gateway: not logging to {}: {e}", dir.display()))
             .ok()
     });
+    let writer = match mode {
+        Mode::Server => BoxMakeWriter::new(stderr::UnlessFull::new(std::io::stderr())),
+        // A command's reader may be slow (a pager), and there is no log file to fall back on.
+        Mode::Command => BoxMakeWriter::new(std::io::stderr),
+    };
     let stderr = fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .with_filter(filter(&stderr_directives).and(no_error_echo()));
