@@ -29,6 +29,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
+#[cfg(unix)]
 mod stderr;
 
 /// The target of descriptor diagnostics logged by a scan.
@@ -128,13 +129,8 @@ pub(crate) fn init(mode: Mode, level: &str, dir: Option<&Path>) {
             .map_err(|e| eprintln!("aai-gateway: not logging to {}: {e}", dir.display()))
             .ok()
     });
-    let writer = match mode {
-        Mode::Server => BoxMakeWriter::new(stderr::UnlessFull::new(std::io::stderr())),
-        // A command's reader may be slow (a pager), and there is no log file to fall back on.
-        Mode::Command => BoxMakeWriter::new(std::io::stderr),
-    };
     let stderr = fmt::layer()
-        .with_writer(writer)
+        .with_writer(stderr_writer(mode))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .with_filter(filter(&stderr_directives).and(no_error_echo()));
@@ -149,6 +145,23 @@ pub(crate) fn init(mode: Mode, level: &str, dir: Option<&Path>) {
         .with(stderr)
         .with(file)
         .try_init();
+}
+
+/// The server's stderr leaves out what it cannot take at once ([`stderr`]). A command's
+/// blocks as it always did: its reader may be slow (a pager), and there is no log file
+/// to fall back on.
+#[cfg(unix)]
+fn stderr_writer(mode: Mode) -> BoxMakeWriter {
+    match mode {
+        Mode::Server => BoxMakeWriter::new(stderr::UnlessFull::new(std::io::stderr())),
+        Mode::Command => BoxMakeWriter::new(std::io::stderr),
+    }
+}
+
+/// Windows: stderr as it is (an anonymous pipe there cannot be polled).
+#[cfg(not(unix))]
+fn stderr_writer(_: Mode) -> BoxMakeWriter {
+    BoxMakeWriter::new(std::io::stderr)
 }
 
 /// An append-only log file that rotates itself by size.

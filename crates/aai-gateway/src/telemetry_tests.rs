@@ -219,8 +219,9 @@ fn a_hanging_collector_drops_spans_and_never_holds_the_caller() {
         call.end(child, Ok(()));
         call.finish(Err("TIMEOUT"));
     }
+    // Bounds for "never waits on the stuck collector", with room for a loaded machine.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -228,7 +229,7 @@ fn a_hanging_collector_drops_spans_and_never_holds_the_caller() {
     let stopping = Instant::now();
     telemetry.shutdown();
     assert!(
-        stopping.elapsed() < Duration::from_secs(2),
+        stopping.elapsed() < Duration::from_secs(10),
         "{:?}",
         stopping.elapsed()
     );

@@ -55,7 +55,13 @@ const AGENT: &str = r#"while IFS= read -r line; do
   esac
 done"#;
 
-fn gateway(home: &std::path::Path, marks: &std::path::Path, consent: &str) -> Arc<Gateway> {
+/// `timeout_ms` bounds a turn, and the agent's start with it.
+fn gateway(
+    home: &std::path::Path,
+    marks: &std::path::Path,
+    consent: &str,
+    timeout_ms: u64,
+) -> Arc<Gateway> {
     common::put(
         home,
         &json!({
@@ -65,7 +71,7 @@ fn gateway(home: &std::path::Path, marks: &std::path::Path, consent: &str) -> Ar
             "execution": {"type": "acp",
                           "start": {"command": "sh", "args": ["-c", AGENT],
                                     "env": {"MARKS": marks.to_str().unwrap()}},
-                          "timeout": 1500},
+                          "timeout": timeout_ms},
             "tools": [{"name": "ask", "description": "Give the agent a task",
                        "parameters": {"type": "object",
                                       "properties": {"prompt": {"type": "string"}},
@@ -129,7 +135,7 @@ fn text_of(result: &Value) -> String {
 #[tokio::test]
 async fn a_prompt_becomes_the_agents_text_and_a_permission_goes_through_consent() {
     let (home, marks) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let gw = gateway(home.path(), marks.path(), "allow");
+    let gw = gateway(home.path(), marks.path(), "allow", 30_000);
     let result = ask(&gw, "say hello").await.unwrap();
     assert!(text_of(&result).starts_with("hello from sh"), "{result}");
     assert_eq!(result["structuredContent"]["sessionId"], "s1", "{result}");
@@ -143,7 +149,7 @@ async fn a_prompt_becomes_the_agents_text_and_a_permission_goes_through_consent(
 #[tokio::test]
 async fn a_permission_nobody_can_answer_is_refused_not_left_hanging() {
     let (home, marks) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let gw = gateway(home.path(), marks.path(), "prompt");
+    let gw = gateway(home.path(), marks.path(), "prompt", 30_000);
     // The call itself and the agent's start (tied to its command) are granted; the edit
     // is not, and there is no channel to ask on and no time to wait.
     let snapshot = gw.snapshot().await;
@@ -164,13 +170,13 @@ async fn a_permission_nobody_can_answer_is_refused_not_left_hanging() {
 #[tokio::test]
 async fn a_turn_out_of_time_is_cancelled_and_names_its_session() {
     let (home, marks) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let gw = gateway(home.path(), marks.path(), "allow");
+    let gw = gateway(home.path(), marks.path(), "allow", 1_500);
     let e = ask(&gw, "be slow").await.unwrap_err();
     assert_eq!(e.code, Code::Timeout, "{e}");
     assert_eq!(e.data()["sessionId"], "s1", "{e}");
     // The agent heard `session/cancel`.
     let cancelled = marks.path().join("cancelled");
-    for _ in 0..50 {
+    for _ in 0..250 {
         if cancelled.exists() {
             break;
         }
@@ -183,7 +189,7 @@ async fn a_turn_out_of_time_is_cancelled_and_names_its_session() {
 #[tokio::test]
 async fn a_line_over_the_limit_stops_the_agent_and_fails_the_call_with_the_reason() {
     let (home, marks) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let gw = gateway(home.path(), marks.path(), "allow");
+    let gw = gateway(home.path(), marks.path(), "allow", 30_000);
     let e = ask(&gw, "be huge").await.unwrap_err();
     // Not the turn's timeout: the line itself ended the conversation.
     assert_eq!(e.code, Code::AppNotRunning, "{e}");

@@ -393,9 +393,13 @@ async fn a_slow_reader_gets_the_last_answer_whole_after_a_stop() {
     let _running = gw.start();
     let (mut to_server, mut from_server, served) = initialized_stdio_session(&gw).await;
     list_tools(&mut to_server, 2).await;
-    // The answer is being written when the gateway is asked to stop, and the client
-    // reads nothing for longer than the grace the answers get.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The answer is being written when the gateway is asked to stop (its first bytes
+    // came; the rest waits on the 64-byte pipe), and the client reads nothing for longer
+    // than the grace the answers get.
+    let begun = tokio::io::AsyncBufReadExt::fill_buf(&mut from_server)
+        .await
+        .unwrap();
+    assert!(!begun.is_empty(), "the answer never began");
     gw.stop();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // The process ends when the transport returns: it must not while a line is partway.

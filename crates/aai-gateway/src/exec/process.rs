@@ -607,7 +607,8 @@ mod tests {
         let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
         let args = ["-c".to_owned(), script];
         let started = std::time::Instant::now();
-        let e = run(&spec("sh", &args), b"", &limits(300, 100))
+        // 2 s: time for a cold `sh` on a loaded machine to write the pid file first.
+        let e = run(&spec("sh", &args), b"", &limits(2_000, 100))
             .await
             .unwrap_err();
         assert!(matches!(e, RunError::TimedOut(_)), "{e}");

@@ -437,7 +437,7 @@ async fn a_method_that_never_answers_ends_at_the_timeout_or_on_cancel() {
     assert_eq!(code, Code::Timeout);
     assert_eq!(detail, "`org.example.Test` did not reply within 0.3 s");
     assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(300) && took < Duration::from_secs(10),
         "{took:?}"
     );
 
@@ -460,7 +460,7 @@ async fn a_method_that_never_answers_ends_at_the_timeout_or_on_cancel() {
     let (code, detail, _) = parts(result.unwrap_err());
     assert_eq!(code, Code::AutomationFailed);
     assert_eq!(detail, "the call was cancelled");
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(started.elapsed() < Duration::from_secs(10));
 
     // The calls left hanging do not hold up the next one.
     let reply = call(&exec, &describe_tool(), describe_args())

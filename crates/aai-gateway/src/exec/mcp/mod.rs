@@ -95,8 +95,7 @@ impl Slot {
 
 /// Drops the people's connections of `app` unused for [`PERSON_IDLE`], then the least
 /// recently used beyond [`PERSON_SLOTS`] (calls in flight keep theirs until they end).
-fn trim_people(slots: &mut HashMap<SlotKey, Arc<Slot>>, app: &str) {
-    let now = std::time::Instant::now();
+fn trim_people(slots: &mut HashMap<SlotKey, Arc<Slot>>, app: &str, now: std::time::Instant) {
     slots.retain(|(a, who), slot| {
         a != app || *who == Who::Shared || now.duration_since(slot.last_used()) < PERSON_IDLE
     });
@@ -685,7 +684,7 @@ impl McpExecutor {
         let slot = {
             let mut slots = self.slots.lock().expect("slots lock");
             if *who != Who::Shared && !slots.contains_key(&key) {
-                trim_people(&mut slots, app);
+                trim_people(&mut slots, app, std::time::Instant::now());
             }
             let slot = slots
                 .entry(key)
@@ -995,9 +994,12 @@ mod tests {
             headers: Default::default(),
             mode: Default::default(),
         };
+        let now = Instant::now() + PERSON_IDLE * 3;
         let slot = |age: std::time::Duration| {
             let slot = Slot::new(&server, std::path::Path::new("."), 0);
-            *slot.used.lock().unwrap() = Instant::now().checked_sub(age).unwrap();
+            // Ages up to 20 minutes: an `Instant` that far back may not exist on Windows
+            // (it counts from boot), so the test's clock starts ahead of now.
+            *slot.used.lock().unwrap() = now - age;
             std::sync::Arc::new(slot)
         };
         let person = |n: usize| Who::Person(format!("p{n}").into());
@@ -1009,7 +1011,7 @@ mod tests {
         for n in 1..=PERSON_SLOTS + 2 {
             slots.insert(("a".to_owned(), person(n)), slot(secs(n as u64)));
         }
-        trim_people(&mut slots, "a");
+        trim_people(&mut slots, "a", now);
         // The shared connection and other apps' stay; the idle one went, and of the rest
         // the two least recently used (the oldest: the highest numbers).
         assert!(slots.contains_key(&("a".to_owned(), Who::Shared)));
