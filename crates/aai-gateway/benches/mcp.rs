@@ -66,8 +66,7 @@ async fn startup(tmp: &Path, adapter: &Path) {
         let mut rss = (0, 0);
         for run in 0..9 {
             let started = Instant::now();
-            let c = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
-            c.initialize().await;
+            let c = Client::gateway(&home).await;
             times.push(started.elapsed().as_secs_f64() * 1000.0);
             if run == 0 {
                 c.rpc("tools/list", json!({})).await;
@@ -107,12 +106,7 @@ async fn memory(tmp: &Path, adapter: &Path) {
         .to_string(),
     )
     .unwrap();
-    let gw = Arc::new(Client::spawn(
-        &GATEWAY,
-        &["--home", home.to_str().unwrap()],
-        "id",
-    ));
-    gw.initialize().await;
+    let gw = Arc::new(Client::gateway(&home).await);
     gw.rpc("tools/list", json!({})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (after_init, _) = gw.rss_kib();
@@ -171,8 +165,7 @@ async fn list_bytes(tmp: &Path, adapter: &Path) {
                 json!({"exposure": mode, "maxListedApps": 100_000}).to_string(),
             )
             .unwrap();
-            let c = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
-            c.initialize().await;
+            let c = Client::gateway(&home).await;
             let (_, bytes) = c.rpc("tools/list", json!({})).await;
             sizes.push(bytes);
         }
@@ -211,12 +204,7 @@ async fn scaling(tmp: &Path, adapter: &Path) {
             .to_string(),
         )
         .unwrap();
-        let gw = Arc::new(Client::spawn(
-            &GATEWAY,
-            &["--home", home.to_str().unwrap()],
-            "id",
-        ));
-        gw.initialize().await;
+        let gw = Arc::new(Client::gateway(&home).await);
         for (label, args) in [
             (
                 "web_discover, cached",
@@ -274,12 +262,7 @@ async fn exec(tmp: &Path, adapter: &Path) {
         }),
     )
     .await;
-    let gw = Arc::new(Client::spawn(
-        &GATEWAY,
-        &["--home", home.to_str().unwrap()],
-        "id",
-    ));
-    gw.initialize().await;
+    let gw = Arc::new(Client::gateway(&home).await);
     let g = gw.clone();
     measure(
         "aai_exec through gateway",
@@ -345,12 +328,7 @@ async fn exec(tmp: &Path, adapter: &Path) {
 async fn batch(tmp: &Path, adapter: &Path) {
     let home = tmp.join("batch");
     write_apps(&home, 1, adapter);
-    let gw = Arc::new(Client::spawn(
-        &GATEWAY,
-        &["--home", home.to_str().unwrap()],
-        "id",
-    ));
-    gw.initialize().await;
+    let gw = Arc::new(Client::gateway(&home).await);
     let one = json!({"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}});
     let calls: Vec<Value> = (0..50).map(|_| one.clone()).collect();
     let exec = json!({"name":"aai_exec","arguments": one});
@@ -701,12 +679,7 @@ async fn http(tmp: &Path) {
         .to_string(),
     )
     .unwrap();
-    let gw = Arc::new(Client::spawn(
-        &GATEWAY,
-        &["--home", home.to_str().unwrap()],
-        "id",
-    ));
-    gw.initialize().await;
+    let gw = Arc::new(Client::gateway(&home).await);
     measure(
         "HTTP GET via aai_exec",
         5_000,
@@ -742,12 +715,7 @@ async fn revisions(tmp: &Path) {
             "execution":{"type":"mcp","command":python,"args":args}});
         fs::create_dir_all(home.join("dev.mcp.asking")).unwrap();
         fs::write(home.join("dev.mcp.asking/aai.json"), doc.to_string()).unwrap();
-        let gw = Arc::new(Client::spawn(
-            &GATEWAY,
-            &["--home", home.to_str().unwrap()],
-            "id",
-        ));
-        gw.initialize().await;
+        let gw = Arc::new(Client::gateway(&home).await);
         let label = format!("aai_exec → Python SDK server at {revision}");
         let g = gw.clone();
         measure(
@@ -804,12 +772,7 @@ async fn downstream(tmp: &Path) {
         "execution":{"type":"mcp","command":"node","args":[everything,"stdio"]}});
     fs::create_dir_all(home.join("dev.mcp.everything")).unwrap();
     fs::write(home.join("dev.mcp.everything/aai.json"), doc.to_string()).unwrap();
-    let gw = Arc::new(Client::spawn(
-        &GATEWAY,
-        &["--home", home.to_str().unwrap()],
-        "id",
-    ));
-    gw.initialize().await;
+    let gw = Arc::new(Client::gateway(&home).await);
     let g = gw.clone();
     measure(
         "aai_exec → server-everything",
@@ -843,8 +806,7 @@ async fn downstream(tmp: &Path) {
     let ask = json!({"name":"aai_exec","arguments":{"app":"dev.acp.echo","tool":"ask","args":{"prompt":"hi"}}});
     let (mut cold, mut warm, mut direct_cold) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..20 {
-        let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
-        gw.initialize().await;
+        let gw = Client::gateway(&home).await;
         // The catalog is loaded in the background: wait for it outside the timing.
         gw.rpc("tools/list", json!({})).await;
         let t = Instant::now();
@@ -924,8 +886,7 @@ fn main() {
             // `cargo test --benches`: a smoke run only.
             let home = tmp.path().join("smoke");
             write_apps(&home, 3, &adapter);
-            let c = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
-            c.initialize().await;
+            let c = Client::gateway(&home).await;
             let (r, _) = c.rpc("tools/call", json!({"name":"aai_exec","arguments":{"app":"com.bench.app0","tool":"tool0","args":{"text":"hi"}}})).await;
             assert_eq!(r["result"]["content"][0]["text"], "{\"text\":\"hi\"}");
             return;

@@ -352,9 +352,7 @@ async fn in_flight(call: Arc<Call>) -> f64 {
 /// A gateway in `flat` exposure with one app per server, initialized.
 async fn front_door(home: &Path, servers: &[Server]) -> Client {
     write_front_door(home, servers);
-    let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
-    gw.initialize().await;
-    gw
+    Client::gateway(home).await
 }
 
 /// A home in `flat` exposure with one app per server.

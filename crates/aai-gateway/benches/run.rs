@@ -53,8 +53,7 @@ fn main() {
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
-        gw.initialize().await;
+        let gw = Client::gateway(&home).await;
         let run = |script: &'static str| {
             let gw = &gw;
             async move {

@@ -133,6 +133,13 @@ impl Client {
         assert!(r.get("result").is_some(), "{r}");
     }
 
+    /// The gateway measured, on `home`, initialized.
+    pub(crate) async fn gateway(home: &Path) -> Client {
+        let gw = Client::spawn(&GATEWAY, &["--home", home.to_str().unwrap()], "id");
+        gw.initialize().await;
+        gw
+    }
+
     pub(crate) async fn initialize(&self) {
         self.rpc(
             "initialize",

@@ -24,12 +24,7 @@ pub(crate) async fn guide(tmp: &Path, adapter: &Path) {
     tokio::task::spawn_blocking(move || guide_by_placement(&h, &me, CALLS))
         .await
         .unwrap();
-    let gw = Arc::new(Client::spawn(
-        &GATEWAY,
-        &["--home", home.to_str().unwrap()],
-        "id",
-    ));
-    gw.initialize().await;
+    let gw = Arc::new(Client::gateway(&home).await);
     let round = |label: &'static str| {
         let gw = gw.clone();
         async move {
